@@ -1,0 +1,57 @@
+# Ax3l: `make help` lists the targets.
+SHELL := /bin/bash
+UV ?= uv
+PYTEST_ARGS ?=
+export UV_PYTHON ?= 3.11
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "} {printf "  %-12s %s\n", $$1, $$2}'
+
+.PHONY: uv
+uv:
+	@command -v $(UV) >/dev/null 2>&1 || python3 -m pip install --quiet uv
+
+.PHONY: install
+install: uv ## install every package and the dev tools into .venv (from uv.lock)
+	$(UV) sync --frozen --all-packages
+
+.PHONY: db-start
+db-start: ## start the private MariaDB (installs mariadb-server when missing)
+	scripts/mariadb.sh start
+
+.PHONY: db-stop
+db-stop: ## stop the private MariaDB
+	scripts/mariadb.sh stop
+
+.PHONY: schema
+schema: install db-start ## create or check Ax3l's tables in the private MariaDB
+	set -a; . .run/db.env; set +a; $(UV) run --frozen ax3l-db create
+
+.PHONY: test
+test: install db-start ## run every test suite against a real MariaDB
+	$(UV) run --frozen pytest $(PYTEST_ARGS)
+
+.PHONY: lint
+lint: install ## ruff and mypy
+	$(UV) run --frozen ruff check .
+	$(UV) run --frozen mypy shared/src services/*/src
+
+.PHONY: bench
+bench: install db-start ## run the benchmarks under bench/ (prints figures)
+	@for b in bench/bench_*.py; do echo "== $$b"; $(UV) run --frozen python $$b || exit 1; done
+
+.PHONY: run
+run: install db-start ## the whole stack as local processes in the foreground (Ctrl-C stops it)
+	$(UV) run --frozen python scripts/stack.py run
+
+.PHONY: start
+start: install db-start ## the whole stack in the background (idempotent)
+	$(UV) run --frozen python scripts/stack.py start
+
+.PHONY: stop
+stop: ## stop the background stack and the private MariaDB
+	-$(UV) run --frozen python scripts/stack.py stop
+	scripts/mariadb.sh stop

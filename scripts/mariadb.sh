@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# A private MariaDB for development, tests and `make run`: own data directory, socket and port
+# under the git-ignored run directory, so it never touches a system MySQL.
+#   scripts/mariadb.sh start|stop|status|env
+# Settings: AX3L_RUN_DIR (default <repo>/.run), AX3L_DEV_DB_PORT (default 33306).
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+run_dir=${AX3L_RUN_DIR:-$repo/.run}
+base=$run_dir/mariadb
+data=$base/data
+sock=$base/mysqld.sock
+pidfile=$base/mysqld.pid
+port=${AX3L_DEV_DB_PORT:-33306}
+envfile=$run_dir/db.env
+
+log() { echo "mariadb: $*" >&2; }
+
+install_if_missing() {
+  if command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ]; then return; fi
+  if [ "$(id -u)" != 0 ]; then
+    log "mariadb-server is not installed; install it (apt-get install mariadb-server) and retry"
+    exit 1
+  fi
+  log "installing mariadb-server from Debian's packages"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server mariadb-client >/dev/null
+}
+
+running() {
+  [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null
+}
+
+admin_sql() {
+  mariadb --no-defaults --protocol=socket --socket="$sock" -uroot "$@"
+}
+
+random_secret() { head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 20; }
+
+write_env() {
+  # Secrets are made once and kept, so restarts and other shells agree.
+  if [ ! -f "$base/secrets" ]; then
+    umask 077
+    {
+      echo "ax3l_pw=$(random_secret)"
+      echo "snakelab_pw=$(random_secret)"
+      echo "admin_pw=$(random_secret)"
+    } >"$base/secrets"
+  fi
+  # shellcheck disable=SC1090,SC1091
+  . "$base/secrets"
+  umask 077
+  cat >"$envfile" <<ENV
+# Written by scripts/mariadb.sh: the private MariaDB of this checkout.
+DB_HOST=127.0.0.1
+DB_PORT=$port
+DB_USER=ax3l
+DB_PASSWORD=$ax3l_pw
+DB_SOCKET=$sock
+AX3L_DB_NAME=ax3l
+AX3L_SNAKELAB_DB_NAME=snakelab
+SNAKELAB_DB_HOST=127.0.0.1
+SNAKELAB_DB_PORT=$port
+SNAKELAB_DB_USER=snakelab
+SNAKELAB_DB_PASSWORD=$snakelab_pw
+SNAKELAB_DB_NAME=snakelab
+AX3L_DB_ADMIN_USER=ax3l_admin
+AX3L_DB_ADMIN_PASSWORD=$admin_pw
+ENV
+}
+
+start() {
+  install_if_missing
+  mkdir -p "$base"
+  if running; then
+    write_env
+    log "already running on 127.0.0.1:$port"
+    return
+  fi
+  if [ ! -d "$data/mysql" ]; then
+    log "initialising $data"
+    mariadb-install-db --no-defaults --datadir="$data" --user="$(id -un)" \
+      --auth-root-authentication-method=socket --skip-test-db >"$base/install.log" 2>&1 \
+      || { cat "$base/install.log" >&2; exit 1; }
+  fi
+  mariadbd --no-defaults --datadir="$data" --socket="$sock" --port="$port" \
+    --bind-address=127.0.0.1 --pid-file="$pidfile" --log-error="$base/error.log" \
+    --user="$(id -un)" --skip-name-resolve --max-connections=500 \
+    --innodb-buffer-pool-size=512M --innodb-flush-log-at-trx-commit=2 \
+    --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci \
+    >/dev/null 2>&1 &
+  for _ in $(seq 1 300); do
+    if admin_sql -e "SELECT 1" >/dev/null 2>&1; then break; fi
+    sleep 0.1
+  done
+  if ! admin_sql -e "SELECT 1" >/dev/null 2>&1; then
+    log "did not start; see $base/error.log"
+    tail -20 "$base/error.log" >&2 || true
+    exit 1
+  fi
+  write_env
+  # shellcheck disable=SC1090,SC1091
+  . "$base/secrets"
+  admin_sql <<SQL
+CREATE DATABASE IF NOT EXISTS ax3l CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;
+CREATE DATABASE IF NOT EXISTS snakelab CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;
+CREATE USER IF NOT EXISTS 'ax3l'@'%' IDENTIFIED BY '$ax3l_pw';
+CREATE USER IF NOT EXISTS 'snakelab'@'%' IDENTIFIED BY '$snakelab_pw';
+CREATE USER IF NOT EXISTS 'ax3l_admin'@'%' IDENTIFIED BY '$admin_pw';
+GRANT ALL PRIVILEGES ON ax3l.* TO 'ax3l'@'%';
+GRANT SELECT ON snakelab.* TO 'ax3l'@'%';
+GRANT ALL PRIVILEGES ON snakelab.* TO 'snakelab'@'%';
+GRANT ALL PRIVILEGES ON *.* TO 'ax3l_admin'@'%' WITH GRANT OPTION;
+FLUSH PRIVILEGES;
+SQL
+  log "running on 127.0.0.1:$port (settings in $envfile)"
+}
+
+stop() {
+  if running; then
+    kill "$(cat "$pidfile")"
+    for _ in $(seq 1 300); do running || break; sleep 0.1; done
+    log "stopped"
+  else
+    log "not running"
+  fi
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop ;;
+  status) if running; then log "running on 127.0.0.1:$port"; else log "not running"; exit 1; fi ;;
+  env) cat "$envfile" ;;
+  *) echo "usage: $0 start|stop|status|env" >&2; exit 2 ;;
+esac

@@ -1,0 +1,1 @@
+"""Ax3l orchestrator: the round-robin experiment loop"""

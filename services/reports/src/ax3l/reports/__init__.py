@@ -1,0 +1,1 @@
+"""Ax3l reports: the experiment in the browser and its REST API"""

@@ -1,0 +1,1 @@
+"""Ax3l toolbroker: validates, deduplicates and submits tool calls over ZeroMQ"""

@@ -1,0 +1,185 @@
+"""``ax3l-db``: create or check Ax3l's tables, and wipe experiment events on request."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import pymysql
+
+from ax3l.shared.db import tables
+from ax3l.shared.db.errors import DatabaseError, SchemaMismatch, translate
+from ax3l.shared.settings import Settings, get_settings
+
+
+def connect(settings: Settings) -> Any:
+    """A plain (blocking) connection to Ax3l's database, for administration."""
+    try:
+        return pymysql.connect(
+            host=settings.db_host,
+            port=settings.db_port,
+            user=settings.db_user,
+            password=settings.db_password.get_secret_value(),
+            database=settings.db_name,
+            charset="utf8mb4",
+            autocommit=True,
+            connect_timeout=10,
+        )
+    except pymysql.err.MySQLError as exc:
+        raise translate(
+            exc, f"connecting to {settings.db_host}:{settings.db_port}/{settings.db_name}"
+        ) from exc
+
+
+def _existing_tables(cur: Any) -> set[str]:
+    cur.execute("SHOW TABLES")
+    return {row[0] for row in cur.fetchall()}
+
+
+def _columns(cur: Any, table: str) -> dict[str, str]:
+    cur.execute(
+        "SELECT column_name, data_type FROM information_schema.columns"
+        " WHERE table_schema = DATABASE() AND table_name = %s",
+        (table,),
+    )
+    return {str(name).lower(): str(kind).lower() for name, kind in cur.fetchall()}
+
+
+def _indexes(cur: Any, table: str) -> set[str]:
+    cur.execute(
+        "SELECT DISTINCT index_name FROM information_schema.statistics"
+        " WHERE table_schema = DATABASE() AND table_name = %s",
+        (table,),
+    )
+    return {str(row[0]) for row in cur.fetchall()}
+
+
+def check_user_tables(cur: Any) -> list[str]:
+    """Problems with existing user tables (missing columns); empty when they fit."""
+    problems = []
+    present = _existing_tables(cur)
+    for table, expected in tables.EXPECTED_COLUMNS.items():
+        if table not in present:
+            continue
+        actual = _columns(cur, table)
+        for column, kind in expected.items():
+            if column not in actual:
+                problems.append(f"table {table} has no column {column}")
+            elif not actual[column].startswith(kind):
+                problems.append(f"{table}.{column} is {actual[column]}, expected {kind}")
+    return problems
+
+
+def ensure_schema(settings: Settings) -> str:
+    """Create what is missing, refuse tables of another schema version; returns a summary."""
+    conn = connect(settings)
+    try:
+        with conn.cursor() as cur:
+            present = _existing_tables(cur)
+            if "ax3l_meta" in present:
+                cur.execute("SELECT value FROM ax3l_meta WHERE name = 'schema_version'")
+                row = cur.fetchone()
+                if row and row[0] != tables.SCHEMA_VERSION:
+                    raise SchemaMismatch(
+                        f"database {settings.db_name} has Ax3l schema version {row[0]}, this Ax3l"
+                        f" uses {tables.SCHEMA_VERSION}: run the matching Ax3l version, or back up"
+                        " and run `ax3l-db reset-events --recreate --yes` to start a new history"
+                    )
+            problems = check_user_tables(cur)
+            if problems:
+                raise SchemaMismatch(
+                    f"database {settings.db_name} has event tables of another schema: "
+                    + "; ".join(problems)
+                    + ". Existing tables are not migrated: back up and run"
+                    " `ax3l-db reset-events --recreate --yes` to recreate them"
+                )
+            created = []
+            for name, ddl in (*tables.USER_TABLES, *tables.OWN_TABLES):
+                if name not in present:
+                    cur.execute(ddl)
+                    created.append(name)
+            for table, index, columns in tables.OWN_INDEXES:
+                if index not in _indexes(cur, table):
+                    cur.execute(f"CREATE INDEX {index} ON {table} ({columns})")
+            cur.execute(
+                "INSERT INTO ax3l_meta (name, value) VALUES ('schema_version', %s)"
+                " ON DUPLICATE KEY UPDATE value = value",
+                (tables.SCHEMA_VERSION,),
+            )
+        if created:
+            return f"created tables: {', '.join(created)}"
+        return "schema is up to date"
+    except pymysql.err.MySQLError as exc:
+        raise translate(exc, "creating the schema") from exc
+    finally:
+        conn.close()
+
+
+def reset_events(settings: Settings, recreate: bool = False) -> str:
+    """Delete every experiment event and its score snapshot (or drop and recreate the tables)."""
+    conn = connect(settings)
+    try:
+        with conn.cursor() as cur:
+            present = _existing_tables(cur)
+            if recreate:
+                for table in tables.EXPERIMENT_TABLES:
+                    if table in present:
+                        cur.execute(f"DROP TABLE {table}")
+                if "ax3l_meta" in present:
+                    cur.execute("DELETE FROM ax3l_meta")
+            else:
+                for table in tables.EXPERIMENT_TABLES:
+                    if table in present:
+                        cur.execute(f"DELETE FROM {table}")
+            for hook in RESET_HOOKS:
+                hook(cur, present)
+    except pymysql.err.MySQLError as exc:
+        raise translate(exc, "resetting events") from exc
+    finally:
+        conn.close()
+    summary = ensure_schema(settings)
+    return f"experiment events deleted; {summary}"
+
+
+# Services whose own tables hold experiment state register a cleanup here.
+RESET_HOOKS: list[Any] = []
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="ax3l-db", description="Create or check Ax3l's database schema."
+    )
+    sub = parser.add_subparsers(dest="command")
+    sub.add_parser("create", help="create missing tables and indexes, check existing ones")
+    sub.add_parser("check", help="same as create (idempotent)")
+    reset = sub.add_parser(
+        "reset-events",
+        help="delete all experiment events and score snapshots (needed when the order changes)",
+    )
+    reset.add_argument("--yes", action="store_true", help="confirm: the history is deleted")
+    reset.add_argument(
+        "--recreate", action="store_true", help="drop and recreate the event tables as well"
+    )
+    args = parser.parse_args(argv)
+    settings = get_settings()
+    try:
+        if args.command == "reset-events":
+            if not args.yes:
+                print(
+                    "ax3l-db: reset-events deletes every experiment event and score snapshot;"
+                    " run again with --yes to confirm",
+                    file=sys.stderr,
+                )
+                return 2
+            print(reset_events(settings, recreate=args.recreate))
+        else:
+            print(ensure_schema(settings))
+    except DatabaseError as exc:
+        print(f"ax3l-db: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""The events writer: an event, its message and its highscore row in one transaction."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from ax3l.shared.db.database import Database
+from ax3l.shared.events import category_of, default_level
+
+
+@dataclass(frozen=True)
+class HighscoreRow:
+    """A point of the /experiment-highscores plot, stored with its golden-creation event."""
+
+    simulations: int
+    score: int
+    seed: int | None
+
+
+def to_content(content: Any) -> str:
+    """The stored text of an event: strings as they are, everything else as strict JSON."""
+    if isinstance(content, str):
+        return content
+    return json.dumps(content, allow_nan=False, ensure_ascii=False, default=_json_default)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+async def write_event(
+    cur: Any,
+    name: str,
+    content: Any = None,
+    *,
+    level: str | None = None,
+    process_id: str | None = None,
+    parent_event_id: int | None = None,
+    source_name: str | None = None,
+    parameter: str | None = None,
+    ax3l_version: str | None = None,
+    highscore: HighscoreRow | None = None,
+) -> int:
+    """Insert an event (and its message and highscore row) with ``cur``; returns its id.
+
+    Use inside a caller's transaction when the event must commit together with other rows.
+    """
+    category = category_of(name)
+    await cur.execute(
+        "INSERT INTO events (occurred_at, name, category, log_level, process_id,"
+        " parent_event_id, source_name, parameter, ax3l_version)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        (
+            datetime.now(UTC).replace(tzinfo=None),
+            name,
+            category.value,
+            str(level or default_level(name)),
+            process_id,
+            parent_event_id,
+            source_name,
+            parameter,
+            ax3l_version,
+        ),
+    )
+    event_id = int(cur.lastrowid)
+    if content is not None:
+        await cur.execute(
+            "INSERT INTO event_messages (event_id, content) VALUES (%s, %s)",
+            (event_id, to_content(content)),
+        )
+    if highscore is not None:
+        await cur.execute(
+            "INSERT INTO experiment_highscores (event_id, simulations, score, seed)"
+            " VALUES (%s, %s, %s, %s)",
+            (event_id, highscore.simulations, highscore.score, highscore.seed),
+        )
+    return event_id
+
+
+class EventLog:
+    """Writes events for one service, stamping its version."""
+
+    def __init__(self, db: Database, ax3l_version: str | None = None):
+        self.db = db
+        self.ax3l_version = ax3l_version or db.settings.ax3l_version
+
+    async def log(self, name: str, content: Any = None, **fields: Any) -> int:
+        """Write one event in its own transaction; returns its id."""
+        fields.setdefault("ax3l_version", self.ax3l_version)
+        async with self.db.transaction(f"logging event {name}") as cur:
+            return await write_event(cur, name, content, **fields)
+
+    async def write(self, cur: Any, name: str, content: Any = None, **fields: Any) -> int:
+        """Write one event inside the caller's transaction."""
+        fields.setdefault("ax3l_version", self.ax3l_version)
+        return await write_event(cur, name, content, **fields)

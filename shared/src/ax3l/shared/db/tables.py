@@ -1,0 +1,103 @@
+"""The ``ax3l`` database's tables: the user's three (unchanged) plus Ax3l's own.
+
+``events``, ``event_messages`` and ``experiment_highscores`` keep the exact names and
+columns of the user's running system so existing databases work as they are. Extra indexes
+and tables are Ax3l's own and are added by ``ax3l-db`` without touching existing rows.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = "1"
+
+TABLE_OPTIONS = "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci"
+
+EVENTS = f"""
+CREATE TABLE IF NOT EXISTS events (
+  event_id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  occurred_at DATETIME(6) NOT NULL,
+  name VARCHAR(100) NOT NULL,
+  category VARCHAR(50) NOT NULL,
+  log_level VARCHAR(10) NOT NULL,
+  process_id CHAR(36) NULL,
+  parent_event_id BIGINT UNSIGNED NULL,
+  source_name VARCHAR(255) NULL,
+  parameter VARCHAR(100) NULL,
+  ax3l_version VARCHAR(100) NULL,
+  KEY idx_events_occurred (occurred_at, event_id),
+  KEY idx_events_name (name, occurred_at),
+  KEY idx_events_process (process_id, event_id),
+  CONSTRAINT fk_events_parent FOREIGN KEY (parent_event_id)
+    REFERENCES events (event_id) ON DELETE CASCADE
+) {TABLE_OPTIONS}
+"""
+
+EVENT_MESSAGES = f"""
+CREATE TABLE IF NOT EXISTS event_messages (
+  event_id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+  content LONGTEXT NOT NULL,
+  CONSTRAINT fk_event_messages_event FOREIGN KEY (event_id)
+    REFERENCES events (event_id) ON DELETE CASCADE
+) {TABLE_OPTIONS}
+"""
+
+EXPERIMENT_HIGHSCORES = f"""
+CREATE TABLE IF NOT EXISTS experiment_highscores (
+  event_id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+  simulations BIGINT UNSIGNED NOT NULL,
+  score INT NOT NULL,
+  seed BIGINT NULL,
+  CONSTRAINT fk_experiment_highscores_event FOREIGN KEY (event_id)
+    REFERENCES events (event_id) ON DELETE CASCADE
+) {TABLE_OPTIONS}
+"""
+
+META = f"""
+CREATE TABLE IF NOT EXISTS ax3l_meta (
+  name VARCHAR(64) NOT NULL PRIMARY KEY,
+  value VARCHAR(255) NOT NULL
+) {TABLE_OPTIONS}
+"""
+
+# The user's tables, in creation order (foreign keys point backwards).
+USER_TABLES: tuple[tuple[str, str], ...] = (
+    ("events", EVENTS),
+    ("event_messages", EVENT_MESSAGES),
+    ("experiment_highscores", EXPERIMENT_HIGHSCORES),
+)
+
+# Ax3l's own tables; services add theirs here so ``ax3l-db`` creates everything.
+OWN_TABLES: list[tuple[str, str]] = [("ax3l_meta", META)]
+
+# Ax3l's own indexes on the user's tables: (table, index name, columns).
+OWN_INDEXES: list[tuple[str, str, str]] = [
+    ("events", "idx_events_name_id", "name, event_id"),
+    ("events", "idx_events_category_id", "category, event_id"),
+    ("events", "idx_events_parameter_id", "parameter, event_id"),
+    ("events", "idx_events_parent", "parent_event_id"),
+]
+
+# Columns of the user's tables that must be present (name -> type prefix as MySQL reports it).
+EXPECTED_COLUMNS: dict[str, dict[str, str]] = {
+    "events": {
+        "event_id": "bigint",
+        "occurred_at": "datetime",
+        "name": "varchar",
+        "category": "varchar",
+        "log_level": "varchar",
+        "process_id": "char",
+        "parent_event_id": "bigint",
+        "source_name": "varchar",
+        "parameter": "varchar",
+        "ax3l_version": "varchar",
+    },
+    "event_messages": {"event_id": "bigint", "content": "longtext"},
+    "experiment_highscores": {
+        "event_id": "bigint",
+        "simulations": "bigint",
+        "score": "int",
+        "seed": "bigint",
+    },
+}
+
+# What ``ax3l-db reset-events`` empties, children first.
+EXPERIMENT_TABLES: list[str] = ["experiment_highscores", "event_messages", "events"]

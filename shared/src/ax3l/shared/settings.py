@@ -1,0 +1,83 @@
+"""Every setting of Ax3l, read from the environment (and ``.env`` files when asked).
+
+The database variables keep the names of the user's running system (``DB_HOST``...); the
+rest are prefixed ``AX3L_``. Defaults match DESIGN.md.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Ax3l's settings; each field documents its environment variable."""
+
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
+
+    db_host: str = Field("127.0.0.1", validation_alias="DB_HOST", description="MySQL host")
+    db_port: int = Field(3306, validation_alias="DB_PORT", ge=1, le=65535)
+    db_user: str = Field("ax3l", validation_alias="DB_USER")
+    db_password: SecretStr = Field(SecretStr(""), validation_alias="DB_PASSWORD")
+    db_name: str = Field("ax3l", validation_alias=AliasChoices("AX3L_DB_NAME", "DB_NAME"))
+    snakelab_db_name: str = Field("snakelab", validation_alias="AX3L_SNAKELAB_DB_NAME")
+    db_pool_size: int = Field(5, validation_alias="AX3L_DB_POOL_SIZE", ge=1, le=100)
+    db_pool_recycle: int = Field(
+        280,
+        validation_alias="AX3L_DB_POOL_RECYCLE",
+        ge=1,
+        description="seconds before a pooled connection is replaced (below wait_timeout)",
+    )
+
+    snakelab_endpoint: str = Field(
+        "tcp://127.0.0.1:41970", validation_alias="AX3L_SNAKELAB_ENDPOINT"
+    )
+    snakelab_timeout: float = Field(3.0, validation_alias="AX3L_SNAKELAB_TIMEOUT", gt=0)
+    snakelab_poll_interval: float = Field(5.0, validation_alias="AX3L_POLL_INTERVAL", gt=0)
+
+    zmq_endpoint: str = Field("tcp://127.0.0.1:61970", validation_alias="AX3L_ZMQ_ENDPOINT")
+    zmq_timeout: float = Field(15.0, validation_alias="AX3L_ZMQ_TIMEOUT", gt=0)
+    zmq_max_message_bytes: int = Field(
+        65536, validation_alias="AX3L_ZMQ_MAX_MESSAGE_BYTES", ge=1024
+    )
+
+    http_host: str = Field("127.0.0.1", validation_alias="AX3L_HTTP_HOST")
+    orchestrator_port: int = Field(28871, validation_alias="AX3L_ORCHESTRATOR_PORT")
+    toolbroker_port: int = Field(28872, validation_alias="AX3L_TOOLBROKER_PORT")
+    reports_port: int = Field(28870, validation_alias="AX3L_REPORTS_PORT")
+
+    llm_url: str | None = Field(None, validation_alias="AX3L_LLM_URL")
+    llm_model: str = Field("local", validation_alias="AX3L_LLM_MODEL")
+    llm_timeout: float = Field(300.0, validation_alias="AX3L_LLM_TIMEOUT", gt=0)
+    mcp_call_timeout: float = Field(45.0, validation_alias="AX3L_MCP_CALL_TIMEOUT", gt=0)
+    max_corrections: int = Field(3, validation_alias="AX3L_MAX_CORRECTIONS", ge=0)
+    retry_backoff_max: float = Field(60.0, validation_alias="AX3L_RETRY_BACKOFF_MAX", gt=0)
+    proposer: str | None = Field(None, validation_alias="AX3L_PROPOSER")
+    seed_stagnant_rounds: int = Field(9, validation_alias="AX3L_SEED_STAGNANT_ROUNDS", ge=1)
+
+    schema_path: Path | None = Field(
+        None,
+        validation_alias="AX3L_SCHEMA_PATH",
+        description="SnakeLab's config schema file; the bundled copy when unset",
+    )
+    config_file: Path = Field(
+        Path("/opt/prod/ax3l/conf/ax3l.json"),
+        validation_alias="AX3L_CONFIG_FILE",
+        description="the user's Ax3l config file; its zmq binding is the tool endpoint fallback",
+    )
+    raw_logs_enabled: bool = Field(False, validation_alias="AX3L_RAW_LOGS_ENABLED")
+    output_dir: Path | None = Field(None, validation_alias="AX3L_OUTPUT_DIR")
+
+    ax3l_version: str = Field("ax3l-0.1.0", validation_alias="AX3L_VERSION")
+
+    def schema_file(self) -> str | None:
+        return None if self.schema_path is None else str(self.schema_path)
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process's settings, read once; tests override the dependency instead."""
+    return Settings()

@@ -1,0 +1,118 @@
+"""Ax3l's client for SnakeLab's control socket (ZeroMQ REQ/REP, the 2.x contract).
+
+A fresh REQ socket per request with LINGER 0: a REQ socket that timed out is unusable, and a
+request that timed out may already have been processed, so nothing here ever resends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import zmq
+import zmq.asyncio
+from pydantic import ValidationError
+
+from ax3l.shared.wire import (
+    ActiveReply,
+    ControlError,
+    ControlOk,
+    HealthReply,
+    RunStatus,
+    SubmitReply,
+)
+
+
+class SnakeLabError(RuntimeError):
+    """SnakeLab answered with an error reply (``code`` is the contract's error code)."""
+
+    def __init__(self, code: str, message: str):
+        self.code = code
+        self.message = message
+        super().__init__(f"SnakeLab {code}: {message}")
+
+
+class SnakeLabUnavailable(RuntimeError):
+    """No reply within the timeout (the request may or may not have been processed)."""
+
+
+class SnakeLabProtocolError(RuntimeError):
+    """SnakeLab's reply broke the contract (not JSON, wrong shape, wrong request id)."""
+
+
+class SnakeLabClient:
+    """Async client of one SnakeLab control endpoint."""
+
+    def __init__(
+        self, endpoint: str, timeout: float = 3.0, context: zmq.asyncio.Context | None = None
+    ):
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self._context = context or zmq.asyncio.Context.instance()
+
+    async def call(self, method: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Send one request and return the reply's payload; never retried."""
+        request_id = str(uuid.uuid4())
+        message = {
+            "protocol_version": 1,
+            "request_id": request_id,
+            "method": method,
+            "payload": payload or {},
+        }
+        raw = await self.exchange(json.dumps(message, allow_nan=False).encode("utf-8"))
+        try:
+            reply = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise SnakeLabProtocolError(f"{method}: reply is not JSON") from exc
+        if not isinstance(reply, dict):
+            raise SnakeLabProtocolError(f"{method}: reply is not a JSON object")
+        try:
+            if reply.get("status") == "error":
+                error = ControlError.model_validate(reply)
+                raise SnakeLabError(error.error.code, error.error.message)
+            ok = ControlOk.model_validate(reply)
+        except ValidationError as exc:
+            raise SnakeLabProtocolError(f"{method}: malformed reply: {exc}") from exc
+        if ok.request_id != request_id:
+            raise SnakeLabProtocolError(f"{method}: reply for another request {ok.request_id}")
+        return ok.payload
+
+    async def exchange(self, raw: bytes) -> bytes:
+        """One raw request/reply on a fresh socket (also used by contract tests)."""
+        sock = self._context.socket(zmq.REQ)
+        sock.setsockopt(zmq.LINGER, 0)
+        try:
+            sock.connect(self.endpoint)
+            try:
+                await asyncio.wait_for(sock.send(raw), self.timeout)
+                return bytes(await asyncio.wait_for(sock.recv(), self.timeout))
+            except TimeoutError:
+                raise SnakeLabUnavailable(
+                    f"SnakeLab at {self.endpoint} did not answer within {self.timeout:g} s"
+                ) from None
+        finally:
+            sock.close(linger=0)
+
+    async def health(self) -> HealthReply:
+        return HealthReply.model_validate(await self.call("health"))
+
+    async def submit(self, config: dict[str, Any]) -> SubmitReply:
+        """Submit a run. Never retry this: every accepted submit creates a new run."""
+        return SubmitReply.model_validate(await self.call("simulation.submit", {"config": config}))
+
+    async def status(self, run_id: str) -> RunStatus:
+        return RunStatus.model_validate(await self.call("simulation.status", {"run_id": run_id}))
+
+    async def active(self) -> RunStatus | None:
+        return ActiveReply.model_validate(await self.call("simulation.active")).run
+
+    async def pause(self, run_id: str) -> RunStatus:
+        return RunStatus.model_validate(await self.call("simulation.pause", {"run_id": run_id}))
+
+    async def resume(self, run_id: str) -> RunStatus:
+        return RunStatus.model_validate(await self.call("simulation.resume", {"run_id": run_id}))
+
+    async def cancel(self, run_id: str) -> RunStatus:
+        return RunStatus.model_validate(await self.call("simulation.cancel", {"run_id": run_id}))

@@ -1,0 +1,217 @@
+"""Pytest plugin shared by every suite: fresh real databases per test, ports, waiting.
+
+Tests always run against the private MariaDB of ``scripts/mariadb.sh`` (``make test`` starts
+it). Each test gets its own pair of databases, so suites and helpers can run side by side.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pymysql
+import pytest
+
+from ax3l.shared.db.cli import ensure_schema
+from ax3l.shared.settings import Settings
+
+
+def _find_env_file() -> Path | None:
+    explicit = os.environ.get("AX3L_DB_ENV")
+    if explicit:
+        return Path(explicit)
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / ".run" / "db.env"
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    values = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, _, value = line.partition("=")
+            values[key.strip()] = value.strip()
+    return values
+
+
+@dataclass
+class TestDatabases:
+    """A private pair of databases (``ax3l_*`` and ``snakelab_*``) with the real grants."""
+
+    host: str
+    port: int
+    ax3l_db: str
+    snakelab_db: str
+    ax3l_user: str
+    ax3l_password: str
+    snakelab_user: str
+    snakelab_password: str
+    admin_user: str
+    admin_password: str
+
+    def settings(self, **overrides: Any) -> Settings:
+        """Ax3l settings pointing at these databases."""
+        values: dict[str, Any] = {
+            "DB_HOST": self.host,
+            "DB_PORT": self.port,
+            "DB_USER": self.ax3l_user,
+            "DB_PASSWORD": self.ax3l_password,
+            "AX3L_DB_NAME": self.ax3l_db,
+            "AX3L_SNAKELAB_DB_NAME": self.snakelab_db,
+        }
+        values.update(overrides)
+        return Settings(**values)
+
+    def env(self) -> dict[str, str]:
+        """Environment variables for a subprocess (any service) using these databases."""
+        return {
+            "DB_HOST": self.host,
+            "DB_PORT": str(self.port),
+            "DB_USER": self.ax3l_user,
+            "DB_PASSWORD": self.ax3l_password,
+            "AX3L_DB_NAME": self.ax3l_db,
+            "AX3L_SNAKELAB_DB_NAME": self.snakelab_db,
+            "SNAKELAB_DB_HOST": self.host,
+            "SNAKELAB_DB_PORT": str(self.port),
+            "SNAKELAB_DB_USER": self.snakelab_user,
+            "SNAKELAB_DB_PASSWORD": self.snakelab_password,
+            "SNAKELAB_DB_NAME": self.snakelab_db,
+        }
+
+    def connect(self, user: str = "admin", database: str | None = None) -> Any:
+        """A blocking autocommit connection as ``admin``, ``ax3l`` or ``snakelab``."""
+        credentials = {
+            "admin": (self.admin_user, self.admin_password),
+            "ax3l": (self.ax3l_user, self.ax3l_password),
+            "snakelab": (self.snakelab_user, self.snakelab_password),
+        }[user]
+        return pymysql.connect(
+            host=self.host,
+            port=self.port,
+            user=credentials[0],
+            password=credentials[1],
+            database=database,
+            autocommit=True,
+            charset="utf8mb4",
+        )
+
+
+def _admin(values: dict[str, str]) -> Any:
+    return pymysql.connect(
+        host=values["DB_HOST"],
+        port=int(values["DB_PORT"]),
+        user=values["AX3L_DB_ADMIN_USER"],
+        password=values["AX3L_DB_ADMIN_PASSWORD"],
+        autocommit=True,
+    )
+
+
+@pytest.fixture(scope="session")
+def db_env() -> dict[str, str]:
+    """The private MariaDB's connection settings (``.run/db.env``)."""
+    path = _find_env_file()
+    if path is None:
+        pytest.fail("no .run/db.env: start the test database with `scripts/mariadb.sh start`")
+    return read_env_file(path)
+
+
+def create_snakelab_tables(databases: TestDatabases) -> None:
+    """SnakeLab's tables, as the reference SnakeLab creates them, for tests without a server."""
+    from snakelab.tables import ALL_TABLES  # the reference SnakeLab owns these
+
+    conn = databases.connect("snakelab", databases.snakelab_db)
+    try:
+        with conn.cursor() as cur:
+            for _, ddl in ALL_TABLES:
+                cur.execute(ddl)
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def databases(db_env: dict[str, str]) -> Iterator[TestDatabases]:
+    """A fresh ``ax3l`` database (schema created) and an empty ``snakelab`` one, dropped after."""
+    suffix = secrets.token_hex(4)
+    dbs = TestDatabases(
+        host=db_env["DB_HOST"],
+        port=int(db_env["DB_PORT"]),
+        ax3l_db=f"ax3l_t{suffix}",
+        snakelab_db=f"snakelab_t{suffix}",
+        ax3l_user=db_env["DB_USER"],
+        ax3l_password=db_env["DB_PASSWORD"],
+        snakelab_user=db_env["SNAKELAB_DB_USER"],
+        snakelab_password=db_env["SNAKELAB_DB_PASSWORD"],
+        admin_user=db_env["AX3L_DB_ADMIN_USER"],
+        admin_password=db_env["AX3L_DB_ADMIN_PASSWORD"],
+    )
+    admin = _admin(db_env)
+    try:
+        with admin.cursor() as cur:
+            for name in (dbs.ax3l_db, dbs.snakelab_db):
+                cur.execute(
+                    f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
+                )
+            cur.execute(f"GRANT ALL PRIVILEGES ON `{dbs.ax3l_db}`.* TO '{dbs.ax3l_user}'@'%'")
+            cur.execute(f"GRANT SELECT ON `{dbs.snakelab_db}`.* TO '{dbs.ax3l_user}'@'%'")
+            cur.execute(
+                f"GRANT ALL PRIVILEGES ON `{dbs.snakelab_db}`.* TO '{dbs.snakelab_user}'@'%'"
+            )
+        ensure_schema(dbs.settings())
+        yield dbs
+    finally:
+        with admin.cursor() as cur:
+            for name in (dbs.ax3l_db, dbs.snakelab_db):
+                cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+            cur.execute(f"REVOKE ALL PRIVILEGES ON `{dbs.ax3l_db}`.* FROM '{dbs.ax3l_user}'@'%'")
+            cur.execute(f"REVOKE SELECT ON `{dbs.snakelab_db}`.* FROM '{dbs.ax3l_user}'@'%'")
+            cur.execute(
+                f"REVOKE ALL PRIVILEGES ON `{dbs.snakelab_db}`.* FROM '{dbs.snakelab_user}'@'%'"
+            )
+        admin.close()
+
+
+@pytest.fixture
+def snakelab_tables(databases: TestDatabases) -> TestDatabases:
+    """``databases`` with SnakeLab's tables created."""
+    create_snakelab_tables(databases)
+    return databases
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until(
+    condition: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02, what: str = ""
+) -> Any:
+    """Poll ``condition`` until it returns something truthy; fail the test at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what or condition}")
+        time.sleep(interval)
+
+
+@pytest.fixture
+def test_output_dir(request: pytest.FixtureRequest) -> Path:
+    """A folder under ``test-output/`` for screenshots and artefacts of this test."""
+    root = Path(os.environ.get("AX3L_TEST_OUTPUT", Path(request.config.rootpath) / "test-output"))
+    folder = root / request.node.name
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder

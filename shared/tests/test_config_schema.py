@@ -1,0 +1,102 @@
+import copy
+import json
+import math
+
+import pytest
+
+from ax3l.shared.config_schema import ConfigInvalid, SchemaFileError, load_schema
+
+SCHEMA = load_schema()
+
+
+def default():
+    return copy.deepcopy(SCHEMA.default_config())
+
+
+def test_default_config_is_valid_and_has_26_columns():
+    """The schema's defaults form a complete, valid config of 26 numeric columns."""
+    config = SCHEMA.default_config()
+    assert SCHEMA.errors(config) == []
+    assert len(SCHEMA.columns) == 26
+    assert config["model"]["hidden_size"] == 224
+    assert config["seed"] == 1970
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("model.hidden_size", 70, "$.model.hidden_size: 70 is not a multiple of 16"),
+        ("model.hidden_size", 400, "$.model.hidden_size: 400 is greater than the maximum of 384"),
+        ("epochs", 10, "$.epochs: 10 is less than the minimum of 500"),
+        ("model.hidden_size", True, "$.model.hidden_size: true is not of type 'integer'"),
+        ("training.gamma", False, "$.training.gamma: false is not of type 'number'"),
+        ("training.gamma", "0.95", "$.training.gamma: \"0.95\" is not of type 'number'"),
+        ("training.gamma", math.nan, "$.training.gamma: nan is not a finite number"),
+        ("training.gamma", math.inf, "$.training.gamma: inf is not a finite number"),
+        ("model.hidden_size", 64.5, "$.model.hidden_size: 64.5 is not of type 'integer'"),
+        ("model.layers", 3, "$.model.layers: 4 was expected"),
+    ],
+)
+def test_invalid_values_name_path_and_rule(path, value, message):
+    """Every refused value yields a message naming its JSON path and the broken rule."""
+    config = SCHEMA.with_values(default(), {path: value})
+    with pytest.raises(ConfigInvalid) as info:
+        SCHEMA.validate(config)
+    assert message in info.value.errors
+
+
+def test_integer_fields_accept_integral_floats_and_return_ints():
+    """64.0 is a legal hidden size and comes back as the int 64."""
+    config = SCHEMA.with_values(default(), {"model.hidden_size": 64.0, "seed": 1971.0})
+    valid = SCHEMA.validate(config)
+    assert valid["model"]["hidden_size"] == 64 and type(valid["model"]["hidden_size"]) is int
+    assert type(valid["seed"]) is int
+
+
+def test_extra_and_missing_keys_are_refused():
+    """additionalProperties false at every level and every key required."""
+    config = default()
+    config["model"]["colour"] = 1
+    assert any("colour" in e for e in SCHEMA.errors(config))
+    config = default()
+    del config["training"]["gamma"]
+    assert any("'gamma' is a required property" in e for e in SCHEMA.errors(config))
+
+
+def test_fill_defaults_completes_a_partial_config():
+    """A partial config gets every missing leaf from the schema's defaults."""
+    filled = SCHEMA.fill_defaults({"seed": 5, "training": {"gamma": 0.91}})
+    assert SCHEMA.errors(filled) == []
+    assert filled["seed"] == 5 and filled["training"]["gamma"] == 0.91
+    assert filled["training"]["batch_size"] == 24
+
+
+def test_flatten_and_unflatten_round_trip_with_types():
+    """Flattening names the 26 SnakeLab columns; unflattening restores ints where integer."""
+    flat = SCHEMA.flatten(default())
+    assert list(flat)[:3] == ["epochs", "seed", "game_board_width"]
+    assert "game_rewards_closer_to_food" in flat and "epsilon_decay" in flat
+    as_sql = {k: float(v) for k, v in flat.items()}  # DOUBLE columns come back as floats
+    nested = SCHEMA.unflatten(as_sql)
+    assert nested == default()
+    assert type(nested["game"]["rewards"]["closer_to_food"]) is int
+    assert type(nested["training"]["learning_rate"]) is float
+
+
+def test_schema_loads_from_a_path_and_reports_bad_files(tmp_path):
+    """The schema is read from the given path; unreadable or invalid files are clear errors."""
+    document = json.loads(json.dumps(SCHEMA.document))
+    document["properties"]["model"]["properties"]["hidden_size"]["maximum"] = 128
+    path = tmp_path / "schema.json"
+    path.write_text(json.dumps(document))
+    assert load_schema(path).by_path["model.hidden_size"].maximum == 128
+    with pytest.raises(SchemaFileError, match="cannot read"):
+        load_schema(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{nope")
+    with pytest.raises(SchemaFileError, match="not JSON"):
+        load_schema(tmp_path / "bad.json")
+
+
+def test_every_property_has_a_description():
+    """The LLM is shown each tunable's description, so none may be empty."""
+    assert all(leaf.description for leaf in SCHEMA.leaves)
