@@ -122,13 +122,18 @@ def init_parameters(
 
 @dataclass
 class ForwardCache:
-    """What the backward pass needs from a training forward pass."""
+    """What the backward pass needs from a training forward pass.
 
-    states: Array  # (B, T, input)
-    pre_input: Array  # (B, T, H) before the ReLU
-    layer_inputs: list[Array]  # (B, T, H) what each RNN layer read, after dropout
-    hidden: list[Array]  # (B, T, H) each RNN layer's outputs
-    masks: list[Array] | None  # inverted-dropout masks between layers
+    Arrays are time-major and flattened, ``(T * B, width)``: row ``t * B + b`` is step ``t``
+    of sequence ``b``, so each step is one contiguous block and the big matmuls are 2-D.
+    """
+
+    batch: int
+    states: Array  # (T * B, input)
+    pre_input: Array  # (T * B, H) before the ReLU
+    layer_inputs: list[Array]  # (T * B, H) what each RNN layer read, after dropout
+    hidden: list[Array]  # (T * B, H) each RNN layer's outputs
+    masks: list[Array] | None  # (T * B, H) inverted-dropout masks between layers
 
 
 def forward(
@@ -136,78 +141,87 @@ def forward(
 ) -> tuple[Array, ForwardCache]:
     """Q-values of each sequence's last time step, ``(B, actions)``, from ``(B, T, input)``.
 
-    ``masks`` (one ``(B, T, H)`` array per gap between RNN layers, already scaled by
+    ``masks`` (one per gap between RNN layers, each ``(T, B, H)`` and already scaled by
     ``1 / (1 - p)``) apply dropout; ``None`` is evaluation mode. The hidden state starts at
     zero for every sequence.
     """
     hidden_size = params.hidden_size
-    steps = states.shape[1]
-    pre_input = states @ params.w_in
+    batch, steps, _ = states.shape
+    flat_states = np.ascontiguousarray(states.transpose(1, 0, 2)).reshape(steps * batch, -1)
+    flat_masks = None if masks is None else [mask.reshape(-1, hidden_size) for mask in masks]
+    pre_input = flat_states @ params.w_in
     pre_input += params.b_in
     layer_input = np.maximum(pre_input, 0.0)
     layer_inputs: list[Array] = []
     hidden: list[Array] = []
+    last_layer = len(params.rnn) - 1
     for layer, weights in enumerate(params.rnn):
         layer_inputs.append(layer_input)
         w_input, w_recurrent = weights[:hidden_size], weights[hidden_size:]
         # Input projections of all time steps at once; only the recurrence is sequential.
         outputs = layer_input @ w_input
         outputs += params.b_ih[layer] + params.b_hh[layer]
-        np.tanh(outputs[:, 0], out=outputs[:, 0])
+        by_step = outputs.reshape(steps, batch, hidden_size)
+        np.tanh(by_step[0], out=by_step[0])
         for step in range(1, steps):
-            current = outputs[:, step]
-            current += outputs[:, step - 1] @ w_recurrent
+            current = by_step[step]
+            current += by_step[step - 1] @ w_recurrent
             np.tanh(current, out=current)
         hidden.append(outputs)
-        layer_input = outputs if masks is None or layer + 1 == len(params.rnn) else outputs * masks[layer]
-    q_values = hidden[-1][:, -1] @ params.w_out + params.b_out
-    return q_values, ForwardCache(states, pre_input, layer_inputs, hidden, masks)
+        if flat_masks is not None and layer < last_layer:
+            layer_input = outputs * flat_masks[layer]
+        else:
+            layer_input = outputs
+    q_values = hidden[-1][-batch:] @ params.w_out + params.b_out
+    cache = ForwardCache(batch, flat_states, pre_input, layer_inputs, hidden, flat_masks)
+    return q_values, cache
 
 
 def backward(params: Parameters, cache: ForwardCache, d_q: Array, grads: Parameters) -> None:
     """Write into ``grads`` the gradient of a loss whose gradient w.r.t. the Q-values is ``d_q``."""
     hidden_size = params.hidden_size
-    top = cache.hidden[-1]
-    batch, steps, _ = top.shape
-    grads.w_out[...] = top[:, -1].T @ d_q
+    batch = cache.batch
+    steps = cache.states.shape[0] // batch
+    last_hidden = cache.hidden[-1][-batch:]
+    grads.w_out[...] = last_hidden.T @ d_q
     grads.b_out[...] = d_q.sum(axis=0)
-    d_outputs = np.zeros_like(top)
-    d_outputs[:, -1] = d_q @ params.w_out.T
-    d_layer_input = d_outputs
+    # Only the last step of the top layer feeds the output.
+    d_last = d_q @ params.w_out.T
+    d_outputs: Array | None = None
     for layer in range(len(params.rnn) - 1, -1, -1):
         outputs = cache.hidden[layer]
+        by_step = outputs.reshape(steps, batch, hidden_size)
+        d_by_step = None if d_outputs is None else d_outputs.reshape(steps, batch, hidden_size)
         w_input = params.rnn[layer][:hidden_size]
-        w_recurrent = params.rnn[layer][hidden_size:]
+        w_recurrent_t = np.ascontiguousarray(params.rnn[layer][hidden_size:].T)
         d_pre = np.empty_like(outputs)
+        d_pre_by_step = d_pre.reshape(steps, batch, hidden_size)
         carried: Array | None = None
         for step in range(steps - 1, -1, -1):
-            d_hidden = d_outputs[:, step] if carried is None else d_outputs[:, step] + carried
-            h = outputs[:, step]
-            d_step = d_pre[:, step]
+            if d_by_step is not None:
+                d_hidden = d_by_step[step] if carried is None else d_by_step[step] + carried
+            elif carried is None:
+                d_hidden = d_last
+            else:
+                d_hidden = carried
+            h = by_step[step]
+            d_step = d_pre_by_step[step]
             np.multiply(d_hidden, 1.0 - h * h, out=d_step)
             if step:
-                carried = d_step @ w_recurrent.T
-        flat_d_pre = d_pre.reshape(-1, hidden_size)
-        grads.rnn[layer][:hidden_size] = (
-            cache.layer_inputs[layer].reshape(-1, hidden_size).T @ flat_d_pre
-        )
+                carried = d_step @ w_recurrent_t
+        grads.rnn[layer][:hidden_size] = cache.layer_inputs[layer].T @ d_pre
         # h_{-1} is zero, so the first step adds nothing to the recurrent weights' gradient.
-        grads.rnn[layer][hidden_size:] = (
-            outputs[:, :-1].reshape(-1, hidden_size).T @ d_pre[:, 1:].reshape(-1, hidden_size)
-        )
-        bias_grad = flat_d_pre.sum(axis=0)
+        grads.rnn[layer][hidden_size:] = outputs[:-batch].T @ d_pre[batch:]
+        bias_grad = d_pre.sum(axis=0)
         grads.b_ih[layer][...] = bias_grad
         grads.b_hh[layer][...] = bias_grad
         d_layer_input = d_pre @ w_input.T
         if layer:
-            d_outputs = (
-                d_layer_input if cache.masks is None else d_layer_input * cache.masks[layer - 1]
-            )
+            masks = cache.masks
+            d_outputs = d_layer_input if masks is None else d_layer_input * masks[layer - 1]
     d_pre_input = d_layer_input * (cache.pre_input > 0.0)
-    grads.w_in[...] = cache.states.reshape(batch * steps, -1).T @ d_pre_input.reshape(
-        -1, hidden_size
-    )
-    grads.b_in[...] = d_pre_input.sum(axis=(0, 1))
+    grads.w_in[...] = cache.states.T @ d_pre_input
+    grads.b_in[...] = d_pre_input.sum(axis=0)
 
 
 def huber(diff: Array) -> tuple[float, Array]:
@@ -241,14 +255,19 @@ def td_loss_and_gradient(
 def dropout_masks(
     rng: np.random.Generator, probability: float, count: int, shape: tuple[int, ...], dtype: Any
 ) -> list[Array] | None:
-    """Inverted-dropout masks for ``count`` gaps between layers, or None when nothing drops."""
+    """Inverted-dropout masks for ``count`` gaps between layers, or None when nothing drops.
+
+    ``shape`` is ``(T, B, H)``: time-major, as :func:`forward` expects.
+    """
     if probability <= 0.0 or count == 0:
         return None
-    keep = 1.0 - probability
-    return [
-        ((rng.random(shape) >= probability) / keep).astype(dtype, copy=False)
-        for _ in range(count)
-    ]
+    scale = np.dtype(dtype).type(1.0 / (1.0 - probability))
+    masks = []
+    for _ in range(count):
+        mask = (rng.random(shape, dtype=np.float32) >= probability).astype(dtype)
+        mask *= scale
+        masks.append(mask)
+    return masks
 
 
 def clip_gradient_norm(grads: Array, max_norm: float) -> float:
@@ -347,7 +366,8 @@ class SlidingWindowQ:
         pre += shared
         np.tanh(pre, out=state[:, :hidden])
         for layer in range(1, self._layers):
-            np.matmul(state[:, (layer - 1) * hidden : (layer + 1) * hidden], params.rnn[layer], out=pre)
+            both = state[:, (layer - 1) * hidden : (layer + 1) * hidden]
+            np.matmul(both, params.rnn[layer], out=pre)
             pre += self._biases[layer]
             np.tanh(pre, out=state[:, layer * hidden : (layer + 1) * hidden])
         finishing = self._finishing

@@ -113,7 +113,7 @@ class SnakeGame:
             self._mark(cell, CELL_BODY)
         self.food: tuple[int, int] | None = None
         self._food_cell = -1
-        self._place_food()
+        self._spawn_food()
 
     @property
     def length(self) -> int:
@@ -132,7 +132,7 @@ class SnakeGame:
             value
         )
 
-    def _place_food(self) -> None:
+    def _spawn_food(self) -> None:
         free = np.flatnonzero(~self._occupied)
         if free.size == 0:
             self.food = None
@@ -141,6 +141,17 @@ class SnakeGame:
         cell = int(free[self._food_rng.integers(free.size)])
         self._food_cell = cell
         self.food = (cell % self.width, cell // self.width)
+        self._mark(cell, CELL_FOOD)
+
+    def place_food(self, x: int, y: int) -> None:
+        """Move the food to a free cell (for scripted scenarios; training never calls it)."""
+        cell = y * self.width + x
+        if not (0 <= x < self.width and 0 <= y < self.height) or self._occupied[cell]:
+            raise ValueError(f"({x}, {y}) is not a free cell")
+        if self._food_cell >= 0:
+            self._mark(self._food_cell, CELL_EMPTY)
+        self._food_cell = cell
+        self.food = (x, y)
         self._mark(cell, CELL_FOOD)
 
     def observation(self) -> FloatArray:
@@ -188,7 +199,7 @@ class SnakeGame:
             self._snake.appendleft(cell)
             self._mark(cell, CELL_BODY)
             self.score += 1
-            self._place_food()
+            self._spawn_food()
             if self.food is None:
                 return StepResult(rewards.food, True, "board_filled")
             return StepResult(rewards.food, False, "food")

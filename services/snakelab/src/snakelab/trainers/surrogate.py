@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from itertools import repeat
 from statistics import NormalDist
 from typing import Any
 
@@ -109,7 +110,7 @@ def epsilon_schedule(
     factors = np.full(episodes, decay, dtype=np.float64)
     factors[0] = initial
     # cumprod multiplies left to right, so the floats match repeated ``eps *= decay``.
-    epsilon = np.maximum(np.cumprod(factors), minimum)
+    epsilon: npt.NDArray[np.float64] = np.maximum(np.cumprod(factors), minimum)
     if minimum == 0.0:
         epsilon[epsilon < EPSILON_SNAP] = 0.0
     epsilon[0] = initial
@@ -153,9 +154,18 @@ class SurrogateModel:
         self.tunables = [by_column[term["column"]] for term in self.terms]
         self.seed_offsets = {int(k): float(v) for k, v in spec["seed_offsets"].items()}
         self.seed_offset_sd = float(spec["seed_offset_sd"])
-        self.exploitation = dict(spec["exploitation"])
-        self.collapse = dict(spec["collapse"])
-        self.ceiling = dict(spec["ceiling"])
+        exploitation = spec["exploitation"]
+        self.greedy_moves = float(exploitation["greedy_moves"])
+        self.exploitation_tau = float(exploitation["tau"])
+        self.exploitation_floor = float(exploitation["floor"])
+        collapse = spec["collapse"]
+        self.collapse_base = float(collapse["base_probability"])
+        self.collapse_max = float(collapse["max_probability"])
+        self.collapse_badness_scale = float(collapse["badness_scale"])
+        self.collapse_reference = float(collapse["reference_score"])
+        self.collapse_depth = (float(collapse["depth_range"][0]), float(collapse["depth_range"][1]))
+        self.ceiling_cap = float(spec["ceiling"]["cap"])
+        self.ceiling_softness = float(spec["ceiling"]["softness"])
         quantiles = np.asarray(spec["residual_quantiles"], dtype=np.float64)
         self.residual_levels = quantiles[:, 0]
         self.residual_values = quantiles[:, 1]
@@ -183,14 +193,13 @@ class SurrogateModel:
         the chance that ``greedy_moves`` moves in a row are greedy makes short runs and slow
         decays (epsilon still high at the end) score lower, which the data cannot show.
         """
-        params = self.exploitation
         return _exploitation_factor(
             initial,
             decay,
             epochs,
-            float(params["greedy_moves"]),
-            float(params["tau"]),
-            float(params["floor"]),
+            self.greedy_moves,
+            self.exploitation_tau,
+            self.exploitation_floor,
         )
 
     def seed_offset(self, seed: int) -> float:
@@ -201,9 +210,7 @@ class SurrogateModel:
         u = min(max(u, 1e-12), 1.0 - 1e-12)
         return self.seed_offset_sd * NormalDist().inv_cdf(u)
 
-    def mean_score(
-        self, values: Mapping[str, float], epochs: int, seed: int | None
-    ) -> float:
+    def mean_score(self, values: Mapping[str, float], epochs: int, seed: int | None) -> float:
         """Expected high score without noise or collapse; ``seed=None`` averages over seeds."""
         base = self.surface(values)
         if seed is not None:
@@ -215,15 +222,12 @@ class SurrogateModel:
 
     def collapse_probability(self, mean: float) -> float:
         """Chance that a run collapses; grows as the config's expected score drops."""
-        params = self.collapse
-        badness = max(0.0, 1.0 - mean / params["reference_score"])
-        weight = 1.0 - math.exp(-badness / params["badness_scale"])
-        base = params["base_probability"]
-        return base + (params["max_probability"] - base) * weight
+        badness = max(0.0, 1.0 - mean / self.collapse_reference)
+        weight = 1.0 - math.exp(-badness / self.collapse_badness_scale)
+        return self.collapse_base + (self.collapse_max - self.collapse_base) * weight
 
     def _soft_ceiling(self, score: float) -> float:
-        cap = float(self.ceiling["cap"])
-        softness = float(self.ceiling["softness"])
+        cap, softness = self.ceiling_cap, self.ceiling_softness
         # Smooth min(score, cap): leaves ordinary scores alone, never exceeds the cap.
         gap = (cap - score) / softness
         softplus = gap + math.log1p(math.exp(-gap)) if gap > 0 else math.log1p(math.exp(gap))
@@ -235,7 +239,7 @@ class SurrogateModel:
         mean = self.mean_score(values, int(config["epochs"]), int(config["seed"]))
         u_noise, u_collapse, u_depth = _unit_draws(_canonical_key(config), 3)
         if u_collapse < self.collapse_probability(mean):
-            low, high = self.collapse["depth_range"]
+            low, high = self.collapse_depth
             return max(1, round(mean * (low + (high - low) * u_depth)))
         relative = float(np.interp(u_noise, self.residual_levels, self.residual_values))
         score = self._soft_ceiling(mean * (1.0 + relative))
@@ -312,14 +316,11 @@ def _trajectory(
 
     training = config["training"]
     window_frames = int(training["batch_size"]) * int(training["sequence_length"])
-    trained = np.cumsum(steps) >= window_frames
-    loss = (0.12 + 1.4 * np.exp(-index / (0.25 * episodes))) * rng.lognormal(
-        0.0, 0.3, episodes
-    )
-    loss_values = np.round(loss, 6).tolist()
-    losses: list[float | None] = [
-        value if ok else None for value, ok in zip(loss_values, trained.tolist(), strict=True)
-    ]
+    # No gradient step until the replay holds one batch of windows.
+    untrained = int(np.searchsorted(np.cumsum(steps), window_frames))
+    loss = (0.12 + 1.4 * np.exp(-index / (0.25 * episodes))) * rng.lognormal(0.0, 0.3, episodes)
+    losses: list[float | None] = [None] * untrained
+    losses += np.round(loss[untrained:], 6).tolist()
 
     outcome_names: list[Outcome] = ["wall", "snake", "max_moves"]
     outcome_codes = np.where(timed_out, 2, np.where(hit_self, 1, 0)).tolist()
@@ -340,16 +341,16 @@ _DIRECTIONS = ((1, 0), (0, 1), (-1, 0), (0, -1))
 
 def _snake_cells(length: int, rng: np.random.Generator) -> list[tuple[int, int]]:
     """A self-avoiding chain of ``length`` cells inside the board, head first."""
-    for _ in range(50):
-        x, y = (int(v) for v in rng.integers(2, GRID_SIZE - 2, 2))
-        heading = int(rng.integers(0, 4))
+    attempts = 20
+    starts = rng.integers(2, GRID_SIZE - 2, size=(attempts, 2)).tolist()
+    headings = rng.integers(0, 4, size=attempts).tolist()
+    # Mostly straight: trained snakes move in runs, not random jitter.
+    turns = rng.choice(np.array([0, 0, 0, 1, 3]), size=(attempts, length)).tolist()
+    for (x, y), heading, turn_row in zip(starts, headings, turns, strict=True):
         cells = [(x, y)]
         taken = {(x, y)}
-        while len(cells) < length:
-            # Prefer going straight: trained snakes move in runs, not random jitter.
-            turn = int(rng.choice((0, 0, 0, 1, 3)))
-            options = [(heading + turn) % 4, (heading + 1) % 4, (heading + 3) % 4]
-            for candidate in options:
+        for turn in turn_row[1:]:
+            for candidate in ((heading + turn) % 4, (heading + 1) % 4, (heading + 3) % 4):
                 dx, dy = _DIRECTIONS[candidate]
                 nxt = (cells[-1][0] + dx, cells[-1][1] + dy)
                 if 0 <= nxt[0] < GRID_SIZE and 0 <= nxt[1] < GRID_SIZE and nxt not in taken:
@@ -370,16 +371,20 @@ def _snake_cells(length: int, rng: np.random.Generator) -> list[tuple[int, int]]
     return serpentine[:length]
 
 
-def _snapshot(
-    episode: int, step: int, score: int, rng: np.random.Generator
-) -> dict[str, Any]:
+def _food_cell(taken: set[tuple[int, int]], rng: np.random.Generator) -> list[int] | None:
+    for x, y in rng.integers(0, GRID_SIZE, size=(32, 2)).tolist():
+        if (x, y) not in taken:
+            return [x, y]
+    free = [(x, y) for x in range(GRID_SIZE) for y in range(GRID_SIZE) if (x, y) not in taken]
+    return list(free[int(rng.integers(0, len(free)))]) if free else None
+
+
+def _snapshot(episode: int, step: int, score: int, rng: np.random.Generator) -> dict[str, Any]:
     """The contract's snapshot JSON for a board with a snake of ``3 + score`` cells."""
     cells = _snake_cells(INITIAL_SNAKE_LENGTH + score, rng)
     head, body = cells[0], cells[1:]
     direction = [head[0] - body[0][0], head[1] - body[0][1]]
-    taken = set(cells)
-    free = [(x, y) for x in range(GRID_SIZE) for y in range(GRID_SIZE) if (x, y) not in taken]
-    food = list(free[int(rng.integers(0, len(free)))]) if free else None
+    food = _food_cell(set(cells), rng)
     return {
         "version": 1,
         "episode": episode,
@@ -464,26 +469,28 @@ class SurrogateTrainer:
             else None
         )
 
-        completed = 0
+        # map() with positional fields (EpisodeResult's field order) keeps the per-episode
+        # Python work to one constructor call: a 1500-episode run stays in the low ms.
+        results = map(
+            EpisodeResult,
+            range(1, episodes + 1),
+            traj.food_seeds,
+            traj.scores,
+            traj.rewards,
+            traj.steps,
+            traj.outcomes,
+            traj.epsilons,
+            repeat(0, episodes),
+            traj.losses,
+        )
         on_episode = control.on_episode
         checkpoint = pacer.checkpoint if pacer else control.checkpoint
-        for i in range(episodes):
-            if pacer and pacer.wait_for(i + 1):
+        completed = 0
+        for result in results:
+            if pacer and pacer.wait_for(result.episode):
                 break
-            on_episode(
-                EpisodeResult(
-                    episode=i + 1,
-                    seed=traj.food_seeds[i],
-                    score=traj.scores[i],
-                    reward=traj.rewards[i],
-                    steps=traj.steps[i],
-                    outcome=traj.outcomes[i],
-                    epsilon=traj.epsilons[i],
-                    epsilon_injections=0,
-                    loss=traj.losses[i],
-                )
-            )
-            completed = i + 1
+            on_episode(result)
+            completed = result.episode
             if completed < episodes and checkpoint():
                 break
         return self._result(traj, completed, rng)

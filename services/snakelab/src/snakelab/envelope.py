@@ -1,0 +1,139 @@
+"""The control socket's envelope: reading one request message and writing one reply.
+
+Every message gets exactly one JSON object back. How malformed input is classified:
+
+* more than one frame, more than ``max_bytes``, invalid UTF-8, not JSON, a key repeated
+  in an object, or not a JSON object: ``invalid_request`` with ``request_id: null``;
+* ``protocol_version`` that is an integer other than 1: ``unsupported_protocol`` (a client
+  speaking another version of the protocol); any other value, e.g. ``true``, ``"1"`` or
+  ``1.0``, or a missing one: ``invalid_request`` (not a version number at all);
+* a missing or extra key, an empty or non-string ``request_id``, a non-string ``method``, a
+  payload that is not an object: ``invalid_request``.
+
+``request_id`` is echoed whenever the message holds a usable one, even in error replies.
+``NaN``/``Infinity`` tokens are read (Python's JSON reader accepts them) so that the error can
+name the field; every field that holds one is refused later (the config's schema check
+refuses non-finite numbers).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from ax3l.shared.wire import ControlRequest
+
+ENVELOPE_KEYS = frozenset({"protocol_version", "request_id", "method", "payload"})
+REQUEST_ID_MAX = 128
+
+
+class RequestRefused(Exception):
+    """A request that gets an error reply; ``code`` is one of the contract's error codes."""
+
+    def __init__(self, code: str, message: str):
+        self.code = code
+        self.message = message
+        super().__init__(f"{code}: {message}")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A message that could not become a request, and the id to echo (if any)."""
+
+    request_id: str | None
+    error: RequestRefused
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"key {key!r} appears twice in one object")
+        result[key] = value
+    return result
+
+
+def _usable_request_id(value: Any) -> str | None:
+    if isinstance(value, str) and 0 < len(value) <= REQUEST_ID_MAX:
+        return value
+    return None
+
+
+def read_request(frames: list[bytes], max_bytes: int) -> ControlRequest | Refusal:
+    """The request in ``frames`` (one ZeroMQ message), or why it is refused."""
+
+    def refuse(message: str, request_id: str | None = None, code: str = "invalid_request"):
+        return Refusal(request_id, RequestRefused(code, message))
+
+    if len(frames) != 1:
+        return refuse(f"a request is one frame, got {len(frames)}")
+    raw = frames[0]
+    if len(raw) > max_bytes:
+        return refuse(f"message of {len(raw)} bytes exceeds the limit of {max_bytes} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return refuse(f"message is not valid UTF-8 (byte {exc.start})")
+    try:
+        document = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+    except ValueError as exc:  # JSONDecodeError and duplicate keys
+        return refuse(f"message is not valid JSON: {exc}")
+    if not isinstance(document, dict):
+        return refuse(f"message must be a JSON object, got {type(document).__name__}")
+
+    request_id = _usable_request_id(document.get("request_id"))
+    if "protocol_version" not in document:
+        return refuse("missing key: protocol_version", request_id)
+    version = document["protocol_version"]
+    if type(version) is int and version != 1:
+        return refuse(
+            f"protocol_version {version} is not supported; this server speaks 1",
+            request_id,
+            "unsupported_protocol",
+        )
+    if type(version) is not int:
+        return refuse(
+            f"protocol_version must be the integer 1, got {json.dumps(version)}", request_id
+        )
+    keys = set(document)
+    if extra := sorted(keys - ENVELOPE_KEYS):
+        return refuse(f"unexpected key(s): {', '.join(extra)}", request_id)
+    if missing := sorted(ENVELOPE_KEYS - keys):
+        return refuse(f"missing key(s): {', '.join(missing)}", request_id)
+    if request_id is None:
+        return refuse(f"request_id must be a non-empty string of at most {REQUEST_ID_MAX} chars")
+    if not isinstance(document["method"], str):
+        return refuse("method must be a string", request_id)
+    if not isinstance(document["payload"], dict):
+        return refuse("payload must be a JSON object", request_id)
+    try:
+        return ControlRequest.model_validate(document)
+    except ValidationError as exc:  # the checks above should leave nothing for the model
+        return refuse(f"malformed request: {exc.errors()[0]['msg']}", request_id)
+
+
+def ok_reply(request_id: str, payload: dict[str, Any]) -> bytes:
+    """The success reply for ``request_id``."""
+    return _encode(
+        {"protocol_version": 1, "request_id": request_id, "status": "ok", "payload": payload}
+    )
+
+
+def error_reply(request_id: str | None, error: RequestRefused) -> bytes:
+    """The error reply for ``request_id`` (None when the request had no usable id)."""
+    return _encode(
+        {
+            "protocol_version": 1,
+            "request_id": request_id,
+            "status": "error",
+            "error": {"code": error.code, "message": error.message},
+        }
+    )
+
+
+def _encode(reply: dict[str, Any]) -> bytes:
+    # allow_nan=False: a reply must be JSON; status objects replace non-finite numbers first.
+    return json.dumps(reply, allow_nan=False, separators=(",", ":")).encode("utf-8")

@@ -1,0 +1,327 @@
+"""SnakeLab's tables: every write the reference server makes to the ``snakelab`` database.
+
+Each thread gets its own connection (pymysql connections are not thread-safe): the control
+thread writes submissions and the state changes requested over the socket, the worker thread
+writes progress and terminal states. State changes requested over the socket are conditional
+(``WHERE status IN ...``) so they can never overwrite a terminal state the worker wrote first.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pymysql
+import pymysql.cursors
+
+from ax3l.shared.db.errors import DatabaseError, translate
+from snakelab.tables import ALL_TABLES
+
+log = logging.getLogger(__name__)
+
+STOPPED_MESSAGE = "Server stopped before run completed"
+NON_TERMINAL = ("queued", "running", "paused", "cancelling")
+# A connection idle longer than this is pinged first: MySQL may have dropped it (wait_timeout).
+IDLE_PING_SECONDS = 60.0
+# Rows per INSERT statement: well below max_allowed_packet even for the longest runs.
+EPISODE_CHUNK = 5000
+
+# (episode, score, steps, epsilon, loss): one simulation_episodes row without its run_id.
+EpisodeRow = tuple[int, int, int, float | None, float | None]
+
+
+def utc_now() -> datetime:
+    """Now, as the naive UTC timestamp stored in DATETIME(6) columns."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+@dataclass(frozen=True)
+class DbSettings:
+    """Where SnakeLab's own database is, from ``SNAKELAB_DB_*`` (its own user, not Ax3l's)."""
+
+    host: str = "127.0.0.1"
+    port: int = 3306
+    user: str = "snakelab"
+    password: str = ""
+    database: str = "snakelab"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> DbSettings:
+        port_text = env.get("SNAKELAB_DB_PORT", "3306")
+        try:
+            port = int(port_text)
+        except ValueError:
+            raise ValueError(f"SNAKELAB_DB_PORT must be a port number, got {port_text!r}") from None
+        return cls(
+            host=env.get("SNAKELAB_DB_HOST", cls.host),
+            port=port,
+            user=env.get("SNAKELAB_DB_USER", cls.user),
+            password=env.get("SNAKELAB_DB_PASSWORD", cls.password),
+            database=env.get("SNAKELAB_DB_NAME", cls.database),
+        )
+
+    def describe(self) -> str:
+        """Where, without the password (for logs)."""
+        return f"{self.user}@{self.host}:{self.port}/{self.database}"
+
+
+def _sql_number(value: float | int | None) -> str:
+    # repr of a finite float is a valid SQL literal ("0.96", "1e-05"); callers drop NaN first.
+    return "NULL" if value is None else repr(value)
+
+
+class _Connection:
+    def __init__(self, raw: pymysql.connections.Connection):
+        self.raw = raw
+        self.last_used = time.monotonic()
+
+
+class RunStore:
+    """Writes of ``simulation_runs``, ``configurations`` and ``simulation_episodes``."""
+
+    def __init__(self, settings: DbSettings, project_version: str):
+        self.settings = settings
+        self.project_version = project_version
+        self._local = threading.local()
+        self._all: list[_Connection] = []
+        self._all_lock = threading.Lock()
+
+    # -- connections ------------------------------------------------------------------------
+
+    def _connect(self) -> _Connection:
+        s = self.settings
+        raw = pymysql.connect(
+            host=s.host,
+            port=s.port,
+            user=s.user,
+            password=s.password,
+            database=s.database,
+            charset="utf8mb4",
+            autocommit=False,
+            connect_timeout=5,
+            read_timeout=60,
+            write_timeout=60,
+        )
+        connection = _Connection(raw)
+        with self._all_lock:
+            self._all.append(connection)
+        return connection
+
+    def _connection(self) -> pymysql.connections.Connection:
+        connection: _Connection | None = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = self._connect()
+            self._local.connection = connection
+        elif time.monotonic() - connection.last_used > IDLE_PING_SECONDS:
+            connection.raw.ping(reconnect=True)
+        connection.last_used = time.monotonic()
+        return connection.raw
+
+    @contextmanager
+    def transaction(self, doing: str) -> Iterator[pymysql.cursors.Cursor]:
+        """A cursor in one transaction: committed on success, rolled back on any error.
+
+        Driver errors come out as ``DatabaseError`` naming what was being done; a connection
+        that failed is dropped so the next call of this thread opens a fresh one.
+        """
+        try:
+            conn = self._connection()
+            with conn.cursor() as cur:
+                yield cur
+            conn.commit()
+        except (pymysql.err.MySQLError, OSError) as exc:
+            self._discard()
+            raise translate(exc, doing) from exc
+        except BaseException:
+            self._rollback()
+            raise
+
+    def _rollback(self) -> None:
+        connection: _Connection | None = getattr(self._local, "connection", None)
+        if connection is not None:
+            try:
+                connection.raw.rollback()
+            except (pymysql.err.MySQLError, OSError):
+                self._discard()
+
+    def _discard(self) -> None:
+        connection: _Connection | None = getattr(self._local, "connection", None)
+        self._local.connection = None
+        if connection is not None:
+            with self._all_lock:
+                if connection in self._all:
+                    self._all.remove(connection)
+            try:
+                connection.raw.close()
+            except (pymysql.err.MySQLError, OSError):
+                pass
+
+    def close(self) -> None:
+        """Close every connection any thread opened (call once the threads are done)."""
+        with self._all_lock:
+            connections, self._all = self._all, []
+        for connection in connections:
+            try:
+                connection.raw.close()
+            except (pymysql.err.MySQLError, OSError):
+                pass
+
+    # -- startup ----------------------------------------------------------------------------
+
+    def wait_until_reachable(self, seconds: float) -> None:
+        """Connect, retrying for ``seconds`` (the database may start after this server)."""
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                with self.transaction("connecting") as cur:
+                    cur.execute("SELECT 1")
+                return
+            except DatabaseError as exc:
+                if time.monotonic() >= deadline:
+                    raise
+                log.warning("database %s not ready (%s); retrying", self.settings.describe(), exc)
+                time.sleep(1.0)
+
+    def create_tables(self) -> None:
+        """SnakeLab's three tables, created when missing."""
+        with self.transaction("creating SnakeLab's tables") as cur:
+            for _, ddl in ALL_TABLES:
+                cur.execute(ddl)
+
+    def fail_unfinished(self, message: str = STOPPED_MESSAGE) -> int:
+        """Mark every non-terminal row failed (their runs died with an earlier process)."""
+        placeholders = ", ".join(["%s"] * len(NON_TERMINAL))
+        with self.transaction("failing runs of an earlier server process") as cur:
+            return int(
+                cur.execute(
+                    "UPDATE simulation_runs SET status = 'failed', error_message = %s,"
+                    " completed_at = %s"
+                    f" WHERE status IN ({placeholders})",
+                    (message, utc_now(), *NON_TERMINAL),
+                )
+            )
+
+    # -- runs -------------------------------------------------------------------------------
+
+    def insert_run(
+        self,
+        run_id: str,
+        config_hash: str,
+        flat_config: Mapping[str, int | float],
+        created_at: datetime,
+    ) -> None:
+        """The run's row and its 26 configuration columns, in one transaction."""
+        columns = ", ".join(flat_config)
+        placeholders = ", ".join(["%s"] * len(flat_config))
+        with self.transaction(f"storing run {run_id}") as cur:
+            cur.execute(
+                "INSERT INTO simulation_runs (run_id, project_version, config_hash, status,"
+                " created_at) VALUES (%s, %s, %s, 'queued', %s)",
+                (run_id, self.project_version, config_hash, created_at),
+            )
+            cur.execute(
+                f"INSERT INTO configurations (run_id, {columns}) VALUES (%s, {placeholders})",
+                (run_id, *flat_config.values()),
+            )
+
+    def change_state(self, run_id: str, state: str, from_states: Sequence[str]) -> bool:
+        """Set ``status`` only if it is one of ``from_states``; True when a row changed."""
+        placeholders = ", ".join(["%s"] * len(from_states))
+        with self.transaction(f"setting run {run_id} {state}") as cur:
+            changed = cur.execute(
+                f"UPDATE simulation_runs SET status = %s"
+                f" WHERE run_id = %s AND status IN ({placeholders})",
+                (state, run_id, *from_states),
+            )
+        return bool(changed)
+
+    def cancel_queued(self, run_id: str, completed_at: datetime) -> bool:
+        """A queued run that never started becomes ``cancelled``."""
+        with self.transaction(f"cancelling queued run {run_id}") as cur:
+            changed = cur.execute(
+                "UPDATE simulation_runs SET status = 'cancelled', completed_at = %s"
+                " WHERE run_id = %s AND status = 'queued'",
+                (completed_at, run_id),
+            )
+        return bool(changed)
+
+    def mark_running(self, run_id: str, started_at: datetime) -> None:
+        with self.transaction(f"starting run {run_id}") as cur:
+            cur.execute(
+                "UPDATE simulation_runs SET status = 'running', started_at = %s,"
+                " episode_count = 0 WHERE run_id = %s",
+                (started_at, run_id),
+            )
+
+    def write_progress(
+        self,
+        run_id: str,
+        rows: Sequence[EpisodeRow],
+        episode_count: int,
+        high_score: int | None,
+    ) -> None:
+        """New episodes and the run's counters, in one transaction."""
+        with self.transaction(f"recording episodes of run {run_id}") as cur:
+            self._insert_episodes(cur, run_id, rows)
+            cur.execute(
+                "UPDATE simulation_runs SET episode_count = %s, high_score = %s"
+                " WHERE run_id = %s",
+                (episode_count, high_score, run_id),
+            )
+
+    def finish(
+        self,
+        run_id: str,
+        state: str,
+        rows: Sequence[EpisodeRow],
+        episode_count: int,
+        high_score: int | None,
+        completed_at: datetime,
+        error: str | None = None,
+        snapshot: dict[str, Any] | None = None,
+    ) -> None:
+        """The last episodes and the terminal state, in one transaction."""
+        snapshot_json = None if snapshot is None else json.dumps(snapshot, allow_nan=False)
+        with self.transaction(f"finishing run {run_id} as {state}") as cur:
+            self._insert_episodes(cur, run_id, rows)
+            cur.execute(
+                "UPDATE simulation_runs SET status = %s, episode_count = %s, high_score = %s,"
+                " completed_at = %s, error_message = %s, high_score_snapshot = %s"
+                " WHERE run_id = %s",
+                (state, episode_count, high_score, completed_at, error, snapshot_json, run_id),
+            )
+
+    def fail_runs(self, run_ids: Sequence[str], message: str) -> None:
+        """Runs that will never run (the server is stopping) become ``failed``."""
+        if not run_ids:
+            return
+        placeholders = ", ".join(["%s"] * len(run_ids))
+        with self.transaction("failing queued runs at shutdown") as cur:
+            cur.execute(
+                "UPDATE simulation_runs SET status = 'failed', error_message = %s,"
+                f" completed_at = %s WHERE run_id IN ({placeholders})",
+                (message, utc_now(), *run_ids),
+            )
+
+    @staticmethod
+    def _insert_episodes(cur: Any, run_id: str, rows: Sequence[EpisodeRow]) -> None:
+        # Built by hand rather than executemany: every value is a number this server made,
+        # and escaping each of them in Python was the write path's main cost.
+        run_literal = cur.connection.escape(run_id)
+        for start in range(0, len(rows), EPISODE_CHUNK):
+            values = ",".join(
+                f"({run_literal},{episode},{score},{steps},"
+                f"{_sql_number(epsilon)},{_sql_number(loss)})"
+                for episode, score, steps, epsilon, loss in rows[start : start + EPISODE_CHUNK]
+            )
+            cur.execute(
+                "INSERT INTO simulation_episodes (run_id, episode, score, steps, epsilon, loss)"
+                f" VALUES {values}"
+            )

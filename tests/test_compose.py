@@ -1,0 +1,169 @@
+"""The Docker deployment, checked without a Docker engine.
+
+``docker-compose`` (the Python implementation from Debian's package) parses, merges and
+validates the files against its Compose Specification schema without talking to an engine.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "scripts"))
+import stack  # noqa: E402
+
+SECRETS = {
+    "AX3L_DB_PASSWORD": "s1",
+    "MYSQL_ROOT_PASSWORD": "s2",
+    "SNAKELAB_DB_PASSWORD": "s3",
+    "AX3L_LLAMA_MODEL": "model.gguf",
+}
+COMBINATIONS = {
+    "host": ["compose.yaml"],
+    "llama": ["compose.yaml", "compose.llama.yaml"],
+    "demo": ["compose.yaml", "compose.demo.yaml"],
+}
+ONE_OFF = {"ax3l-db"}
+SERVICE_DIRS = ["toolbroker", "orchestrator", "reports", "snakelab", "mcp-snakelab"]
+
+
+def compose_config(files: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    binary = shutil.which("docker-compose")
+    if binary is None:
+        pytest.fail("docker-compose is not installed (apt-get install docker-compose; .ci/run does)")
+    args = [binary]
+    for name in files:
+        args += ["-f", str(REPO / name)]
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("AX3L_", "MYSQL_", "SNAKELAB_"))}
+    return subprocess.run(
+        [*args, "config"], env={**clean, **env}, capture_output=True, text=True, cwd=REPO
+    )
+
+
+@pytest.fixture(scope="module", params=list(COMBINATIONS))
+def merged(request: pytest.FixtureRequest) -> dict:
+    result = compose_config(COMBINATIONS[request.param], SECRETS)
+    assert result.returncode == 0, result.stderr
+    return yaml.safe_load(result.stdout)
+
+
+def test_merged_files_are_valid_and_every_long_running_service_has_a_healthcheck(merged):
+    """Each combination validates, and every service but one-off jobs has a healthcheck."""
+    for name, service in merged["services"].items():
+        if name in ONE_OFF:
+            assert service.get("restart") == "no"
+            continue
+        check = service.get("healthcheck", {})
+        assert check.get("test") and not check.get("disable"), name
+
+
+def test_every_dependency_waits_on_health_or_completion(merged):
+    """No service starts merely after another has started."""
+    for name, service in merged["services"].items():
+        for dependency, rule in service.get("depends_on", {}).items():
+            expected = (
+                "service_completed_successfully" if dependency in ONE_OFF else "service_healthy"
+            )
+            assert rule["condition"] == expected, (name, dependency)
+
+
+def test_only_the_reports_port_is_published(merged):
+    """The tool endpoint, the database and the model stay off the host's ports."""
+    published = {
+        name: service["ports"] for name, service in merged["services"].items() if service.get("ports")
+    }
+    assert list(published) == ["reports"]
+    assert [port["target"] if isinstance(port, dict) else port for port in published["reports"]] in (
+        [28870], ["127.0.0.1:28870:28870/tcp"], ["127.0.0.1:28870:28870"]
+    )
+
+
+def test_secrets_have_no_defaults():
+    """Every password is required (${VAR:?}) and the files refuse to render without them."""
+    for name in ("compose.yaml", "compose.demo.yaml", "compose.llama.yaml"):
+        text = (REPO / name).read_text()
+        for match in re.finditer(r"\$\{([A-Z0-9_]*PASSWORD[A-Z0-9_]*)([^}]*)\}", text):
+            assert match.group(2).startswith(":?"), (name, match.group(0))
+    for secret in ("AX3L_DB_PASSWORD", "MYSQL_ROOT_PASSWORD", "SNAKELAB_DB_PASSWORD"):
+        env = {k: v for k, v in SECRETS.items() if k != secret}
+        result = compose_config(COMBINATIONS["demo"], env)
+        assert result.returncode != 0 and secret in result.stderr
+
+
+def test_compose_commands_and_environment_agree_with_make_run():
+    """compose.yaml and scripts/stack.py start the same commands with the same settings."""
+    result = compose_config(COMBINATIONS["demo"], SECRETS)
+    services = yaml.safe_load(result.stdout)["services"]
+    for definition in stack.services({}):
+        compose_service = services[definition.name]
+        assert compose_service["command"][0] == definition.command[0], definition.name
+        compose_keys = set(compose_service.get("environment", {}))
+        assert compose_keys <= set(definition.env_keys), (definition.name, compose_keys)
+
+
+def _dockerfile(name: str) -> str:
+    return (REPO / "services" / name / "Dockerfile").read_text()
+
+
+@pytest.mark.parametrize("name", SERVICE_DIRS)
+def test_dockerfiles_follow_the_rules(name):
+    """Pinned bases, no latest, lockfile install without cache, non-root, a healthcheck."""
+    text = _dockerfile(name)
+    for line in re.findall(r"^FROM\s+(\S+)", text, re.M):
+        assert re.search(r":\d+(\.\d+)+", line) and "latest" not in line, line
+    for line in re.findall(r"COPY --from=(\S+/\S+)", text):
+        assert re.search(r":\d+(\.\d+)+", line) and "latest" not in line, line
+    install = re.search(r"^RUN uv sync (.*)$", text, re.M)
+    assert install and "--frozen" in install.group(1) and "--no-cache" in install.group(1)
+    assert "--no-dev" in install.group(1)
+    assert re.search(r"^USER (?!root)\S+", text, re.M)
+    assert "HEALTHCHECK" in text and "CMD" in text
+
+
+def _install_command(name: str) -> list[str]:
+    line = re.search(r"^RUN (uv sync .*)$", _dockerfile(name), re.M).group(1)
+    # The image build disables uv's cache; the test reuses it so CI does not download twice.
+    return [arg for arg in line.split() if arg != "--no-cache"]
+
+
+def _entry_point(name: str) -> list[str]:
+    import json
+
+    return json.loads(re.search(r"^CMD (\[.*\])$", _dockerfile(name), re.M).group(1))
+
+
+@pytest.mark.parametrize("name", SERVICE_DIRS)
+def test_runtime_environment_builds_like_the_dockerfile_and_starts(name, tmp_path):
+    """The Dockerfile's install command builds a fresh venv whose entry point loads."""
+    venv = tmp_path / "venv"
+    command = _install_command(name)
+    uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
+    env = {**os.environ, "UV_PROJECT_ENVIRONMENT": str(venv), "UV_PYTHON_DOWNLOADS": "never"}
+    env.pop("VIRTUAL_ENV", None)
+    built = subprocess.run([uv, *command[1:]], cwd=REPO, env=env, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-2000:]
+    entry = _entry_point(name)
+    python = venv / "bin" / "python"
+    if entry[0] == "python":
+        module = entry[entry.index("-m") + 1]
+        probe = f"import importlib; importlib.import_module({module!r})"
+    else:
+        probe = (
+            "import importlib.metadata as m, sys;"
+            f"eps = [e for e in m.entry_points(group='console_scripts') if e.name == {entry[0]!r}];"
+            "assert eps, 'no console script'; eps[0].load()"
+        )
+        assert (venv / "bin" / entry[0]).exists()
+    started = subprocess.run([str(python), "-c", probe], capture_output=True, text=True,
+                             cwd=tmp_path)
+    assert started.returncode == 0, started.stderr[-2000:]
+    # Dev tools stay out of the runtime image.
+    assert not (venv / "bin" / "pytest").exists()
