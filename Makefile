@@ -30,8 +30,12 @@ db-stop: ## stop the private MariaDB
 schema: install db-start ## create or check Ax3l's tables in the private MariaDB
 	set -a; . .run/db.env; set +a; $(UV) run --frozen ax3l-db create
 
+.PHONY: system-deps
+system-deps: ## install the Debian packages the tests need (MariaDB, Chromium, docker-compose)
+	scripts/install-system-deps.sh
+
 .PHONY: test
-test: install db-start ## run every test suite against a real MariaDB
+test: system-deps install db-start ## run every test suite against a real MariaDB
 	$(UV) run --frozen pytest $(PYTEST_ARGS)
 
 .PHONY: lint
