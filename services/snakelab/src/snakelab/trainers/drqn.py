@@ -236,6 +236,20 @@ class EpisodeReplay:
         return ReplayBatch(windows[:, :-1], windows[:, 1:], actions, rewards, dones)
 
 
+def double_dqn_targets(
+    next_online: Array, next_target: Array, rewards: Array, dones: Array, gamma: float
+) -> Array:
+    """``r + gamma * Q_target(s', argmax_a Q_online(s', a))``, without the bootstrap at the end.
+
+    Letting the online network choose and the target network value the next action is what
+    keeps double DQN from overestimating.
+    """
+    rows = np.arange(len(rewards))
+    next_values = next_target[rows, next_online.argmax(axis=1)]
+    targets: Array = rewards + gamma * next_values * ~dones
+    return targets
+
+
 class DrqnLearner:
     """Online and target networks, the optimiser, and the once-per-episode gradient step."""
 
@@ -258,12 +272,11 @@ class DrqnLearner:
         settings = self.settings
         states = batch.states.astype(self.dtype, copy=False)
         next_states = batch.next_states.astype(self.dtype, copy=False)
-        # The online network picks the next action, the target network values it.
         next_online, _ = network_forward(self.online, next_states)
         next_target, _ = network_forward(self.target, next_states)
-        rows = np.arange(len(batch.actions))
-        next_values = next_target[rows, next_online.argmax(axis=1)]
-        targets = batch.rewards + settings.gamma * next_values * ~batch.dones
+        targets = double_dqn_targets(
+            next_online, next_target, batch.rewards, batch.dones, settings.gamma
+        )
         masks = dropout_masks(
             self._dropout_rng,
             settings.dropout,

@@ -457,7 +457,7 @@ class SurrogateTrainer:
 
     def run(self, config: dict[str, Any], control: RunControl) -> TrainResult:
         """Report ``config["epochs"]`` synthetic episodes, stopping early when told to."""
-        model = self._model or load_model()
+        model = self._model if self._model is not None else load_model()
         high_score = model.high_score(config)
         digest = hashlib.sha256(("trajectory:" + _canonical_key(config)).encode()).digest()
         rng = np.random.default_rng(int.from_bytes(digest, "big"))
