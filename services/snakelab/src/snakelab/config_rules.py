@@ -21,9 +21,7 @@ def server_rule_errors(schema: ConfigSchema, config: dict[str, Any]) -> list[str
     minimum = schema.get(config, "epsilon.minimum")
     initial = schema.get(config, "epsilon.initial")
     if minimum > initial:
-        problems.append(
-            f"$.epsilon.minimum: {minimum} is greater than epsilon.initial ({initial})"
-        )
+        problems.append(f"$.epsilon.minimum: {minimum} is greater than epsilon.initial ({initial})")
     frames = schema.get(config, "training.replay_max_frames")
     sequence = schema.get(config, "training.sequence_length")
     batch = schema.get(config, "training.batch_size")

@@ -19,8 +19,12 @@ def main() -> int:
     sock.setsockopt(zmq.RCVTIMEO, 3000)
     try:
         sock.connect(endpoint)
-        request = {"protocol_version": 1, "request_id": str(uuid.uuid4()), "method": "health",
-                   "payload": {}}
+        request = {
+            "protocol_version": 1,
+            "request_id": str(uuid.uuid4()),
+            "method": "health",
+            "payload": {},
+        }
         sock.send_string(json.dumps(request))
         reply = json.loads(sock.recv())
         return 0 if reply.get("status") == "ok" else 1

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from snakelab.envelope import RequestRefused
+from snakelab.run_store import utc_now
 from snakelab.trainers.base import EpisodeResult
 
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
@@ -33,7 +34,9 @@ class Run:
     """One submitted run and everything its status object reports."""
 
     run_id: str
-    config: dict[str, Any]
+    # The complete config until the run ends; released then (the database keeps it).
+    config: dict[str, Any] | None
+    epochs: int
     created_at: datetime
     state: str = "queued"
     completed_epochs: int = 0
@@ -48,10 +51,6 @@ class Run:
     stop_requested: bool = False  # cancel (or server shutdown) asked the trainer to stop
     started_at: datetime | None = None
     completed_at: datetime | None = None
-
-    @property
-    def epochs(self) -> int:
-        return int(self.config["epochs"])
 
     def record(self, episode: EpisodeResult) -> None:
         """Fold one finished episode into the run's totals."""
@@ -131,7 +130,7 @@ class RunBook:
                 return self.current
             return self.queue[0] if self.queue else None
 
-    def next_run(self, started_at: datetime) -> Run | None:
+    def next_run(self) -> Run | None:
         """Block until a run is queued and hand it to the worker as running; None when closing."""
         with self.changed:
             while not self.queue and not self.closing:
@@ -140,7 +139,7 @@ class RunBook:
                 return None
             run = self.queue.popleft()
             run.state = "running"
-            run.started_at = started_at
+            run.started_at = utc_now()
             self.current = run
             self.changed.notify_all()
             return run

@@ -48,6 +48,8 @@ def read_env_file(path: Path) -> dict[str, str]:
 class TestDatabases:
     """A private pair of databases (``ax3l_*`` and ``snakelab_*``) with the real grants."""
 
+    __test__ = False  # not a test class, despite its name
+
     host: str
     port: int
     ax3l_db: str

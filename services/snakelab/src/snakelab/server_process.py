@@ -1,0 +1,247 @@
+"""Start a real reference SnakeLab as a subprocess (for tests and benchmarks of any service).
+
+    with SnakeLabProcess(databases.env(), trainer="surrogate", seconds=0) as snakelab:
+        client = SnakeLabClient(snakelab.endpoint)
+
+The process gets a free control port and a free events port on 127.0.0.1 and is ready once it
+answers ``health``. Its stderr goes to a log file whose tail is shown when it fails to start.
+``scratch_snakelab_database`` makes a throwaway ``snakelab_*`` database on the private MariaDB
+(for fixtures that outlive one test, and for benchmarks).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import pymysql
+import zmq
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def ping(endpoint: str, timeout: float = 0.5) -> bool:
+    """True when a SnakeLab at ``endpoint`` answers ``health`` within ``timeout``."""
+    context: zmq.Context[Any] = zmq.Context()
+    sock = context.socket(zmq.REQ)
+    sock.setsockopt(zmq.LINGER, 0)
+    try:
+        sock.connect(endpoint)
+        request = {
+            "protocol_version": 1,
+            "request_id": str(uuid.uuid4()),
+            "method": "health",
+            "payload": {},
+        }
+        sock.send(json.dumps(request).encode())
+        if not sock.poll(int(timeout * 1000)):
+            return False
+        return bool(json.loads(sock.recv()).get("status") == "ok")
+    finally:
+        sock.close(linger=0)
+        context.term()
+
+
+class SnakeLabProcess:
+    """One ``python -m snakelab`` child process."""
+
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        trainer: str = "surrogate",
+        seconds: float = 0.0,
+        port: int | None = None,
+        events_port: int | None = None,
+        extra_env: Mapping[str, str] | None = None,
+        log_dir: Path | None = None,
+    ):
+        self.port = port or free_port()
+        self.events_port = events_port if events_port is not None else free_port()
+        self.env = {
+            **os.environ,
+            **env,
+            "SNAKELAB_TRAINER": trainer,
+            "SNAKELAB_SURROGATE_SECONDS": str(seconds),
+            "SNAKELAB_DB_WAIT_SECONDS": "5",
+            **(extra_env or {}),
+        }
+        self._log_dir = log_dir
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self.log_path: Path | None = None
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"tcp://127.0.0.1:{self.port}"
+
+    @property
+    def events_endpoint(self) -> str:
+        return f"tcp://127.0.0.1:{self.events_port}"
+
+    def start(self, timeout: float = 30.0) -> SnakeLabProcess:
+        """Start the process and wait until it answers ``health``."""
+        if self._log_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="snakelab-")
+            folder = Path(self._tmp.name)
+        else:
+            folder = self._log_dir
+        self.log_path = folder / f"snakelab-{self.port}.log"
+        with self.log_path.open("ab") as log_file:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "snakelab",
+                    "--address",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.port),
+                    "--events-port",
+                    str(self.events_port),
+                ],
+                env=self.env,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + timeout
+        while not ping(self.endpoint):
+            if self.process.poll() is not None:
+                problem = f"snakelab exited with {self.process.returncode}"
+                break
+            if time.monotonic() > deadline:
+                problem = f"snakelab did not answer within {timeout}s"
+                break
+            time.sleep(0.05)
+        else:
+            return self
+        tail = self.log_tail()
+        self.close()
+        raise RuntimeError(f"{problem}:\n{tail}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def kill(self) -> None:
+        """SIGKILL: the process dies mid-whatever, as in a crash."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM and wait (SIGKILL after ``timeout``); returns the exit code."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.process.returncode
+
+    def close(self) -> None:
+        self.stop()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> SnakeLabProcess:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class ScratchDatabase:
+    """A throwaway SnakeLab database and the SnakeLab user that may use it."""
+
+    host: str
+    port: int
+    name: str
+    user: str
+    password: str
+
+    def env(self) -> dict[str, str]:
+        """``SNAKELAB_DB_*`` for a server process using this database."""
+        return {
+            "SNAKELAB_DB_HOST": self.host,
+            "SNAKELAB_DB_PORT": str(self.port),
+            "SNAKELAB_DB_USER": self.user,
+            "SNAKELAB_DB_PASSWORD": self.password,
+            "SNAKELAB_DB_NAME": self.name,
+        }
+
+    def connect(self) -> Any:
+        """A blocking autocommit connection as the SnakeLab user."""
+        return pymysql.connect(
+            host=self.host,
+            port=self.port,
+            user=self.user,
+            password=self.password,
+            database=self.name,
+            autocommit=True,
+            charset="utf8mb4",
+        )
+
+
+@contextmanager
+def scratch_snakelab_database(db_env: Mapping[str, str]) -> Iterator[ScratchDatabase]:
+    """An empty ``snakelab_s<hex>`` database (dropped afterwards), from ``.run/db.env`` values."""
+    database = ScratchDatabase(
+        host=db_env["DB_HOST"],
+        port=int(db_env["DB_PORT"]),
+        name=f"snakelab_s{secrets.token_hex(4)}",
+        user=db_env["SNAKELAB_DB_USER"],
+        password=db_env["SNAKELAB_DB_PASSWORD"],
+    )
+    admin = pymysql.connect(
+        host=database.host,
+        port=database.port,
+        user=db_env["AX3L_DB_ADMIN_USER"],
+        password=db_env["AX3L_DB_ADMIN_PASSWORD"],
+        autocommit=True,
+    )
+    grant_target = f"`{database.name}`.* TO '{database.user}'@'%'"
+    try:
+        with admin.cursor() as cur:
+            cur.execute(
+                f"CREATE DATABASE `{database.name}`"
+                " CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
+            )
+            cur.execute(f"GRANT ALL PRIVILEGES ON {grant_target}")
+        yield database
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{database.name}`")
+            try:
+                cur.execute(f"REVOKE ALL PRIVILEGES ON {grant_target.replace(' TO ', ' FROM ')}")
+            except pymysql.err.MySQLError:
+                pass  # the grant was never made
+        admin.close()

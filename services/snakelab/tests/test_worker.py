@@ -1,0 +1,246 @@
+"""The worker and its database writes, with scripted trainers, against a real database."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from ax3l.shared.config_schema import load_schema
+from ax3l.shared.db.errors import DatabaseError
+from ax3l.shared.testing.plugin import TestDatabases as Databases
+from snakelab.config_rules import complete_config, config_hash
+from snakelab.run_store import DbSettings, RunStore, utc_now
+from snakelab.runs import Run, RunBook
+from snakelab.trainers.base import EpisodeResult, RunControl, TrainResult
+from snakelab.worker import SLOW_EPISODE_SECONDS, Worker
+
+SCHEMA = load_schema()
+
+
+def episode(number: int, score: int) -> EpisodeResult:
+    return EpisodeResult(
+        episode=number,
+        seed=number,
+        score=score,
+        reward=float(score),
+        steps=10 * number,
+        outcome="wall",
+        epsilon=0.5,
+        epsilon_injections=1,
+        loss=None if number == 1 else 0.25,
+    )
+
+
+class ScriptedTrainer:
+    """Plays ``script(config, control)`` as its training."""
+
+    name = "scripted"
+
+    def __init__(self, script: Callable[[dict[str, Any], RunControl], TrainResult]):
+        self.script = script
+
+    def run(self, config: dict[str, Any], control: RunControl) -> TrainResult:
+        return self.script(config, control)
+
+
+class Harness:
+    def __init__(self, databases: Databases, trainer: Any, store: RunStore | None = None):
+        self.databases = databases
+        self.store = store or RunStore(settings(databases), "test")
+        self.book = RunBook()
+        self.worker = Worker(self.book, self.store, trainer)
+        self.worker.start()
+
+    def submit(self, **partial: Any) -> Run:
+        config = complete_config(SCHEMA, partial)
+        run = Run(str(uuid.uuid4()), config, int(config["epochs"]), utc_now())
+        self.store.insert_run(
+            run.run_id, config_hash(config), SCHEMA.flatten(config), run.created_at
+        )
+        self.book.add(run)
+        return run
+
+    def wait_terminal(self, run: Run) -> None:
+        deadline = time.monotonic() + 20
+        while run.state not in ("completed", "failed", "cancelled"):
+            assert time.monotonic() < deadline, f"run stuck in {run.state}"
+            time.sleep(0.01)
+
+    def row(self, run_id: str) -> tuple[Any, ...]:
+        conn = self.databases.connect("snakelab", self.databases.snakelab_db)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(
+                    "SELECT status, episode_count, high_score, error_message,"
+                    " high_score_snapshot IS NOT NULL,"
+                    " (SELECT COUNT(*) FROM simulation_episodes e WHERE e.run_id = r.run_id)"
+                    " FROM simulation_runs r WHERE run_id = %s",
+                    (run_id,),
+                )
+                return tuple(cur.fetchone())
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self.book.close()
+        self.worker.join(10)
+        self.store.close()
+
+
+def settings(databases: Databases) -> DbSettings:
+    return DbSettings(
+        host=databases.host,
+        port=databases.port,
+        user=databases.snakelab_user,
+        password=databases.snakelab_password,
+        database=databases.snakelab_db,
+    )
+
+
+@pytest.fixture
+def harness_for(snakelab_tables: Databases) -> Iterator[Callable[..., Harness]]:
+    made: list[Harness] = []
+
+    def make(trainer: Any, store: RunStore | None = None) -> Harness:
+        made.append(Harness(snakelab_tables, trainer, store))
+        return made[-1]
+
+    yield make
+    for harness in made:
+        harness.close()
+
+
+def test_slow_episodes_reach_the_database_one_by_one(
+    harness_for: Callable[..., Harness],
+) -> None:
+    """With episodes slower than the batching threshold, each is stored as soon as it ends."""
+    seen_in_db: list[int] = []
+    harness: Harness
+
+    def script(config: dict[str, Any], control: RunControl) -> TrainResult:
+        for number in range(1, 6):
+            control.checkpoint()
+            time.sleep(SLOW_EPISODE_SECONDS * 2)  # this trainer's "training" of one episode
+            control.on_episode(episode(number, score=number))
+            deadline = time.monotonic() + 5
+            while harness.row(run.run_id)[1] != number:
+                assert time.monotonic() < deadline, f"episode {number} was not stored"
+                time.sleep(0.005)
+            seen_in_db.append(number)
+        return TrainResult(5, 5, 150, 15.0, {"version": 1, "episode": 5})
+
+    harness = harness_for(ScriptedTrainer(script))
+    run = harness.submit(epochs=500)
+    harness.wait_terminal(run)
+    assert seen_in_db == [1, 2, 3, 4, 5]
+    assert run.state == "completed"  # the trainer decides how many episodes a run has
+    assert harness.row(run.run_id) == ("completed", 5, 5, None, 1, 5)
+
+
+def test_a_trainer_crash_fails_the_run_and_keeps_its_episodes(
+    harness_for: Callable[..., Harness],
+) -> None:
+    """An exception in the trainer ends the run failed with the reason; the worker goes on."""
+
+    def script(config: dict[str, Any], control: RunControl) -> TrainResult:
+        if config["seed"] == 1:
+            control.on_episode(episode(1, score=3))
+            control.on_episode(episode(2, score=7))
+            raise FloatingPointError("loss exploded")
+        control.on_episode(episode(1, score=1))
+        return TrainResult(1, 1, 10, 1.0)
+
+    harness = harness_for(ScriptedTrainer(script))
+    crashed = harness.submit(seed=1)
+    after = harness.submit(seed=2)
+    harness.wait_terminal(after)
+    assert crashed.state == "failed"
+    assert crashed.error == "trainer scripted failed: FloatingPointError('loss exploded')"
+    assert harness.row(crashed.run_id) == ("failed", 2, 7, crashed.error, 0, 2)
+    assert after.state == "completed"
+
+
+def test_nan_losses_are_stored_as_null(harness_for: Callable[..., Harness]) -> None:
+    """A non-finite loss or epsilon reaches neither the status nor the database as NaN."""
+
+    def script(config: dict[str, Any], control: RunControl) -> TrainResult:
+        bad = EpisodeResult(1, 1, 2, float("nan"), 5, "snake", float("inf"), 0, float("nan"))
+        control.on_episode(bad)
+        return TrainResult(1, 2, 5, 0.0)
+
+    harness = harness_for(ScriptedTrainer(script))
+    run = harness.submit()
+    harness.wait_terminal(run)
+    status = run.status()
+    assert status["last_loss"] is None
+    assert status["last_episode"]["loss"] is None
+    assert status["last_episode"]["epsilon"] is None
+    conn = harness.databases.connect("snakelab", harness.databases.snakelab_db)
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT epsilon, loss FROM simulation_episodes WHERE run_id = %s", (run.run_id,)
+        )
+        assert cur.fetchall() == ((None, None),)
+    conn.close()
+
+
+class FailingProgressStore(RunStore):
+    """A real store whose second progress write fails, as when the database goes away."""
+
+    def __init__(self, *args: Any):
+        super().__init__(*args)
+        self.progress_writes = 0
+
+    def write_progress(self, *args: Any, **kwargs: Any) -> None:
+        self.progress_writes += 1
+        if self.progress_writes == 2:
+            raise DatabaseError("recording episodes: database unavailable (2013: Lost connection)")
+        super().write_progress(*args, **kwargs)
+
+
+def test_a_failed_write_stops_and_fails_the_run(
+    harness_for: Callable[..., Harness], snakelab_tables: Databases
+) -> None:
+    """When storing progress fails, the trainer is stopped and the run ends failed with why."""
+
+    def script(config: dict[str, Any], control: RunControl) -> TrainResult:
+        for number in range(1, 200):
+            if control.checkpoint():
+                return TrainResult(number - 1, 1, 0, 0.0)
+            time.sleep(SLOW_EPISODE_SECONDS * 2)
+            control.on_episode(episode(number, score=1))
+        return TrainResult(199, 1, 0, 0.0)
+
+    store = FailingProgressStore(settings(snakelab_tables), "test")
+    harness = harness_for(ScriptedTrainer(script), store)
+    run = harness.submit()
+    harness.wait_terminal(run)
+    assert run.state == "failed"
+    assert run.error is not None and "Lost connection" in run.error
+    assert run.completed_epochs < 199
+    assert harness.row(run.run_id)[0] == "failed"
+
+
+def test_an_unstorable_snapshot_fails_the_run_instead_of_hanging_it(
+    harness_for: Callable[..., Harness],
+) -> None:
+    """A snapshot that is not JSON ends the run failed, stored, and the next run still runs."""
+
+    def script(config: dict[str, Any], control: RunControl) -> TrainResult:
+        control.on_episode(episode(1, score=4))
+        snapshot = {"version": 1, "board": {"score": float("nan")}} if config["seed"] == 1 else None
+        return TrainResult(1, 4, 10, 4.0, snapshot)
+
+    harness = harness_for(ScriptedTrainer(script))
+    broken = harness.submit(seed=1)
+    runs = [harness.submit(seed=2 + i) for i in range(3)]  # more than the runs in flight
+    for run in runs:
+        harness.wait_terminal(run)
+    assert broken.state == "failed"
+    assert broken.error is not None and "could not store the run's end" in broken.error
+    assert harness.row(broken.run_id)[:4] == ("failed", 1, 4, broken.error)
+    assert [run.state for run in runs] == ["completed"] * 3
