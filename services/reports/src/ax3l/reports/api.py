@@ -1,0 +1,26 @@
+"""Every router of the report server, in one place."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from ax3l.reports.routes import (
+    assets,
+    events,
+    golden,
+    health,
+    highscores,
+    proposers,
+    scores,
+    simulations,
+    status,
+)
+
+api_router = APIRouter()
+for module in (events, highscores, golden, scores, simulations, proposers):
+    api_router.include_router(module.router)
+    api_router.include_router(module.pages)
+api_router.include_router(status.router)
+api_router.include_router(health.router)
+api_router.include_router(assets.router)
+api_router.include_router(assets.icon_router)

@@ -1,0 +1,57 @@
+"""Typed dependencies: settings, the database and the other resources the lifespan opened."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+from starlette.templating import Jinja2Templates
+
+from ax3l.reports.queries.highscores import HighscoreReader
+from ax3l.reports.resources import Resources
+from ax3l.reports.settings import ReportsSettings, get_settings
+from ax3l.reports.snakelab_status import SnakeLabMonitor
+from ax3l.shared.config_schema import ConfigSchema
+from ax3l.shared.cycles import CycleTracker
+from ax3l.shared.db.database import Database
+
+
+def get_resources(request: Request) -> Resources:
+    resources: Resources = request.app.state.resources
+    return resources
+
+
+ResourcesDep = Annotated[Resources, Depends(get_resources)]
+
+
+def get_db(resources: ResourcesDep) -> Database:
+    return resources.db
+
+
+def get_monitor(resources: ResourcesDep) -> SnakeLabMonitor:
+    return resources.monitor
+
+
+def get_cycles(resources: ResourcesDep) -> CycleTracker:
+    return resources.cycles
+
+
+def get_highscores(resources: ResourcesDep) -> HighscoreReader:
+    return resources.highscores
+
+
+def get_schema(resources: ResourcesDep) -> ConfigSchema:
+    return resources.schema
+
+
+def get_templates(resources: ResourcesDep) -> Jinja2Templates:
+    return resources.templates
+
+
+SettingsDep = Annotated[ReportsSettings, Depends(get_settings)]
+DatabaseDep = Annotated[Database, Depends(get_db)]
+MonitorDep = Annotated[SnakeLabMonitor, Depends(get_monitor)]
+CyclesDep = Annotated[CycleTracker, Depends(get_cycles)]
+HighscoresDep = Annotated[HighscoreReader, Depends(get_highscores)]
+SchemaDep = Annotated[ConfigSchema, Depends(get_schema)]
+TemplatesDep = Annotated[Jinja2Templates, Depends(get_templates)]

@@ -1,0 +1,203 @@
+"""Plotly figures as plain data (the page hands them to the served plotly.js).
+
+Hover texts carry untrusted strings (reasons, run ids); Plotly renders a subset of HTML in
+them, so every such string is HTML-escaped here and shows as text.
+"""
+
+from __future__ import annotations
+
+import html
+import itertools
+import textwrap
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+from ax3l.reports.queries.highscores import HighscorePoint
+
+GOLDEN_TRACE = "Accepted golden scores"
+EXTENSION_TRACE = "Since the last acceptance"
+SEED_TRACE = "Seed change"
+LINE_COLOUR = "#2563eb"
+SEED_COLOUR = "#d97706"
+# Beyond this many seed changes, dotted lines and labels would hide the line: diamonds remain.
+MAX_SEED_LINES = 40
+
+LAYOUT_BASE: dict[str, Any] = {
+    "margin": {"l": 60, "r": 20, "t": 40, "b": 60},
+    "paper_bgcolor": "#ffffff",
+    "plot_bgcolor": "#f8fafc",
+    "hovermode": "closest",
+    "legend": {"orientation": "h", "y": -0.2},
+    "font": {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 13},
+}
+
+
+def _escape(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def _wrapped(text: str, width: int = 70) -> str:
+    return "<br>".join(_escape(line) for line in textwrap.wrap(text, width) or [""])
+
+
+@lru_cache(maxsize=50_000)
+def highscore_hover(point: HighscorePoint) -> str:
+    lines = [
+        f"<b>Score {point.score}</b> at {point.simulations:,} simulations",
+        f"Seed: {_escape(str(point.seed)) if point.seed is not None else '–'}",
+        f"Run: {_escape(point.run_id) if point.run_id else '–'}",
+    ]
+    if point.reason:
+        lines.append(f"Reason: {_wrapped(point.reason)}")
+    return "<br>".join(lines)
+
+
+def seed_changes(points: Sequence[HighscorePoint]) -> list[HighscorePoint]:
+    """The points whose seed differs from the previous point's."""
+    return [point for previous, point in itertools.pairwise(points) if point.seed != previous.seed]
+
+
+def highscore_figure(points: Sequence[HighscorePoint], current: int) -> dict[str, Any]:
+    """The step line of accepted scores, flat to ``current`` runs, with seed changes marked."""
+    data: list[dict[str, Any]] = [
+        {
+            "type": "scatter",
+            "name": GOLDEN_TRACE,
+            "mode": "lines+markers",
+            "x": [p.simulations for p in points],
+            "y": [p.score for p in points],
+            "line": {"shape": "hv", "color": LINE_COLOUR, "width": 2.5},
+            "marker": {"size": 7, "color": LINE_COLOUR},
+            "text": [highscore_hover(p) for p in points],
+            "hovertemplate": "%{text}<extra></extra>",
+        }
+    ]
+    if points and current > points[-1].simulations:
+        last = points[-1]
+        data.append(
+            {
+                "type": "scatter",
+                "name": EXTENSION_TRACE,
+                "mode": "lines",
+                "x": [last.simulations, current],
+                "y": [last.score, last.score],
+                "line": {"shape": "hv", "color": LINE_COLOUR, "width": 2.5},
+                "hovertemplate": (
+                    f"Golden score {last.score} still holds at %{{x:,}} simulations<extra></extra>"
+                ),
+                "showlegend": False,
+            }
+        )
+    changes = seed_changes(points)
+    shapes: list[dict[str, Any]] = []
+    annotations: list[dict[str, Any]] = []
+    if changes:
+        data.append(
+            {
+                "type": "scatter",
+                "name": SEED_TRACE,
+                "mode": "markers",
+                "x": [p.simulations for p in changes],
+                "y": [p.score for p in changes],
+                "marker": {"symbol": "diamond", "size": 13, "color": SEED_COLOUR},
+                "text": [highscore_hover(p) for p in changes],
+                "hovertemplate": "<b>New seed</b><br>%{text}<extra></extra>",
+            }
+        )
+        for point in changes if len(changes) <= MAX_SEED_LINES else []:
+            shapes.append(
+                {
+                    "type": "line",
+                    "xref": "x",
+                    "yref": "paper",
+                    "x0": point.simulations,
+                    "x1": point.simulations,
+                    "y0": 0,
+                    "y1": 1,
+                    "line": {"color": SEED_COLOUR, "width": 1, "dash": "dot"},
+                }
+            )
+            annotations.append(
+                {
+                    "x": point.simulations,
+                    "y": 1,
+                    "xref": "x",
+                    "yref": "paper",
+                    "yanchor": "bottom",
+                    "showarrow": False,
+                    "text": f"seed {_escape(str(point.seed))}",
+                    "font": {"color": SEED_COLOUR, "size": 11},
+                }
+            )
+    layout = {
+        **LAYOUT_BASE,
+        "xaxis": {"title": {"text": "SnakeLab simulations (total runs)"}, "rangemode": "tozero"},
+        "yaxis": {"title": {"text": "Golden high score"}},
+        "shapes": shapes,
+        "annotations": annotations,
+    }
+    return {"data": data, "layout": layout}
+
+
+def score_figure(bins: Sequence[tuple[int, int]]) -> dict[str, Any]:
+    """A histogram of run high scores (one bar per score)."""
+    return {
+        "data": [
+            {
+                "type": "bar",
+                "name": "Runs",
+                "x": [score for score, _ in bins],
+                "y": [runs for _, runs in bins],
+                "marker": {"color": LINE_COLOUR},
+                "hovertemplate": "Score %{x}: %{y:,} runs<extra></extra>",
+            }
+        ],
+        "layout": {
+            **LAYOUT_BASE,
+            "xaxis": {"title": {"text": "High score"}, "dtick": 5},
+            "yaxis": {"title": {"text": "Runs"}},
+            "bargap": 0.1,
+        },
+    }
+
+
+def episodes_figure(episodes: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Score per episode of one run, with a 50-episode moving average."""
+    x = [int(e["episode"]) for e in episodes]
+    y = [int(e["score"]) for e in episodes]
+    window = 50
+    average: list[float] = []
+    total = 0
+    for i, score in enumerate(y):
+        total += score
+        if i >= window:
+            total -= y[i - window]
+        average.append(total / min(i + 1, window))
+    return {
+        "data": [
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": "Score",
+                "x": x,
+                "y": y,
+                "marker": {"size": 3, "color": "#94a3b8"},
+                "hovertemplate": "Episode %{x}: score %{y}<extra></extra>",
+            },
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": f"Average of {window}",
+                "x": x,
+                "y": [round(v, 2) for v in average],
+                "line": {"color": LINE_COLOUR, "width": 2},
+                "hovertemplate": "Episode %{x}: average %{y}<extra></extra>",
+            },
+        ],
+        "layout": {
+            **LAYOUT_BASE,
+            "xaxis": {"title": {"text": "Episode"}},
+            "yaxis": {"title": {"text": "Score"}},
+        },
+    }

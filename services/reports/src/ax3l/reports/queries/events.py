@@ -1,0 +1,150 @@
+"""Reading the event log: keyset pages (never OFFSET), filters as bound parameters, details."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ax3l.shared.db.database import Database
+
+EXCERPT_CHARS = 400
+
+EVENT_COLUMNS = (
+    "e.event_id, e.occurred_at, e.name, e.category, e.log_level, e.process_id,"
+    " e.parent_event_id, e.source_name, e.parameter, e.ax3l_version"
+)
+
+
+@dataclass(frozen=True)
+class EventFilter:
+    """Which events to list; None means any. ``name`` implies its category."""
+
+    category: str | None = None
+    name: str | None = None
+    parameter: str | None = None
+    process_id: str | None = None
+
+    def where(self) -> tuple[list[str], list[Any]]:
+        clauses: list[str] = []
+        args: list[Any] = []
+        if self.name is not None:
+            clauses.append("e.name = %s")
+            args.append(self.name)
+        elif self.category is not None:
+            clauses.append("e.category = %s")
+            args.append(self.category)
+        if self.parameter is not None:
+            clauses.append("e.parameter = %s")
+            args.append(self.parameter)
+        if self.process_id is not None:
+            clauses.append("e.process_id = %s")
+            args.append(self.process_id)
+        return clauses, args
+
+
+@dataclass(frozen=True)
+class EventPage:
+    """Events newest first, with the cursors of the neighbouring pages (None at the ends)."""
+
+    rows: list[dict[str, Any]]
+    newer_after: int | None
+    older_before: int | None
+
+
+def _keyset(
+    where: EventFilter, bound: str, cursor: int | None, newest_first: bool, n: int
+) -> tuple[str, list[Any]]:
+    clauses, args = where.where()
+    if cursor is not None:
+        clauses.append(f"e.event_id {bound} %s")
+        args.append(cursor)
+    sql = "SELECT e.event_id FROM events e"
+    if clauses:
+        sql += " WHERE " + " AND ".join(clauses)
+    sql += f" ORDER BY e.event_id {'DESC' if newest_first else 'ASC'} LIMIT %s"
+    return sql, [*args, n]
+
+
+async def _exists(db: Database, where: EventFilter, bound: str, cursor: int) -> bool:
+    sql, args = _keyset(where, bound, cursor, bound == "<", 1)
+    return await db.fetchone(sql, args, doing="paging events") is not None
+
+
+async def _page_rows(
+    db: Database, where: EventFilter, bound: str, cursor: int | None, newest_first: bool, n: int
+) -> list[dict[str, Any]]:
+    keyset, args = _keyset(where, bound, cursor, newest_first, n)
+    # The keyset picks ids from an index alone; contents are joined for those ids only. Replies
+    # are kept whole so the list can show their tool call; other contents are cut.
+    rows = await db.fetchall(
+        f"SELECT {EVENT_COLUMNS},"
+        " CASE WHEN e.name = 'reply_received' THEN m.content"
+        f" ELSE LEFT(m.content, {EXCERPT_CHARS}) END AS content,"
+        f" CHAR_LENGTH(m.content) > {EXCERPT_CHARS} AS truncated"
+        f" FROM ({keyset}) page JOIN events e ON e.event_id = page.event_id"
+        " LEFT JOIN event_messages m ON m.event_id = e.event_id"
+        " ORDER BY e.event_id DESC",
+        args,
+        doing="listing events",
+    )
+    for row in rows:
+        row["truncated"] = bool(row["truncated"]) and row["name"] != "reply_received"
+    return rows
+
+
+async def event_page(
+    db: Database,
+    where: EventFilter,
+    *,
+    limit: int,
+    before: int | None = None,
+    after: int | None = None,
+) -> EventPage:
+    """One page of events; ``before`` pages towards older events, ``after`` towards newer."""
+    if after is not None:
+        rows = await _page_rows(db, where, ">", after, False, limit + 1)
+        # Sorted newest first: the surplus row, if any, is the newest one.
+        more_newer = len(rows) > limit
+        rows = rows[-limit:] if more_newer else rows
+        more_older = bool(rows) and await _exists(db, where, "<", rows[-1]["event_id"])
+    else:
+        rows = await _page_rows(db, where, "<", before, True, limit + 1)
+        more_older = len(rows) > limit
+        rows = rows[:limit]
+        more_newer = (
+            before is not None and bool(rows) and await _exists(db, where, ">", rows[0]["event_id"])
+        )
+    return EventPage(
+        rows=rows,
+        newer_after=int(rows[0]["event_id"]) if rows and more_newer else None,
+        older_before=int(rows[-1]["event_id"]) if rows and more_older else None,
+    )
+
+
+async def event_by_id(db: Database, event_id: int) -> dict[str, Any] | None:
+    """One event with its whole content, or None."""
+    return await db.fetchone(
+        f"SELECT {EVENT_COLUMNS}, m.content FROM events e"
+        " LEFT JOIN event_messages m ON m.event_id = e.event_id WHERE e.event_id = %s",
+        (event_id,),
+        doing=f"reading event {event_id}",
+    )
+
+
+async def children_of(db: Database, event_id: int, limit: int = 50) -> list[dict[str, Any]]:
+    """Events whose parent is ``event_id`` (a prompt's replies, a submission's completion)."""
+    return await db.fetchall(
+        f"SELECT {EVENT_COLUMNS} FROM events e WHERE e.parent_event_id = %s"
+        " ORDER BY e.event_id LIMIT %s",
+        (event_id, limit),
+        doing=f"reading the children of event {event_id}",
+    )
+
+
+async def summary_of(db: Database, event_id: int) -> dict[str, Any] | None:
+    """An event's columns without its content (for links to parents)."""
+    return await db.fetchone(
+        f"SELECT {EVENT_COLUMNS} FROM events e WHERE e.event_id = %s",
+        (event_id,),
+        doing=f"reading event {event_id}",
+    )

@@ -1,0 +1,101 @@
+"""The experiment's state for the status bar: golden, all-time high, run count, cycles."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ax3l.reports.event_contents import parse
+from ax3l.shared.cycles import CycleCount, CycleTracker
+from ax3l.shared.db.database import Database
+from ax3l.shared.db.reads import count_simulations
+
+
+@dataclass(frozen=True)
+class GoldenSummary:
+    """The latest golden_config_created event, read tolerantly (old contents may lack fields)."""
+
+    event_id: int
+    occurred_at: datetime
+    run_id: str | None
+    high_score: int | None
+    seed: int | None
+    simulations: int | None
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class ExperimentState:
+    golden: GoldenSummary | None
+    all_time_high_score: int | None
+    simulations: int
+    cycles: CycleCount
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def golden_from_row(row: dict[str, Any]) -> GoldenSummary:
+    """A golden summary from an event row joined with its message and highscore row."""
+    content = parse(row.get("content"))
+    content = content if isinstance(content, dict) else {}
+    found = content.get("config")
+    config: dict[str, Any] = found if isinstance(found, dict) else {}
+    seed = _int(content.get("seed"))
+    if seed is None:
+        seed = _int(row.get("seed"))
+    if seed is None:
+        seed = _int(config.get("seed"))
+    score = _int(row.get("score"))
+    run_id = content.get("run_id")
+    reason = content.get("reason")
+    return GoldenSummary(
+        event_id=int(row["event_id"]),
+        occurred_at=row["occurred_at"],
+        run_id=run_id if isinstance(run_id, str) else None,
+        high_score=score if score is not None else _int(content.get("high_score")),
+        seed=seed,
+        simulations=_int(row.get("simulations"))
+        if row.get("simulations") is not None
+        else _int(content.get("simulations")),
+        reason=reason if isinstance(reason, str) else None,
+    )
+
+
+async def latest_golden(db: Database) -> GoldenSummary | None:
+    """The current golden configuration's summary, or None before the first one."""
+    row = await db.fetchone(
+        "SELECT e.event_id, e.occurred_at, m.content, h.score, h.seed, h.simulations"
+        " FROM events e LEFT JOIN event_messages m ON m.event_id = e.event_id"
+        " LEFT JOIN experiment_highscores h ON h.event_id = e.event_id"
+        " WHERE e.name = 'golden_config_created' ORDER BY e.event_id DESC LIMIT 1",
+        doing="reading the golden configuration",
+    )
+    return None if row is None else golden_from_row(row)
+
+
+async def all_time_high_score(db: Database) -> int | None:
+    """The best accepted score of the whole experiment (any seed)."""
+    row = await db.fetchone(
+        "SELECT MAX(score) AS best FROM experiment_highscores", doing="reading the high score"
+    )
+    return None if row is None or row["best"] is None else int(row["best"])
+
+
+async def experiment_state(db: Database, cycles: CycleTracker) -> ExperimentState:
+    """Everything the status bar shows except SnakeLab's own state, read concurrently."""
+    golden, best, simulations, count = await asyncio.gather(
+        latest_golden(db), all_time_high_score(db), count_simulations(db), cycles.refresh(db)
+    )
+    if best is None and golden is not None:
+        best = golden.high_score
+    return ExperimentState(golden, best, simulations, count)

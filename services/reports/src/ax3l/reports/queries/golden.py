@@ -1,0 +1,100 @@
+"""Golden configurations: each one, its score, the change that produced it and why."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ax3l.reports.event_contents import parse
+from ax3l.reports.queries.experiment import GoldenSummary, golden_from_row
+from ax3l.shared.db.database import Database
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str
+    before: Any
+    after: Any
+
+
+@dataclass(frozen=True)
+class GoldenEntry:
+    golden: GoldenSummary
+    config: dict[str, Any] | None
+    proposer: str | None
+    # Differences from the previous golden; None for the first one (nothing to compare with).
+    changes: list[Change] | None
+
+
+def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted paths of a nested config (any shape: contents are not trusted to fit a schema)."""
+    if not isinstance(config, dict):
+        return {prefix: config} if prefix else {}
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        path = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, dict):
+            flat.update(flatten(value, path))
+        else:
+            flat[path] = value
+    return flat
+
+
+def config_changes(before: dict[str, Any] | None, after: dict[str, Any] | None) -> list[Change]:
+    """What differs between two configs, in the order of the newer one's paths."""
+    old, new = flatten(before or {}), flatten(after or {})
+    changed = [
+        Change(path, old.get(path), value) for path, value in new.items() if old.get(path) != value
+    ]
+    changed += [Change(path, value, None) for path, value in old.items() if path not in new]
+    return changed
+
+
+async def golden_entries(
+    db: Database, *, limit: int, before: int | None = None
+) -> tuple[list[GoldenEntry], int | None]:
+    """Golden configurations newest first, and the cursor of the next (older) page."""
+    clauses = ["e.name = 'golden_config_created'"]
+    args: list[Any] = []
+    if before is not None:
+        clauses.append("e.event_id < %s")
+        args.append(before)
+    # One extra, older row gives the last entry on the page its "before" configuration.
+    rows = await db.fetchall(
+        "SELECT e.event_id, e.occurred_at, m.content, h.score, h.seed, h.simulations"
+        " FROM (SELECT e.event_id FROM events e WHERE "
+        + " AND ".join(clauses)
+        + " ORDER BY e.event_id DESC LIMIT %s) page"
+        " JOIN events e ON e.event_id = page.event_id"
+        " LEFT JOIN event_messages m ON m.event_id = e.event_id"
+        " LEFT JOIN experiment_highscores h ON h.event_id = e.event_id"
+        " ORDER BY e.event_id DESC",
+        (*args, limit + 2),
+        doing="reading golden configurations",
+    )
+    entries: list[GoldenEntry] = []
+    for position, row in enumerate(rows[: limit + 1]):
+        content = parse(row["content"])
+        content = content if isinstance(content, dict) else {}
+        config = content.get("config") if isinstance(content.get("config"), dict) else None
+        older = rows[position + 1] if position + 1 < len(rows) else None
+        if older is None:
+            changes = None
+        else:
+            older_content = parse(older["content"])
+            older_config = older_content.get("config") if isinstance(older_content, dict) else None
+            changes = config_changes(
+                older_config if isinstance(older_config, dict) else None, config
+            )
+        proposer = content.get("proposer")
+        entries.append(
+            GoldenEntry(
+                golden=golden_from_row(row),
+                config=config,
+                proposer=proposer if isinstance(proposer, str) else None,
+                changes=changes,
+            )
+        )
+    more = len(entries) > limit
+    entries = entries[:limit]
+    return entries, (entries[-1].golden.event_id if more and entries else None)

@@ -1,0 +1,113 @@
+"""The /experiment-highscores series: experiment_highscores rows joined to their events."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime
+
+from ax3l.reports.event_contents import parse
+from ax3l.shared.db.database import Database
+from ax3l.shared.db.reads import count_simulations
+
+
+@dataclass(frozen=True)
+class HighscorePoint:
+    """One accepted golden score at SnakeLab's run count when it was accepted."""
+
+    event_id: int
+    occurred_at: datetime
+    simulations: int
+    score: int
+    seed: int | None
+    run_id: str | None
+    reason: str | None
+
+
+def _run_and_reason(content: str | None) -> tuple[str | None, str | None]:
+    found = parse(content)
+    found = found if isinstance(found, dict) else {}
+    run_id, reason = found.get("run_id"), found.get("reason")
+    return (
+        run_id if isinstance(run_id, str) else None,
+        reason if isinstance(reason, str) else None,
+    )
+
+
+class HighscoreReader:
+    """Reads the series, keeping what it has read: rows are written once, with their event.
+
+    Each request asks only how many rows there are and the newest id, and reads rows newer
+    than those it holds. Fewer rows than expected (a wipe) or another history (the first
+    event's id and time changed: recreated tables reuse ids) makes it read everything again.
+    """
+
+    def __init__(self) -> None:
+        self._points: list[HighscorePoint] = []
+        self._newest = 0
+        self._history: tuple[int, datetime] | None = None
+        self._lock = asyncio.Lock()
+
+    async def points(self, db: Database) -> list[HighscorePoint]:
+        """Every experiment_highscores row with its event's run and reason, acceptance order."""
+        summary, first = await asyncio.gather(
+            db.fetchone(
+                "SELECT COUNT(*) AS n, MAX(event_id) AS newest FROM experiment_highscores",
+                doing="reading experiment high scores",
+            ),
+            db.fetchone(
+                "SELECT event_id, occurred_at FROM events ORDER BY event_id LIMIT 1",
+                doing="reading the event history",
+            ),
+        )
+        count = int(summary["n"]) if summary else 0
+        newest = int(summary["newest"] or 0) if summary else 0
+        history = None if first is None else (int(first["event_id"]), first["occurred_at"])
+        async with self._lock:
+            if history != self._history or newest < self._newest:
+                self._points, self._newest, self._history = [], 0, history
+            if newest > self._newest:
+                self._add(await self._read(db, after=self._newest))
+            if len(self._points) != count:
+                self._points, self._newest = [], 0
+                self._add(await self._read(db, after=0))
+            return list(self._points)
+
+    def _add(self, points: list[HighscorePoint]) -> None:
+        if points:
+            self._points = sorted(
+                [*self._points, *points], key=lambda p: (p.simulations, p.event_id)
+            )
+            self._newest = max(self._newest, max(p.event_id for p in points))
+
+    async def _read(self, db: Database, after: int) -> list[HighscorePoint]:
+        rows = await db.fetchall(
+            "SELECT h.event_id, h.simulations, h.score, h.seed, e.occurred_at, m.content"
+            " FROM experiment_highscores h JOIN events e ON e.event_id = h.event_id"
+            " LEFT JOIN event_messages m ON m.event_id = h.event_id"
+            " WHERE h.event_id > %s ORDER BY h.event_id",
+            (after,),
+            doing="reading experiment high scores",
+        )
+        points = []
+        for row in rows:
+            run_id, reason = _run_and_reason(row["content"])
+            points.append(
+                HighscorePoint(
+                    event_id=int(row["event_id"]),
+                    occurred_at=row["occurred_at"],
+                    simulations=int(row["simulations"]),
+                    score=int(row["score"]),
+                    seed=None if row["seed"] is None else int(row["seed"]),
+                    run_id=run_id,
+                    reason=reason,
+                )
+            )
+        return points
+
+
+async def highscore_series(
+    db: Database, reader: HighscoreReader
+) -> tuple[list[HighscorePoint], int]:
+    """The points and SnakeLab's current run count (where the step line ends)."""
+    return await asyncio.gather(reader.points(db), count_simulations(db))

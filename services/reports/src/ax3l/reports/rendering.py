@@ -1,0 +1,54 @@
+"""The Jinja environment: autoescaping on for every template, and display filters."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from starlette.templating import Jinja2Templates
+
+from ax3l.reports.event_contents import label, pretty
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+def when(value: datetime | None) -> str:
+    """A stored time (UTC) to the second."""
+    return "" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def number(value: Any, digits: int = 2) -> str:
+    """Integers as they are, other numbers rounded for reading; missing values as a dash."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def value(item: Any) -> str:
+    """A config value or any JSON scalar as compact text."""
+    if item is None:
+        return "–"
+    if isinstance(item, float) and item.is_integer():
+        return str(item)
+    return str(item)
+
+
+def make_templates() -> Jinja2Templates:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        # Every template escapes: contents come from the LLM, prompts and configs.
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(when=when, number=number, label=label, pretty=pretty, value=value)
+    return Jinja2Templates(env=env)

@@ -1,0 +1,23 @@
+"""What the app opens in its lifespan and hands to routes through dependencies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from starlette.templating import Jinja2Templates
+
+from ax3l.reports.queries.highscores import HighscoreReader
+from ax3l.reports.snakelab_status import SnakeLabMonitor
+from ax3l.shared.config_schema import ConfigSchema
+from ax3l.shared.cycles import CycleTracker
+from ax3l.shared.db.database import Database
+
+
+@dataclass
+class Resources:
+    db: Database
+    monitor: SnakeLabMonitor
+    cycles: CycleTracker
+    highscores: HighscoreReader
+    schema: ConfigSchema
+    templates: Jinja2Templates

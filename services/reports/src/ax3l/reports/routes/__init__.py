@@ -1,0 +1,1 @@
+"""One module per resource: its JSON API router and, where it has one, its page router."""

@@ -1,0 +1,88 @@
+"""Static files served by the report server itself: plotly.js from the installed package
+(no CDN: the pages work offline) and the pages' small script."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import plotly
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+router = APIRouter(prefix="/static", tags=["assets"], include_in_schema=False)
+icon_router = APIRouter(tags=["assets"], include_in_schema=False)
+
+STATIC = Path(__file__).parent.parent / "static"
+CACHE = "public, max-age=86400"
+JAVASCRIPT = "text/javascript; charset=utf-8"
+SVG = "image/svg+xml"
+
+
+@dataclass(frozen=True)
+class Asset:
+    body: bytes
+    packed: bytes | None
+    etag: str
+    media_type: str
+
+
+def _asset(body: bytes, pack: bool, media_type: str = JAVASCRIPT) -> Asset:
+    etag = '"' + hashlib.sha256(body).hexdigest()[:20] + '"'
+    packed = gzip.compress(body, compresslevel=6) if pack else None
+    return Asset(body, packed, etag, media_type)
+
+
+@lru_cache(maxsize=1)
+def plotly_js() -> Asset:
+    """plotly.min.js from the installed plotly package, plain and gzipped (read once)."""
+    bundled = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    if bundled.is_file():
+        return _asset(bundled.read_bytes(), pack=True)
+    from plotly.offline import get_plotlyjs
+
+    return _asset(get_plotlyjs().encode("utf-8"), pack=True)
+
+
+@lru_cache(maxsize=1)
+def reports_js() -> Asset:
+    return _asset((STATIC / "reports.js").read_bytes(), pack=False)
+
+
+@lru_cache(maxsize=1)
+def favicon() -> Asset:
+    return _asset((STATIC / "favicon.svg").read_bytes(), pack=False, media_type=SVG)
+
+
+def _send(request: Request, asset: Asset) -> Response:
+    headers = {"Cache-Control": CACHE, "ETag": asset.etag, "Vary": "Accept-Encoding"}
+    if request.headers.get("if-none-match") == asset.etag:
+        return Response(status_code=304, headers=headers)
+    if asset.packed is not None and "gzip" in request.headers.get("accept-encoding", ""):
+        headers["Content-Encoding"] = "gzip"
+        return Response(asset.packed, media_type=asset.media_type, headers=headers)
+    return Response(asset.body, media_type=asset.media_type, headers=headers)
+
+
+@router.get("/plotly.min.js")
+async def plotly_script(request: Request) -> Response:
+    return _send(request, plotly_js())
+
+
+@router.get("/reports.js")
+async def reports_script(request: Request) -> Response:
+    return _send(request, reports_js())
+
+
+@router.get("/favicon.svg")
+async def favicon_svg(request: Request) -> Response:
+    return _send(request, favicon())
+
+
+@icon_router.get("/favicon.ico")
+async def favicon_ico(request: Request) -> Response:
+    """Browsers ask for it whatever the page says; the SVG serves."""
+    return _send(request, favicon())

@@ -1,0 +1,219 @@
+"""The event log: ``/`` and ``/events/{id}`` pages, ``/api/events`` JSON."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi.responses import HTMLResponse
+
+from ax3l.reports import event_contents
+from ax3l.reports.deps import (
+    CyclesDep,
+    DatabaseDep,
+    MonitorDep,
+    SettingsDep,
+    TemplatesDep,
+)
+from ax3l.reports.models import (
+    REFRESH_CHOICES,
+    EventDetailOut,
+    EventOut,
+    EventPageOut,
+    EventPageQuery,
+    EventQuery,
+    ReplyOut,
+    ToolCallOut,
+)
+from ax3l.reports.queries.events import (
+    EventFilter,
+    EventPage,
+    children_of,
+    event_by_id,
+    event_page,
+    summary_of,
+)
+from ax3l.reports.status_report import build_status
+from ax3l.shared.events import CATEGORIES, Category
+from ax3l.shared.registry import PARAMETER_ORDER
+
+router = APIRouter(prefix="/api/events", tags=["events"])
+pages = APIRouter(tags=["pages"])
+
+EventId = Annotated[int, Path(ge=1, le=2**63 - 1, description="the event's id")]
+
+
+def event_out(row: dict[str, Any]) -> EventOut:
+    content = row.get("content")
+    return EventOut(
+        event_id=int(row["event_id"]),
+        occurred_at=row["occurred_at"],
+        name=row["name"],
+        label=event_contents.label(row["name"]),
+        category=row["category"],
+        log_level=row["log_level"],
+        process_id=row["process_id"],
+        parent_event_id=row["parent_event_id"],
+        source_name=row["source_name"],
+        parameter=row["parameter"],
+        ax3l_version=row["ax3l_version"],
+        summary=event_contents.summary(row["name"], content),
+        content=content,
+        truncated=bool(row.get("truncated", False)),
+    )
+
+
+async def read_page(db: DatabaseDep, query: EventQuery, default_limit: int) -> EventPage:
+    where = EventFilter(
+        category=None if query.category is None else str(query.category),
+        name=query.event,
+        parameter=query.parameter,
+        process_id=query.process,
+    )
+    return await event_page(
+        db, where, limit=query.limit or default_limit, before=query.before, after=query.after
+    )
+
+
+@router.get("", response_model=EventPageOut)
+async def list_events(
+    query: Annotated[EventQuery, Query()], db: DatabaseDep, settings: SettingsDep
+) -> EventPageOut:
+    """Events newest first, one page at a time.
+
+    Filters combine: `category`, `event` (a name; it must belong to `category` when both are
+    given), `parameter` (prompts record theirs) and `process`. Page with the returned
+    cursors: `before=older_before` for older events, `after=newer_after` for newer ones.
+    """
+    page = await read_page(db, query, settings.page_size)
+    return EventPageOut(
+        events=[event_out(row) for row in page.rows],
+        newer_after=page.newer_after,
+        older_before=page.older_before,
+    )
+
+
+async def read_detail(db: DatabaseDep, event_id: int) -> EventDetailOut:
+    row = await event_by_id(db, event_id)
+    if row is None:
+        raise HTTPException(404, f"there is no event {event_id}")
+    content = event_contents.parse(row["content"])
+    reply = event_contents.read_reply(content) if row["name"] == "reply_received" else None
+    parent_row = (
+        await summary_of(db, int(row["parent_event_id"]))
+        if row["parent_event_id"] is not None
+        else None
+    )
+    children = await children_of(db, event_id)
+    return EventDetailOut(
+        event=event_out({**row, "content": None}),
+        content=content,
+        reply=None
+        if reply is None
+        else ReplyOut(
+            tool_calls=[ToolCallOut(name=c.name, arguments=c.arguments) for c in reply.tool_calls],
+            reasoning=reply.reasoning,
+            message=reply.message,
+            finish_reason=reply.finish_reason,
+            model=reply.model,
+            usage=reply.usage,
+            timings=reply.timings,
+        ),
+        parent=None if parent_row is None else event_out(parent_row),
+        children=[event_out(child) for child in children],
+    )
+
+
+@router.get("/{event_id}", response_model=EventDetailOut)
+async def get_event(event_id: EventId, db: DatabaseDep) -> EventDetailOut:
+    """One event with its whole content; replies also come parsed (tool calls, reasoning,
+    token usage, llama-server timings). `parent` and `children` link prompts and replies."""
+    return await read_detail(db, event_id)
+
+
+def page_links(request: Request, query: EventPageQuery, **changes: Any) -> str:
+    """The URL of this page with some query values changed (None drops a value)."""
+    values = {
+        "category": None if query.category is None else str(query.category),
+        "event": query.event,
+        "parameter": query.parameter,
+        "process": query.process,
+        "limit": query.limit,
+        "refresh": query.refresh or None,
+    }
+    values.update(changes)
+    kept = {key: item for key, item in values.items() if item is not None}
+    return request.url.path + ("?" + urlencode(kept) if kept else "")
+
+
+@pages.get("/", response_class=HTMLResponse, summary="Event log page")
+async def event_log_page(
+    request: Request,
+    query: Annotated[EventPageQuery, Query()],
+    db: DatabaseDep,
+    monitor: MonitorDep,
+    cycles: CyclesDep,
+    settings: SettingsDep,
+    templates: TemplatesDep,
+) -> HTMLResponse:
+    """The event log, newest first, with the status bar, filters and refresh selector."""
+    page, status = await asyncio.gather(
+        read_page(db, query, settings.page_size),
+        build_status(db, monitor, cycles, settings.status_timeout),
+    )
+    category = None if query.category is None else Category(query.category)
+    choices = [
+        choice
+        for choice in event_contents.event_choices()
+        if category is None or choice[2] == category
+    ]
+    parameters = list(PARAMETER_ORDER)
+    if query.parameter and query.parameter not in parameters:
+        parameters.append(query.parameter)
+    return templates.TemplateResponse(
+        request,
+        "events.html",
+        {
+            "query": query,
+            "rows": [event_out(row) for row in page.rows],
+            "page": page,
+            "status": status,
+            "categories": [str(c) for c in CATEGORIES],
+            "event_choices": choices,
+            "all_event_choices": event_contents.event_choices(),
+            "parameters": parameters,
+            "show_parameter": query.event == "prompt_sent" or query.parameter is not None,
+            "refresh_choices": REFRESH_CHOICES,
+            "newest_url": page_links(request, query),
+            "newer_url": page_links(request, query, after=page.newer_after)
+            if page.newer_after
+            else None,
+            "older_url": page_links(request, query, before=page.older_before)
+            if page.older_before
+            else None,
+        },
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+@pages.get("/events/{event_id}", response_class=HTMLResponse, summary="Event detail page")
+async def event_page_detail(
+    request: Request, event_id: EventId, db: DatabaseDep, templates: TemplatesDep
+) -> HTMLResponse:
+    """A prompt (source, parameter, the exact text sent), a reply (tool call, reasoning,
+    usage, timings) or any other event's content."""
+    detail = await read_detail(db, event_id)
+    return templates.TemplateResponse(
+        request,
+        "event_detail.html",
+        {
+            "detail": detail,
+            "event": detail.event,
+            "pretty_content": event_contents.pretty(detail.content)
+            if detail.content is not None
+            else None,
+            "run_links": event_contents.run_links(detail.content),
+        },
+    )

@@ -1,0 +1,78 @@
+"""``/score-distribution``: a histogram of SnakeLab run high scores."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse
+from pydantic import BaseModel
+
+from ax3l.reports.deps import DatabaseDep, TemplatesDep
+from ax3l.reports.figures import score_figure
+from ax3l.reports.models import ScoreQuery
+from ax3l.reports.queries.simulations import score_distribution, seeds
+from ax3l.shared.wire import TERMINAL_STATES
+
+router = APIRouter(prefix="/api/score-distribution", tags=["score distribution"])
+pages = APIRouter(tags=["pages"])
+
+STATES = ("completed", "failed", "cancelled", "queued", "running", "paused", "cancelling")
+
+
+class ScoreBin(BaseModel):
+    score: int
+    runs: int
+
+
+class ScoreDistributionOut(BaseModel):
+    bins: list[ScoreBin]
+    runs: int
+    mean: float | None
+    median: float | None
+    best: int | None
+    worst: int | None
+
+
+async def read_scores(db: DatabaseDep, query: ScoreQuery) -> ScoreDistributionOut:
+    found = await score_distribution(db, status=query.status, seed=query.seed)
+    return ScoreDistributionOut(
+        bins=[ScoreBin(score=s, runs=n) for s, n in found.bins],
+        runs=found.runs,
+        mean=found.mean,
+        median=found.median,
+        best=found.best,
+        worst=found.worst,
+    )
+
+
+@router.get("", response_model=ScoreDistributionOut)
+async def get_score_distribution(
+    query: Annotated[ScoreQuery, Query()], db: DatabaseDep
+) -> ScoreDistributionOut:
+    """How many runs reached each high score; `status` (default completed, empty for any)
+    and `seed` narrow the runs."""
+    return await read_scores(db, query)
+
+
+@pages.get("/score-distribution", response_class=HTMLResponse, summary="Score histogram page")
+async def scores_page(
+    request: Request,
+    query: Annotated[ScoreQuery, Query()],
+    db: DatabaseDep,
+    templates: TemplatesDep,
+) -> HTMLResponse:
+    """A histogram of run high scores with summary figures."""
+    found = await read_scores(db, query)
+    return templates.TemplateResponse(
+        request,
+        "scores.html",
+        {
+            "found": found,
+            "query": query,
+            "figure": score_figure([(b.score, b.runs) for b in found.bins]),
+            "states": STATES,
+            "terminal": TERMINAL_STATES,
+            "seeds": await seeds(db),
+        },
+    )

@@ -1,0 +1,121 @@
+"""``/simulations/{run_id}``: a SnakeLab run's summary, config, episodes and best game."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Path, Request
+from fastapi.responses import HTMLResponse
+from pydantic import BaseModel
+
+from ax3l.reports.board import SnapshotUnreadable, read_board
+from ax3l.reports.deps import DatabaseDep, SchemaDep, TemplatesDep
+from ax3l.reports.event_contents import label
+from ax3l.reports.figures import episodes_figure
+from ax3l.reports.queries.simulations import Simulation, simulation
+
+router = APIRouter(prefix="/api/simulations", tags=["simulations"])
+pages = APIRouter(tags=["pages"])
+
+RunId = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=36,
+        pattern=r"^[A-Za-z0-9-]+$",
+        description="SnakeLab's run_id (a uuid4)",
+    ),
+]
+
+
+class RunOut(BaseModel):
+    id: int
+    run_id: str
+    project_version: str
+    config_hash: str
+    status: str
+    episode_count: int | None
+    high_score: int | None
+    created_at: datetime
+    started_at: datetime | None
+    completed_at: datetime | None
+    error_message: str | None
+
+
+class EpisodeOut(BaseModel):
+    episode: int
+    score: int
+    steps: int
+    epsilon: float | None
+    loss: float | None
+
+
+class RunEventOut(BaseModel):
+    event_id: int
+    occurred_at: datetime
+    name: str
+    category: str
+    log_level: str
+
+
+class SimulationOut(BaseModel):
+    run: RunOut
+    config: dict[str, Any] | None
+    flat_config: dict[str, Any] | None
+    snapshot: Any
+    episodes: list[EpisodeOut]
+    events: list[RunEventOut]
+
+
+async def read_simulation(db: DatabaseDep, schema: SchemaDep, run_id: str) -> Simulation:
+    found = await simulation(db, schema, run_id)
+    if found is None:
+        raise HTTPException(404, f"SnakeLab has no run {run_id}")
+    return found
+
+
+@router.get("/{run_id}", response_model=SimulationOut)
+async def get_simulation(run_id: RunId, db: DatabaseDep, schema: SchemaDep) -> SimulationOut:
+    """A run's row, its configuration (nested and as SnakeLab's columns), the best game's
+    snapshot, its episodes and the Ax3l events of the run."""
+    found = await read_simulation(db, schema, run_id)
+    return SimulationOut(
+        run=RunOut.model_validate(found.run),
+        config=found.config,
+        flat_config=found.flat_config,
+        snapshot=found.snapshot,
+        episodes=[EpisodeOut.model_validate(e) for e in found.episodes],
+        events=[RunEventOut.model_validate(e) for e in found.events],
+    )
+
+
+@pages.get("/simulations/{run_id}", response_class=HTMLResponse, summary="Simulation page")
+async def simulation_page(
+    request: Request, run_id: RunId, db: DatabaseDep, schema: SchemaDep, templates: TemplatesDep
+) -> HTMLResponse:
+    """Status, score, episodes, configuration and the board of the run's best game."""
+    found = await read_simulation(db, schema, run_id)
+    board, board_problem = None, None
+    if found.snapshot is not None:
+        try:
+            board = read_board(found.snapshot)
+        except SnapshotUnreadable as exc:
+            board_problem = str(exc)
+    return templates.TemplateResponse(
+        request,
+        "simulation.html",
+        {
+            "sim": found,
+            "run": found.run,
+            "board": board,
+            "board_problem": board_problem,
+            "figure": episodes_figure(found.episodes) if found.episodes else None,
+            "leaves": [
+                (leaf.path, found.flat_config.get(leaf.column))
+                for leaf in schema.leaves
+                if found.flat_config is not None and leaf.column in found.flat_config
+            ],
+            "label": label,
+        },
+    )

@@ -1,0 +1,35 @@
+"""The report server's settings: Ax3l's shared ones plus how it watches SnakeLab."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import Field
+
+from ax3l.shared.settings import Settings
+
+
+class ReportsSettings(Settings):
+    """Shared settings plus the report server's own (each documents its variable)."""
+
+    status_timeout: float = Field(
+        1.0,
+        validation_alias="AX3L_REPORTS_STATUS_TIMEOUT",
+        gt=0,
+        description="seconds to wait for SnakeLab's control socket before showing it unavailable",
+    )
+    status_interval: float = Field(
+        3.0,
+        validation_alias="AX3L_REPORTS_STATUS_INTERVAL",
+        gt=0,
+        description="seconds between SnakeLab status polls (pages show the latest poll)",
+    )
+    page_size: int = Field(
+        100, validation_alias="AX3L_REPORTS_PAGE_SIZE", ge=1, le=500, description="events per page"
+    )
+
+
+@lru_cache
+def get_settings() -> ReportsSettings:
+    """The process's settings, read once; tests override the dependency or pass their own."""
+    return ReportsSettings()

@@ -1,0 +1,73 @@
+"""Fixtures of the report server's tests: one shared database filled with the user's real runs
+and a replayed history, app clients, a SnakeLab control socket stand-in."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ax3l.shared.db.database import Database
+from ax3l.shared.testing.plugin import TestDatabases
+
+# The helpers are plain modules next to the tests (uniquely named: suites share sys.modules).
+sys.path.insert(0, str(Path(__file__).parent))
+
+from reports_history import Replay, insert_runs, read_runs, replay_history
+from reports_testing import (
+    Experiment,
+    FakeSnakeLab,
+    app_client,
+    private_databases,
+    reports_settings,
+)
+
+
+@pytest.fixture(scope="session")
+def experiment(db_env: dict[str, str]) -> Iterator[Experiment]:
+    """All of the user's real runs as SnakeLab rows plus a replayed event history (read-only)."""
+    with private_databases(db_env) as dbs:
+        runs = read_runs()
+        connection = dbs.connect("snakelab", dbs.snakelab_db)
+        try:
+            insert_runs(connection, runs)
+        finally:
+            connection.close()
+
+        async def fill() -> Replay:
+            async with Database(dbs.settings()) as db:
+                return await replay_history(db, runs)
+
+        replay = asyncio.run(fill())
+        yield Experiment(dbs, runs, replay)
+
+
+@pytest.fixture
+def fake_snakelab() -> Iterator[FakeSnakeLab]:
+    fake = FakeSnakeLab()
+    try:
+        yield fake
+    finally:
+        fake.close()
+
+
+@pytest.fixture
+def make_client() -> Any:
+    """``make_client(dbs, **setting overrides)``: an async context giving an app client."""
+
+    def make(dbs: TestDatabases, **overrides: Any) -> Any:
+        return app_client(reports_settings(dbs, **overrides))
+
+    return make
+
+
+@pytest.fixture
+async def client(experiment: Experiment) -> AsyncIterator[httpx.AsyncClient]:
+    """An httpx client of the app over the shared experiment."""
+    async with app_client(reports_settings(experiment.dbs)) as http:
+        yield http

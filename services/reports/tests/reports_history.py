@@ -1,0 +1,471 @@
+"""Test data for the report server: real SnakeLab runs and an experiment history replayed over them.
+
+Runs come from ``../shared/data/snakelab-runs.csv`` (the user's real SnakeLab) and are inserted
+into SnakeLab's tables with SnakeLab's credentials. Events are written through
+``ax3l.shared.db.event_log.EventLog``, the writer every service uses, replaying what Ax3l's
+loop logs for each run: a checkpoint and a conversation with prompts and replies for a
+proposal, the comparison, golden promotions (with their experiment_highscores rows) and seed
+rotations. Every value a test expects can be recomputed from the ``Replay`` it returns.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from ax3l.shared.config_schema import ConfigSchema, cached_schema
+from ax3l.shared.db.database import Database
+from ax3l.shared.db.event_log import EventLog, HighscoreRow
+from ax3l.shared.registry import ENTRIES, PARAMETER_ORDER
+
+REPO = Path(__file__).resolve().parents[3]
+RUNS_CSV = REPO.parent / "shared" / "data" / "snakelab-runs.csv"
+
+HOSTILE = '<script>window.__pwned = true</script><img src=x onerror="window.__pwned=true">'
+
+
+@dataclass
+class RealRun:
+    order: int
+    run_id: str
+    project_version: str
+    status: str
+    high_score: int
+    completed_at: datetime | None
+    flat: dict[str, int | float]
+
+    @property
+    def seed(self) -> int:
+        return int(self.flat["seed"])
+
+
+def read_runs(limit: int | None = None) -> list[RealRun]:
+    """The first ``limit`` runs of the user's CSV (all when None), in submission order."""
+    schema = cached_schema(None)
+    runs = []
+    with RUNS_CSV.open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            flat = {
+                column: schema.coerce(schema.by_column[column], float(row[column]))
+                for column in schema.columns
+            }
+            runs.append(
+                RealRun(
+                    order=int(row["order"]),
+                    run_id=row["run_id"],
+                    project_version=row["project_version"],
+                    status=row["status"],
+                    high_score=int(row["high_score"]),
+                    completed_at=datetime.fromisoformat(row["completed_at"])
+                    if row["completed_at"]
+                    else None,
+                    flat=flat,
+                )
+            )
+            if limit is not None and len(runs) == limit:
+                break
+    return runs
+
+
+def config_hash(schema: ConfigSchema, flat: dict[str, Any]) -> str:
+    text = json.dumps(schema.unflatten(flat), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def snapshot(score: int, width: int = 20, height: int = 20) -> dict[str, Any]:
+    """A plausible best-game board: a snake of length score+3 coiled from the top-left."""
+    cells: list[list[int]] = []
+    for y in range(height):
+        xs = range(width) if y % 2 == 0 else range(width - 1, -1, -1)
+        cells.extend([x, y] for x in xs)
+    length = min(score + 3, len(cells) - 1)
+    snake = list(reversed(cells[:length]))
+    return {
+        "version": 1,
+        "episode": 1000 + score,
+        "step": 50 * score,
+        "board": {
+            "grid_size": [width, height],
+            "snake_head": snake[0],
+            "snake_body": snake[1:],
+            "food": cells[length],
+            "direction": [1, 0] if (length - 1) // width % 2 == 0 else [-1, 0],
+            "score": score,
+        },
+    }
+
+
+def insert_runs(connection: Any, runs: list[RealRun], episodes_for: int = 3) -> None:
+    """SnakeLab rows for ``runs`` (a pymysql connection as the snakelab user)."""
+    schema = cached_schema(None)
+    start = datetime(2026, 9, 15, 8, 50)
+    columns = ", ".join(schema.columns)
+    with connection.cursor() as cur:
+        for run in runs:
+            created = start + timedelta(minutes=5 * (run.order - 1))
+            completed = run.completed_at if run.status == "completed" else None
+            cur.execute(
+                "INSERT INTO simulation_runs (run_id, project_version, config_hash, status,"
+                " episode_count, high_score, created_at, started_at, completed_at,"
+                " high_score_snapshot) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (
+                    run.run_id,
+                    run.project_version,
+                    config_hash(schema, run.flat),
+                    run.status,
+                    int(run.flat["epochs"]) if run.status == "completed" else 700,
+                    run.high_score,
+                    created,
+                    created,
+                    completed,
+                    json.dumps(snapshot(run.high_score)) if run.status == "completed" else None,
+                ),
+            )
+            cur.execute(
+                f"INSERT INTO configurations (run_id, {columns})"
+                f" VALUES (%s, {', '.join(['%s'] * len(schema.columns))})",
+                (run.run_id, *(run.flat[c] for c in schema.columns)),
+            )
+        for run in runs[:episodes_for]:
+            cur.executemany(
+                "INSERT INTO simulation_episodes (run_id, episode, score, steps, epsilon, loss)"
+                " VALUES (%s, %s, %s, %s, %s, %s)",
+                [
+                    (run.run_id, e, (e * run.high_score) // 1500, 40 + e % 90, 0.96**e, 0.5)
+                    for e in range(1, 1501)
+                ],
+            )
+
+
+@dataclass
+class Replay:
+    """What the replayed history contains, for tests to compare pages against."""
+
+    goldens: list[tuple[int, RealRun, int]] = field(default_factory=list)  # (event, run, sims)
+    prompt_ids: list[int] = field(default_factory=list)
+    reply_ids: list[int] = field(default_factory=list)
+    hostile_reply_id: int = 0
+    hostile_prompt_id: int = 0
+    parameters_prompted: set[str] = field(default_factory=set)
+    proposers: dict[str, int] = field(default_factory=dict)  # proposer -> accepted proposals
+    conversations: dict[str, int] = field(default_factory=dict)  # proposer -> conversations
+    event_count: int = 0
+
+
+def changed_entry(golden: dict[str, Any], run: dict[str, Any]) -> int | None:
+    """The round-robin index of the only entry whose columns differ, else None."""
+    changed = [
+        index
+        for index, entry in enumerate(ENTRIES)
+        if any(golden[column] != run[column] for column in entry.columns)
+    ]
+    return changed[0] if len(changed) == 1 else None
+
+
+def reply_json(entry_index: int, run: RealRun, reasoning: str) -> dict[str, Any]:
+    entry = ENTRIES[entry_index]
+    values = [run.flat[column] for column in entry.columns]
+    arguments = (
+        {"value": values[0]}
+        if entry.kind == "single"
+        else dict(zip(entry.value_names, values, strict=True))
+    )
+    return {
+        "id": f"chatcmpl-{run.order}",
+        "object": "chat.completion",
+        "model": "Qwen3.5-4B-Q4_K_M.gguf",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": "",
+                    "reasoning_content": reasoning,
+                    "tool_calls": [
+                        {
+                            "id": f"call_{run.order}",
+                            "type": "function",
+                            "function": {
+                                "name": entry.tool_name,
+                                "arguments": json.dumps(arguments),
+                            },
+                        }
+                    ],
+                },
+            }
+        ],
+        "usage": {
+            "prompt_tokens": 480 + run.order,
+            "completion_tokens": 310,
+            "total_tokens": 790 + run.order,
+        },
+        "timings": {
+            "prompt_n": 480 + run.order,
+            "prompt_ms": 912.5,
+            "prompt_per_second": 526.0,
+            "predicted_n": 310,
+            "predicted_ms": 20650.0,
+            "predicted_per_second": 15.01,
+        },
+    }
+
+
+async def replay_history(db: Database, runs: list[RealRun]) -> Replay:
+    """Write the events Ax3l's loop would have logged for ``runs``; returns what was written."""
+    schema = cached_schema(None)
+    log = EventLog(db)
+    replay = Replay()
+    first = runs[0]
+    golden, golden_score = first, first.high_score
+    turn = 0
+    async with db.transaction() as cur:
+        submitted = await log.write(
+            cur,
+            "simulation_submitted",
+            {"run_id": first.run_id, "config": schema.unflatten(first.flat)},
+            process_id=first.run_id,
+        )
+        await log.write(
+            cur,
+            "simulation_completed",
+            {"run_id": first.run_id, "high_score": first.high_score},
+            process_id=first.run_id,
+            parent_event_id=submitted,
+        )
+        event = await log.write(
+            cur,
+            "golden_config_created",
+            {
+                "run_id": first.run_id,
+                "config": schema.unflatten(first.flat),
+                "high_score": first.high_score,
+                "seed": first.seed,
+                "simulations": 1,
+                "reason": "Initial configuration (schema defaults).",
+            },
+            process_id=first.run_id,
+            highscore=HighscoreRow(1, first.high_score, first.seed),
+        )
+        replay.goldens.append((event, first, 1))
+    for position, run in enumerate(runs[1:], start=2):
+        async with db.transaction() as cur:
+            if run.seed != golden.seed:
+                await log.write(
+                    cur,
+                    "seed_rotation_started",
+                    {"config": schema.unflatten(run.flat), "seed": run.seed},
+                )
+                await log.write(
+                    cur, "golden_config_seed_incremented", {"from": golden.seed, "to": run.seed}
+                )
+                await log.write(
+                    cur, "simulation_submitted", {"run_id": run.run_id}, process_id=run.run_id
+                )
+                await log.write(
+                    cur,
+                    "simulation_completed",
+                    {"run_id": run.run_id, "high_score": run.high_score},
+                    process_id=run.run_id,
+                )
+                event = await log.write(
+                    cur,
+                    "golden_config_created",
+                    {
+                        "run_id": run.run_id,
+                        "config": schema.unflatten(run.flat),
+                        "high_score": run.high_score,
+                        "seed": run.seed,
+                        "simulations": position,
+                        "reason": f"Fresh baseline for seed {run.seed}.",
+                    },
+                    process_id=run.run_id,
+                    highscore=HighscoreRow(position, run.high_score, run.seed),
+                )
+                replay.goldens.append((event, run, position))
+                golden, golden_score = run, run.high_score
+                continue
+            index = changed_entry(golden.flat, run.flat)
+            index = turn if index is None else index
+            turn = (index + 1) % len(ENTRIES)
+            entry = ENTRIES[index]
+            proposer = "llm" if run.seed == 1970 else "tpe"
+            conversation = str(uuid.uuid4())
+            await log.write(
+                cur,
+                "round_robin_checkpoint",
+                {"parameter_order": list(PARAMETER_ORDER), "index": index},
+            )
+            # Most conversations name their proposer; for every fifth only its proposal does.
+            await log.write(
+                cur,
+                "conversation_started",
+                {"parameter": entry.name, **({"proposer": proposer} if position % 5 else {})},
+                process_id=conversation,
+            )
+            context = await log.write(
+                cur,
+                "prompt_sent",
+                'You are tuning the Snake agent of Patrick Loeber\'s "Train an AI to Play Snake".\n'
+                "You choose the parameters.",
+                process_id=conversation,
+                source_name="ProjectContext",
+                parameter=entry.name,
+            )
+            prompt = await log.write(
+                cur,
+                "prompt_sent",
+                f"The golden {entry.name} scored {golden_score}.\n"
+                f"Comparable runs:\n{json.dumps({'golden_run_id': golden.run_id})}\n"
+                f"Choose one untested value through {entry.tool_name}.",
+                process_id=conversation,
+                source_name="ComparisonSingle"
+                if entry.kind == "single"
+                else "ComparisonRewardPair",
+                parameter=entry.name,
+            )
+            reply = await log.write(
+                cur,
+                "reply_received",
+                reply_json(index, run, f"Trying another {entry.name} after {golden_score}."),
+                process_id=conversation,
+                parent_event_id=prompt,
+            )
+            replay.prompt_ids += [context, prompt]
+            replay.reply_ids.append(reply)
+            replay.parameters_prompted.add(entry.name)
+            await log.write(
+                cur, "tool_request_received", {"method": entry.tool_name}, process_id=conversation
+            )
+            await log.write(
+                cur,
+                "proposal_accepted",
+                {
+                    "run_id": run.run_id,
+                    "parameter": entry.name,
+                    **({"proposer": proposer} if position % 5 == 0 else {}),
+                },
+                process_id=conversation,
+            )
+            replay.proposers[proposer] = replay.proposers.get(proposer, 0) + 1
+            replay.conversations[proposer] = replay.conversations.get(proposer, 0) + 1
+            submitted = await log.write(
+                cur, "simulation_submitted", {"run_id": run.run_id}, process_id=run.run_id
+            )
+            await log.write(
+                cur, "conversation_ended", {"reason": "submitted"}, process_id=conversation
+            )
+            if run.status != "completed":
+                await log.write(
+                    cur, "simulation_started", {"run_id": run.run_id}, process_id=run.run_id
+                )
+                continue  # still running: nothing compared yet
+            await log.write(
+                cur,
+                "simulation_completed",
+                {"run_id": run.run_id, "high_score": run.high_score},
+                process_id=run.run_id,
+                parent_event_id=submitted,
+            )
+            better = run.high_score > golden_score
+            changes = "; ".join(
+                f"{leaf.path}: {golden.flat[leaf.column]} -> {run.flat[leaf.column]}"
+                for leaf in schema.leaves
+                if golden.flat[leaf.column] != run.flat[leaf.column]
+            )
+            reason = (
+                f"High score: {run.high_score} {'>' if better else '<='} {golden_score}; {changes}."
+            )
+            compared = await log.write(
+                cur,
+                "configuration_compared",
+                {
+                    "golden_run_id": golden.run_id,
+                    "latest_run_id": run.run_id,
+                    "current_golden_run_id": run.run_id if better else golden.run_id,
+                    "reason": reason,
+                },
+            )
+            if better:
+                event = await log.write(
+                    cur,
+                    "golden_config_created",
+                    {
+                        "run_id": run.run_id,
+                        "config": schema.unflatten(run.flat),
+                        "high_score": run.high_score,
+                        "seed": run.seed,
+                        "simulations": position,
+                        "reason": reason,
+                        "proposer": proposer,
+                    },
+                    process_id=run.run_id,
+                    parent_event_id=compared,
+                    highscore=HighscoreRow(position, run.high_score, run.seed),
+                )
+                replay.goldens.append((event, run, position))
+                golden, golden_score = run, run.high_score
+    await add_hostile_conversation(log, replay)
+    row = await db.fetchone("SELECT COUNT(*) AS n FROM events")
+    replay.event_count = int(row["n"]) if row else 0
+    return replay
+
+
+async def add_hostile_conversation(log: EventLog, replay: Replay) -> None:
+    """A conversation whose prompt and reply carry markup that must show as text."""
+    conversation = str(uuid.uuid4())
+    async with log.db.transaction() as cur:
+        await log.write(
+            cur,
+            "conversation_started",
+            {"parameter": "gamma", "proposer": "llm"},
+            process_id=conversation,
+        )
+        replay.conversations["llm"] = replay.conversations.get("llm", 0) + 1
+        replay.hostile_prompt_id = await log.write(
+            cur,
+            "prompt_sent",
+            f"Choose gamma. {HOSTILE}",
+            process_id=conversation,
+            source_name="ComparisonSingle",
+            parameter="gamma",
+        )
+        reply = {
+            "choices": [
+                {
+                    "finish_reason": "stop",
+                    "message": {
+                        "role": "assistant",
+                        "content": f"I refuse {HOSTILE}",
+                        "reasoning_content": f"Thinking about {HOSTILE}",
+                        "tool_calls": [
+                            {
+                                "type": "function",
+                                "function": {
+                                    "name": "submit_single_value",
+                                    "arguments": json.dumps({"value": HOSTILE}),
+                                },
+                            }
+                        ],
+                    },
+                }
+            ],
+            "usage": {"prompt_tokens": 12, "completion_tokens": 34, "total_tokens": 46},
+            "timings": {"predicted_per_second": 14.2},
+        }
+        replay.hostile_reply_id = await log.write(
+            cur,
+            "reply_received",
+            reply,
+            process_id=conversation,
+            parent_event_id=replay.hostile_prompt_id,
+        )
+        await log.write(
+            cur, "conversation_ended", {"reason": HOSTILE}, process_id=conversation, level="ERROR"
+        )

@@ -1,0 +1,214 @@
+"""Helpers of the report server's tests: private databases, the app in-process and as a real
+uvicorn subprocess, a SnakeLab control socket stand-in."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import zmq
+from reports_history import Replay
+
+from ax3l.reports.app import create_app
+from ax3l.reports.settings import ReportsSettings
+from ax3l.shared.db.cli import ensure_schema
+from ax3l.shared.testing.plugin import (
+    TestDatabases,
+    _admin,
+    create_snakelab_tables,
+    free_port,
+    wait_until,
+)
+
+
+@contextlib.contextmanager
+def private_databases(db_env: dict[str, str]) -> Iterator[TestDatabases]:
+    """Like the plugin's ``databases`` fixture, for wider scopes (the data is read-only)."""
+    suffix = secrets.token_hex(4)
+    dbs = TestDatabases(
+        host=db_env["DB_HOST"],
+        port=int(db_env["DB_PORT"]),
+        ax3l_db=f"ax3l_r{suffix}",
+        snakelab_db=f"snakelab_r{suffix}",
+        ax3l_user=db_env["DB_USER"],
+        ax3l_password=db_env["DB_PASSWORD"],
+        snakelab_user=db_env["SNAKELAB_DB_USER"],
+        snakelab_password=db_env["SNAKELAB_DB_PASSWORD"],
+        admin_user=db_env["AX3L_DB_ADMIN_USER"],
+        admin_password=db_env["AX3L_DB_ADMIN_PASSWORD"],
+    )
+    admin = _admin(db_env)
+    try:
+        with admin.cursor() as cur:
+            for name in (dbs.ax3l_db, dbs.snakelab_db):
+                cur.execute(
+                    f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
+                )
+            cur.execute(f"GRANT ALL PRIVILEGES ON `{dbs.ax3l_db}`.* TO '{dbs.ax3l_user}'@'%'")
+            cur.execute(f"GRANT SELECT ON `{dbs.snakelab_db}`.* TO '{dbs.ax3l_user}'@'%'")
+            cur.execute(
+                f"GRANT ALL PRIVILEGES ON `{dbs.snakelab_db}`.* TO '{dbs.snakelab_user}'@'%'"
+            )
+        ensure_schema(dbs.settings())
+        create_snakelab_tables(dbs)
+        yield dbs
+    finally:
+        with admin.cursor() as cur:
+            for name in (dbs.ax3l_db, dbs.snakelab_db):
+                cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+            cur.execute(f"REVOKE ALL PRIVILEGES ON `{dbs.ax3l_db}`.* FROM '{dbs.ax3l_user}'@'%'")
+            cur.execute(f"REVOKE SELECT ON `{dbs.snakelab_db}`.* FROM '{dbs.ax3l_user}'@'%'")
+            cur.execute(
+                f"REVOKE ALL PRIVILEGES ON `{dbs.snakelab_db}`.* FROM '{dbs.snakelab_user}'@'%'"
+            )
+        admin.close()
+
+
+@dataclass
+class Experiment:
+    """The shared data set: real runs in SnakeLab's tables and the replayed history."""
+
+    dbs: TestDatabases
+    runs: list[Any]
+    replay: Replay
+
+
+class FakeSnakeLab:
+    """SnakeLab's control socket (REP, the 2.x envelope) answering ``simulation.active``."""
+
+    def __init__(self) -> None:
+        self.active: dict[str, Any] | None = None
+        self._context = zmq.Context()
+        self._socket = self._context.socket(zmq.REP)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.bind("tcp://127.0.0.1:*")
+        self.endpoint = self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self._socket, zmq.POLLIN)
+        while not self._stop.is_set():
+            if not poller.poll(20):
+                continue
+            request = json.loads(self._socket.recv())
+            reply = {
+                "protocol_version": 1,
+                "request_id": request["request_id"],
+                "status": "ok",
+                "payload": {"run": self.active},
+            }
+            self._socket.send(json.dumps(reply).encode())
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._socket.close(linger=0)
+        self._context.term()
+
+
+def running_status(run_id: str) -> dict[str, Any]:
+    """A status object of the contract for a run in progress."""
+    return {
+        "run_id": run_id,
+        "state": "running",
+        "epochs": 1500,
+        "completed_epochs": 700,
+        "total_steps": 123456,
+        "high_score": 35,
+        "total_reward": 12.5,
+        "epsilon_injections": 0,
+        "last_loss": 0.25,
+        "move_delay_ms": 0,
+        "last_episode": None,
+    }
+
+
+def reports_settings(dbs: TestDatabases, **overrides: Any) -> ReportsSettings:
+    values: dict[str, Any] = {
+        "DB_HOST": dbs.host,
+        "DB_PORT": dbs.port,
+        "DB_USER": dbs.ax3l_user,
+        "DB_PASSWORD": dbs.ax3l_password,
+        "AX3L_DB_NAME": dbs.ax3l_db,
+        "AX3L_SNAKELAB_DB_NAME": dbs.snakelab_db,
+        # Nothing listens here unless a test passes a fake SnakeLab's endpoint.
+        "AX3L_SNAKELAB_ENDPOINT": f"tcp://127.0.0.1:{free_port()}",
+        "AX3L_REPORTS_STATUS_TIMEOUT": 0.3,
+        "AX3L_REPORTS_STATUS_INTERVAL": 0.2,
+    }
+    values.update(overrides)
+    return ReportsSettings(**values)
+
+
+@contextlib.asynccontextmanager
+async def app_client(settings: ReportsSettings) -> AsyncIterator[httpx.AsyncClient]:
+    """The app in-process, lifespan entered, behind an httpx client."""
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://reports") as client:
+            yield client
+
+
+@dataclass
+class Server:
+    url: str
+    process: subprocess.Popen[bytes]
+
+
+@contextlib.contextmanager
+def reports_server(
+    dbs: TestDatabases, log_path: Path, snakelab_endpoint: str | None = None
+) -> Iterator[Server]:
+    """``ax3l-reports`` as a real subprocess (uvicorn) on a free port; stopped afterwards."""
+    port = free_port()
+    env = {
+        **os.environ,
+        **dbs.env(),
+        "AX3L_HTTP_HOST": "127.0.0.1",
+        "AX3L_REPORTS_PORT": str(port),
+        "AX3L_SNAKELAB_ENDPOINT": snakelab_endpoint or f"tcp://127.0.0.1:{free_port()}",
+        "AX3L_REPORTS_STATUS_TIMEOUT": "0.3",
+        "AX3L_REPORTS_STATUS_INTERVAL": "0.5",
+    }
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "ax3l.reports.main"], env=env, stdout=log, stderr=log
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+
+            def healthy() -> bool:
+                if process.poll() is not None:
+                    pytest.fail(f"ax3l-reports exited with {process.returncode}: see {log_path}")
+                try:
+                    with urllib.request.urlopen(f"{url}/health", timeout=1) as reply:
+                        return bool(reply.status == 200)
+                except OSError:
+                    return False
+
+            wait_until(healthy, timeout=30, interval=0.1, what="ax3l-reports /health")
+            yield Server(url, process)
+        finally:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5)

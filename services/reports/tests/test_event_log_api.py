@@ -1,0 +1,224 @@
+"""The event log over HTTP (in-process): keyset pages, filters, validation, details, escaping."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ax3l.shared.events import CATALOG, CATEGORIES, Category
+from ax3l.shared.registry import PARAMETER_ORDER
+from ax3l.shared.testing.plugin import free_port
+
+
+def _ids(experiment, where: str = "1=1", args: tuple = ()) -> list[int]:
+    """Event ids newest first, straight from SQL, to compare pages against."""
+    conn = experiment.dbs.connect("admin", experiment.dbs.ax3l_db)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT event_id FROM events WHERE {where} ORDER BY event_id DESC", args)
+            return [row[0] for row in cur.fetchall()]
+    finally:
+        conn.close()
+
+
+async def _walk(client, params: dict) -> list[int]:
+    seen: list[int] = []
+    cursor = None
+    while True:
+        query = {**params, **({"before": cursor} if cursor else {})}
+        page = (await client.get("/api/events", params=query)).json()
+        seen += [event["event_id"] for event in page["events"]]
+        cursor = page["older_before"]
+        if cursor is None:
+            return seen
+
+
+async def test_pages_cover_every_event_once_newest_first(client, experiment):
+    """Walking `older_before` cursors visits every event exactly once, newest first."""
+    assert await _walk(client, {"limit": 97}) == _ids(experiment)
+
+
+async def test_newer_cursor_walks_back_to_the_first_page(client, experiment):
+    """From a deep page, `newer_after` leads back page by page to the newest events."""
+    ids = _ids(experiment)
+    deep = (await client.get("/api/events", params={"limit": 50, "before": ids[300]})).json()
+    assert [e["event_id"] for e in deep["events"]] == ids[301:351]
+    pages: list[list[int]] = []
+    cursor = deep["newer_after"]
+    while cursor is not None:
+        page = (await client.get("/api/events", params={"limit": 50, "after": cursor})).json()
+        pages.insert(0, [e["event_id"] for e in page["events"]])
+        cursor = page["newer_after"]
+    assert [i for page in pages for i in page] == ids[:301]
+
+
+@pytest.mark.parametrize(
+    ("params", "where", "args"),
+    [
+        ({"category": "Conversation"}, "category = %s", ("Conversation",)),
+        ({"event": "prompt_sent"}, "name = %s", ("prompt_sent",)),
+        (
+            {"category": "Configuration", "event": "golden_config_created"},
+            "name = %s",
+            ("golden_config_created",),
+        ),
+        (
+            {"event": "prompt_sent", "parameter": "gamma"},
+            "name = %s AND parameter = %s",
+            ("prompt_sent", "gamma"),
+        ),
+    ],
+)
+async def test_filters_select_exactly_the_matching_events(client, experiment, params, where, args):
+    """Each filter (and combination) returns exactly the events SQL finds, across pages."""
+    expected = _ids(experiment, where, args)
+    assert expected, "the replayed history must contain matching events"
+    assert await _walk(client, {**params, "limit": 200}) == expected
+
+
+async def test_process_filter_lists_one_conversation(client, experiment):
+    """`process` lists the events of one conversation (or run) only."""
+    prompt = (await client.get(f"/api/events/{experiment.replay.prompt_ids[5]}")).json()
+    process = prompt["event"]["process_id"]
+    page = (await client.get("/api/events", params={"process": process})).json()
+    names = [e["name"] for e in page["events"]]
+    assert {e["process_id"] for e in page["events"]} == {process}
+    assert "prompt_sent" in names and "reply_received" in names
+
+
+async def test_injection_attempt_in_a_filter_is_just_a_value(client):
+    """A filter value with SQL in it is bound as a parameter: it matches nothing, breaks nothing."""
+    reply = await client.get(
+        "/api/events", params={"parameter": "gamma' OR '1'='1", "event": "prompt_sent"}
+    )
+    assert reply.status_code == 200 and reply.json()["events"] == []
+
+
+@pytest.mark.parametrize(
+    ("params", "fragment"),
+    [
+        ({"category": "Nope"}, "category"),
+        ({"event": "not_an_event"}, "unknown event"),
+        ({"category": "LLM", "event": "prompt_sent"}, "belongs to category Conversation"),
+        ({"before": "abc"}, "before"),
+        ({"before": "0"}, "before"),
+        ({"before": "99999999999999999999999"}, "before"),
+        ({"before": "5", "after": "3"}, "either before or after"),
+        ({"limit": "501"}, "limit"),
+        ({"parameter": "x" * 101}, "parameter"),
+    ],
+)
+async def test_bad_query_values_get_422_with_a_message(client, params, fragment):
+    """Bad filter or cursor values are answered 422 with a readable message, never 500."""
+    reply = await client.get("/api/events", params=params)
+    assert reply.status_code == 422
+    assert fragment in reply.json()["message"]
+
+
+async def test_bad_query_on_a_page_is_an_html_422(client):
+    """The HTML page answers a bad filter with a 422 page that names the problem (escaped)."""
+    reply = await client.get("/", params={"event": "<script>x</script>"})
+    assert reply.status_code == 422
+    assert reply.headers["content-type"].startswith("text/html")
+    assert "unknown event" in reply.text
+    assert "<script>x</script>" not in reply.text and "&lt;script&gt;x&lt;/script&gt;" in reply.text
+
+
+async def test_refresh_selector_accepts_only_its_choices(client):
+    """refresh=30 sets a meta refresh; an unlisted period is a 422."""
+    page = await client.get("/", params={"refresh": "30"})
+    assert page.status_code == 200 and '<meta http-equiv="refresh" content="30">' in page.text
+    assert "http-equiv" not in (await client.get("/")).text
+    bad = await client.get("/", params={"refresh": "7"})
+    assert bad.status_code == 422 and "refresh must be one of" in bad.text
+
+
+async def test_event_choices_narrow_to_the_chosen_category(client):
+    """With a category chosen, the Event filter offers only that category's events."""
+    page = (await client.get("/", params={"category": "SnakeLab"})).text
+    event_select = page.split('id="filter-event"')[1].split("</select>")[0]
+    for name in CATALOG:
+        offered = f'value="{name}"' in event_select
+        assert offered == (name in CATEGORIES[Category.SNAKELAB]), name
+
+
+async def test_parameter_column_appears_only_for_prompts(client, experiment):
+    """The Parameter column and filter show when the Event filter is Prompt, not otherwise."""
+    prompts = (await client.get("/", params={"event": "prompt_sent"})).text
+    assert "<th>Parameter</th>" in prompts and 'id="filter-parameter"' in prompts
+    cells = re.findall(r'<td class="parameter">([^<]*)</td>', prompts)
+    assert len(cells) == 100 and set(cells) <= set(PARAMETER_ORDER)
+    everything = (await client.get("/")).text
+    assert "<th>Parameter</th>" not in everything and 'id="filter-parameter"' not in everything
+
+
+async def test_prompt_detail_keeps_source_parameter_and_exact_text(client, experiment):
+    """A prompt's detail shows its source, parameter and the exact text sent (escaped)."""
+    prompt_id = experiment.replay.hostile_prompt_id
+    detail = (await client.get(f"/api/events/{prompt_id}")).json()
+    assert detail["event"]["source_name"] == "ComparisonSingle"
+    assert detail["event"]["parameter"] == "gamma"
+    assert detail["content"].startswith("Choose gamma. <script>")
+    page = (await client.get(f"/events/{prompt_id}")).text
+    assert 'id="event-source">ComparisonSingle<' in page
+    assert 'id="event-parameter">gamma<' in page
+    assert "&lt;script&gt;window.__pwned = true&lt;/script&gt;" in page
+    assert "<script>window" not in page
+
+
+async def test_reply_detail_shows_tool_call_reasoning_usage_and_timings(client, experiment):
+    """A reply's detail parses the llama-server JSON: tool call, reasoning, usage, timings."""
+    reply_id = experiment.replay.reply_ids[3]
+    detail = (await client.get(f"/api/events/{reply_id}")).json()
+    reply = detail["reply"]
+    assert reply["tool_calls"][0]["name"] in ("submit_single_value", "submit_pair_values")
+    assert isinstance(reply["tool_calls"][0]["arguments"], dict)
+    assert reply["reasoning"].startswith("Trying another")
+    assert reply["usage"]["completion_tokens"] == 310
+    assert reply["timings"]["predicted_per_second"] == 15.01
+    assert detail["parent"]["name"] == "prompt_sent"
+    page = (await client.get(f"/events/{reply_id}")).text
+    for fragment in ('id="reply-usage"', 'id="reply-timings"', 'id="reply-reasoning"', "15.01"):
+        assert fragment in page
+
+
+async def test_script_in_a_reply_shows_as_text(client, experiment):
+    """Markup in a reply's reasoning, message and tool arguments is escaped on every page."""
+    reply_id = experiment.replay.hostile_reply_id
+    page = (await client.get(f"/events/{reply_id}")).text
+    assert "<script>window.__pwned" not in page and "<img src=x" not in page
+    assert page.count("&lt;script&gt;window.__pwned = true&lt;/script&gt;") >= 3
+    process = (await client.get(f"/api/events/{reply_id}")).json()["event"]["process_id"]
+    log = (await client.get("/", params={"process": process})).text
+    assert "<script>window.__pwned" not in log and "&lt;script&gt;" in log
+
+
+async def test_prompt_rows_link_to_their_detail(client, experiment):
+    """In the list, a prompt row's content links to its detail page."""
+    page = (await client.get("/", params={"event": "prompt_sent"})).text
+    newest_prompt = max([*experiment.replay.prompt_ids, experiment.replay.hostile_prompt_id])
+    assert f'<td class="summary"><a href="/events/{newest_prompt}">' in page
+
+
+async def test_unknown_event_is_a_404(client):
+    """An id that does not exist is a 404 (page and API), a non-number a 422."""
+    assert (await client.get("/api/events/999999999")).status_code == 404
+    page = await client.get("/events/999999999")
+    assert page.status_code == 404 and "there is no event" in page.text
+    assert (await client.get("/events/abc")).status_code == 422
+
+
+async def test_database_outage_is_a_503_not_a_500(experiment, make_client):
+    """With the database unreachable, pages and API answer 503 and /ready says unavailable."""
+    async with make_client(experiment.dbs, DB_PORT=free_port()) as http:
+        assert (await http.get("/api/events")).status_code == 503
+        page = await http.get("/")
+        assert page.status_code == 503 and "Database unavailable" in page.text
+        assert (await http.get("/ready")).status_code == 503
+        assert (await http.get("/health")).json() == {"status": "ok"}
+
+
+async def test_ready_when_both_databases_answer(client):
+    """/ready pings Ax3l's database and SnakeLab's tables."""
+    assert (await client.get("/ready")).json() == {"status": "ok"}

@@ -1,0 +1,297 @@
+"""The pages in headless Chromium, served by ``ax3l-reports`` as a real uvicorn subprocess over
+the user's real runs and a replayed history."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
+from reports_testing import FakeSnakeLab, Server, reports_server, running_status
+
+from ax3l.shared.testing.plugin import wait_until
+
+CHROMIUM = "/usr/bin/chromium"
+LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is needed")
+
+
+@pytest.fixture(scope="module")
+def snakelab() -> Iterator[FakeSnakeLab]:
+    fake = FakeSnakeLab()
+    try:
+        yield fake
+    finally:
+        fake.close()
+
+
+@pytest.fixture(scope="module")
+def server(experiment, snakelab, tmp_path_factory) -> Iterator[Server]:
+    log = tmp_path_factory.mktemp("reports") / "reports.log"
+    with reports_server(experiment.dbs, log, snakelab.endpoint) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+class Watched:
+    """A page whose console errors, page errors and failed requests are collected."""
+
+    def __init__(self, page: Page):
+        self.page = page
+        self.problems: list[str] = []
+        page.on("pageerror", lambda error: self.problems.append(f"page error: {error}"))
+        page.on("console", self._console)
+        page.on("requestfailed", lambda r: self.problems.append(f"request failed: {r.url}"))
+        page.on(
+            "response",
+            lambda r: (
+                self.problems.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None
+            ),
+        )
+
+    def _response(self, response: Any) -> None:
+        if response.status >= 400:
+            self.problems.append(f"HTTP {response.status}: {response.url}")
+
+    def _console(self, message: ConsoleMessage) -> None:
+        if message.type == "error":
+            self.problems.append(f"console: {message.text}")
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Watched]:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        yield Watched(context.new_page())
+    finally:
+        context.close()
+
+
+def test_every_page_loads_cleanly(server, experiment, page, test_output_dir):
+    """Every page renders without console errors, script errors or failed requests."""
+    replay = experiment.replay
+    golden_run = replay.goldens[-1][1].run_id
+    pages = {
+        "event-log": "/",
+        "prompts": "/?event=prompt_sent",
+        "prompt": f"/events/{replay.prompt_ids[-1]}",
+        "reply": f"/events/{replay.reply_ids[-1]}",
+        "golden-event": f"/events/{replay.goldens[-1][0]}",
+        "experiment-highscores": "/experiment-highscores",
+        "golden-configurations": "/golden-configurations",
+        "score-distribution": "/score-distribution",
+        "simulation": f"/simulations/{golden_run}",
+        "proposers": "/proposers",
+    }
+    for name, path in pages.items():
+        page.page.goto(server.url + path)
+        if page.page.locator("[data-figure]").count():
+            page.page.wait_for_selector("[data-figure][data-ready=true]", timeout=15000)
+        page.page.screenshot(path=str(test_output_dir / f"{name}.png"), full_page=True)
+    assert page.problems == []
+
+
+def test_filters_narrow_events_and_show_the_parameter_column(server, page, test_output_dir):
+    """Category narrows the Event choices; Prompt adds the Parameter column and filter."""
+    p = page.page
+    p.goto(server.url + "/")
+    assert p.locator("th", has_text="Parameter").count() == 0
+
+    with p.expect_navigation():
+        p.select_option("#filter-category", "Conversation")
+    assert "category=Conversation" in p.url
+    offered = p.locator("#filter-event option").evaluate_all("os => os.map(o => o.value)")
+    assert offered == [
+        "",
+        "conversation_started",
+        "conversation_ended",
+        "prompt_sent",
+        "reply_received",
+    ]
+    categories = p.locator("#events tbody tr td:nth-child(4)").all_inner_texts()
+    assert categories and set(categories) == {"Conversation"}
+
+    with p.expect_navigation():
+        p.select_option("#filter-event", label="Prompt")
+    assert p.locator("#events th", has_text="Parameter").count() == 1
+    assert p.locator("#filter-parameter").count() == 1
+    assert set(p.locator("#events tbody tr").evaluate_all("rs => rs.map(r => r.dataset.name)")) == {
+        "prompt_sent"
+    }
+
+    with p.expect_navigation():
+        p.select_option("#filter-parameter", "gamma")
+    parameters = p.locator("#events td.parameter").all_inner_texts()
+    assert parameters and set(parameters) == {"gamma"}
+    p.screenshot(path=str(test_output_dir / "prompts-gamma.png"), full_page=True)
+
+    # The prompt row links to its detail, which keeps source and parameter.
+    with p.expect_navigation():
+        p.locator("#events td.summary a").first.click()
+    assert p.locator("#event-parameter").inner_text() == "gamma"
+    assert p.locator("#event-source").inner_text()
+    assert p.locator("#prompt-text").inner_text()
+
+    # A category that does not hold the chosen event drops the event (and its parameter).
+    p.go_back()
+    with p.expect_navigation():
+        p.select_option("#filter-category", "SnakeLab")
+    assert "event=" not in p.url and "parameter=" not in p.url
+    assert p.locator("#filter-parameter").count() == 0
+    assert page.problems == []
+
+
+def test_pages_through_older_events(server, page):
+    """Older → and ← Newer move through the log by event id without repeating a row."""
+    p = page.page
+    p.goto(server.url + "/?limit=40")
+    first = p.locator("#events tbody tr").evaluate_all("rs => rs.map(r => +r.dataset.eventId)")
+    with p.expect_navigation():
+        p.click("#older")
+    second = p.locator("#events tbody tr").evaluate_all("rs => rs.map(r => +r.dataset.eventId)")
+    assert len(first) == len(second) == 40 and min(first) > max(second)
+    with p.expect_navigation():
+        p.click("#newer")
+    back = p.locator("#events tbody tr").evaluate_all("rs => rs.map(r => +r.dataset.eventId)")
+    assert back == first
+
+
+def _highscore_rows(experiment) -> list[tuple[int, int, int]]:
+    conn = experiment.dbs.connect("admin", experiment.dbs.ax3l_db)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT simulations, score, seed FROM experiment_highscores"
+                " ORDER BY simulations, event_id"
+            )
+            return [tuple(row) for row in cur.fetchall()]
+    finally:
+        conn.close()
+
+
+def test_highscore_plot_points_are_the_table_rows(server, experiment, page, test_output_dir):
+    """The plotted step line is exactly experiment_highscores, flat to the current run count,
+    with a marker at every seed change."""
+    p = page.page
+    p.goto(server.url + "/experiment-highscores")
+    p.wait_for_selector("#highscores-plot[data-ready=true]", timeout=15000)
+    traces = p.evaluate(
+        "() => document.getElementById('highscores-plot').data.map(t => ({name: t.name,"
+        " x: Array.from(t.x), y: Array.from(t.y), shape: t.line && t.line.shape}))"
+    )
+    by_name = {trace["name"]: trace for trace in traces}
+    rows = _highscore_rows(experiment)
+    golden = by_name["Accepted golden scores"]
+    assert list(zip(golden["x"], golden["y"], strict=True)) == [(s, sc) for s, sc, _ in rows]
+    assert golden["shape"] == "hv"
+    extension = by_name["Since the last acceptance"]
+    assert extension["x"] == [rows[-1][0], len(experiment.runs)]
+    assert extension["y"] == [rows[-1][1], rows[-1][1]]
+    seed_points = [
+        (s, sc) for (s, sc, seed), prev in zip(rows[1:], rows, strict=False) if seed != prev[2]
+    ]
+    seeds = by_name["Seed change"]
+    assert list(zip(seeds["x"], seeds["y"], strict=True)) == seed_points and len(seed_points) == 2
+    # Hovering a point shows its seed, run and reason.
+    point = p.locator("#highscores-plot .scatterlayer .trace:first-child .points path").nth(1)
+    box = point.bounding_box()
+    assert box is not None
+    p.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    p.wait_for_selector(".hoverlayer .hovertext", timeout=5000)
+    hover = p.locator(".hoverlayer").text_content() or ""
+    second = experiment.replay.goldens[1][1]
+    assert f"Seed: {second.seed}" in hover and f"Run: {second.run_id}" in hover
+    assert "Reason: High score" in hover
+    p.screenshot(path=str(test_output_dir / "experiment-highscores-hover.png"), full_page=True)
+    assert page.problems == []
+
+
+def test_script_in_a_reply_shows_as_text_and_never_runs(server, experiment, page, test_output_dir):
+    """A `<script>` in the reply is visible text on the page and is not executed."""
+    p = page.page
+    p.goto(f"{server.url}/events/{experiment.replay.hostile_reply_id}")
+    assert "<script>window.__pwned = true</script>" in p.locator("#reply-reasoning").inner_text()
+    assert "<script>" in p.locator(".tool-arguments").inner_text()
+    assert p.evaluate("() => window.__pwned === undefined")
+    p.goto(f"{server.url}/?process=" + p.locator("dd.mono a").first.inner_text())
+    assert p.evaluate("() => window.__pwned === undefined")
+    p.screenshot(path=str(test_output_dir / "hostile-conversation.png"), full_page=True)
+
+
+def test_status_bar_reads_snakelab_and_the_experiment(server, experiment, snakelab, page):
+    """The status bar shows SnakeLab's state from its control socket and the experiment's
+    golden, all-time high, run count and seed; a reload picks up a change of state."""
+    p = page.page
+    _, golden_run, _ = experiment.replay.goldens[-1]
+    best = max(run.high_score for _, run, _ in experiment.replay.goldens)
+    snakelab.active = None
+    wait_until(
+        lambda: p.goto(server.url + "/") and "Idle" in p.locator("#snakelab-state").inner_text(),
+        timeout=10,
+        what="SnakeLab idle on the status bar",
+    )
+    assert p.locator("#golden-high-score .v").inner_text() == str(golden_run.high_score)
+    assert p.locator("#all-time-high-score .v").inner_text() == str(best)
+    assert p.locator("#simulations-submitted .v").inner_text() == str(len(experiment.runs))
+    assert p.locator("#current-seed .v").inner_text() == str(golden_run.seed)
+    assert p.locator("#experiment-cycles .v").inner_text().isdigit()
+    snakelab.active = running_status(experiment.runs[-1].run_id)
+    wait_until(
+        lambda: (
+            p.goto(server.url + "/")
+            and "Running Simulation" in p.locator("#snakelab-state").inner_text()
+        ),
+        timeout=10,
+        what="Running Simulation on the status bar",
+    )
+    assert "700/1500" in p.locator("#snakelab-state").inner_text()
+
+
+def test_refresh_selector_reloads_the_page(server, page):
+    """Choosing 5 s keeps the filters and reloads the page by itself."""
+    p = page.page
+    p.goto(server.url + "/?category=SnakeLab")
+    with p.expect_navigation():
+        p.select_option("#filter-refresh", "5")
+    assert "refresh=5" in p.url and "category=SnakeLab" in p.url
+    before = p.locator("#last-refresh .v").inner_text()
+    with p.expect_navigation(timeout=12000):
+        pass
+    assert "refresh=5" in p.url
+    wait_until(lambda: p.locator("#last-refresh .v").inner_text() != before, timeout=5)
+
+
+def test_simulation_page_draws_the_best_game(server, experiment, page):
+    """The run page shows status, score, episodes, config and the snapshot's board."""
+    run = experiment.runs[0]
+    p = page.page
+    p.goto(f"{server.url}/simulations/{run.run_id}")
+    assert p.locator("#run-status").inner_text() == "completed"
+    assert p.locator("#run-score").inner_text() == str(run.high_score)
+    assert p.locator("#run-episodes").inner_text().startswith("1,500")
+    assert p.locator("#board .snake-head").count() == 1
+    assert p.locator("#board .snake-body").count() == run.high_score + 2
+    assert p.locator("#board .food").count() == 1
+    config = dict(
+        zip(
+            p.locator("#run-config th").all_inner_texts(),
+            p.locator("#run-config td").all_inner_texts(),
+            strict=True,
+        )
+    )
+    assert config["model.hidden_size"] == str(int(run.flat["model_hidden_size"]))
+    assert config["training.learning_rate"] == str(run.flat["training_learning_rate"])
+    p.wait_for_selector("#episodes-plot[data-ready=true]", timeout=15000)
+    assert page.problems == []
