@@ -146,6 +146,16 @@ def reset_events(settings: Settings, recreate: bool = False) -> str:
 RESET_HOOKS: list[Any] = []
 
 
+def _forget_submission_intents(cur: Any, present: set[str]) -> None:
+    # Intents point at golden events that this reset deletes: adopting one later would log a
+    # proposal against a history that no longer exists.
+    if "submission_intents" in present:
+        cur.execute("DELETE FROM submission_intents")
+
+
+RESET_HOOKS.append(_forget_submission_intents)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="ax3l-db", description="Create or check Ax3l's database schema."

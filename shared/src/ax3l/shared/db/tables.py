@@ -74,6 +74,8 @@ OWN_INDEXES: list[tuple[str, str, str]] = [
     ("events", "idx_events_category_id", "category, event_id"),
     ("events", "idx_events_parameter_id", "parameter, event_id"),
     ("events", "idx_events_parent", "parent_event_id"),
+    # The report's Prompt + Parameter filter: without it MySQL intersects two indexes and sorts.
+    ("events", "idx_events_name_parameter_id", "name, parameter, event_id"),
 ]
 
 # Columns of the user's tables that must be present (name -> type prefix as MySQL reports it).
@@ -101,3 +103,69 @@ EXPECTED_COLUMNS: dict[str, dict[str, str]] = {
 
 # What ``ax3l-db reset-events`` empties, children first.
 EXPERIMENT_TABLES: list[str] = ["experiment_highscores", "event_messages", "events"]
+
+# -- the toolbroker's index over SnakeLab's runs (ax3l.shared.config_index) -------------------
+# Derived data: it can be dropped at any time and is rebuilt from SnakeLab's tables. Keys are
+# 64-bit hash prefixes and entries their registry position, so the index stays small enough
+# for the buffer pool at hundreds of thousands of runs; every hit is verified exactly.
+
+CONFIG_INDEX_STATE = f"""
+CREATE TABLE IF NOT EXISTS config_index_state (
+  name VARCHAR(32) NOT NULL PRIMARY KEY,
+  last_id BIGINT UNSIGNED NOT NULL,
+  last_run_id CHAR(36) NULL,
+  columns_hash CHAR(64) CHARACTER SET ascii NOT NULL
+) {TABLE_OPTIONS}
+"""
+
+CONFIG_INDEX_RUNS = f"""
+CREATE TABLE IF NOT EXISTS config_index_runs (
+  sl_id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+  config_key BIGINT UNSIGNED NOT NULL,
+  KEY idx_config_index_runs_key (config_key, sl_id)
+) {TABLE_OPTIONS}
+"""
+
+CONFIG_INDEX_CONTEXTS = f"""
+CREATE TABLE IF NOT EXISTS config_index_contexts (
+  entry TINYINT UNSIGNED NOT NULL,
+  context_key BIGINT UNSIGNED NOT NULL,
+  sl_id BIGINT UNSIGNED NOT NULL,
+  PRIMARY KEY (entry, context_key, sl_id)
+) {TABLE_OPTIONS}
+"""
+
+CONFIG_INDEX_HOLES = f"""
+CREATE TABLE IF NOT EXISTS config_index_holes (
+  lo BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+  hi BIGINT UNSIGNED NOT NULL,
+  noticed_at DATETIME(6) NOT NULL
+) {TABLE_OPTIONS}
+"""
+
+# -- durable submission intents (ax3l.shared.intents) -----------------------------------------
+
+SUBMISSION_INTENTS = f"""
+CREATE TABLE IF NOT EXISTS submission_intents (
+  intent_id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  created_at DATETIME(6) NOT NULL,
+  resolved_at DATETIME(6) NULL,
+  state VARCHAR(16) NOT NULL,
+  entry VARCHAR(100) NOT NULL,
+  fingerprint CHAR(64) CHARACTER SET ascii NOT NULL,
+  run_id CHAR(36) NULL,
+  content LONGTEXT NOT NULL,
+  KEY idx_submission_intents_state (state, intent_id),
+  KEY idx_submission_intents_run (run_id)
+) {TABLE_OPTIONS}
+"""
+
+OWN_TABLES.extend(
+    [
+        ("config_index_state", CONFIG_INDEX_STATE),
+        ("config_index_runs", CONFIG_INDEX_RUNS),
+        ("config_index_contexts", CONFIG_INDEX_CONTEXTS),
+        ("config_index_holes", CONFIG_INDEX_HOLES),
+        ("submission_intents", SUBMISSION_INTENTS),
+    ]
+)

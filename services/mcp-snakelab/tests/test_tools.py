@@ -1,0 +1,151 @@
+"""The tools in-process (SDK in-memory client) against a scripted broker on a real socket."""
+
+import asyncio
+import contextlib
+import json
+
+import pytest
+import zmq
+import zmq.asyncio
+from mcp import Client
+
+from ax3l.app.snakelab.tools.binding import Binding, binding_from_env
+from ax3l.app.snakelab.tools.server import build_server
+from ax3l.shared.config_schema import load_schema
+from ax3l.shared.tool_channel import ZMQClient
+
+SCHEMA = load_schema()
+
+
+class ScriptedBroker:
+    """Records each request and answers with ``payload`` (or never, when it is None)."""
+
+    def __init__(self, payload):
+        self.payload = payload
+        self.requests = []
+        self.socket = zmq.asyncio.Context.instance().socket(zmq.ROUTER)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.endpoint = f"tcp://127.0.0.1:{self.socket.bind_to_random_port('tcp://127.0.0.1')}"
+        self.task = asyncio.create_task(self.serve())
+
+    async def serve(self):
+        while True:
+            frames = await self.socket.recv_multipart()
+            request = json.loads(frames[-1])
+            self.requests.append(request)
+            if self.payload is not None:
+                reply = {
+                    "protocol_version": 1,
+                    "sender": "ax3l",
+                    "target": request["sender"],
+                    "method": request["method"],
+                    "payload": self.payload,
+                }
+                await self.socket.send_multipart([*frames[:-1], json.dumps(reply).encode()])
+
+    async def close(self):
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+        self.socket.close(linger=0)
+
+
+@contextlib.asynccontextmanager
+async def session(parameter, payload, wait=5.0):
+    broker = ScriptedBroker(payload)
+    binding = binding_from_env({"AX3L_CONVERSATION_PARAMETER": parameter})
+    server = build_server(binding, SCHEMA, ZMQClient(broker.endpoint, timeout=wait))
+    try:
+        async with Client(server) as client:
+            yield client, broker
+    finally:
+        await broker.close()
+
+
+def text(result):
+    (content,) = result.content
+    return content.text
+
+
+async def test_single_value_is_forwarded_in_the_contract_envelope():
+    """The tool sends the spec's envelope and returns the reply payload unchanged as JSON."""
+    reply = {
+        "status": "rejected",
+        "code": "invalid_value",
+        "reason": "r",
+        "prompt": "p",
+        "source_name": "InvalidValue",
+        "extra": [1, 2.50],
+    }
+    async with session("learning_rate", reply) as (client, broker):
+        result = await client.call_tool("submit_single_value", {"value": 0.003})
+    assert broker.requests == [
+        {
+            "protocol_version": 1,
+            "sender": "mcp-snakelab",
+            "target": "snakelab",
+            "method": "submit_single_value",
+            "payload": {"parameter": "learning_rate", "value": 0.003},
+        }
+    ]
+    assert not result.is_error and json.loads(text(result)) == reply
+
+
+async def test_pair_values_are_forwarded_with_the_bound_pair():
+    """The pair identity comes from the binding; integers stay integers."""
+    async with session("reward_pair", {"status": "ok", "run_id": "r"}) as (client, broker):
+        result = await client.call_tool("submit_pair_values", {"value_1": 3, "value_2": -1})
+    (request,) = broker.requests
+    assert request["method"] == "submit_pair_values"
+    assert request["payload"] == {"pair": "reward_pair", "value_1": 3, "value_2": -1}
+    assert isinstance(request["payload"]["value_1"], int)
+    assert json.loads(text(result)) == {"status": "ok", "run_id": "r"}
+
+
+@pytest.mark.parametrize("value", ["0.97", True, None, [0.97], float("nan"), float("inf")])
+async def test_non_numbers_and_non_finite_values_are_refused_before_forwarding(value):
+    """Strings, booleans, null, lists, NaN and infinities never leave the tool."""
+    async with session("gamma", {"status": "ok", "run_id": "r"}) as (client, broker):
+        result = await client.call_tool("submit_single_value", {"value": value})
+    assert result.is_error and broker.requests == []
+
+
+async def test_broker_protocol_errors_are_flagged_but_passed_through():
+    """A broker error payload is returned as its JSON text with isError set."""
+    error = {"error": {"code": "handler_error", "message": "no golden configuration yet"}}
+    async with session("gamma", error) as (client, _):
+        result = await client.call_tool("submit_single_value", {"value": 0.95})
+    assert result.is_error and json.loads(text(result)) == error
+
+
+async def test_a_silent_broker_is_a_tool_error_after_one_attempt():
+    """A timeout becomes a tool error; the request was sent once and never again."""
+    async with session("gamma", None, wait=0.3) as (client, broker):
+        result = await client.call_tool("submit_single_value", {"value": 0.95})
+        await asyncio.sleep(0.1)
+    assert result.is_error and "did not answer" in text(result)
+    assert len(broker.requests) == 1
+
+
+async def test_descriptions_name_the_assignment_and_its_rules():
+    """Bound descriptions carry the parameter's schema text and rules; pairs the mapping."""
+    async with session("epsilon_pair", None) as (client, _):
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    pair = tools["submit_pair_values"]
+    for path in ("epsilon.initial", "epsilon.decay"):
+        leaf = SCHEMA.by_path[path]
+        assert leaf.description in pair.description and leaf.rules_text() in pair.description
+    assert "| epsilon_pair | epsilon.initial | epsilon.decay |" in pair.description
+    assert "| reward_pair |" in pair.description
+    properties = pair.input_schema["properties"]
+    assert "epsilon.initial" in properties["value_1"]["description"]
+    assert pair.input_schema["required"] == ["value_1", "value_2"]
+    assert "assigned the parameter pair epsilon_pair" in tools["submit_single_value"].description
+
+
+async def test_unbound_descriptions_say_submissions_are_refused():
+    """An unbound session still describes both tools, and says why it cannot submit."""
+    server = build_server(Binding(None, ""), SCHEMA, ZMQClient("tcp://127.0.0.1:1", timeout=1))
+    async with Client(server) as client:
+        tools = (await client.list_tools()).tools
+    assert all("no assigned parameter" in tool.description for tool in tools)

@@ -1,0 +1,183 @@
+"""``ax3l-toolbroker``: the tool listener (ZeroMQ) and its REST API in one process.
+
+The listener binds ``--zmq-endpoint``, else ``AX3L_ZMQ_ENDPOINT``, else the zmq binding in
+Ax3l's config file, else tcp://127.0.0.1:61970. REST listens on ``AX3L_HTTP_HOST`` and
+``AX3L_TOOLBROKER_PORT`` (28872). At startup pending submission intents are reconciled, so a
+run a crashed broker left behind is adopted before anything new is submitted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Iterator
+
+import uvicorn
+import zmq.asyncio
+from fastapi import FastAPI
+
+from ax3l.shared import intents
+from ax3l.shared.config_index import ConfigIndex
+from ax3l.shared.config_schema import ConfigSchema, SchemaFileError, cached_schema
+from ax3l.shared.db.cli import ensure_schema
+from ax3l.shared.db.database import Database
+from ax3l.shared.db.errors import DatabaseError, SchemaMismatch
+from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.settings import Settings, get_settings
+from ax3l.shared.snakelab_client import SnakeLabClient
+from ax3l.shared.tool_channel import listen_endpoint
+from ax3l.toolbroker.api import create_app
+from ax3l.toolbroker.deps import BrokerResources
+from ax3l.toolbroker.handlers.submit_pair_values import METHOD as PAIR_METHOD
+from ax3l.toolbroker.handlers.submit_pair_values import SubmitPairValuesHandler
+from ax3l.toolbroker.handlers.submit_single_value import METHOD as SINGLE_METHOD
+from ax3l.toolbroker.handlers.submit_single_value import SubmitSingleValueHandler
+from ax3l.toolbroker.listener import ToolListener
+from ax3l.toolbroker.status import BrokerStatus
+from ax3l.toolbroker.submission import SubmissionWorkflow
+from ax3l.toolbroker.tool_handler import ToolHandler
+
+logger = logging.getLogger("ax3l.toolbroker")
+
+
+class Broker:
+    """The assembled broker: database, index, SnakeLab client, handlers and listener."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        endpoint: str | None = None,
+        schema: ConfigSchema | None = None,
+        context: zmq.asyncio.Context | None = None,
+    ):
+        self.settings = settings
+        self.schema = schema or cached_schema(settings.schema_file())
+        self.db = Database(settings)
+        self.log = EventLog(self.db)
+        self.index = ConfigIndex(self.db, self.schema)
+        self.snakelab = SnakeLabClient(
+            settings.snakelab_endpoint, settings.snakelab_timeout, context=context
+        )
+        self.status = BrokerStatus(endpoint=listen_endpoint(settings, endpoint))
+        workflow = SubmissionWorkflow(self.db, self.log, self.schema, self.index, self.snakelab)
+        self.handler = ToolHandler(
+            self.log,
+            {
+                SINGLE_METHOD: SubmitSingleValueHandler(self.schema, workflow),
+                PAIR_METHOD: SubmitPairValuesHandler(self.schema, workflow),
+            },
+            self.status,
+            settings.zmq_max_message_bytes,
+        )
+        self.listener = ToolListener(
+            self.status.endpoint,
+            self.handler.handle,
+            settings.zmq_max_message_bytes,
+            context=context,
+        )
+
+    async def start(self) -> str:
+        """Reconcile pending intents and bind the tool endpoint; returns the bound endpoint."""
+        try:
+            adopted = await intents.reconcile(self.db, self.schema, self.log, index=self.index)
+            if adopted:
+                logger.warning("adopted runs of interrupted submissions: %s", ", ".join(adopted))
+        except DatabaseError as exc:
+            # Submissions reconcile again first, so a database that is down now is no risk.
+            logger.warning("startup reconciliation skipped: %s", exc)
+        self.status.endpoint = self.listener.bind()
+        return self.status.endpoint
+
+    async def serve(self) -> None:
+        await self.listener.serve()
+
+    def app(self) -> FastAPI:
+        return create_app(BrokerResources(self.db, self.snakelab, self.status))
+
+    async def close(self) -> None:
+        self.listener.close()
+        await self.db.close()
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # ``run`` owns SIGINT/SIGTERM so that the listener stops together with the API.
+        yield
+
+
+async def run(settings: Settings, endpoint: str | None, host: str, port: int) -> int:
+    try:
+        broker = Broker(settings, endpoint)
+    except SchemaFileError as exc:
+        print(f"ax3l-toolbroker: {exc}", file=sys.stderr)
+        return 2
+    try:
+        await asyncio.to_thread(ensure_schema, settings)
+    except SchemaMismatch as exc:
+        print(f"ax3l-toolbroker: {exc}", file=sys.stderr)
+        return 1
+    except DatabaseError as exc:
+        logger.warning("could not check Ax3l's tables now: %s", exc)
+    try:
+        bound = await broker.start()
+    except OSError as exc:
+        print(f"ax3l-toolbroker: {exc}", file=sys.stderr)
+        await broker.close()
+        return 1
+    server = _Server(
+        uvicorn.Config(broker.app(), host=host, port=port, log_level="warning", lifespan="off")
+    )
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, setattr, server, "should_exit", True)
+    listener = asyncio.create_task(broker.serve(), name="tool-listener")
+    api = asyncio.create_task(server.serve(), name="rest-api")
+    logger.info("listening on %s; REST on http://%s:%d", bound, host, port)
+    try:
+        done, _ = await asyncio.wait({listener, api}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        server.should_exit = True
+        listener.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await listener
+        with contextlib.suppress(asyncio.CancelledError):
+            await api
+        await broker.close()
+    if listener in done and listener.exception() is not None:
+        logger.error("the tool listener stopped: %s", listener.exception())
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="ax3l-toolbroker",
+        description="Ax3l's tool listener: validates, deduplicates and submits SnakeLab runs.",
+    )
+    parser.add_argument(
+        "--zmq-endpoint",
+        help="endpoint to listen on (default: AX3L_ZMQ_ENDPOINT, the config file's zmq"
+        " binding, tcp://127.0.0.1:61970)",
+    )
+    parser.add_argument("--host", help="REST host (default AX3L_HTTP_HOST)")
+    parser.add_argument("--port", type=int, help="REST port (default AX3L_TOOLBROKER_PORT)")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    settings = get_settings()
+    host = args.host or settings.http_host
+    port = args.port if args.port is not None else settings.toolbroker_port
+    return asyncio.run(run(settings, args.zmq_endpoint, host, port))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""What a tool handler answers: an accepted run, a rejection with its correction prompt, or a
+protocol failure (``invalid_request``, ``unknown_method``, ``handler_error``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+ProtocolCode = Literal["invalid_request", "unknown_method", "handler_error"]
+
+
+class ProtocolFailure(Exception):
+    """The request cannot be answered with a handler result; the reply carries ``error``."""
+
+    def __init__(self, code: ProtocolCode, message: str):
+        self.code: ProtocolCode = code
+        self.message = message
+        super().__init__(f"{code}: {message}")
+
+    def payload(self) -> dict[str, Any]:
+        return {"error": {"code": self.code, "message": self.message}}
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """SnakeLab queued the candidate as ``run_id``."""
+
+    run_id: str
+
+    @property
+    def outcome(self) -> str:
+        return "accepted"
+
+    def payload(self) -> dict[str, Any]:
+        return {"status": "ok", "run_id": self.run_id}
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """The proposal was refused; ``prompt`` is the correction the model reads next.
+
+    ``event`` and ``content`` are the ``proposal_rejected_*`` event the dispatcher logs with
+    the request's outcome, and ``parameter`` its parameter column.
+    """
+
+    code: Literal["invalid_value", "duplicate_config"]
+    reason: str
+    prompt: str
+    source_name: str
+    event: str = ""
+    parameter: str | None = None
+    content: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def outcome(self) -> str:
+        return f"rejected_{self.code}"
+
+    def payload(self) -> dict[str, Any]:
+        return {
+            "status": "rejected",
+            "code": self.code,
+            "reason": self.reason,
+            "prompt": self.prompt,
+            "source_name": self.source_name,
+        }
+
+
+HandlerResult = Accepted | Rejected

@@ -1,0 +1,1 @@
+"""The toolbroker's REST routes."""

@@ -1,0 +1,290 @@
+"""The single/pair submission workflow shared by both handlers, in the spec's order.
+
+Golden configuration -> candidate changing only the assigned value(s) -> full schema
+validation -> unchanged? -> stored already (any status, any version, all 26 columns, seed
+included)? -> durable intent -> ``simulation.submit`` once (3 s, never retried) ->
+``proposal_accepted`` + ``simulation_submitted`` with the intent closed in one transaction.
+
+When SnakeLab does not answer in time the submission state is unknown. The intent stays
+pending and the reply is a ``handler_error`` that says so; the run, if SnakeLab created it,
+is adopted by ``ax3l.shared.intents.reconcile`` (at broker or orchestrator start, and here
+before every later submission). Nothing is resent.
+
+Test hook: with ``AX3L_TEST_CRASH_AFTER_SUBMIT=1`` in its environment the broker process
+exits (``os._exit(70)``) right after SnakeLab accepted a run, before any event is written, so
+tests can prove the run is adopted exactly once on restart. Never set it in production.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from ax3l.shared import intents, prompts_corrections
+from ax3l.shared.canonical import configs_equal
+from ax3l.shared.config_index import ConfigIndex, IndexedRun
+from ax3l.shared.config_schema import ConfigInvalid, ConfigSchema
+from ax3l.shared.db.database import Database
+from ax3l.shared.db.errors import DatabaseError
+from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.db.reads import current_golden
+from ax3l.shared.registry import Entry
+from ax3l.shared.snakelab_client import (
+    SnakeLabClient,
+    SnakeLabError,
+    SnakeLabProtocolError,
+    SnakeLabUnavailable,
+)
+from ax3l.toolbroker.results import Accepted, ProtocolFailure, Rejected
+from ax3l.toolbroker.value_rules import printable, shorten
+
+logger = logging.getLogger(__name__)
+
+CRASH_AFTER_SUBMIT_ENV = "AX3L_TEST_CRASH_AFTER_SUBMIT"
+CRASH_EXIT_CODE = 70
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    """Who is asking: the request's process id and its ``tool_request_received`` event."""
+
+    process_id: str
+    request_event_id: int
+    source_name: str
+
+
+def _values_text(entry: Entry, values: dict[str, Any]) -> str:
+    pairs = [
+        f"{path} = {printable(values[name])}"
+        for path, name in zip(entry.paths, entry.value_names, strict=True)
+    ]
+    return " and ".join(pairs)
+
+
+class SubmissionWorkflow:
+    """Builds, checks and submits a candidate for one registry entry."""
+
+    def __init__(
+        self,
+        db: Database,
+        log: EventLog,
+        schema: ConfigSchema,
+        index: ConfigIndex,
+        snakelab: SnakeLabClient,
+        crash_after_submit: bool | None = None,
+    ):
+        self.db = db
+        self.log = log
+        self.schema = schema
+        self.index = index
+        self.snakelab = snakelab
+        if crash_after_submit is None:
+            crash_after_submit = os.environ.get(CRASH_AFTER_SUBMIT_ENV, "") == "1"
+        self.crash_after_submit = crash_after_submit
+
+    # -- rejections -----------------------------------------------------------------------
+
+    async def reject_invalid(
+        self,
+        ctx: RequestContext,
+        parameter: str | None,
+        values: dict[str, Any],
+        reason: str,
+    ) -> Rejected:
+        """An InvalidValue rejection (logged as ``proposal_rejected_invalid``)."""
+        return await self._reject(
+            ctx,
+            "invalid_value",
+            "proposal_rejected_invalid",
+            prompts_corrections.INVALID_VALUE,
+            prompts_corrections.invalid_value(reason),
+            parameter,
+            values,
+            reason,
+        )
+
+    async def reject_duplicate(
+        self,
+        ctx: RequestContext,
+        parameter: str,
+        values: dict[str, Any],
+        reason: str,
+        run_ids: list[str],
+    ) -> Rejected:
+        """A NoDupes rejection (logged as ``proposal_rejected_duplicate``)."""
+        return await self._reject(
+            ctx,
+            "duplicate_config",
+            "proposal_rejected_duplicate",
+            prompts_corrections.NO_DUPES,
+            prompts_corrections.no_dupes(reason),
+            parameter,
+            values,
+            reason,
+            run_ids=run_ids,
+        )
+
+    async def _reject(
+        self,
+        ctx: RequestContext,
+        code: Any,
+        event: str,
+        source_name: str,
+        prompt: str,
+        parameter: str | None,
+        values: dict[str, Any],
+        reason: str,
+        **extra: Any,
+    ) -> Rejected:
+        # The dispatcher logs the event together with tool_execution_completed.
+        content = {
+            "parameter": parameter,
+            "values": {name: printable(value) for name, value in values.items()},
+            "code": code,
+            "reason": reason,
+            "prompt": prompt,
+            **extra,
+        }
+        return Rejected(
+            code=code,
+            reason=reason,
+            prompt=prompt,
+            source_name=source_name,
+            event=event,
+            parameter=parameter,
+            content=content,
+        )
+
+    # -- the workflow ---------------------------------------------------------------------
+
+    async def submit(
+        self, ctx: RequestContext, entry: Entry, values: dict[str, int | float]
+    ) -> Accepted | Rejected:
+        """Candidate from the golden changing only ``values``; reject or submit it once."""
+        # A run a crashed or timed-out submission left behind must count as stored before
+        # this candidate is compared with the stored runs.
+        await intents.reconcile(self.db, self.schema, self.log, index=self.index)
+
+        found = await current_golden(self.db)
+        if found is None:
+            raise ProtocolFailure(
+                "handler_error",
+                "there is no golden configuration yet: the orchestrator seeds the experiment"
+                " with SnakeLab's default configuration first; try again once it exists",
+            )
+        golden_event_id, golden = found
+        changes = {
+            path: values[name] for path, name in zip(entry.paths, entry.value_names, strict=True)
+        }
+        try:
+            candidate = self.schema.with_values(golden.config, changes)
+        except (KeyError, TypeError) as exc:
+            raise ProtocolFailure(
+                "handler_error",
+                f"the golden configuration (run {golden.run_id}) has no setting {exc}",
+            ) from None
+        try:
+            candidate = self.schema.validate(candidate)
+        except ConfigInvalid as exc:
+            own = [e for e in exc.errors if any(e.startswith(f"$.{p}") for p in entry.paths)]
+            if not own:
+                # Nothing the model chose is wrong: the golden itself breaks the schema (for
+                # example a schema file that changed); the host must sort that out.
+                raise ProtocolFailure(
+                    "handler_error",
+                    f"the golden configuration (run {golden.run_id}) breaks the schema: "
+                    + "; ".join(shorten(error) for error in exc.errors[:3]),
+                ) from None
+            reason = "; ".join(shorten(error) for error in own[:5])
+            return await self.reject_invalid(ctx, entry.name, values, reason)
+        # The schema's types win: 64.0 for an integer setting is submitted as 64.
+        changes = {path: self.schema.get(candidate, path) for path in entry.paths}
+        accepted_values = {
+            name: changes[path] for path, name in zip(entry.paths, entry.value_names, strict=True)
+        }
+
+        if configs_equal(self.schema, candidate, golden.config):
+            reason = (
+                f"{_values_text(entry, accepted_values)} is what the golden configuration"
+                f" (run {golden.run_id}) already uses, so the proposal changes nothing"
+            )
+            return await self.reject_duplicate(
+                ctx, entry.name, accepted_values, reason, [golden.run_id]
+            )
+
+        stored = await self.index.find_indexed(candidate)
+        if stored:
+            reason = _duplicate_reason(entry, accepted_values, stored)
+            run_ids = [run.run_id for run in stored]
+            return await self.reject_duplicate(ctx, entry.name, accepted_values, reason, run_ids)
+
+        intent_id = await intents.record_intent(
+            self.db,
+            entry=entry.name,
+            config=candidate,
+            values=accepted_values,
+            changes=changes,
+            fingerprint=self.index.fingerprint(candidate),
+            golden_run_id=golden.run_id,
+            golden_event_id=golden_event_id,
+            after_id=await self.index.position(),
+            request_event_id=ctx.request_event_id,
+            source_name=ctx.source_name,
+        )
+        try:
+            reply = await self.snakelab.submit(candidate)
+        except SnakeLabError as exc:
+            await intents.refuse_intent(self.db, intent_id)
+            if exc.code == "invalid_config":
+                reason = f"SnakeLab refused the configuration: {shorten(exc.message)}"
+                return await self.reject_invalid(ctx, entry.name, accepted_values, reason)
+            raise ProtocolFailure(
+                "handler_error",
+                f"SnakeLab refused the submission ({exc.code}: {shorten(exc.message)});"
+                " it was not retried",
+            ) from None
+        except (SnakeLabUnavailable, SnakeLabProtocolError, ValidationError) as exc:
+            what = (
+                "SnakeLab's reply to simulation.submit is malformed"
+                if isinstance(exc, ValidationError)
+                else str(exc)
+            )
+            raise ProtocolFailure(
+                "handler_error",
+                f"{what}. The submission state is unknown: it was not retried; if SnakeLab"
+                f" created the run, reconciliation adopts it (submission intent {intent_id})",
+            ) from None
+
+        if self.crash_after_submit:
+            print(
+                f"{CRASH_AFTER_SUBMIT_ENV}: exiting after SnakeLab accepted {reply.run_id}",
+                file=sys.stderr,
+                flush=True,
+            )
+            os._exit(CRASH_EXIT_CODE)
+
+        try:
+            recorded = await intents.complete_intent(
+                self.db, self.log, intent_id, reply.run_id, reply.queue_position
+            )
+        except DatabaseError as exc:
+            raise ProtocolFailure(
+                "handler_error",
+                f"SnakeLab accepted run {reply.run_id} but its events could not be written"
+                f" ({exc}); reconciliation adopts it (submission intent {intent_id})",
+            ) from None
+        return Accepted(run_id=recorded.run_id)
+
+
+def _duplicate_reason(entry: Entry, values: dict[str, Any], stored: list[IndexedRun]) -> str:
+    first = stored[0]
+    more = f" and {len(stored) - 1} more" if len(stored) > 1 else ""
+    return (
+        f"the golden configuration with {_values_text(entry, values)} has already been run"
+        f" with the same seed (run {first.run_id}, status {first.status or 'unknown'}{more})"
+    )

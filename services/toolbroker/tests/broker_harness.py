@@ -1,0 +1,272 @@
+"""Helpers of the toolbroker suite (imported by its conftest and tests): SnakeLab's tables,
+raw tool-channel requests, an in-process broker and a scripted SnakeLab stand-in.
+
+One reference SnakeLab serves a whole test module (its start costs more than most tests);
+each test gets fresh Ax3l databases and a golden configuration on its own seed, so runs of
+earlier tests never equal its candidates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import itertools
+import json
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pymysql
+import zmq
+import zmq.asyncio
+
+from ax3l.shared.config_schema import load_schema
+from ax3l.shared.db.database import Database
+from ax3l.shared.db.event_log import EventLog, HighscoreRow
+from ax3l.shared.testing.plugin import TestDatabases, free_port
+from ax3l.toolbroker.main import Broker
+
+SCHEMA = load_schema()
+_seeds = itertools.count(3000)
+
+
+def next_seed() -> int:
+    """A seed no other test of this process uses: its runs are never another test's."""
+    return next(_seeds)
+
+
+@dataclass
+class Lab:
+    """The module's SnakeLab (endpoint and database) seen from one test's databases."""
+
+    endpoint: str
+    db_name: str
+    dbs: TestDatabases
+
+    def settings_overrides(self) -> dict[str, str]:
+        return {"AX3L_SNAKELAB_ENDPOINT": self.endpoint, "AX3L_SNAKELAB_DB_NAME": self.db_name}
+
+    def env(self) -> dict[str, str]:
+        """Environment for an Ax3l subprocess using this test's databases and this SnakeLab."""
+        return {**self.dbs.env(), **self.settings_overrides()}
+
+    def _connect(self) -> Any:
+        return self.dbs.connect("snakelab", self.db_name)
+
+    def insert_run(
+        self, config: dict[str, Any], status: str = "completed", version: str = "2.1.0"
+    ) -> str:
+        """A run written straight into SnakeLab's tables, as another writer would."""
+        run_id = str(uuid.uuid4())
+        flat = SCHEMA.flatten(config)
+        text = json.dumps(config, sort_keys=True, separators=(",", ":"))
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(
+                    "INSERT INTO simulation_runs"
+                    " (run_id, project_version, config_hash, status, created_at)"
+                    " VALUES (%s, %s, %s, %s, %s)",
+                    (
+                        run_id,
+                        version,
+                        hashlib.sha256(text.encode()).hexdigest(),
+                        status,
+                        datetime.now(UTC).replace(tzinfo=None),
+                    ),
+                )
+                cur.execute(
+                    f"INSERT INTO configurations (run_id, {', '.join(flat)})"
+                    f" VALUES (%s, {', '.join(['%s'] * len(flat))})",
+                    (run_id, *flat.values()),
+                )
+        finally:
+            conn.close()
+        return run_id
+
+    def run_count(self) -> int:
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT COUNT(*) FROM simulation_runs")
+                return int(cur.fetchone()[0])
+        finally:
+            conn.close()
+
+    def runs_with_seed(self, seed: int) -> list[str]:
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT run_id FROM configurations WHERE seed = %s", (seed,))
+                return [row[0] for row in cur.fetchall()]
+        finally:
+            conn.close()
+
+    def stored_config(self, run_id: str) -> dict[str, Any]:
+        conn = self._connect()
+        try:
+            with conn.cursor(pymysql.cursors.DictCursor) as cur:
+                cur.execute("SELECT * FROM configurations WHERE run_id = %s", (run_id,))
+                row = cur.fetchone()
+        finally:
+            conn.close()
+        row.pop("run_id")
+        return SCHEMA.unflatten(row)
+
+
+async def write_golden(dbs: TestDatabases, run_id: str, config: dict[str, Any]) -> int:
+    """Log ``golden_config_created`` for ``run_id`` as the orchestrator does after seeding."""
+    async with Database(dbs.settings()) as db:
+        return await EventLog(db).log(
+            "golden_config_created",
+            {
+                "run_id": run_id,
+                "config": config,
+                "high_score": 38,
+                "seed": config["seed"],
+                "simulations": 1,
+                "reason": "initial configuration",
+            },
+            process_id=run_id,
+            highscore=HighscoreRow(1, 38, config["seed"]),
+        )
+
+
+def sql(dbs: TestDatabases, query: str, args: Any = None) -> list[Any]:
+    """Rows of ``query`` run as admin on the test's ax3l database."""
+    conn = dbs.connect("admin", dbs.ax3l_db)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(query, args)
+            return list(cur.fetchall())
+    finally:
+        conn.close()
+
+
+def event_names(dbs: TestDatabases) -> list[str]:
+    return [row[0] for row in sql(dbs, "SELECT name FROM events ORDER BY event_id")]
+
+
+def events(dbs: TestDatabases, *names: str) -> list[dict[str, Any]]:
+    """Events called ``names`` (oldest first) with their decoded content."""
+    marks = ", ".join(["%s"] * len(names))
+    rows = sql(
+        dbs,
+        "SELECT e.event_id, e.name, e.process_id, e.parent_event_id, e.parameter,"
+        " e.source_name, e.log_level, m.content FROM events e"
+        " LEFT JOIN event_messages m ON m.event_id = e.event_id"
+        f" WHERE e.name IN ({marks}) ORDER BY e.event_id",
+        names,
+    )
+    keys = ("event_id", "name", "process_id", "parent_event_id", "parameter", "source_name")
+    found = []
+    for row in rows:
+        item = dict(zip((*keys, "log_level"), row[:7], strict=True))
+        item["content"] = json.loads(row[7]) if row[7] else None
+        found.append(item)
+    return found
+
+
+async def send_raw(endpoint: str, raw: bytes | list[bytes], wait: float = 10.0) -> dict[str, Any]:
+    """One raw request on a fresh REQ socket; the decoded reply envelope."""
+    context = zmq.asyncio.Context.instance()
+    sock = context.socket(zmq.REQ)
+    sock.setsockopt(zmq.LINGER, 0)
+    try:
+        sock.connect(endpoint)
+        if isinstance(raw, list):
+            await sock.send_multipart(raw)
+        else:
+            await sock.send(raw)
+        reply: dict[str, Any] = json.loads(await asyncio.wait_for(sock.recv(), wait))
+        return reply
+    finally:
+        sock.close(linger=0)
+
+
+def envelope(method: str, payload: Any, **fields: Any) -> bytes:
+    message = {
+        "protocol_version": 1,
+        "sender": "mcp-snakelab",
+        "target": "snakelab",
+        "method": method,
+        "payload": payload,
+        **fields,
+    }
+    return json.dumps(message).encode()
+
+
+class RunningBroker:
+    """An in-process broker serving on a real ZeroMQ socket."""
+
+    def __init__(self, broker: Broker, endpoint: str):
+        self.broker = broker
+        self.endpoint = endpoint
+
+    async def send_raw(self, raw: bytes | list[bytes]) -> dict[str, Any]:
+        return await send_raw(self.endpoint, raw)
+
+    async def request(self, method: str, payload: Any, **fields: Any) -> dict[str, Any]:
+        return await self.send_raw(envelope(method, payload, **fields))
+
+    async def single(self, parameter: str, value: Any) -> dict[str, Any]:
+        reply = await self.request("submit_single_value", {"parameter": parameter, "value": value})
+        payload: dict[str, Any] = reply["payload"]
+        return payload
+
+    async def pair(self, pair: str, value_1: Any, value_2: Any) -> dict[str, Any]:
+        payload = {"pair": pair, "value_1": value_1, "value_2": value_2}
+        reply: dict[str, Any] = (await self.request("submit_pair_values", payload))["payload"]
+        return reply
+
+
+@contextlib.asynccontextmanager
+async def running_broker(
+    dbs: TestDatabases, snakelab_endpoint: str, snakelab_db: str, **overrides: Any
+) -> AsyncIterator[RunningBroker]:
+    """A broker task in the current event loop; cancelled and closed on exit."""
+    settings = dbs.settings(
+        AX3L_SNAKELAB_ENDPOINT=snakelab_endpoint, AX3L_SNAKELAB_DB_NAME=snakelab_db, **overrides
+    )
+    broker = Broker(settings, f"tcp://127.0.0.1:{free_port()}", schema=SCHEMA)
+    endpoint = await broker.start()
+    task = asyncio.create_task(broker.serve())
+    try:
+        yield RunningBroker(broker, endpoint)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await broker.close()
+
+
+class ScriptedSnakeLab:
+    """A stand-in SnakeLab endpoint that records requests and answers each with ``reply``
+    (or never, when ``reply`` is None): for failures the reference server cannot produce."""
+
+    def __init__(self, reply: dict[str, Any] | None = None):
+        self.reply = reply
+        self.received: list[dict[str, Any]] = []
+        self._socket = zmq.asyncio.Context.instance().socket(zmq.ROUTER)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        port = self._socket.bind_to_random_port("tcp://127.0.0.1")
+        self.endpoint = f"tcp://127.0.0.1:{port}"
+        self._task = asyncio.create_task(self._serve())
+
+    async def _serve(self) -> None:
+        while True:
+            frames = await self._socket.recv_multipart()
+            request = json.loads(frames[-1])
+            self.received.append(request)
+            if self.reply is not None:
+                answer = {"protocol_version": 1, "request_id": request["request_id"], **self.reply}
+                await self._socket.send_multipart([*frames[:-1], json.dumps(answer).encode()])
+
+    async def close(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._socket.close(linger=0)

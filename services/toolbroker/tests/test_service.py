@@ -1,0 +1,151 @@
+"""The ``ax3l-toolbroker`` process: REST, shutdown, and exactly-once across a SIGKILL."""
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import zmq
+from broker_harness import SCHEMA, envelope, events, running_broker, send_raw
+
+from ax3l.shared import intents
+from ax3l.shared.db.database import Database
+from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.testing.plugin import free_port
+
+
+class BrokerProcess:
+    """``python -m ax3l.toolbroker`` on free ports, stderr to a file."""
+
+    def __init__(self, env, tmp_path, **extra_env):
+        self.zmq_endpoint = f"tcp://127.0.0.1:{free_port()}"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = tmp_path / f"broker-{self.port}.log"
+        with self.log_path.open("wb") as log_file:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "ax3l.toolbroker",
+                    "--zmq-endpoint",
+                    self.zmq_endpoint,
+                    "--port",
+                    str(self.port),
+                ],
+                env={**os.environ, **env, **extra_env},
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+            )
+
+    async def wait_healthy(self, within=30.0):
+        deadline = time.monotonic() + within
+        async with httpx.AsyncClient() as client:
+            while True:
+                assert self.process.poll() is None, self.log_path.read_text()
+                with contextlib.suppress(httpx.TransportError):
+                    if (await client.get(f"{self.url}/health")).status_code == 200:
+                        return
+                assert time.monotonic() < deadline, self.log_path.read_text()
+                await asyncio.sleep(0.05)
+
+    async def wait_exit(self, within=30.0):
+        deadline = time.monotonic() + within
+        while self.process.poll() is None:
+            assert time.monotonic() < deadline, "broker did not exit"
+            await asyncio.sleep(0.05)
+        return self.process.returncode
+
+    def kill(self):
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+
+async def test_sigkill_after_snakelab_accepted_is_adopted_exactly_once(
+    databases, lab, golden, tmp_path
+):
+    """A broker killed between SnakeLab's reply and the events has the run adopted once."""
+    crashing = BrokerProcess(lab.env(), tmp_path, AX3L_TEST_CRASH_AFTER_SUBMIT="1")
+    try:
+        await crashing.wait_healthy()
+        sock = zmq.Context.instance().socket(zmq.REQ)
+        sock.setsockopt(zmq.LINGER, 0)
+        try:
+            sock.connect(crashing.zmq_endpoint)
+            sock.send(envelope("submit_single_value", {"parameter": "gamma", "value": 0.965}))
+            assert await crashing.wait_exit() == 70
+        finally:
+            sock.close(linger=0)
+    finally:
+        crashing.kill()
+    candidate = SCHEMA.with_values(golden["config"], {"training.gamma": 0.965})
+    (run_id,) = [r for r in lab.runs_with_seed(candidate["seed"]) if r != golden["run_id"]]
+    assert lab.stored_config(run_id) == candidate
+    assert events(databases, "proposal_accepted") == []
+
+    restarted = BrokerProcess(lab.env(), tmp_path)
+    try:
+        settings = databases.settings(AX3L_SNAKELAB_DB_NAME=lab.db_name)
+        async with Database(settings) as db:
+            orchestrator_adopted = await intents.reconcile(db, SCHEMA, EventLog(db))
+        await restarted.wait_healthy()
+        accepted = events(databases, "proposal_accepted", "simulation_submitted")
+        assert [(e["name"], e["process_id"]) for e in accepted] == [
+            ("proposal_accepted", run_id),
+            ("simulation_submitted", run_id),
+        ]
+        assert accepted[0]["content"]["adopted"] is True
+        assert accepted[0]["content"]["values"] == {"value": 0.965}
+        assert orchestrator_adopted in ([], [run_id])
+        reply = await send_raw(
+            restarted.zmq_endpoint,
+            envelope("submit_single_value", {"parameter": "gamma", "value": 0.965}),
+        )
+        assert reply["payload"]["code"] == "duplicate_config"
+        restarted.process.send_signal(signal.SIGTERM)
+        assert await restarted.wait_exit() == 0
+    finally:
+        restarted.kill()
+    assert len(events(databases, "proposal_accepted")) == 1
+
+
+async def test_rest_reports_health_readiness_and_request_counts(databases, lab, golden, tmp_path):
+    """/health, /ready and /api/status answer; SIGTERM stops the process cleanly."""
+    process = BrokerProcess(lab.env(), tmp_path)
+    try:
+        await process.wait_healthy()
+        await send_raw(process.zmq_endpoint, b"garbage")
+        await send_raw(
+            process.zmq_endpoint,
+            envelope("submit_single_value", {"parameter": "gamma", "value": 0.921}),
+        )
+        async with httpx.AsyncClient(base_url=process.url) as client:
+            ready = await client.get("/ready")
+            status = (await client.get("/api/status")).json()
+        assert ready.status_code == 200
+        assert ready.json() == {"ready": True, "checks": {"database": "ok", "snakelab": "ok"}}
+        assert status["requests_handled"] == 2 and status["endpoint"] == process.zmq_endpoint
+        assert status["outcomes"]["invalid_request"] == 1 and status["outcomes"]["accepted"] == 1
+        assert status["last_request_at"] is not None
+        process.process.send_signal(signal.SIGTERM)
+        assert await process.wait_exit() == 0
+    finally:
+        process.kill()
+
+
+async def test_ready_is_503_when_snakelab_does_not_answer(databases, lab):
+    """A dead SnakeLab endpoint makes /ready fail with the reason, while /health stays up."""
+    dead = f"tcp://127.0.0.1:{free_port()}"
+    async with running_broker(databases, dead, lab.db_name, AX3L_SNAKELAB_TIMEOUT="0.2") as broker:
+        transport = httpx.ASGITransport(app=broker.broker.app())
+        async with httpx.AsyncClient(transport=transport, base_url="http://broker") as client:
+            ready = await client.get("/ready")
+            health = await client.get("/health")
+    assert ready.status_code == 503 and health.status_code == 200
+    checks = ready.json()["checks"]
+    assert checks["database"] == "ok" and "did not answer" in checks["snakelab"]

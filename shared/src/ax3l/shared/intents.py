@@ -1,0 +1,317 @@
+"""Durable submission intents: a run SnakeLab accepted never ends up without its events.
+
+Exactly once across crashes works like this:
+
+1. Before ``simulation.submit`` the broker commits an intent (state ``pending``): the
+   configuration, its fingerprint, the entry and values, the golden it was built from, and
+   the config index position (every run with a higher SnakeLab id is newer than the check).
+2. When SnakeLab answers, ``complete_intent`` writes ``proposal_accepted`` and then
+   ``simulation_submitted`` (its child) and marks the intent ``done``, in one transaction.
+3. If the process dies in between, or SnakeLab's answer never arrives, the intent stays
+   pending. ``reconcile`` (the broker and the orchestrator call it at startup) looks the run
+   up by its configuration among runs newer than the recorded position; if SnakeLab created
+   it, the same two events are written once, marked ``"adopted": true``, and the intent
+   becomes ``adopted``. An intent whose run has not appeared after ``abandon_after`` seconds
+   becomes ``abandoned`` (logged); younger ones stay pending for a later reconcile, because a
+   SnakeLab that was merely slow may still create the run.
+
+Every writer locks the intent row (``SELECT ... FOR UPDATE``) and writes events only while
+the intent still needs them, so any number of concurrent reconcilers and the submitting
+broker produce the two events exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from ax3l.shared.config_index import ConfigIndex
+from ax3l.shared.config_schema import ConfigSchema
+from ax3l.shared.db.database import Database
+from ax3l.shared.db.event_log import EventLog, to_content
+
+logger = logging.getLogger(__name__)
+
+PENDING = "pending"  # recorded, SnakeLab's answer not yet handled
+DONE = "done"  # the submitter wrote the events
+ADOPTED = "adopted"  # reconcile found the run and wrote the events
+ABANDONED = "abandoned"  # reconcile found no run
+REFUSED = "refused"  # SnakeLab answered with an error: no run was created
+
+DEFAULT_ABANDON_AFTER = 30.0
+
+
+@dataclass(frozen=True)
+class Intent:
+    """One recorded submission."""
+
+    intent_id: int
+    state: str
+    entry: str
+    fingerprint: str
+    run_id: str | None
+    created_at: datetime
+    config: dict[str, Any]
+    values: dict[str, Any]
+    changes: dict[str, Any]
+    golden_run_id: str | None
+    golden_event_id: int | None
+    after_id: int
+    request_event_id: int | None
+    source_name: str | None
+
+
+@dataclass(frozen=True)
+class RecordedSubmission:
+    """The outcome of ``complete_intent``."""
+
+    run_id: str
+    proposal_event_id: int | None
+    submitted_event_id: int | None
+    written: bool  # False when a reconciler had already written the events
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def _intent(row: dict[str, Any]) -> Intent:
+    content = json.loads(row["content"])
+    return Intent(
+        intent_id=int(row["intent_id"]),
+        state=str(row["state"]),
+        entry=str(row["entry"]),
+        fingerprint=str(row["fingerprint"]),
+        run_id=row["run_id"],
+        created_at=row["created_at"],
+        config=content["config"],
+        values=content.get("values", {}),
+        changes=content.get("changes", {}),
+        golden_run_id=content.get("golden_run_id"),
+        golden_event_id=content.get("golden_event_id"),
+        after_id=int(content.get("after_id", 0)),
+        request_event_id=content.get("request_event_id"),
+        source_name=content.get("source_name"),
+    )
+
+
+_COLUMNS = "intent_id, state, entry, fingerprint, run_id, created_at, content"
+
+
+async def record_intent(
+    db: Database,
+    *,
+    entry: str,
+    config: dict[str, Any],
+    values: dict[str, Any],
+    changes: dict[str, Any],
+    fingerprint: str,
+    golden_run_id: str | None,
+    golden_event_id: int | None,
+    after_id: int,
+    request_event_id: int | None = None,
+    source_name: str | None = None,
+) -> int:
+    """Commit a pending intent before submitting; returns its id."""
+    content = {
+        "config": config,
+        "values": values,
+        "changes": changes,
+        "golden_run_id": golden_run_id,
+        "golden_event_id": golden_event_id,
+        "after_id": after_id,
+        "request_event_id": request_event_id,
+        "source_name": source_name,
+    }
+    async with db.transaction("recording a submission intent") as cur:
+        await cur.execute(
+            "INSERT INTO submission_intents (created_at, state, entry, fingerprint, content)"
+            " VALUES (%s, %s, %s, %s, %s)",
+            (_now(), PENDING, entry, fingerprint, to_content(content)),
+        )
+        return int(cur.lastrowid)
+
+
+async def get_intent(db: Database, intent_id: int) -> Intent | None:
+    row = await db.fetchone(
+        f"SELECT {_COLUMNS} FROM submission_intents WHERE intent_id = %s",
+        (intent_id,),
+        doing="reading a submission intent",
+    )
+    return _intent(row) if row else None
+
+
+async def pending_intents(db: Database) -> list[Intent]:
+    """Intents whose outcome is still unknown, oldest first."""
+    rows = await db.fetchall(
+        f"SELECT {_COLUMNS} FROM submission_intents WHERE state = %s ORDER BY intent_id",
+        (PENDING,),
+        doing="reading pending submission intents",
+    )
+    return [_intent(row) for row in rows]
+
+
+async def _lock(cur: Any, intent_id: int) -> Intent | None:
+    await cur.execute(
+        f"SELECT {_COLUMNS} FROM submission_intents WHERE intent_id = %s FOR UPDATE",
+        (intent_id,),
+    )
+    row = await cur.fetchone()
+    return _intent(dict(row)) if row else None
+
+
+async def _write_events(
+    cur: Any,
+    log: EventLog,
+    intent: Intent,
+    run_id: str,
+    queue_position: int | None,
+    adopted: bool,
+) -> tuple[int, int]:
+    proposal: dict[str, Any] = {
+        "parameter": intent.entry,
+        "values": intent.values,
+        "changes": intent.changes,
+        "run_id": run_id,
+        "config": intent.config,
+        "golden_run_id": intent.golden_run_id,
+        "golden_event_id": intent.golden_event_id,
+    }
+    submitted: dict[str, Any] = {
+        "run_id": run_id,
+        "config": intent.config,
+        "queue_position": queue_position,
+    }
+    if adopted:
+        proposal["adopted"] = True
+        submitted["adopted"] = True
+    proposal_id = await log.write(
+        cur,
+        "proposal_accepted",
+        proposal,
+        process_id=run_id,
+        parent_event_id=intent.request_event_id,
+        source_name=intent.source_name,
+        parameter=intent.entry,
+    )
+    submitted_id = await log.write(
+        cur,
+        "simulation_submitted",
+        submitted,
+        process_id=run_id,
+        parent_event_id=proposal_id,
+        source_name=intent.source_name,
+        parameter=intent.entry,
+    )
+    return proposal_id, submitted_id
+
+
+async def _resolve(cur: Any, intent_id: int, state: str, run_id: str | None) -> None:
+    await cur.execute(
+        "UPDATE submission_intents SET state = %s, run_id = %s, resolved_at = %s"
+        " WHERE intent_id = %s",
+        (state, run_id, _now(), intent_id),
+    )
+
+
+async def complete_intent(
+    db: Database, log: EventLog, intent_id: int, run_id: str, queue_position: int | None
+) -> RecordedSubmission:
+    """SnakeLab accepted the run: write its two events and mark the intent done, atomically.
+
+    A no-op when a reconciler already adopted the run; an abandoned intent is completed after
+    all, since the run exists.
+    """
+    async with db.transaction("logging an accepted submission") as cur:
+        intent = await _lock(cur, intent_id)
+        if intent is None:
+            raise LookupError(f"submission intent {intent_id} does not exist")
+        if intent.state in (DONE, ADOPTED):
+            if intent.run_id != run_id:
+                logger.warning(
+                    "intent %s: SnakeLab created run %s but run %s was adopted for it",
+                    intent_id,
+                    run_id,
+                    intent.run_id,
+                )
+            return RecordedSubmission(intent.run_id or run_id, None, None, written=False)
+        proposal_id, submitted_id = await _write_events(
+            cur, log, intent, run_id, queue_position, adopted=False
+        )
+        await _resolve(cur, intent_id, DONE, run_id)
+    return RecordedSubmission(run_id, proposal_id, submitted_id, written=True)
+
+
+async def refuse_intent(db: Database, intent_id: int) -> None:
+    """SnakeLab answered with an error: no run exists, the intent is closed."""
+    async with db.transaction("closing a refused submission intent") as cur:
+        intent = await _lock(cur, intent_id)
+        if intent is not None and intent.state == PENDING:
+            await _resolve(cur, intent_id, REFUSED, None)
+
+
+async def _claimed(db: Database, run_ids: list[str]) -> set[str]:
+    if not run_ids:
+        return set()
+    marks = ", ".join(["%s"] * len(run_ids))
+    rows = await db.fetchall(
+        f"SELECT run_id FROM submission_intents WHERE run_id IN ({marks})",
+        run_ids,
+        doing="checking adopted runs",
+    )
+    return {str(row["run_id"]) for row in rows}
+
+
+async def reconcile(
+    db: Database,
+    schema: ConfigSchema,
+    log: EventLog,
+    *,
+    index: ConfigIndex | None = None,
+    abandon_after: float = DEFAULT_ABANDON_AFTER,
+) -> list[str]:
+    """Adopt the runs of pending intents that SnakeLab created; returns the adopted run ids.
+
+    Safe to run concurrently from several processes: each intent is adopted exactly once.
+    """
+    pending = await pending_intents(db)
+    if not pending:
+        return []
+    index = index or ConfigIndex(db, schema)
+    adopted: list[str] = []
+    for intent in pending:
+        found = [
+            run for run in await index.find_indexed(intent.config) if run.sl_id > intent.after_id
+        ]
+        taken = await _claimed(db, [run.run_id for run in found])
+        candidates = [run.run_id for run in found if run.run_id not in taken]
+        async with db.transaction("reconciling a submission intent") as cur:
+            current = await _lock(cur, intent.intent_id)
+            if current is None or current.state != PENDING:
+                continue
+            if candidates:
+                run_id = candidates[0]
+                await _write_events(cur, log, current, run_id, None, adopted=True)
+                await _resolve(cur, intent.intent_id, ADOPTED, run_id)
+                adopted.append(run_id)
+                logger.warning(
+                    "adopted SnakeLab run %s for interrupted submission intent %s (%s)",
+                    run_id,
+                    intent.intent_id,
+                    intent.entry,
+                )
+                continue
+            age = (_now() - current.created_at).total_seconds()
+            if age >= abandon_after:
+                await _resolve(cur, intent.intent_id, ABANDONED, None)
+                logger.warning(
+                    "abandoned submission intent %s (%s): SnakeLab has no run with its"
+                    " configuration after %.0f s",
+                    intent.intent_id,
+                    intent.entry,
+                    age,
+                )
+    return adopted

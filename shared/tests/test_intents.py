@@ -1,0 +1,200 @@
+import asyncio
+import hashlib
+import json
+import uuid
+from datetime import UTC, datetime
+
+from ax3l.shared import intents
+from ax3l.shared.config_index import ConfigIndex
+from ax3l.shared.config_schema import load_schema
+from ax3l.shared.db.cli import reset_events
+from ax3l.shared.db.database import Database
+from ax3l.shared.db.event_log import EventLog
+
+SCHEMA = load_schema()
+DEFAULT = SCHEMA.default_config()
+
+
+def insert_run(dbs, config, status="queued"):
+    """Insert one run the way SnakeLab does (run row and configuration row together)."""
+    run_id = str(uuid.uuid4())
+    flat = SCHEMA.flatten(config)
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"))
+    conn = dbs.connect("snakelab", dbs.snakelab_db)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "INSERT INTO simulation_runs"
+                " (run_id, project_version, config_hash, status, created_at)"
+                " VALUES (%s, '2.1.0', %s, %s, %s)",
+                (
+                    run_id,
+                    hashlib.sha256(text.encode()).hexdigest(),
+                    status,
+                    datetime.now(UTC).replace(tzinfo=None),
+                ),
+            )
+            cur.execute(
+                f"INSERT INTO configurations (run_id, {', '.join(flat)})"
+                f" VALUES (%s, {', '.join(['%s'] * len(flat))})",
+                (run_id, *flat.values()),
+            )
+    finally:
+        conn.close()
+    return run_id
+
+
+def candidate(gamma=0.97):
+    return SCHEMA.with_values(DEFAULT, {"training.gamma": gamma})
+
+
+async def record(db, index, config, after_id=None):
+    return await intents.record_intent(
+        db,
+        entry="gamma",
+        config=config,
+        values={"value": config["training"]["gamma"]},
+        changes={"training.gamma": config["training"]["gamma"]},
+        fingerprint=index.fingerprint(config),
+        golden_run_id="golden-run",
+        golden_event_id=None,
+        after_id=await index.position() if after_id is None else after_id,
+        source_name="SubmitSingleValueHandler",
+    )
+
+
+async def proposal_events(db):
+    rows = await db.fetchall(
+        "SELECT e.event_id, e.name, e.process_id, e.parent_event_id, e.parameter, m.content"
+        " FROM events e JOIN event_messages m ON m.event_id = e.event_id"
+        " WHERE e.name IN ('proposal_accepted', 'simulation_submitted') ORDER BY e.event_id"
+    )
+    return [{**row, "content": json.loads(row["content"])} for row in rows]
+
+
+async def test_completion_writes_both_events_once(snakelab_tables):
+    """An accepted submission logs proposal_accepted then its child simulation_submitted, once."""
+    dbs = snakelab_tables
+    async with Database(dbs.settings()) as db:
+        log, index = EventLog(db), ConfigIndex(db, SCHEMA)
+        intent_id = await record(db, index, candidate())
+        first = await intents.complete_intent(db, log, intent_id, "run-1", 0)
+        again = await intents.complete_intent(db, log, intent_id, "run-1", 0)
+        events = await proposal_events(db)
+        stored = await intents.get_intent(db, intent_id)
+    assert first.written and not again.written
+    proposal, submitted = events
+    assert (
+        proposal["name"] == "proposal_accepted"
+        and submitted["parent_event_id"] == (proposal["event_id"])
+    )
+    assert proposal["process_id"] == submitted["process_id"] == "run-1"
+    assert proposal["parameter"] == "gamma"
+    assert proposal["content"] == {
+        "parameter": "gamma",
+        "values": {"value": 0.97},
+        "changes": {"training.gamma": 0.97},
+        "run_id": "run-1",
+        "config": candidate(),
+        "golden_run_id": "golden-run",
+        "golden_event_id": None,
+    }
+    assert submitted["content"] == {"run_id": "run-1", "config": candidate(), "queue_position": 0}
+    assert stored is not None and (stored.state, stored.run_id) == (intents.DONE, "run-1")
+
+
+async def test_concurrent_reconcilers_adopt_a_run_exactly_once(snakelab_tables):
+    """Broker and orchestrator reconciling at once write the adopted run's events once."""
+    dbs = snakelab_tables
+    async with Database(dbs.settings()) as db:
+        index = ConfigIndex(db, SCHEMA)
+        await record(db, index, candidate())
+        run_id = insert_run(dbs, candidate())  # SnakeLab created it; the broker then died
+        pools = [Database(dbs.settings()) for _ in range(3)]
+        try:
+            results = await asyncio.gather(
+                *(intents.reconcile(pool, SCHEMA, EventLog(pool)) for pool in pools)
+            )
+        finally:
+            for pool in pools:
+                await pool.close()
+        events = await proposal_events(db)
+        assert await intents.pending_intents(db) == []
+    assert sorted(r for result in results for r in result) == [run_id]
+    assert [e["name"] for e in events] == ["proposal_accepted", "simulation_submitted"]
+    assert all(e["content"]["adopted"] is True for e in events)
+    assert events[1]["content"]["queue_position"] is None
+
+
+async def test_completion_after_adoption_writes_nothing(snakelab_tables):
+    """The broker finishing late after a reconciler adopted the run adds no second pair."""
+    dbs = snakelab_tables
+    async with Database(dbs.settings()) as db:
+        log, index = EventLog(db), ConfigIndex(db, SCHEMA)
+        intent_id = await record(db, index, candidate())
+        run_id = insert_run(dbs, candidate())
+        assert await intents.reconcile(db, SCHEMA, log) == [run_id]
+        late = await intents.complete_intent(db, log, intent_id, run_id, 3)
+        assert not late.written
+        assert len(await proposal_events(db)) == 2
+
+
+async def test_older_or_claimed_runs_are_not_adopted(snakelab_tables):
+    """Only runs newer than the intent's check and not claimed by another intent are adopted."""
+    dbs = snakelab_tables
+    async with Database(dbs.settings()) as db:
+        log, index = EventLog(db), ConfigIndex(db, SCHEMA)
+        insert_run(dbs, candidate(0.95))  # existed before the check: never "ours"
+        await index.refresh()
+        young = await record(db, index, candidate(0.95))
+        adopted = await intents.reconcile(db, SCHEMA, log, abandon_after=3600)
+        assert adopted == []
+        assert [i.intent_id for i in await intents.pending_intents(db)] == [young]
+        assert await intents.reconcile(db, SCHEMA, log, abandon_after=0) == []
+        stored = await intents.get_intent(db, young)
+        assert stored is not None and stored.state == intents.ABANDONED
+
+        run_id = insert_run(dbs, candidate(0.96))
+        taken = await record(db, index, candidate(0.96), after_id=0)
+        await intents.complete_intent(db, log, taken, run_id, 0)
+        other = await record(db, index, candidate(0.96), after_id=0)
+        assert await intents.reconcile(db, SCHEMA, log, abandon_after=0) == []
+        stored = await intents.get_intent(db, other)
+        assert stored is not None and stored.state == intents.ABANDONED
+
+
+async def test_an_abandoned_intent_is_completed_when_snakelab_answers_after_all(snakelab_tables):
+    """If SnakeLab's answer arrives after the intent was abandoned, the run still gets events."""
+    dbs = snakelab_tables
+    async with Database(dbs.settings()) as db:
+        log, index = EventLog(db), ConfigIndex(db, SCHEMA)
+        intent_id = await record(db, index, candidate())
+        await intents.reconcile(db, SCHEMA, log, abandon_after=0)
+        recorded = await intents.complete_intent(db, log, intent_id, "late-run", 1)
+        assert recorded.written
+        stored = await intents.get_intent(db, intent_id)
+        assert stored is not None and stored.state == intents.DONE
+
+
+async def test_refused_intents_are_closed_and_never_adopted(snakelab_tables):
+    """SnakeLab's refusal closes the intent; a later equal run is not adopted for it."""
+    dbs = snakelab_tables
+    async with Database(dbs.settings()) as db:
+        log, index = EventLog(db), ConfigIndex(db, SCHEMA)
+        intent_id = await record(db, index, candidate())
+        await intents.refuse_intent(db, intent_id)
+        insert_run(dbs, candidate())
+        assert await intents.reconcile(db, SCHEMA, log) == []
+        stored = await intents.get_intent(db, intent_id)
+        assert stored is not None and stored.state == intents.REFUSED
+
+
+async def test_reset_events_forgets_intents(snakelab_tables):
+    """ax3l-db reset-events wipes intents, which point at the deleted history."""
+    dbs = snakelab_tables
+    async with Database(dbs.settings()) as db:
+        await record(db, ConfigIndex(db, SCHEMA), candidate())
+    reset_events(dbs.settings())
+    async with Database(dbs.settings()) as db:
+        row = await db.fetchone("SELECT COUNT(*) AS n FROM submission_intents")
+    assert row == {"n": 0}
