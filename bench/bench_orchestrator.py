@@ -1,0 +1,235 @@
+"""Orchestrator benchmarks: loop overhead per step, and how busy the simulator is kept.
+
+1. Overhead: an instant scripted model and 0 s surrogate runs, so a step's wall time is all
+   orchestration (checkpoint, history reads, MCP session, model request, broker, waiting,
+   comparison). Reports p50/p95 per step and the share spent spawning and closing MCP sessions.
+2. Simulator busy fraction: a scripted model that thinks ``--think`` seconds and surrogate runs
+   of ``--run`` seconds (the real system: about 30 s and 300 s; the issue asks for 30 s and
+   60 s). The defaults are scaled down (3 s / 6 s) so the bench takes a couple of minutes; the
+   ideal for a strictly sequential loop is run / (run + think + overhead).
+
+    uv run python bench/bench_orchestrator.py [--steps 14] [--think 3] [--run 6] [--busy-steps 6]
+    uv run python bench/bench_orchestrator.py --think 30 --run 60 --busy-steps 6   # full size
+
+Uses the private MariaDB of scripts/mariadb.sh (started if needed) with throwaway databases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pymysql
+
+from ax3l.shared.db.cli import ensure_schema
+from ax3l.shared.testing.plugin import TestDatabases, read_env_file
+from ax3l.shared.testing.stack import Stack, check_history
+
+REPO = Path(__file__).resolve().parents[1]
+RANGES = {
+    "hidden_size": [[64, 384, 16]],
+    "sequence_length": [[4, 48, 4]],
+    "batch_size": [[8, 64, 2]],
+    "learning_rate": [[0.0005, 0.005]],
+    "gamma": [[0.9, 0.99]],
+    "epsilon_pair": [[0.85, 0.999], [0.9, 0.999]],
+    "reward_pair": [[0, 6, 1], [-6, 0, 1]],
+}
+STEP_EVENTS = ("configuration_compared", "parameter_space_exhausted")
+
+
+@contextlib.contextmanager
+def throwaway_databases() -> Iterator[TestDatabases]:
+    """A fresh ax3l/snakelab database pair with the real grants, dropped afterwards."""
+    subprocess.run([str(REPO / "scripts" / "mariadb.sh"), "start"], check=True)
+    env = read_env_file(REPO / ".run" / "db.env")
+    suffix = secrets.token_hex(4)
+    dbs = TestDatabases(
+        host=env["DB_HOST"],
+        port=int(env["DB_PORT"]),
+        ax3l_db=f"ax3l_b{suffix}",
+        snakelab_db=f"snakelab_b{suffix}",
+        ax3l_user=env["DB_USER"],
+        ax3l_password=env["DB_PASSWORD"],
+        snakelab_user=env["SNAKELAB_DB_USER"],
+        snakelab_password=env["SNAKELAB_DB_PASSWORD"],
+        admin_user=env["AX3L_DB_ADMIN_USER"],
+        admin_password=env["AX3L_DB_ADMIN_PASSWORD"],
+    )
+    admin = dbs.connect("admin")
+    try:
+        with admin.cursor() as cur:
+            for name in (dbs.ax3l_db, dbs.snakelab_db):
+                cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+            cur.execute(f"GRANT ALL PRIVILEGES ON `{dbs.ax3l_db}`.* TO '{dbs.ax3l_user}'@'%'")
+            cur.execute(f"GRANT SELECT ON `{dbs.snakelab_db}`.* TO '{dbs.ax3l_user}'@'%'")
+            cur.execute(
+                f"GRANT ALL PRIVILEGES ON `{dbs.snakelab_db}`.* TO '{dbs.snakelab_user}'@'%'"
+            )
+        ensure_schema(dbs.settings())
+        yield dbs
+    finally:
+        with admin.cursor() as cur:
+            for name in (dbs.ax3l_db, dbs.snakelab_db):
+                cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+            with contextlib.suppress(pymysql.err.MySQLError):
+                cur.execute(
+                    f"REVOKE ALL PRIVILEGES ON `{dbs.ax3l_db}`.* FROM '{dbs.ax3l_user}'@'%'"
+                )
+                cur.execute(f"REVOKE SELECT ON `{dbs.snakelab_db}`.* FROM '{dbs.ax3l_user}'@'%'")
+                cur.execute(
+                    f"REVOKE ALL PRIVILEGES ON `{dbs.snakelab_db}`.* FROM '{dbs.snakelab_user}'@'%'"
+                )
+        admin.close()
+
+
+def occurred(stack: Stack) -> dict[int, datetime]:
+    with stack._cursor() as cur:
+        cur.execute("SELECT event_id, occurred_at FROM events")
+        return {int(row[0]): row[1] for row in cur.fetchall()}
+
+
+def run_intervals(stack: Stack) -> list[tuple[datetime, datetime]]:
+    """SnakeLab's (started_at, completed_at) of every finished run, in order."""
+    with stack._cursor() as cur:
+        cur.execute(
+            f"SELECT started_at, completed_at FROM `{stack.databases.snakelab_db}`.simulation_runs"
+            " WHERE started_at IS NOT NULL AND completed_at IS NOT NULL ORDER BY id"
+        )
+        return [(row[0], row[1]) for row in cur.fetchall()]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def overhead(steps: int) -> dict[str, Any]:
+    """Per-step orchestration time with an instant model and 0 s runs."""
+    with throwaway_databases() as dbs, tempfile.TemporaryDirectory() as folder:
+        stack = Stack(dbs, Path(folder))
+        try:
+            stack.start(surrogate_seconds=0)
+            model = stack.start_model({"then": {"random_call": RANGES}})
+            proc = stack.orchestrator("llm", url=model.url, env={"AX3L_POLL_INTERVAL": "0.05"})
+            stack.wait_for(
+                lambda: stack.count(*STEP_EVENTS) >= steps + 1,
+                60 + 10 * steps,
+                f"{steps + 1} steps",
+                proc,
+            )
+            proc.stop()
+            check_history(stack)
+            times = occurred(stack)
+            completions = stack.events(*STEP_EVENTS)[: steps + 1]
+            runs = run_intervals(stack)
+            sim_seconds = sum((end - start).total_seconds() for start, end in runs[1:])
+            durations = [
+                (times[b.event_id] - times[a.event_id]).total_seconds()
+                for a, b in itertools.pairwise(completions)
+            ]
+            ended = [
+                e for e in stack.events("conversation_ended") if e.get("outcome") == "accepted"
+            ]
+            sessions = [s for e in ended[1 : steps + 1] for s in e.get("mcp_sessions", [])]
+            mcp = sum(s["spawn_seconds"] + s["close_seconds"] for s in sessions)
+            spawn = sum(s["spawn_seconds"] for s in sessions)
+            total = sum(durations)
+            return {
+                "steps": len(durations),
+                "p50": statistics.median(durations),
+                "p95": percentile(durations, 0.95),
+                "mean": total / len(durations),
+                "mcp_share": mcp / total,
+                "spawn_share": spawn / total,
+                "mcp_per_step": mcp / max(1, len(sessions)),
+                "sim_share": sim_seconds / total,
+                "requests": len(model.requests()),
+            }
+        finally:
+            stack.close()
+
+
+def busy_fraction(think: float, run: float, steps: int) -> dict[str, Any]:
+    """How much of the wall time SnakeLab spends running simulations."""
+    with throwaway_databases() as dbs, tempfile.TemporaryDirectory() as folder:
+        stack = Stack(dbs, Path(folder))
+        try:
+            stack.start(surrogate_seconds=run)
+            model = stack.start_model({"then": {"random_call": RANGES, "delay": think}})
+            proc = stack.orchestrator(
+                "llm",
+                url=model.url,
+                env={"AX3L_POLL_INTERVAL": "0.5", "AX3L_LLM_TIMEOUT": str(think * 4 + 30)},
+            )
+            stack.wait_for(
+                lambda: stack.count(*STEP_EVENTS) >= steps,
+                60 + steps * (run + think) * 3,
+                f"{steps} steps",
+                proc,
+            )
+            proc.stop()
+            runs = run_intervals(stack)[1 : steps + 1]  # without the seeding run
+            # Steady state: each run plus the idle gap before the next one is one period.
+            period = (runs[-1][0] - runs[0][0]).total_seconds() / (len(runs) - 1)
+            durations = [(end - start).total_seconds() for start, end in runs[:-1]]
+            gaps = [(b[0] - a[1]).total_seconds() for a, b in itertools.pairwise(runs)]
+            return {
+                "runs": len(runs),
+                "period": period,
+                "busy": statistics.mean(durations) / period,
+                "ideal": run / (run + think),
+                "gap_p50": statistics.median(gaps),
+                "gap_overhead": statistics.median(gaps) - think,
+            }
+        finally:
+            stack.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=14, help="steps measured for the overhead")
+    parser.add_argument("--think", type=float, default=3.0, help="model thinking seconds")
+    parser.add_argument("--run", type=float, default=6.0, help="surrogate run seconds")
+    parser.add_argument("--busy-steps", type=int, default=6, help="runs measured for busy time")
+    parser.add_argument("--skip-busy", action="store_true", help="only the overhead part")
+    args = parser.parse_args(argv)
+
+    began = time.monotonic()
+    result = overhead(args.steps)
+    print(f"orchestrator overhead per step (instant model, 0 s runs, {result['steps']} steps):")
+    print(f"  p50 {result['p50']:.3f} s   p95 {result['p95']:.3f} s   mean {result['mean']:.3f} s")
+    print(
+        f"  MCP sessions (spawn + close): {result['mcp_share']:.0%} of step time"
+        f" ({result['mcp_per_step']:.3f} s per session; spawning alone {result['spawn_share']:.0%})"
+    )
+    print(f"  simulation time inside the steps: {result['sim_share']:.1%}")
+    if not args.skip_busy:
+        busy = busy_fraction(args.think, args.run, args.busy_steps)
+        print(
+            f"simulator busy fraction (model {args.think:g} s, runs {args.run:g} s,"
+            f" {busy['runs']} runs, one run every {busy['period']:.2f} s):"
+        )
+        print(
+            f"  busy {busy['busy']:.1%}  (ideal for a sequential loop {busy['ideal']:.1%});"
+            f" idle gap between runs p50 {busy['gap_p50']:.2f} s"
+            f" = thinking {args.think:g} s + {busy['gap_overhead']:.2f} s overhead"
+        )
+    print(f"bench took {time.monotonic() - began:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

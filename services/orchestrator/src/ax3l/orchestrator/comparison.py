@@ -1,0 +1,193 @@
+"""Finishing an accepted proposal: wait for its run, compare, then promote or retain.
+
+The comparison is stored before the decision is applied, and both are looked up before being
+redone, so a restart between them applies the stored decision exactly once. A proposal wins
+only with a strictly higher high score than the current golden configuration.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from ax3l.orchestrator.crash_points import crash_point
+from ax3l.orchestrator.event_reads import StoredEvent, latest, select
+from ax3l.orchestrator.golden import create_golden
+from ax3l.orchestrator.services import LoopServices
+from ax3l.orchestrator.status import Phase
+from ax3l.orchestrator.turns import checkpoint_before
+from ax3l.orchestrator.waiting import RunOutcome
+from ax3l.shared.db.reads import GoldenRecord, current_golden, run_with_config
+from ax3l.shared.registry import BY_NAME
+
+logger = logging.getLogger(__name__)
+
+DECISIONS = ("golden_config_created", "golden_config_retained")
+RECENT_PROPOSALS = 5
+
+
+@dataclass(frozen=True)
+class PendingProposal:
+    """The latest accepted proposal, not yet compared (``compared`` None) or not yet decided."""
+
+    accepted: StoredEvent
+    run_id: str
+    compared: StoredEvent | None
+
+
+async def pending_proposal(services: LoopServices) -> PendingProposal | None:
+    """The oldest recent accepted proposal whose comparison or decision is unfinished.
+
+    Normally only the latest proposal can be unfinished; looking at a few recent ones also
+    finishes a run the broker adopted late (after a crash) next to the turn's own proposal.
+    """
+    db = services.db
+    recent = await select(db, "proposal_accepted", newest=RECENT_PROPOSALS)
+    for accepted in recent:
+        run_id = accepted.field("run_id") or accepted.process_id
+        if not isinstance(run_id, str):
+            logger.warning("proposal_accepted event %s names no run; ignored", accepted.event_id)
+            continue
+        compared = await latest(db, "configuration_compared", process_id=run_id)
+        if compared is None:
+            return PendingProposal(accepted, run_id, None)
+        if await latest(db, DECISIONS, parent=compared.event_id) is None:
+            return PendingProposal(accepted, run_id, compared)
+    return None
+
+
+def _format(value: Any) -> str:
+    return repr(value)
+
+
+def changes_between(
+    services: LoopServices, golden: dict[str, Any], run: dict[str, Any]
+) -> dict[str, list[Any]]:
+    """``{path: [golden value, run value]}`` for every setting the run changed."""
+    schema = services.schema
+    changed = {}
+    golden_flat = schema.flatten(golden)
+    run_flat = schema.flatten(run)
+    for leaf in schema.leaves:
+        if golden_flat[leaf.column] != run_flat[leaf.column]:
+            changed[leaf.path] = [golden_flat[leaf.column], run_flat[leaf.column]]
+    return changed
+
+
+def comparison_reason(outcome: RunOutcome, golden: GoldenRecord, changes: dict[str, list]) -> str:
+    """``High score: 41 > 40; training.gamma: 0.96 -> 0.97.`` (or why there is no score)."""
+    if outcome.scored:
+        assert outcome.high_score is not None
+        score = outcome.high_score
+        sign = ">" if score > golden.high_score else ("=" if score == golden.high_score else "<")
+        head = f"High score: {score} {sign} {golden.high_score}"
+    else:
+        detail = f": {outcome.error}" if outcome.error else ""
+        head = f"Run {outcome.state}{detail}; golden high score {golden.high_score} retained"
+    change_text = ", ".join(
+        f"{path}: {_format(old)} -> {_format(new)}" for path, (old, new) in changes.items()
+    )
+    return f"{head}; {change_text or 'no change'}."
+
+
+async def finish_proposal(services: LoopServices, pending: PendingProposal) -> None:
+    """Wait, compare and decide for ``pending``; every part is skipped if already stored."""
+    db, log, status = services.db, services.log, services.status
+    accepted, run_id = pending.accepted, pending.run_id
+    checkpoint = await checkpoint_before(db, accepted.event_id)
+    parameter = accepted.field("parameter") or (checkpoint.parameter if checkpoint else None)
+    index = checkpoint.field("index") if checkpoint else None
+    if type(index) is not int and parameter in BY_NAME:
+        index = list(BY_NAME).index(parameter)
+    compared = pending.compared
+    if compared is None:
+        status.set_phase(Phase.WAITING, run_id=run_id, parameter=parameter, index=index)
+        submitted = await latest(db, "simulation_submitted", process_id=run_id)
+        parent = submitted.event_id if submitted else accepted.event_id
+        outcome = await services.waiter.wait(run_id, parent, crash_at="waiting")
+        status.set_phase(Phase.COMPARING)
+        golden_event = await current_golden(db)
+        assert golden_event is not None, "a proposal exists only after seeding"
+        _, golden = golden_event
+        run_config = outcome.config or accepted.field("config") or golden.config
+        changes = changes_between(services, golden.config, run_config)
+        won = outcome.scored and (outcome.high_score or 0) > golden.high_score
+        decision = "promoted" if won else ("retained" if outcome.scored else "failed")
+        compared_id = await log.log(
+            "configuration_compared",
+            {
+                "golden_run_id": accepted.field("golden_run_id", golden.run_id),
+                "latest_run_id": run_id,
+                "current_golden_run_id": golden.run_id,
+                "reason": comparison_reason(outcome, golden, changes),
+                "parameter": parameter,
+                "index": index,
+                "high_score": outcome.high_score,
+                "golden_high_score": golden.high_score,
+                "seed": golden.seed,
+                "state": outcome.state,
+                "changes": changes,
+                "decision": decision,
+            },
+            level="INFO" if outcome.scored else "WARNING",
+            process_id=run_id,
+            parent_event_id=outcome.event_id,
+            parameter=parameter,
+        )
+        crash_point("after_comparison")
+        compared = await latest(db, "configuration_compared", process_id=run_id)
+        assert compared is not None and compared.event_id == compared_id
+    await _apply_decision(services, compared, run_id, parameter)
+    status.run_id = None
+
+
+async def _apply_decision(
+    services: LoopServices, compared: StoredEvent, run_id: str, parameter: str | None
+) -> None:
+    db, log = services.db, services.log
+    reason = str(compared.field("reason", ""))
+    if compared.field("decision") == "promoted":
+        row = await run_with_config(db, services.schema, run_id)
+        if row is None:
+            raise RuntimeError(f"run {run_id} won its comparison but SnakeLab no longer has it")
+        high_score = int(compared.field("high_score"))
+        golden_id = await create_golden(
+            db,
+            log,
+            run_id=run_id,
+            config=row["config"],
+            high_score=high_score,
+            seed=int(row["config"]["seed"]),
+            reason=reason,
+            kind="promotion",
+            parent_event_id=compared.event_id,
+            parameter=parameter,
+            extra={
+                "parameter": parameter,
+                "index": compared.field("index"),
+                "previous_run_id": compared.field("current_golden_run_id"),
+                "previous_high_score": compared.field("golden_high_score"),
+            },
+        )
+        services.status.set_phase(
+            Phase.COMPARING, golden_run_id=run_id, golden_high_score=high_score
+        )
+        logger.info("new golden configuration %s (event %s): %s", run_id, golden_id, reason)
+    else:
+        failed = compared.field("decision") == "failed"
+        await log.log(
+            "golden_config_retained",
+            {
+                "golden_run_id": compared.field("current_golden_run_id"),
+                "run_id": run_id,
+                "reason": reason,
+                "parameter": parameter,
+                "index": compared.field("index"),
+            },
+            level="WARNING" if failed else "INFO",
+            process_id=run_id,
+            parent_event_id=compared.event_id,
+            parameter=parameter,
+        )
+        logger.info("golden configuration retained: %s", reason)

@@ -1,0 +1,83 @@
+"""Test-only crash hooks: ``AX3L_TEST_CRASH_AT=<point>[@n][,<point>[@n]...]`` kills the process
+with SIGKILL the n-th time (default: the first time) it reaches a named point, so crash tests
+hit exact moments.
+
+Points (in the order a turn meets them):
+
+* ``seeding_after_submit``: the default config was submitted, its submission not yet recorded.
+* ``seeding_waiting``: the seeding run is recorded and being waited on.
+* ``after_checkpoint``: a ``round_robin_checkpoint`` was written, nothing else of the turn.
+* ``model_call``: the prompts are stored and the request to the model is about to be sent.
+* ``after_tool_accepted``: the broker accepted the proposal (``proposal_accepted`` is stored)
+  and the orchestrator has not recorded anything about the reply.
+* ``waiting``: a proposal's run is being waited on.
+* ``after_comparison``: ``configuration_compared`` is stored, promotion/retention is not.
+* ``rotation_started``: ``seed_rotation_started`` is stored, nothing else of the rotation.
+* ``rotation_after_submit``: the rotation run was submitted, its submission not yet recorded.
+* ``rotation_waiting``: the rotation run is recorded and being waited on.
+
+Unset in production; an unknown name is refused at startup so a typo cannot hide a test gap.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+POINTS = frozenset(
+    {
+        "seeding_after_submit",
+        "seeding_waiting",
+        "after_checkpoint",
+        "model_call",
+        "after_tool_accepted",
+        "waiting",
+        "after_comparison",
+        "rotation_started",
+        "rotation_after_submit",
+        "rotation_waiting",
+    }
+)
+ENV = "AX3L_TEST_CRASH_AT"
+
+
+class UnknownCrashPoint(ValueError):
+    """``AX3L_TEST_CRASH_AT`` names a point that does not exist."""
+
+
+def armed_points(value: str | None = None) -> dict[str, int]:
+    """``{point: n}`` from ``AX3L_TEST_CRASH_AT`` (or ``value``), checked against ``POINTS``."""
+    text = os.environ.get(ENV, "") if value is None else value
+    armed: dict[str, int] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, _, count = part.partition("@")
+        if name not in POINTS:
+            raise UnknownCrashPoint(
+                f"{ENV} names the unknown crash point {name!r}; known: {sorted(POINTS)}"
+            )
+        try:
+            armed[name] = int(count) if count else 1
+        except ValueError:
+            raise UnknownCrashPoint(f"{ENV}: {part!r} needs a whole number after @") from None
+    return armed
+
+
+_armed: dict[str, int] = {}
+_reached: dict[str, int] = {}
+
+
+def arm(points: dict[str, int]) -> None:
+    global _armed
+    _armed = dict(points)
+    _reached.clear()
+
+
+def crash_point(name: str) -> None:
+    """Die here with SIGKILL when this point is armed for this visit (never in production)."""
+    assert name in POINTS, name
+    if name in _armed:
+        _reached[name] = _reached.get(name, 0) + 1
+        if _reached[name] == _armed[name]:
+            os.kill(os.getpid(), signal.SIGKILL)

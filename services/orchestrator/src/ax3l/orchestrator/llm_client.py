@@ -1,0 +1,155 @@
+"""The request to the model server (llama-server's OpenAI-compatible chat completions).
+
+One request carries the whole conversation so far and the one discovered tool, with
+``tool_choice: "required"`` and ``parallel_tool_calls: false``. A usable reply holds exactly one
+call of that tool whose arguments are exactly the tool's fields, each a JSON number.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from ax3l.orchestrator.mcp_session import ToolDefinition
+
+BODY_EXCERPT = 500
+
+
+class ModelFailure(RuntimeError):
+    """The model's answer cannot be used; ``kind`` says how (also stored in the event)."""
+
+    def __init__(self, kind: str, detail: str, reply: Any = None, http_status: int | None = None):
+        self.kind = kind
+        self.detail = detail
+        self.reply = reply
+        self.http_status = http_status
+        super().__init__(f"{kind}: {detail}")
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """The model's one valid call of the bound tool."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    raw_arguments: str
+    message: dict[str, Any]  # the assistant message, as it is appended to the conversation
+
+
+class ModelClient:
+    """POSTs chat completions to one model server."""
+
+    def __init__(self, url: str, timeout: float, model: str | None = None):
+        self.url = url.rstrip("/") + "/v1/chat/completions"
+        self.model = model
+        self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout))
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    def request_body(self, messages: list[dict[str, Any]], tool: ToolDefinition) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "messages": messages,
+            "tools": [tool.for_model()],
+            "tool_choice": "required",
+            "parallel_tool_calls": False,
+            "stream": False,
+        }
+        if self.model:
+            body["model"] = self.model
+        return body
+
+    async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The reply JSON, or ModelFailure for timeouts, HTTP errors and unreadable replies."""
+        try:
+            response = await self._http.post(self.url, json=body)
+        except httpx.TimeoutException as exc:
+            raise ModelFailure("timeout", f"no reply within the timeout ({exc!r})") from exc
+        except httpx.HTTPError as exc:
+            raise ModelFailure("connection_error", f"{type(exc).__name__}: {exc}") from exc
+        if response.status_code >= 400:
+            raise ModelFailure(
+                "http_error",
+                f"HTTP {response.status_code}: {response.text[:BODY_EXCERPT]}",
+                http_status=response.status_code,
+            )
+        try:
+            reply = response.json()
+        except ValueError as exc:
+            raise ModelFailure(
+                "invalid_reply", f"the reply is not JSON: {response.text[:BODY_EXCERPT]}"
+            ) from exc
+        if not isinstance(reply, dict):
+            raise ModelFailure("invalid_reply", "the reply is not a JSON object", reply)
+        return reply
+
+
+def _is_number(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return math.isfinite(value)
+
+
+def extract_tool_call(reply: dict[str, Any], tool: ToolDefinition) -> ToolCall:
+    """The one valid call of ``tool`` in ``reply``, else ModelFailure saying what is wrong."""
+    choices = reply.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise ModelFailure("invalid_reply", "the reply has no choices", reply)
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        raise ModelFailure("invalid_reply", "the reply's first choice has no message", reply)
+    calls = message.get("tool_calls") or []
+    if not calls:
+        content = str(message.get("content") or "")[:BODY_EXCERPT]
+        raise ModelFailure("no_tool_call", f"the model answered in prose: {content!r}", reply)
+    if len(calls) != 1:
+        raise ModelFailure("wrong_tool", f"the model made {len(calls)} tool calls, not 1", reply)
+    call = calls[0]
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict):
+        raise ModelFailure("wrong_tool", "the tool call has no function", reply)
+    name = function.get("name")
+    if name != tool.name:
+        raise ModelFailure("wrong_tool", f"the model called {name!r}, not {tool.name!r}", reply)
+    raw = function.get("arguments")
+    if isinstance(raw, dict):
+        arguments: Any = raw
+        raw_text = json.dumps(raw)
+    else:
+        raw_text = str(raw)
+        try:
+            arguments = json.loads(raw_text)
+        except ValueError:
+            raise ModelFailure(
+                "wrong_arguments", f"the arguments are not JSON: {raw_text[:BODY_EXCERPT]!r}", reply
+            ) from None
+    if not isinstance(arguments, dict):
+        raise ModelFailure("wrong_arguments", f"the arguments are not an object: {raw_text}", reply)
+    expected = set(tool.argument_names)
+    if set(arguments) != expected:
+        raise ModelFailure(
+            "wrong_arguments",
+            f"the arguments {sorted(arguments)} are not exactly {sorted(expected)}",
+            reply,
+        )
+    bad = {k: v for k, v in arguments.items() if not _is_number(v)}
+    if bad:
+        raise ModelFailure("wrong_arguments", f"not JSON numbers: {json.dumps(bad)}", reply)
+    call_id = str(call.get("id") or "call_0")
+    assistant = {
+        "role": "assistant",
+        "content": message.get("content") or "",
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": raw_text},
+            }
+        ],
+    }
+    return ToolCall(call_id, name, arguments, raw_text, assistant)

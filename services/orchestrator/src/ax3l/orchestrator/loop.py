@@ -1,0 +1,145 @@
+"""The round-robin experiment loop: each step is derived from the events, then done.
+
+A step is the first of: seed (no golden yet), finish a pending seed rotation, finish the latest
+accepted proposal (wait, compare, promote), rotate the seed when enough cycles stagnated, or
+take the next turn (checkpoint, exhaustion skip, conversation). Because every step starts from
+what the events say, startup recovery is just the first steps, and a restart anywhere resumes
+exactly where the events leave off. A failed step is retried after an exponential backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    wait_exponential_jitter,
+)
+
+from ax3l.orchestrator.comparison import finish_proposal, pending_proposal
+from ax3l.orchestrator.crash_points import crash_point
+from ax3l.orchestrator.cycles import read_cycles
+from ax3l.orchestrator.exhaustion import skip_if_exhausted
+from ax3l.orchestrator.proposers import ConversationFailed, Proposer, TurnContext
+from ax3l.orchestrator.seed_rotation import finish_rotation, pending_rotation, start_rotation
+from ax3l.orchestrator.seeding import seed
+from ax3l.orchestrator.services import LoopServices, StepFailed
+from ax3l.orchestrator.status import Phase
+from ax3l.orchestrator.submission import SubmissionRefused
+from ax3l.orchestrator.turns import ParameterOrderChanged, next_turn, write_checkpoint
+from ax3l.shared.db.errors import DatabaseError
+from ax3l.shared.db.reads import current_golden
+
+logger = logging.getLogger(__name__)
+
+# These stop the loop: retrying cannot help and the user must act.
+FATAL = (DatabaseError, ParameterOrderChanged, SubmissionRefused)
+
+
+class ExperimentLoop:
+    """Runs steps forever; only fatal errors end it."""
+
+    def __init__(self, services: LoopServices, proposer: Proposer):
+        self.services = services
+        self.proposer = proposer
+        backoff_max = services.settings.retry_backoff_max
+        self._initial_backoff = min(1.0, backoff_max)
+        self.steps = 0
+        self._last_unexpected: str | None = None
+
+    async def run(self) -> None:
+        """Step until cancelled or a fatal error."""
+        while True:
+            await self.step_with_backoff()
+
+    async def step_with_backoff(self) -> None:
+        """One step, retried with exponential backoff until it succeeds."""
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type(StepFailed),
+            wait=wait_exponential_jitter(
+                initial=self._initial_backoff,
+                max=self.services.settings.retry_backoff_max,
+                jitter=self._initial_backoff,
+            ),
+            before_sleep=self._backing_off,
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                await self._guarded_step()
+        self._last_unexpected = None
+        self.services.status.backoff_until = None
+        self.steps += 1
+
+    def _backing_off(self, state: RetryCallState) -> None:
+        seconds = state.next_action.sleep if state.next_action else 0.0
+        status = self.services.status
+        status.set_phase(Phase.BACKING_OFF, backoff_until=time.time() + seconds)
+        error = state.outcome.exception() if state.outcome else None
+        logger.warning("step failed (%s); retrying in %.2f s", error, seconds)
+
+    async def _guarded_step(self) -> None:
+        try:
+            await self.step()
+        except FATAL:
+            raise
+        except (StepFailed, ConversationFailed) as exc:
+            self.services.status.error(str(exc))
+            raise StepFailed(str(exc)) from exc
+        except Exception as exc:
+            # An unexpected failure (a bug or an unforeseen reply) must not end a months-long
+            # experiment: it is logged (in full the first time) and the step is derived again
+            # after a backoff.
+            text = f"{type(exc).__name__}: {exc}"
+            if text != self._last_unexpected:
+                logger.exception("step failed unexpectedly")
+            self._last_unexpected = text
+            self.services.status.error(text)
+            raise StepFailed(text) from exc
+
+    async def step(self) -> None:
+        """Derive the next piece of work from the events and do it."""
+        services = self.services
+        db, status, settings = services.db, services.status, services.settings
+        golden_event = await current_golden(db)
+        if golden_event is None:
+            await seed(services)
+            return
+        golden_event_id, golden = golden_event
+        status.seed, status.golden_run_id = golden.seed, golden.run_id
+        status.golden_high_score = golden.high_score
+        cycles = await read_cycles(db)
+        status.cycles, status.stagnant_cycles = cycles.complete, cycles.stagnant
+
+        rotation = await pending_rotation(services, golden_event_id)
+        if rotation is not None:
+            await finish_rotation(services, rotation)
+            return
+        pending = await pending_proposal(services)
+        if pending is not None:
+            await finish_proposal(services, pending)
+            return
+        if cycles.stagnant >= settings.seed_stagnant_rounds:
+            rotation = await start_rotation(services, golden_event_id, golden, cycles.stagnant)
+            await finish_rotation(services, rotation)
+            return
+
+        turn = await next_turn(db)
+        status.set_phase(Phase.CHOOSING, parameter=turn.parameter, index=turn.index, run_id=None)
+        checkpoint_id = await write_checkpoint(services.log, turn, services.process_id)
+        crash_point("after_checkpoint")
+        if await skip_if_exhausted(services, turn, golden, checkpoint_id):
+            return
+        status.set_phase(Phase.CONVERSING)
+        await self.proposer.propose(
+            TurnContext(
+                turn=turn,
+                checkpoint_event_id=checkpoint_id,
+                golden_event_id=golden_event_id,
+                golden=golden,
+                loop_process_id=services.process_id,
+            )
+        )

@@ -1,0 +1,235 @@
+"""``ax3l-orchestrator``: the experiment loop and its status API in one process.
+
+    ax3l-orchestrator [--url http://HOST:27770] [--proposer llm|tpe|random] [--output PATH]
+
+Without a model URL (``--url`` or ``AX3L_LLM_URL``) the built-in ``tpe`` proposer runs the
+experiment. The status API listens on ``AX3L_HTTP_HOST``:``AX3L_ORCHESTRATOR_PORT`` (28871).
+Exit codes: 0 stopped by a signal, 1 a fatal error (message on stderr), 2 bad configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import uvicorn
+
+from ax3l.orchestrator.crash_points import UnknownCrashPoint, arm, armed_points
+from ax3l.orchestrator.loop import FATAL, ExperimentLoop
+from ax3l.orchestrator.proposers import PROPOSER_NAMES, Proposer, ProposerDeps, make_proposer
+from ax3l.orchestrator.raw_capture import RawCapture
+from ax3l.orchestrator.services import LoopServices
+from ax3l.orchestrator.startup import prepare
+from ax3l.orchestrator.status import LoopStatus, Phase
+from ax3l.orchestrator.status_api import ApiResources, create_app
+from ax3l.orchestrator.submission import OnceSubmitter
+from ax3l.orchestrator.waiting import RunWaiter
+from ax3l.shared.config_index import ConfigIndex
+from ax3l.shared.config_schema import ConfigSchema, SchemaFileError, load_schema
+from ax3l.shared.db.cli import ensure_schema
+from ax3l.shared.db.database import Database
+from ax3l.shared.db.errors import DatabaseError
+from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.settings import Settings
+from ax3l.shared.snakelab_client import SnakeLabClient
+
+logger = logging.getLogger("ax3l.orchestrator")
+
+
+class ConfigurationError(ValueError):
+    """The command line or settings cannot run the loop."""
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="ax3l-orchestrator",
+        description="Ax3l's round-robin experiment loop and its status API.",
+    )
+    parser.add_argument(
+        "--url", help="model server (llama-server) base URL, e.g. http://HOST:27770 (AX3L_LLM_URL)"
+    )
+    parser.add_argument(
+        "--proposer",
+        choices=PROPOSER_NAMES,
+        help="who proposes values (AX3L_PROPOSER; default llm with a URL, else tpe)",
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        help="raw capture directory (AX3L_OUTPUT_DIR); capture needs AX3L_RAW_LOGS_ENABLED=true",
+    )
+    parser.add_argument("--host", help="status API host (AX3L_HTTP_HOST)")
+    parser.add_argument("--port", type=int, help="status API port (AX3L_ORCHESTRATOR_PORT)")
+    parser.add_argument("--log-level", default="INFO")
+    return parser.parse_args(argv)
+
+
+def configure(args: argparse.Namespace, settings: Settings) -> tuple[Settings, str, str]:
+    """Settings with the flags applied, the proposer name, and a plain note about the choice."""
+    updates: dict[str, object] = {}
+    if args.url:
+        updates["llm_url"] = args.url
+    if args.output:
+        updates["output_dir"] = args.output
+    if args.host:
+        updates["http_host"] = args.host
+    if args.port is not None:
+        updates["orchestrator_port"] = args.port
+    settings = settings.model_copy(update=updates)
+    name = args.proposer or settings.proposer
+    if name is not None and name not in PROPOSER_NAMES:
+        raise ConfigurationError(
+            f"AX3L_PROPOSER={name!r} is not a proposer; choose one of {', '.join(PROPOSER_NAMES)}"
+        )
+    if name == "llm" and not settings.llm_url:
+        raise ConfigurationError("the llm proposer needs a model server: --url or AX3L_LLM_URL")
+    if name is None:
+        name = "llm" if settings.llm_url else "tpe"
+    if name == "llm":
+        note = f"proposer: llm, model server {settings.llm_url}"
+    elif settings.llm_url:
+        note = f"proposer: {name} (the model server {settings.llm_url} is not used)"
+    elif args.proposer or settings.proposer:
+        note = f"proposer: {name}"
+    else:
+        note = (
+            "proposer: tpe. No model server is configured (--url / AX3L_LLM_URL), so the"
+            " built-in TPE optimizer proposes the values instead of an LLM"
+        )
+    return settings, name, note
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # ``run`` owns SIGINT/SIGTERM: the loop and the API stop together.
+        yield
+
+
+async def run(settings: Settings, schema: ConfigSchema, proposer_name: str) -> int:
+    """Run the loop and the API until a signal (0) or a fatal error (1)."""
+    process_id = str(uuid.uuid4())
+    print(f"ax3l-orchestrator: process id {process_id}", flush=True)
+    capture = RawCapture(settings.raw_logs_enabled, settings.output_dir)
+    capture.start()
+    logger.info("process id %s", process_id)
+    db = Database(settings)
+    log = EventLog(db)
+    snakelab = SnakeLabClient(settings.snakelab_endpoint, settings.snakelab_timeout)
+    index = ConfigIndex(db, schema)
+    status = LoopStatus(
+        process_id, proposer_name, seed_stagnant_rounds=settings.seed_stagnant_rounds
+    )
+    services = LoopServices(
+        settings=settings,
+        schema=schema,
+        db=db,
+        log=log,
+        snakelab=snakelab,
+        index=index,
+        status=status,
+        waiter=RunWaiter(db, log, snakelab, schema, settings.snakelab_poll_interval, status),
+        submitter=OnceSubmitter(db, snakelab, index, settings.snakelab_poll_interval, status),
+        process_id=process_id,
+    )
+    proposer = make_proposer(
+        proposer_name, ProposerDeps(db, log, schema, settings, status, capture, index)
+    )
+    server = _Server(
+        uvicorn.Config(
+            create_app(ApiResources(status, db, snakelab)),
+            host=settings.http_host,
+            port=settings.orchestrator_port,
+            log_level="warning",
+            lifespan="off",
+        )
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    api = asyncio.create_task(server.serve(), name="status-api")
+    experiment = asyncio.create_task(_experiment(services, proposer), name="experiment")
+    stopper = asyncio.create_task(stop.wait(), name="stop-signal")
+    code = 0
+    try:
+        done, _ = await asyncio.wait(
+            {api, experiment, stopper}, return_when=asyncio.FIRST_COMPLETED
+        )
+        if experiment in done:
+            error = experiment.exception()
+            if error is not None:
+                code = 1
+                status.stop_reason = str(error)
+                print(f"ax3l-orchestrator: stopped: {error}", file=sys.stderr, flush=True)
+        elif api in done:
+            code = 1
+            print(
+                f"ax3l-orchestrator: the status API stopped (is port"
+                f" {settings.orchestrator_port} in use?)",
+                file=sys.stderr,
+                flush=True,
+            )
+    finally:
+        status.set_phase(Phase.STOPPED)
+        for task in (experiment, stopper):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError, SystemExit, Exception):
+            await api
+        await proposer.close()
+        await db.close()
+        capture.stop()
+    return code
+
+
+async def _experiment(services: LoopServices, proposer: Proposer) -> None:
+    try:
+        await prepare(services)
+        await ExperimentLoop(services, proposer).run()
+    except FATAL as exc:
+        logger.error("the loop stopped: %s", exc)
+        raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    for noisy in ("httpx", "httpcore", "mcp", "optuna"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        arm(armed_points())
+        settings, proposer_name, note = configure(args, Settings())
+        schema = load_schema(settings.schema_path)
+    except (ConfigurationError, UnknownCrashPoint, SchemaFileError, ValueError) as exc:
+        print(f"ax3l-orchestrator: {exc}", file=sys.stderr)
+        return 2
+    print(f"ax3l-orchestrator: {note}", flush=True)
+    if args.output and not settings.raw_logs_enabled:
+        print(
+            "ax3l-orchestrator: raw capture is off (AX3L_RAW_LOGS_ENABLED); --output is unused",
+            flush=True,
+        )
+    try:
+        print(f"ax3l-orchestrator: {ensure_schema(settings)}", flush=True)
+    except DatabaseError as exc:
+        print(f"ax3l-orchestrator: {exc}", file=sys.stderr)
+        return 1
+    return asyncio.run(run(settings, schema, proposer_name))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+"""A private MCP stdio session per conversation, bound to its single or pair.
+
+The MCP server is a child process started with this interpreter and the environment that binds
+it: ``AX3L_CONVERSATION_PARAMETER`` (the entry) and ``AX3L_ZMQ_ENDPOINT`` (the broker). Its one
+tool is discovered with ``list_tools``; the definition sent to the model is exactly that.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from mcp import Client, MCPError, StdioServerParameters
+
+from ax3l.shared.registry import Entry
+from ax3l.shared.settings import Settings
+
+MCP_MODULE = "ax3l.app.snakelab.tools"
+# Variables the MCP child must not inherit: its binding comes from us, tests' hooks stay here.
+NOT_INHERITED = frozenset({"AX3L_CONVERSATION_PARAMETER", "AX3L_TEST_CRASH_AT"})
+
+
+class ToolSessionFailed(RuntimeError):
+    """The MCP session could not be started, its tool is missing, or a call failed."""
+
+
+@dataclass(frozen=True)
+class ToolDefinition:
+    """The bound tool as discovered from the MCP server."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+    @property
+    def argument_names(self) -> tuple[str, ...]:
+        return tuple(self.input_schema.get("properties", {}))
+
+    def for_model(self) -> dict[str, Any]:
+        """The tool in the chat-completions ``tools`` format."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.input_schema,
+            },
+        }
+
+
+@dataclass(frozen=True)
+class ToolReply:
+    """The tool's result: the broker's payload (parsed) and the text it came as."""
+
+    text: str
+    payload: dict[str, Any]
+
+    @property
+    def accepted(self) -> bool:
+        return self.payload.get("status") == "ok" and isinstance(self.payload.get("run_id"), str)
+
+    @property
+    def rejected(self) -> bool:
+        return self.payload.get("status") == "rejected"
+
+
+class BoundSession:
+    """An open MCP session and its discovered tool."""
+
+    def __init__(self, client: Client, tool: ToolDefinition, call_timeout: float, spawn: float):
+        self._client = client
+        self.tool = tool
+        self.call_timeout = call_timeout
+        self.spawn_seconds = spawn
+        self.close_seconds: float | None = None
+
+    async def call(self, arguments: dict[str, Any]) -> ToolReply:
+        """Call the bound tool once (never retried: the broker may have acted on it)."""
+        try:
+            result = await self._client.call_tool(
+                self.tool.name, arguments, read_timeout_seconds=self.call_timeout
+            )
+        except MCPError as exc:
+            raise ToolSessionFailed(f"{self.tool.name}: MCP error {exc.code}: {exc}") from exc
+        except (TimeoutError, OSError) as exc:
+            raise ToolSessionFailed(f"{self.tool.name}: {type(exc).__name__}: {exc}") from exc
+        text = "".join(getattr(block, "text", "") for block in result.content)
+        if result.is_error:
+            raise ToolSessionFailed(f"{self.tool.name} failed: {text or 'no detail'}")
+        try:
+            payload = json.loads(text)
+        except ValueError:
+            payload = None
+        if not isinstance(payload, dict):
+            if isinstance(result.structured_content, dict):
+                payload = result.structured_content
+            else:
+                raise ToolSessionFailed(f"{self.tool.name} answered something unreadable: {text!r}")
+        return ToolReply(text, payload)
+
+
+def child_environment(entry: Entry, settings: Settings) -> dict[str, str]:
+    """The MCP child's Ax3l variables plus its binding (no database credentials)."""
+    inherited = {
+        key: value
+        for key, value in os.environ.items()
+        if key.startswith("AX3L_") and key not in NOT_INHERITED
+    }
+    return {
+        **inherited,
+        "AX3L_CONVERSATION_PARAMETER": entry.name,
+        "AX3L_ZMQ_ENDPOINT": settings.zmq_endpoint,
+        "AX3L_ZMQ_TIMEOUT": str(settings.zmq_timeout),
+    }
+
+
+@asynccontextmanager
+async def bound_session(
+    entry: Entry, settings: Settings, timings: list[BoundSession] | None = None
+) -> AsyncIterator[BoundSession]:
+    """Start the MCP child for ``entry``, discover its tool, and close the child afterwards.
+
+    A cleanly closed session is appended to ``timings`` (spawn and close seconds are measured).
+    """
+    if timings is None:
+        timings = []
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", MCP_MODULE], env=child_environment(entry, settings)
+    )
+    began = time.perf_counter()
+    try:
+        async with Client(params, read_timeout_seconds=settings.mcp_call_timeout) as client:
+            try:
+                listing = await client.list_tools()
+            except (MCPError, TimeoutError, OSError) as exc:
+                raise ToolSessionFailed(f"listing the MCP tools failed: {exc}") from exc
+            found = [tool for tool in listing.tools if tool.name == entry.tool_name]
+            if not found:
+                names = [tool.name for tool in listing.tools]
+                raise ToolSessionFailed(
+                    f"the MCP server bound to {entry.name} offers {names}, not {entry.tool_name}"
+                )
+            tool = found[0]
+            definition = ToolDefinition(tool.name, tool.description or "", dict(tool.input_schema))
+            session = BoundSession(
+                client, definition, settings.mcp_call_timeout, time.perf_counter() - began
+            )
+            try:
+                yield session
+            finally:
+                closing = time.perf_counter()
+        session.close_seconds = time.perf_counter() - closing
+        timings.append(session)
+    except BaseExceptionGroup as group:
+        # The SDK's task group wraps whatever left the session, ours included: unwrap it.
+        raise _single(group, entry) from None
+    except (MCPError, OSError) as exc:
+        raise ToolSessionFailed(f"the MCP session for {entry.name} failed: {exc}") from exc
+
+
+def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
+    found: list[BaseException] = []
+    for exc in group.exceptions:
+        found.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return found
+
+
+def _single(group: BaseExceptionGroup, entry: Entry) -> BaseException:
+    leaves = _leaves(group)
+    if len(leaves) == 1:
+        leaf = leaves[0]
+        if isinstance(leaf, (MCPError, OSError)):
+            return ToolSessionFailed(f"the MCP session for {entry.name} failed: {leaf}")
+        return leaf
+    return ToolSessionFailed(
+        f"the MCP session for {entry.name} failed: " + "; ".join(repr(e) for e in leaves)
+    )

@@ -1,0 +1,43 @@
+"""Proposers: where a turn's proposal comes from (the LLM, or a classical baseline).
+
+Every proposer opens a bound MCP session and submits through the same tool, so the broker's
+validation, dedupe and submission path is the same whoever proposes.
+"""
+
+from __future__ import annotations
+
+from ax3l.orchestrator.proposers.base import (
+    ConversationFailed,
+    Proposer,
+    ProposerDeps,
+    TurnContext,
+)
+
+PROPOSER_NAMES = ("llm", "tpe", "random")
+
+
+def make_proposer(name: str, deps: ProposerDeps) -> Proposer:
+    """The proposer called ``name`` (``llm`` needs ``deps.settings.llm_url``)."""
+    if name == "llm":
+        from ax3l.orchestrator.proposers.llm import LlmProposer
+
+        return LlmProposer(deps)
+    if name == "random":
+        from ax3l.orchestrator.proposers.random_search import RandomProposer
+
+        return RandomProposer(deps)
+    if name == "tpe":
+        from ax3l.orchestrator.proposers.tpe import TpeProposer
+
+        return TpeProposer(deps)
+    raise ValueError(f"unknown proposer {name!r}; choose one of {', '.join(PROPOSER_NAMES)}")
+
+
+__all__ = [
+    "PROPOSER_NAMES",
+    "ConversationFailed",
+    "Proposer",
+    "ProposerDeps",
+    "TurnContext",
+    "make_proposer",
+]

@@ -1,0 +1,137 @@
+"""Seed rotation: after enough stagnant cycles, rerun the golden config on seed + 1.
+
+The rotation is stored first (``seed_rotation_started`` with the new config, then
+``golden_config_seed_incremented``); its run is looked up by configuration before it is
+submitted, so no restart submits it twice. Its score becomes the new golden baseline even when
+it is lower. Tuning resumes at the same round-robin position.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ax3l.orchestrator.crash_points import crash_point
+from ax3l.orchestrator.event_reads import StoredEvent, latest
+from ax3l.orchestrator.golden import create_golden
+from ax3l.orchestrator.services import LoopServices, StepFailed
+from ax3l.orchestrator.status import Phase
+from ax3l.orchestrator.waiting import TERMINAL_EVENTS
+from ax3l.shared.db.reads import GoldenRecord
+
+logger = logging.getLogger(__name__)
+
+SOURCE = "SeedRotation"
+
+
+async def pending_rotation(services: LoopServices, golden_event_id: int) -> StoredEvent | None:
+    """A rotation started after the current golden configuration (so not finished)."""
+    return await latest(services.db, "seed_rotation_started", after=golden_event_id)
+
+
+async def start_rotation(
+    services: LoopServices, golden_event_id: int, golden: GoldenRecord, stagnant: int
+) -> StoredEvent:
+    """Store the decision to rotate, with the exact config the baseline run will use."""
+    schema = services.schema
+    new_seed = golden.seed + 1
+    config = schema.validate(schema.with_values(golden.config, {"seed": new_seed}))
+    services.status.set_phase(Phase.ROTATING)
+    await services.log.log(
+        "seed_rotation_started",
+        {
+            "config": config,
+            "seed": new_seed,
+            "previous_seed": golden.seed,
+            "golden_run_id": golden.run_id,
+            "golden_event_id": golden_event_id,
+            "golden_high_score": golden.high_score,
+            "stagnant_cycles": stagnant,
+        },
+        process_id=services.process_id,
+        parent_event_id=golden_event_id,
+        source_name=SOURCE,
+    )
+    logger.info("%d stagnant cycles: rotating the seed %d -> %d", stagnant, golden.seed, new_seed)
+    crash_point("rotation_started")
+    rotation = await pending_rotation(services, golden_event_id)
+    assert rotation is not None
+    return rotation
+
+
+async def finish_rotation(services: LoopServices, rotation: StoredEvent) -> None:
+    """Increment, submit (once), wait, and record the new baseline."""
+    db, log, status = services.db, services.log, services.status
+    status.set_phase(Phase.ROTATING)
+    config = rotation.field("config")
+    new_seed = int(rotation.field("seed"))
+    previous_seed = rotation.field("previous_seed")
+    if await latest(db, "golden_config_seed_incremented", parent=rotation.event_id) is None:
+        await log.log(
+            "golden_config_seed_incremented",
+            {
+                "seed": new_seed,
+                "previous_seed": previous_seed,
+                "golden_run_id": rotation.field("golden_run_id"),
+            },
+            process_id=services.process_id,
+            parent_event_id=rotation.event_id,
+            source_name=SOURCE,
+        )
+    record = await latest(db, "simulation_submitted", parent=rotation.event_id)
+    if record is not None:
+        ended = await latest(
+            db, sorted(set(TERMINAL_EVENTS.values())), process_id=record.process_id
+        )
+        if ended is not None and ended.field("state") != "completed":
+            record = None  # the baseline run failed: run it again
+    if record is None:
+        run_id, submitted = await services.submitter.reuse_or_submit(
+            config, "seed rotation", crash_after_submit="rotation_after_submit"
+        )
+        record_id = await log.log(
+            "simulation_submitted",
+            {
+                "run_id": run_id,
+                "config": config,
+                "purpose": "seed_rotation",
+                "reused": not submitted,
+            },
+            process_id=run_id,
+            parent_event_id=rotation.event_id,
+            source_name=SOURCE,
+        )
+    else:
+        run_id, record_id = str(record.process_id), record.event_id
+    status.set_phase(Phase.ROTATING, run_id=run_id)
+    outcome = await services.waiter.wait(run_id, record_id, crash_at="rotation_waiting")
+    if not outcome.scored:
+        raise StepFailed(f"the seed {new_seed} baseline run {run_id} ended {outcome.state}")
+    assert outcome.high_score is not None
+    previous = rotation.field("golden_high_score")
+    await create_golden(
+        db,
+        log,
+        run_id=run_id,
+        config=outcome.config or config,
+        high_score=outcome.high_score,
+        seed=new_seed,
+        reason=(
+            f"Fresh baseline for seed {new_seed}: the golden configuration scored"
+            f" {outcome.high_score} (it scored {previous} on seed {previous_seed})."
+        ),
+        kind="seed_rotation",
+        parent_event_id=rotation.event_id,
+        extra={
+            "previous_seed": previous_seed,
+            "previous_run_id": rotation.field("golden_run_id"),
+            "previous_high_score": previous,
+        },
+    )
+    status.set_phase(
+        Phase.CHOOSING,
+        run_id=None,
+        seed=new_seed,
+        golden_run_id=run_id,
+        golden_high_score=outcome.high_score,
+    )
+    logger.info("seed %d baseline: run %s scored %s", new_seed, run_id, outcome.high_score)

@@ -1,0 +1,91 @@
+"""Initial seeding: the schema's default configuration becomes the first golden configuration.
+
+With no golden configuration yet, the default config is submitted once (or an existing run of
+it is reused, found by its configuration) and the submission recorded; the run is waited on and
+accepted as the first golden once its score exists. A restart resumes the recorded submission.
+A seeding run that failed is submitted again after a backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ax3l.orchestrator.event_reads import StoredEvent, latest
+from ax3l.orchestrator.golden import create_golden
+from ax3l.orchestrator.services import LoopServices, StepFailed
+from ax3l.orchestrator.status import Phase
+from ax3l.orchestrator.waiting import TERMINAL_EVENTS
+from ax3l.shared.db.reads import count_simulations
+
+logger = logging.getLogger(__name__)
+
+SOURCE = "InitialSeeding"
+
+
+async def _usable_record(services: LoopServices) -> StoredEvent | None:
+    record = await latest(services.db, "simulation_submitted", source_name=SOURCE)
+    if record is None:
+        return None
+    ended = await latest(
+        services.db, sorted(set(TERMINAL_EVENTS.values())), process_id=record.process_id
+    )
+    if ended is not None and ended.field("state") != "completed":
+        return None  # that run failed: seeding starts over with a new submission
+    return record
+
+
+async def seed(services: LoopServices) -> None:
+    """Establish the first golden configuration (call only when there is none)."""
+    db, log, status, schema = services.db, services.log, services.status, services.schema
+    status.set_phase(Phase.SEEDING)
+    record = await _usable_record(services)
+    config = schema.validate(schema.default_config())
+    if record is None:
+        existing = await count_simulations(db)
+        if existing:
+            logger.warning(
+                "SnakeLab already has %d runs but Ax3l has no golden configuration: seeding"
+                " with a run of the default configuration (reused if one exists)",
+                existing,
+            )
+        run_id, submitted = await services.submitter.reuse_or_submit(
+            config, "initial seeding", crash_after_submit="seeding_after_submit"
+        )
+        record_id = await log.log(
+            "simulation_submitted",
+            {"run_id": run_id, "config": config, "purpose": "seeding", "reused": not submitted},
+            process_id=run_id,
+            source_name=SOURCE,
+        )
+    else:
+        run_id, record_id = str(record.process_id), record.event_id
+    print(f"ax3l-orchestrator: seeding with run {run_id}", flush=True)
+    status.set_phase(Phase.SEEDING, run_id=run_id)
+    outcome = await services.waiter.wait(run_id, record_id, crash_at="seeding_waiting")
+    if not outcome.scored:
+        raise StepFailed(f"the seeding run {run_id} ended {outcome.state}: {outcome.error}")
+    assert outcome.high_score is not None
+    run_config = outcome.config or config
+    seed_value = int(run_config["seed"])
+    await create_golden(
+        db,
+        log,
+        run_id=run_id,
+        config=run_config,
+        high_score=outcome.high_score,
+        seed=seed_value,
+        reason=(
+            f"Initial golden configuration: the schema's defaults scored {outcome.high_score}"
+            f" on seed {seed_value}."
+        ),
+        kind="seeding",
+        parent_event_id=outcome.event_id,
+    )
+    status.set_phase(
+        Phase.CHOOSING,
+        run_id=None,
+        golden_run_id=run_id,
+        golden_high_score=outcome.high_score,
+        seed=seed_value,
+    )
+    logger.info("initial golden configuration: run %s, high score %s", run_id, outcome.high_score)

@@ -1,0 +1,58 @@
+"""What the loop is doing right now, for the status API (display only, never recovered from)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Phase(StrEnum):
+    STARTING = "starting"
+    SEEDING = "seeding"
+    CHOOSING = "choosing"
+    CONVERSING = "conversing"
+    WAITING = "waiting"
+    COMPARING = "comparing"
+    ROTATING = "rotating"
+    BACKING_OFF = "backing off"
+    STOPPED = "stopped"
+
+
+@dataclass
+class LoopStatus:
+    """The loop's live state; every field is re-derived from events after a restart."""
+
+    process_id: str
+    proposer: str
+    phase: Phase = Phase.STARTING
+    parameter: str | None = None
+    index: int | None = None
+    cycles: int = 0
+    stagnant_cycles: int = 0
+    seed_stagnant_rounds: int = 9
+    seed: int | None = None
+    golden_run_id: str | None = None
+    golden_high_score: int | None = None
+    conversation_id: str | None = None
+    run_id: str | None = None
+    last_error: str | None = None
+    last_error_at: float | None = None
+    backoff_until: float | None = None
+    started_at: float = field(default_factory=time.time)
+    stop_reason: str | None = None
+
+    def set_phase(self, phase: Phase, **fields: Any) -> None:
+        self.phase = phase
+        for name, value in fields.items():
+            setattr(self, name, value)
+
+    def error(self, message: str) -> None:
+        self.last_error = message
+        self.last_error_at = time.time()
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["phase"] = str(self.phase)
+        return data

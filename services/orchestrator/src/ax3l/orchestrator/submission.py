@@ -1,0 +1,100 @@
+"""Submitting the loop's own runs (seeding, seed baselines) at most once.
+
+A submission that timed out may have been processed, and SnakeLab runs every valid submit, so
+nothing is ever resent blindly: before each submit the configuration is looked up in SnakeLab's
+tables, and after a timeout the loop waits until SnakeLab answers again and looks once more.
+Only when every stored run of the configuration failed or was cancelled is it submitted anew.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from ax3l.orchestrator.crash_points import crash_point
+from ax3l.orchestrator.status import LoopStatus
+from ax3l.shared.config_index import ConfigIndex
+from ax3l.shared.db.database import Database
+from ax3l.shared.snakelab_client import (
+    SnakeLabClient,
+    SnakeLabError,
+    SnakeLabProtocolError,
+    SnakeLabUnavailable,
+)
+
+logger = logging.getLogger(__name__)
+
+UNUSABLE_STATES = ("failed", "cancelled")
+
+
+class SubmissionRefused(RuntimeError):
+    """SnakeLab refused the configuration (a schema mismatch between Ax3l and SnakeLab)."""
+
+
+class OnceSubmitter:
+    """Finds a usable run of a configuration, or submits it exactly once."""
+
+    def __init__(
+        self,
+        db: Database,
+        client: SnakeLabClient,
+        index: ConfigIndex,
+        interval: float,
+        status: LoopStatus,
+    ):
+        self.db = db
+        self.client = client
+        self.index = index
+        self.interval = interval
+        self.status = status
+
+    async def usable_run(self, config: dict[str, Any]) -> str | None:
+        """The newest stored run of ``config`` that has not failed or been cancelled."""
+        run_ids = await self.index.find_runs(config)
+        if not run_ids:
+            return None
+        placeholders = ", ".join(["%s"] * len(run_ids))
+        row = await self.db.fetchone(
+            f"SELECT run_id FROM {self.db.sl('simulation_runs')}"
+            f" WHERE run_id IN ({placeholders}) AND status NOT IN (%s, %s)"
+            " ORDER BY id DESC LIMIT 1",
+            (*run_ids, *UNUSABLE_STATES),
+            doing="looking for a usable run of a configuration",
+        )
+        return None if row is None else str(row["run_id"])
+
+    async def reuse_or_submit(
+        self, config: dict[str, Any], what: str, crash_after_submit: str
+    ) -> tuple[str, bool]:
+        """``(run_id, submitted_now)``: an existing usable run of ``config`` or a new one."""
+        while True:
+            existing = await self.usable_run(config)
+            if existing is not None:
+                logger.info("%s: reusing run %s of the same configuration", what, existing)
+                return existing, False
+            try:
+                reply = await self.client.submit(config)
+            except SnakeLabError as exc:
+                if exc.code == "invalid_config":
+                    raise SubmissionRefused(f"SnakeLab refused the {what} config: {exc}") from exc
+                self.status.error(f"{what}: SnakeLab answered {exc}")
+                await asyncio.sleep(self.interval)
+                continue
+            except (SnakeLabUnavailable, SnakeLabProtocolError) as exc:
+                # It may have been processed: look again once SnakeLab answers.
+                self.status.error(f"{what}: {exc}")
+                logger.warning("%s: submit got no answer (%s); not resending blindly", what, exc)
+                await self._until_healthy()
+                continue
+            crash_point(crash_after_submit)
+            logger.info("%s: submitted run %s", what, reply.run_id)
+            return reply.run_id, True
+
+    async def _until_healthy(self) -> None:
+        while True:
+            try:
+                await self.client.health()
+                return
+            except (SnakeLabUnavailable, SnakeLabProtocolError, SnakeLabError):
+                await asyncio.sleep(self.interval)

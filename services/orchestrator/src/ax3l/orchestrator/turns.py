@@ -1,0 +1,96 @@
+"""Turn selection: which round-robin entry is next, from the latest checkpoint.
+
+A turn is the entry at the latest checkpoint's index, or the one after it once that turn
+produced an accepted proposal or an exhaustion skip. Nothing else moves the position, so golden
+and seed changes keep it, a restart mid-conversation resumes the same entry, and an accepted
+proposal whose MCP reply was lost still advances exactly once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ax3l.orchestrator.event_reads import StoredEvent, latest
+from ax3l.shared.db.database import Database
+from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.registry import ENTRIES, PARAMETER_ORDER, Entry
+
+ADVANCING_EVENTS = ("proposal_accepted", "parameter_space_exhausted")
+
+
+class ParameterOrderChanged(RuntimeError):
+    """The stored checkpoint has another parameter order than this Ax3l's schema."""
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One step of the round robin."""
+
+    index: int
+
+    @property
+    def entry(self) -> Entry:
+        return ENTRIES[self.index]
+
+    @property
+    def parameter(self) -> str:
+        return self.entry.name
+
+
+def checkpoint_order_problem(checkpoint: StoredEvent) -> str | None:
+    """Why a checkpoint cannot be resumed from, or None when its order and index fit."""
+    order = checkpoint.field("parameter_order")
+    index = checkpoint.field("index")
+    if order != list(PARAMETER_ORDER):
+        return (
+            f"the latest round_robin_checkpoint (event {checkpoint.event_id}) has the parameter"
+            f" order {order!r}, but this Ax3l visits {list(PARAMETER_ORDER)!r}. The order of an"
+            " experiment cannot change and old checkpoints are not upgraded: back up the"
+            " database, then reset the experiment events with `ax3l-db reset-events --yes`"
+            " and start again"
+        )
+    if type(index) is not int or not 0 <= index < len(PARAMETER_ORDER):
+        return (
+            f"the latest round_robin_checkpoint (event {checkpoint.event_id}) has the index"
+            f" {index!r}; reset the experiment events with `ax3l-db reset-events --yes`"
+        )
+    return None
+
+
+async def next_turn(db: Database) -> Turn:
+    """The turn to take now (a fresh experiment starts at hidden size)."""
+    checkpoint = await latest(db, "round_robin_checkpoint")
+    if checkpoint is None:
+        return Turn(0)
+    problem = checkpoint_order_problem(checkpoint)
+    if problem:
+        raise ParameterOrderChanged(problem)
+    index = int(checkpoint.field("index"))
+    if await latest(db, ADVANCING_EVENTS, after=checkpoint.event_id) is not None:
+        return Turn((index + 1) % len(PARAMETER_ORDER))
+    return Turn(index)
+
+
+async def check_stored_order(db: Database) -> None:
+    """Refuse to start on a history with another parameter order (before any other work)."""
+    checkpoint = await latest(db, "round_robin_checkpoint")
+    if checkpoint is not None:
+        problem = checkpoint_order_problem(checkpoint)
+        if problem:
+            raise ParameterOrderChanged(problem)
+
+
+async def write_checkpoint(log: EventLog, turn: Turn, process_id: str) -> int:
+    """Store the order and index before the turn asks anyone for a proposal."""
+    return await log.log(
+        "round_robin_checkpoint",
+        {"parameter_order": list(PARAMETER_ORDER), "index": turn.index},
+        parameter=turn.parameter,
+        source_name="RoundRobin",
+        process_id=process_id,
+    )
+
+
+async def checkpoint_before(db: Database, event_id: int) -> StoredEvent | None:
+    """The checkpoint of the turn an event belongs to (the latest one before it)."""
+    return await latest(db, "round_robin_checkpoint", before=event_id)

@@ -1,0 +1,114 @@
+"""Reading the model's reply: exactly one call of the bound tool with exactly its numbers."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from ax3l.orchestrator.llm_client import ModelClient, ModelFailure, extract_tool_call
+from ax3l.orchestrator.mcp_session import ToolDefinition
+
+SINGLE = ToolDefinition(
+    "submit_single_value",
+    "Submit one value.",
+    {"type": "object", "properties": {"value": {"type": "number"}}, "required": ["value"]},
+)
+PAIR = ToolDefinition(
+    "submit_pair_values",
+    "Submit two values.",
+    {
+        "type": "object",
+        "properties": {"value_1": {"type": "number"}, "value_2": {"type": "number"}},
+        "required": ["value_1", "value_2"],
+    },
+)
+
+
+def reply(*calls: tuple[str, Any], content: str = "") -> dict[str, Any]:
+    tool_calls = [
+        {
+            "id": f"call_{i}",
+            "type": "function",
+            "function": {
+                "name": name,
+                "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+            },
+        }
+        for i, (name, arguments) in enumerate(calls)
+    ]
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return {"choices": [{"index": 0, "message": message}]}
+
+
+def test_a_valid_call_is_read_with_the_assistant_message_to_append() -> None:
+    """One call of the bound tool with its exact fields yields the arguments and the message."""
+    call = extract_tool_call(reply(("submit_pair_values", {"value_1": 3, "value_2": -2})), PAIR)
+    assert call.arguments == {"value_1": 3, "value_2": -2}
+    assert call.message["role"] == "assistant"
+    assert call.message["tool_calls"][0]["id"] == call.call_id == "call_0"
+    assert json.loads(call.message["tool_calls"][0]["function"]["arguments"]) == call.arguments
+
+
+@pytest.mark.parametrize(
+    ("the_reply", "kind"),
+    [
+        (reply(content="I would try 240."), "no_tool_call"),
+        (reply(("submit_pair_values", {"value_1": 1, "value_2": 2})), "wrong_tool"),
+        (
+            reply(("submit_single_value", {"value": 1}), ("submit_single_value", {"value": 2})),
+            "wrong_tool",
+        ),
+        (reply(("submit_single_value", {"val": 240})), "wrong_arguments"),
+        (reply(("submit_single_value", {"value": 240, "extra": 1})), "wrong_arguments"),
+        (reply(("submit_single_value", {"value": "240"})), "wrong_arguments"),
+        (reply(("submit_single_value", {"value": True})), "wrong_arguments"),
+        (reply(("submit_single_value", "{not json")), "wrong_arguments"),
+        ({"choices": []}, "invalid_reply"),
+        ({"error": "x"}, "invalid_reply"),
+    ],
+)
+def test_unusable_replies_are_refused_with_their_kind(the_reply: dict[str, Any], kind: str) -> None:
+    """Prose, wrong tools, wrong or non-numeric arguments and broken replies are refused."""
+    with pytest.raises(ModelFailure) as caught:
+        extract_tool_call(the_reply, SINGLE)
+    assert caught.value.kind == kind
+
+
+def test_the_request_body_follows_the_llama_server_contract() -> None:
+    """The request carries the tool as a function, required tool choice, no parallel calls."""
+    client = ModelClient("http://127.0.0.1:1/", timeout=1.0)
+    body = client.request_body([{"role": "user", "content": "hi"}], SINGLE)
+    assert client.url == "http://127.0.0.1:1/v1/chat/completions"
+    assert body == {
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "submit_single_value",
+                    "description": "Submit one value.",
+                    "parameters": SINGLE.input_schema,
+                },
+            }
+        ],
+        "tool_choice": "required",
+        "parallel_tool_calls": False,
+        "stream": False,
+    }
+
+
+async def test_an_unreachable_model_server_is_a_connection_error() -> None:
+    """A refused connection is reported as a failure of kind connection_error, not raised raw."""
+    from ax3l.shared.testing.plugin import free_port
+
+    client = ModelClient(f"http://127.0.0.1:{free_port()}", timeout=2.0)
+    try:
+        with pytest.raises(ModelFailure) as caught:
+            await client.complete({"messages": []})
+    finally:
+        await client.close()
+    assert caught.value.kind == "connection_error"

@@ -1,0 +1,99 @@
+"""Waiting for runs: runs lost by SnakeLab, and SnakeLab being unreachable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ax3l.shared.testing.plugin import TestDatabases, create_snakelab_tables, free_port
+from ax3l.shared.testing.stack import Stack, check_history, http_json
+
+
+def test_a_run_lost_in_a_snakelab_restart_is_logged_and_the_turn_moves_on(stack: Stack) -> None:
+    """SnakeLab forgets the run (run_not_found); its table says failed; no promotion, next turn."""
+    stack.start(surrogate_seconds=2)
+    proc = stack.orchestrator("random")
+    stack.wait_for(lambda: stack.count("proposal_accepted") >= 1, 60, "a proposal", proc)
+    stack.restart_snakelab()
+    stack.wait_for(lambda: stack.count("configuration_compared") >= 2, 60, "the next turn", proc)
+    proc.stop()
+
+    summary = check_history(stack)
+    lost, following = summary.compared[:2]
+    assert lost.level == "WARNING" and lost.get("decision") == "failed"
+    assert lost.get("state") == "failed" and lost.get("high_score") is None
+    assert "Run failed" in lost.get("reason")
+    (failed,) = [e for e in stack.events("simulation_failed") if e.process_id == lost.process_id]
+    assert "Server stopped before run completed" in failed.get("error")
+    (retained,) = [e for e in stack.events("golden_config_retained") if e.parent == lost.event_id]
+    assert retained.level == "WARNING"
+    assert following.get("index") == 1 and len(summary.goldens) == 1
+
+
+def test_missing_snakelab_tables_and_an_unreachable_snakelab_are_waited_out(
+    databases: TestDatabases, tmp_path: Path
+) -> None:
+    """Before SnakeLab exists the loop waits (tables, then the socket); /ready says why."""
+    stack = Stack(databases, tmp_path)
+    try:
+        endpoint = f"tcp://127.0.0.1:{free_port()}"
+        proc = stack.orchestrator(
+            "random", env={"AX3L_SNAKELAB_ENDPOINT": endpoint, "AX3L_SNAKELAB_TIMEOUT": "0.3"}
+        )
+        base = f"http://127.0.0.1:{stack.api_port}"
+        status = stack.wait_for(lambda: _status_with_error(base, "tables"), 30, "a wait", proc)
+        assert status["phase"] == "starting"
+        create_snakelab_tables(databases)
+        status = stack.wait_for(
+            lambda: _status_with_error(base, "did not answer"), 30, "seeding", proc
+        )
+        assert status["phase"] == "seeding"
+        code, ready = _get(f"{base}/ready")
+        assert code == 503 and "snakelab" in ready["problems"]
+        assert proc.alive() and not stack.events()
+    finally:
+        stack.close()
+
+
+def _get(url: str) -> tuple[int, dict]:
+    import json
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def _status_with_error(base: str, text: str) -> dict | None:
+    try:
+        status = http_json(f"{base}/api/status")
+    except OSError:
+        return None
+    return status if text in (status.get("last_error") or "") else None
+
+
+def test_a_vanished_run_is_logged_as_failed_and_the_turn_moves_on(stack: Stack) -> None:
+    """A run neither SnakeLab nor its tables know any more ends the turn without promotion."""
+    stack.start()
+    stack.crash_at("waiting")
+    (accepted,) = stack.events("proposal_accepted")
+    run_id = accepted.get("run_id")
+    stack.restart_snakelab()  # forgets the run...
+    with stack._cursor() as cur:  # ...and its row goes too, as if SnakeLab's tables were reset
+        cur.execute(
+            f"DELETE FROM `{stack.databases.snakelab_db}`.simulation_runs WHERE run_id = %s",
+            (run_id,),
+        )
+    proc = stack.orchestrator("random")
+    stack.wait_for(lambda: stack.count("configuration_compared") >= 2, 60, "the next turn", proc)
+    proc.stop()
+
+    summary = check_history(stack)
+    vanished = summary.compared[0]
+    assert vanished.process_id == run_id and vanished.get("decision") == "failed"
+    assert vanished.get("state") == "vanished"
+    (failed,) = [e for e in stack.events("simulation_failed") if e.process_id == run_id]
+    assert failed.get("state") == "vanished"
+    assert summary.compared[1].get("index") == 1
