@@ -33,6 +33,10 @@ COMBINATIONS = {
 }
 ONE_OFF = {"ax3l-db"}
 SERVICE_DIRS = ["toolbroker", "orchestrator", "reports", "snakelab", "mcp-snakelab"]
+WORKSPACE_MEMBERS = [
+    "ax3l-shared", "ax3l-toolbroker", "ax3l-orchestrator", "ax3l-reports",
+    "ax3l-snakelab-ref", "ax3l-mcp-snakelab",
+]
 
 
 def compose_config(files: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -130,8 +134,10 @@ def test_dockerfiles_follow_the_rules(name):
 
 def _install_command(name: str) -> list[str]:
     line = re.search(r"^RUN (uv sync .*)$", _dockerfile(name), re.M).group(1)
-    # The image build disables uv's cache; the test reuses it so CI does not download twice.
-    return [arg for arg in line.split() if arg != "--no-cache"]
+    # The image build disables uv's cache; the test reuses it for PyPI's wheels so CI does not
+    # download twice, but rebuilds the workspace's own packages as the image would.
+    refresh = [arg for member in WORKSPACE_MEMBERS for arg in ("--refresh-package", member)]
+    return [arg for arg in line.split() if arg != "--no-cache"] + refresh
 
 
 def _entry_point(name: str) -> list[str]:

@@ -20,6 +20,7 @@ from mcp import Client, MCPError, StdioServerParameters
 
 from ax3l.shared.registry import Entry
 from ax3l.shared.settings import Settings
+from ax3l.shared.tool_channel import client_endpoint
 
 MCP_MODULE = "ax3l.app.snakelab.tools"
 # Variables the MCP child must not inherit: its binding comes from us, tests' hooks stay here.
@@ -115,7 +116,7 @@ def child_environment(entry: Entry, settings: Settings) -> dict[str, str]:
     return {
         **inherited,
         "AX3L_CONVERSATION_PARAMETER": entry.name,
-        "AX3L_ZMQ_ENDPOINT": settings.zmq_endpoint,
+        "AX3L_ZMQ_ENDPOINT": client_endpoint(settings),
         "AX3L_ZMQ_TIMEOUT": str(settings.zmq_timeout),
     }
 
