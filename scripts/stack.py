@@ -45,23 +45,47 @@ def services(env: dict[str, str]) -> list[Service]:
     return [
         Service(
             "snakelab",
-            ["snakelab-server", "--address", "127.0.0.1", "--port",
-             env.get("SNAKELAB_PORT", "41970")],
-            ("SNAKELAB_DB_HOST", "SNAKELAB_DB_PORT", "SNAKELAB_DB_USER", "SNAKELAB_DB_PASSWORD",
-             "SNAKELAB_DB_NAME", "SNAKELAB_TRAINER", "SNAKELAB_SURROGATE_SECONDS"),
+            [
+                "snakelab-server",
+                "--address",
+                "127.0.0.1",
+                "--port",
+                env.get("SNAKELAB_PORT", "41970"),
+            ],
+            (
+                "SNAKELAB_DB_HOST",
+                "SNAKELAB_DB_PORT",
+                "SNAKELAB_DB_USER",
+                "SNAKELAB_DB_PASSWORD",
+                "SNAKELAB_DB_NAME",
+                "SNAKELAB_TRAINER",
+                "SNAKELAB_SURROGATE_SECONDS",
+            ),
         ),
         Service(
             "toolbroker",
             ["ax3l-toolbroker"],
-            (*DB_KEYS, "AX3L_ZMQ_ENDPOINT", "AX3L_SNAKELAB_ENDPOINT", "AX3L_TOOLBROKER_PORT",
-             "AX3L_HTTP_HOST"),
+            (
+                *DB_KEYS,
+                "AX3L_ZMQ_ENDPOINT",
+                "AX3L_SNAKELAB_ENDPOINT",
+                "AX3L_TOOLBROKER_PORT",
+                "AX3L_HTTP_HOST",
+            ),
             f"http://{host}:{env.get('AX3L_TOOLBROKER_PORT', '28872')}/health",
         ),
         Service(
             "orchestrator",
             ["ax3l-orchestrator"],
-            (*DB_KEYS, "AX3L_ZMQ_ENDPOINT", "AX3L_SNAKELAB_ENDPOINT", "AX3L_LLM_URL",
-             "AX3L_PROPOSER", "AX3L_ORCHESTRATOR_PORT", "AX3L_HTTP_HOST"),
+            (
+                *DB_KEYS,
+                "AX3L_ZMQ_ENDPOINT",
+                "AX3L_SNAKELAB_ENDPOINT",
+                "AX3L_LLM_URL",
+                "AX3L_PROPOSER",
+                "AX3L_ORCHESTRATOR_PORT",
+                "AX3L_HTTP_HOST",
+            ),
             f"http://{host}:{env.get('AX3L_ORCHESTRATOR_PORT', '28871')}/health",
         ),
         Service(
@@ -111,7 +135,9 @@ def wait_healthy(service: Service, proc: subprocess.Popen[bytes], timeout: float
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            sys.exit(f"stack: {service.name} exited with {proc.returncode}; see {log_path(service)}")
+            sys.exit(
+                f"stack: {service.name} exited with {proc.returncode}; see {log_path(service)}"
+            )
         try:
             with urllib.request.urlopen(service.health_url, timeout=1) as reply:
                 if reply.status == 200:
@@ -146,11 +172,16 @@ def running_pid(service: Service) -> int | None:
 def launch(service: Service, env: dict[str, str]) -> subprocess.Popen[bytes]:
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     PID_DIR.mkdir(parents=True, exist_ok=True)
-    log = open(log_path(service), "ab")  # noqa: SIM115 - handed to the child
+    log = open(log_path(service), "ab")
     command = [venv_bin(service.command[0]), *service.command[1:]]
     proc = subprocess.Popen(
-        command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        start_new_session=True, cwd=REPO,
+        command,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        cwd=REPO,
     )
     pid_path(service).write_text(str(proc.pid))
     return proc
@@ -158,13 +189,18 @@ def launch(service: Service, env: dict[str, str]) -> subprocess.Popen[bytes]:
 
 def urls(env: dict[str, str]) -> str:
     host = env.get("AX3L_HTTP_HOST", "127.0.0.1")
-    return "\n".join([
-        f"  reports:      http://{host}:{env.get('AX3L_REPORTS_PORT', '28870')}/",
-        f"  highscores:   http://{host}:{env.get('AX3L_REPORTS_PORT', '28870')}/experiment-highscores",
-        f"  orchestrator: http://{host}:{env.get('AX3L_ORCHESTRATOR_PORT', '28871')}/api/status",
-        f"  toolbroker:   http://{host}:{env.get('AX3L_TOOLBROKER_PORT', '28872')}/api/status",
-        f"  logs:         {LOG_DIR}/",
-    ])
+    reports = f"http://{host}:{env.get('AX3L_REPORTS_PORT', '28870')}"
+    orchestrator = f"http://{host}:{env.get('AX3L_ORCHESTRATOR_PORT', '28871')}"
+    toolbroker = f"http://{host}:{env.get('AX3L_TOOLBROKER_PORT', '28872')}"
+    return "\n".join(
+        [
+            f"  reports:      {reports}/",
+            f"  highscores:   {reports}/experiment-highscores",
+            f"  orchestrator: {orchestrator}/api/status",
+            f"  toolbroker:   {toolbroker}/api/status",
+            f"  logs:         {LOG_DIR}/",
+        ]
+    )
 
 
 def start(foreground: bool) -> int:

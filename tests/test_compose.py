@@ -34,19 +34,27 @@ COMBINATIONS = {
 ONE_OFF = {"ax3l-db"}
 SERVICE_DIRS = ["toolbroker", "orchestrator", "reports", "snakelab", "mcp-snakelab"]
 WORKSPACE_MEMBERS = [
-    "ax3l-shared", "ax3l-toolbroker", "ax3l-orchestrator", "ax3l-reports",
-    "ax3l-snakelab-ref", "ax3l-mcp-snakelab",
+    "ax3l-shared",
+    "ax3l-toolbroker",
+    "ax3l-orchestrator",
+    "ax3l-reports",
+    "ax3l-snakelab-ref",
+    "ax3l-mcp-snakelab",
 ]
 
 
 def compose_config(files: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     binary = shutil.which("docker-compose")
     if binary is None:
-        pytest.fail("docker-compose is not installed (apt-get install docker-compose; .ci/run does)")
+        pytest.fail(
+            "docker-compose is not installed (apt-get install docker-compose; .ci/run does)"
+        )
     args = [binary]
     for name in files:
         args += ["-f", str(REPO / name)]
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("AX3L_", "MYSQL_", "SNAKELAB_"))}
+    clean = {
+        k: v for k, v in os.environ.items() if not k.startswith(("AX3L_", "MYSQL_", "SNAKELAB_"))
+    }
     return subprocess.run(
         [*args, "config"], env={**clean, **env}, capture_output=True, text=True, cwd=REPO
     )
@@ -82,12 +90,14 @@ def test_every_dependency_waits_on_health_or_completion(merged):
 def test_only_the_reports_port_is_published(merged):
     """The tool endpoint, the database and the model stay off the host's ports."""
     published = {
-        name: service["ports"] for name, service in merged["services"].items() if service.get("ports")
+        name: service["ports"]
+        for name, service in merged["services"].items()
+        if service.get("ports")
     }
     assert list(published) == ["reports"]
-    assert [port["target"] if isinstance(port, dict) else port for port in published["reports"]] in (
-        [28870], ["127.0.0.1:28870:28870/tcp"], ["127.0.0.1:28870:28870"]
-    )
+    assert [
+        port["target"] if isinstance(port, dict) else port for port in published["reports"]
+    ] in ([28870], ["127.0.0.1:28870:28870/tcp"], ["127.0.0.1:28870:28870"])
 
 
 def test_secrets_have_no_defaults():
@@ -168,8 +178,9 @@ def test_runtime_environment_builds_like_the_dockerfile_and_starts(name, tmp_pat
             "assert eps, 'no console script'; eps[0].load()"
         )
         assert (venv / "bin" / entry[0]).exists()
-    started = subprocess.run([str(python), "-c", probe], capture_output=True, text=True,
-                             cwd=tmp_path)
+    started = subprocess.run(
+        [str(python), "-c", probe], capture_output=True, text=True, cwd=tmp_path
+    )
     assert started.returncode == 0, started.stderr[-2000:]
     # Dev tools stay out of the runtime image.
     assert not (venv / "bin" / "pytest").exists()

@@ -55,23 +55,30 @@ def test_stack_starts_runs_the_experiment_and_stops(databases, tmp_path):
     }
     script = [sys.executable, str(REPO / "scripts" / "stack.py")]
     try:
-        started = subprocess.run([*script, "start"], env=env, capture_output=True, text=True,
-                                 timeout=180)
+        started = subprocess.run(
+            [*script, "start"], env=env, capture_output=True, text=True, timeout=180
+        )
         assert started.returncode == 0, started.stdout + started.stderr
         assert f"http://127.0.0.1:{ports['reports']}/" in started.stdout
-        again = subprocess.run([*script, "start"], env=env, capture_output=True, text=True,
-                               timeout=60)
+        again = subprocess.run(
+            [*script, "start"], env=env, capture_output=True, text=True, timeout=60
+        )
         assert again.returncode == 0 and "already running" in again.stdout
-        wait_until(lambda: _count_events(databases, "configuration_compared") >= 3, timeout=120,
-                   interval=0.5, what="three compared steps")
+        wait_until(
+            lambda: _count_events(databases, "configuration_compared") >= 3,
+            timeout=120,
+            interval=0.5,
+            what="three compared steps",
+        )
         status = _get_json(f"http://127.0.0.1:{ports['orchestrator']}/api/status")
         assert status is not None and status.get("proposer") == "random"
         with urllib.request.urlopen(f"http://127.0.0.1:{ports['reports']}/", timeout=5) as page:
             assert page.status == 200
         assert _count_events(databases, "golden_config_created") >= 1
     finally:
-        stopped = subprocess.run([*script, "stop"], env=env, capture_output=True, text=True,
-                                 timeout=120)
+        stopped = subprocess.run(
+            [*script, "stop"], env=env, capture_output=True, text=True, timeout=120
+        )
     assert stopped.returncode == 0, stopped.stderr
     assert not list((run_dir / "stack").glob("*.pid"))
     for port in ports.values():
