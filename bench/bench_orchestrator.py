@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
-import secrets
 import statistics
 import subprocess
 import sys
@@ -30,10 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import pymysql
-
-from ax3l.shared.db.cli import ensure_schema
-from ax3l.shared.testing.plugin import TestDatabases, read_env_file
+from ax3l.shared.testing.plugin import TestDatabases, read_env_file, scratch_databases
 from ax3l.shared.testing.stack import Stack, check_history
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,45 +49,8 @@ STEP_EVENTS = ("configuration_compared", "parameter_space_exhausted")
 def throwaway_databases() -> Iterator[TestDatabases]:
     """A fresh ax3l/snakelab database pair with the real grants, dropped afterwards."""
     subprocess.run([str(REPO / "scripts" / "mariadb.sh"), "start"], check=True)
-    env = read_env_file(REPO / ".run" / "db.env")
-    suffix = secrets.token_hex(4)
-    dbs = TestDatabases(
-        host=env["DB_HOST"],
-        port=int(env["DB_PORT"]),
-        ax3l_db=f"ax3l_b{suffix}",
-        snakelab_db=f"snakelab_b{suffix}",
-        ax3l_user=env["DB_USER"],
-        ax3l_password=env["DB_PASSWORD"],
-        snakelab_user=env["SNAKELAB_DB_USER"],
-        snakelab_password=env["SNAKELAB_DB_PASSWORD"],
-        admin_user=env["AX3L_DB_ADMIN_USER"],
-        admin_password=env["AX3L_DB_ADMIN_PASSWORD"],
-    )
-    admin = dbs.connect("admin")
-    try:
-        with admin.cursor() as cur:
-            for name in (dbs.ax3l_db, dbs.snakelab_db):
-                cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
-            cur.execute(f"GRANT ALL PRIVILEGES ON `{dbs.ax3l_db}`.* TO '{dbs.ax3l_user}'@'%'")
-            cur.execute(f"GRANT SELECT ON `{dbs.snakelab_db}`.* TO '{dbs.ax3l_user}'@'%'")
-            cur.execute(
-                f"GRANT ALL PRIVILEGES ON `{dbs.snakelab_db}`.* TO '{dbs.snakelab_user}'@'%'"
-            )
-        ensure_schema(dbs.settings())
+    with scratch_databases(read_env_file(REPO / ".run" / "db.env"), prefix="b") as dbs:
         yield dbs
-    finally:
-        with admin.cursor() as cur:
-            for name in (dbs.ax3l_db, dbs.snakelab_db):
-                cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
-            with contextlib.suppress(pymysql.err.MySQLError):
-                cur.execute(
-                    f"REVOKE ALL PRIVILEGES ON `{dbs.ax3l_db}`.* FROM '{dbs.ax3l_user}'@'%'"
-                )
-                cur.execute(f"REVOKE SELECT ON `{dbs.snakelab_db}`.* FROM '{dbs.ax3l_user}'@'%'")
-                cur.execute(
-                    f"REVOKE ALL PRIVILEGES ON `{dbs.snakelab_db}`.* FROM '{dbs.snakelab_user}'@'%'"
-                )
-        admin.close()
 
 
 def occurred(stack: Stack) -> dict[int, datetime]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import subprocess
 import sys
 import threading
@@ -23,12 +22,10 @@ from reports_history import Replay
 
 from ax3l.reports.app import create_app
 from ax3l.reports.settings import ReportsSettings
-from ax3l.shared.db.cli import ensure_schema
 from ax3l.shared.testing.plugin import (
     TestDatabases,
-    _admin,
-    create_snakelab_tables,
     free_port,
+    scratch_databases,
     wait_until,
 )
 
@@ -36,44 +33,8 @@ from ax3l.shared.testing.plugin import (
 @contextlib.contextmanager
 def private_databases(db_env: dict[str, str]) -> Iterator[TestDatabases]:
     """Like the plugin's ``databases`` fixture, for wider scopes (the data is read-only)."""
-    suffix = secrets.token_hex(4)
-    dbs = TestDatabases(
-        host=db_env["DB_HOST"],
-        port=int(db_env["DB_PORT"]),
-        ax3l_db=f"ax3l_r{suffix}",
-        snakelab_db=f"snakelab_r{suffix}",
-        ax3l_user=db_env["DB_USER"],
-        ax3l_password=db_env["DB_PASSWORD"],
-        snakelab_user=db_env["SNAKELAB_DB_USER"],
-        snakelab_password=db_env["SNAKELAB_DB_PASSWORD"],
-        admin_user=db_env["AX3L_DB_ADMIN_USER"],
-        admin_password=db_env["AX3L_DB_ADMIN_PASSWORD"],
-    )
-    admin = _admin(db_env)
-    try:
-        with admin.cursor() as cur:
-            for name in (dbs.ax3l_db, dbs.snakelab_db):
-                cur.execute(
-                    f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
-                )
-            cur.execute(f"GRANT ALL PRIVILEGES ON `{dbs.ax3l_db}`.* TO '{dbs.ax3l_user}'@'%'")
-            cur.execute(f"GRANT SELECT ON `{dbs.snakelab_db}`.* TO '{dbs.ax3l_user}'@'%'")
-            cur.execute(
-                f"GRANT ALL PRIVILEGES ON `{dbs.snakelab_db}`.* TO '{dbs.snakelab_user}'@'%'"
-            )
-        ensure_schema(dbs.settings())
-        create_snakelab_tables(dbs)
+    with scratch_databases(db_env, prefix="r", with_snakelab_tables=True) as dbs:
         yield dbs
-    finally:
-        with admin.cursor() as cur:
-            for name in (dbs.ax3l_db, dbs.snakelab_db):
-                cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
-            cur.execute(f"REVOKE ALL PRIVILEGES ON `{dbs.ax3l_db}`.* FROM '{dbs.ax3l_user}'@'%'")
-            cur.execute(f"REVOKE SELECT ON `{dbs.snakelab_db}`.* FROM '{dbs.ax3l_user}'@'%'")
-            cur.execute(
-                f"REVOKE ALL PRIVILEGES ON `{dbs.snakelab_db}`.* FROM '{dbs.snakelab_user}'@'%'"
-            )
-        admin.close()
 
 
 @dataclass

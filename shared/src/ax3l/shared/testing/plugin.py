@@ -6,6 +6,7 @@ it). Each test gets its own pair of databases, so suites and helpers can run sid
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import socket
@@ -140,15 +141,20 @@ def create_snakelab_tables(databases: TestDatabases) -> None:
         conn.close()
 
 
-@pytest.fixture
-def databases(db_env: dict[str, str]) -> Iterator[TestDatabases]:
-    """A fresh ``ax3l`` database (schema created) and an empty ``snakelab`` one, dropped after."""
-    suffix = secrets.token_hex(4)
+@contextlib.contextmanager
+def scratch_databases(
+    db_env: dict[str, str], prefix: str = "t", with_snakelab_tables: bool = False
+) -> Iterator[TestDatabases]:
+    """A fresh ``ax3l_*`` database (schema created) and ``snakelab_*`` one, dropped after.
+
+    The grants are the real ones: Ax3l's user may only SELECT SnakeLab's tables.
+    """
+    suffix = f"{prefix}{secrets.token_hex(4)}"
     dbs = TestDatabases(
         host=db_env["DB_HOST"],
         port=int(db_env["DB_PORT"]),
-        ax3l_db=f"ax3l_t{suffix}",
-        snakelab_db=f"snakelab_t{suffix}",
+        ax3l_db=f"ax3l_{suffix}",
+        snakelab_db=f"snakelab_{suffix}",
         ax3l_user=db_env["DB_USER"],
         ax3l_password=db_env["DB_PASSWORD"],
         snakelab_user=db_env["SNAKELAB_DB_USER"],
@@ -169,6 +175,8 @@ def databases(db_env: dict[str, str]) -> Iterator[TestDatabases]:
                 f"GRANT ALL PRIVILEGES ON `{dbs.snakelab_db}`.* TO '{dbs.snakelab_user}'@'%'"
             )
         ensure_schema(dbs.settings())
+        if with_snakelab_tables:
+            create_snakelab_tables(dbs)
         yield dbs
     finally:
         with admin.cursor() as cur:
@@ -180,6 +188,13 @@ def databases(db_env: dict[str, str]) -> Iterator[TestDatabases]:
                 f"REVOKE ALL PRIVILEGES ON `{dbs.snakelab_db}`.* FROM '{dbs.snakelab_user}'@'%'"
             )
         admin.close()
+
+
+@pytest.fixture
+def databases(db_env: dict[str, str]) -> Iterator[TestDatabases]:
+    """A fresh ``ax3l`` database (schema created) and an empty ``snakelab`` one, dropped after."""
+    with scratch_databases(db_env) as dbs:
+        yield dbs
 
 
 @pytest.fixture
