@@ -11,10 +11,13 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
+
+from ax3l.shared.testing.plugin import free_port, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
@@ -156,16 +159,35 @@ def _entry_point(name: str) -> list[str]:
     return json.loads(re.search(r"^CMD (\[.*\])$", _dockerfile(name), re.M).group(1))
 
 
+@pytest.fixture(scope="module")
+def image_venvs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """Builds (once per module) each service's venv with its Dockerfile's install command."""
+    built: dict[str, Path] = {}
+
+    def build(name: str) -> Path:
+        if name not in built:
+            venv = tmp_path_factory.mktemp(f"image-{name}") / "venv"
+            uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
+            env = {
+                **os.environ,
+                "UV_PROJECT_ENVIRONMENT": str(venv),
+                "UV_PYTHON_DOWNLOADS": "never",
+            }
+            env.pop("VIRTUAL_ENV", None)
+            done = subprocess.run(
+                [uv, *_install_command(name)[1:]], cwd=REPO, env=env, capture_output=True, text=True
+            )
+            assert done.returncode == 0, done.stderr[-2000:]
+            built[name] = venv
+        return built[name]
+
+    return build
+
+
 @pytest.mark.parametrize("name", SERVICE_DIRS)
-def test_runtime_environment_builds_like_the_dockerfile_and_starts(name, tmp_path):
+def test_runtime_environment_builds_like_the_dockerfile_and_loads(name, image_venvs, tmp_path):
     """The Dockerfile's install command builds a fresh venv whose entry point loads."""
-    venv = tmp_path / "venv"
-    command = _install_command(name)
-    uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
-    env = {**os.environ, "UV_PROJECT_ENVIRONMENT": str(venv), "UV_PYTHON_DOWNLOADS": "never"}
-    env.pop("VIRTUAL_ENV", None)
-    built = subprocess.run([uv, *command[1:]], cwd=REPO, env=env, capture_output=True, text=True)
-    assert built.returncode == 0, built.stderr[-2000:]
+    venv = image_venvs(name)
     entry = _entry_point(name)
     python = venv / "bin" / "python"
     if entry[0] == "python":
@@ -184,3 +206,66 @@ def test_runtime_environment_builds_like_the_dockerfile_and_starts(name, tmp_pat
     assert started.returncode == 0, started.stderr[-2000:]
     # Dev tools stay out of the runtime image.
     assert not (venv / "bin" / "pytest").exists()
+
+
+def _healthcheck(name: str) -> list[str]:
+    import json
+
+    match = re.search(r"^HEALTHCHECK [^\n]*\\\n\s*CMD (\[[^\n]*\])$", _dockerfile(name), re.M)
+    assert match, name
+    return json.loads(match.group(1))
+
+
+@pytest.mark.parametrize(
+    ("name", "default_port", "port_variable"),
+    [
+        ("reports", 28870, "AX3L_REPORTS_PORT"),
+        ("toolbroker", 28872, "AX3L_TOOLBROKER_PORT"),
+        ("snakelab", 41970, None),
+    ],
+)
+def test_image_entry_point_starts_and_passes_its_healthcheck(
+    name, default_port, port_variable, image_venvs, databases, tmp_path
+):
+    """The Dockerfile's CMD, run from its venv, starts and its HEALTHCHECK command passes."""
+    venv = image_venvs(name)
+    port = free_port()
+    command = [str(arg).replace(str(default_port), str(port)) for arg in _entry_point(name)]
+    command[0] = str(venv / "bin" / command[0])
+    env = {
+        "PATH": f"{venv / 'bin'}:/usr/bin:/bin",
+        **databases.env(),
+        "AX3L_HTTP_HOST": "127.0.0.1",
+        "AX3L_ZMQ_ENDPOINT": f"tcp://127.0.0.1:{free_port()}",
+        "AX3L_SNAKELAB_ENDPOINT": f"tcp://127.0.0.1:{free_port()}",
+        "SNAKELAB_TRAINER": "surrogate",
+        "SNAKELAB_EVENTS_PORT": "0",
+        "SNAKELAB_HEALTH_ENDPOINT": f"tcp://127.0.0.1:{port}",
+    }
+    if port_variable:
+        env[port_variable] = str(port)
+    if name == "snakelab":
+        command = [arg.replace("0.0.0.0", "127.0.0.1") for arg in command]
+    check = [str(arg).replace(str(default_port), str(port)) for arg in _healthcheck(name)]
+    check[0] = str(venv / "bin" / check[0])
+    log = (tmp_path / "service.log").open("wb")
+    proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+    try:
+        wait_until(
+            lambda: (
+                proc.poll() is not None
+                or subprocess.run(check, env=env, capture_output=True, timeout=10).returncode == 0
+            ),
+            timeout=60,
+            interval=0.3,
+            what=f"{name} healthcheck",
+        )
+        assert proc.poll() is None, (tmp_path / "service.log").read_text()[-2000:]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
