@@ -50,7 +50,7 @@ class Settings(BaseSettings):
     reports_port: int = Field(28870, validation_alias="AX3L_REPORTS_PORT")
 
     llm_url: str | None = Field(None, validation_alias="AX3L_LLM_URL")
-    llm_model: str = Field("local", validation_alias="AX3L_LLM_MODEL")
+    llm_model: str | None = Field(None, validation_alias="AX3L_LLM_MODEL")
     llm_timeout: float = Field(300.0, validation_alias="AX3L_LLM_TIMEOUT", gt=0)
     mcp_call_timeout: float = Field(45.0, validation_alias="AX3L_MCP_CALL_TIMEOUT", gt=0)
     max_corrections: int = Field(3, validation_alias="AX3L_MAX_CORRECTIONS", ge=0)

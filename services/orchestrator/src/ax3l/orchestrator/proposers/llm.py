@@ -34,7 +34,7 @@ class LlmProposer(Proposer):
         settings = deps.settings
         if not settings.llm_url:
             raise ValueError("the llm proposer needs a model server URL (--url or AX3L_LLM_URL)")
-        model = settings.llm_model if "llm_model" in settings.model_fields_set else None
+        model = settings.llm_model
         self.model = ModelClient(settings.llm_url, settings.llm_timeout, model)
 
     async def close(self) -> None:
