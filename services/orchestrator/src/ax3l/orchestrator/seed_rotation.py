@@ -28,6 +28,26 @@ async def pending_rotation(services: LoopServices, golden_event_id: int) -> Stor
     return await latest(services.db, "seed_rotation_started", after=golden_event_id)
 
 
+async def _baseline_record(services: LoopServices, rotation: StoredEvent) -> StoredEvent | None:
+    """The rotation's recorded baseline submission, unless that run failed (it runs again)."""
+    db = services.db
+    record = await latest(db, "simulation_submitted", parent=rotation.event_id)
+    if record is None:
+        return None
+    ended = await latest(db, sorted(set(TERMINAL_EVENTS.values())), process_id=record.process_id)
+    if ended is not None and ended.field("state") != "completed":
+        return None
+    return record
+
+
+async def pending_rotation_run(services: LoopServices, rotation: StoredEvent) -> str | None:
+    """The run ``rotation`` will wait for: its recorded baseline, else the run it would reuse."""
+    record = await _baseline_record(services, rotation)
+    if record is not None:
+        return str(record.process_id)
+    return await services.submitter.usable_run(rotation.field("config"))
+
+
 async def start_rotation(
     services: LoopServices, golden_event_id: int, golden: GoldenRecord, stagnant: int
 ) -> StoredEvent:
@@ -77,13 +97,7 @@ async def finish_rotation(services: LoopServices, rotation: StoredEvent) -> None
             parent_event_id=rotation.event_id,
             source_name=SOURCE,
         )
-    record = await latest(db, "simulation_submitted", parent=rotation.event_id)
-    if record is not None:
-        ended = await latest(
-            db, sorted(set(TERMINAL_EVENTS.values())), process_id=record.process_id
-        )
-        if ended is not None and ended.field("state") != "completed":
-            record = None  # the baseline run failed: run it again
+    record = await _baseline_record(services, rotation)
     if record is None:
         run_id, submitted = await services.submitter.reuse_or_submit(
             config, "seed rotation", crash_after_submit="rotation_after_submit"

@@ -9,6 +9,7 @@ A seeding run that failed is submitted again after a backoff.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from ax3l.orchestrator.event_reads import StoredEvent, latest
 from ax3l.orchestrator.golden import create_golden
@@ -34,12 +35,25 @@ async def _usable_record(services: LoopServices) -> StoredEvent | None:
     return record
 
 
+def default_config(services: LoopServices) -> dict[str, Any]:
+    """The configuration initial seeding runs: the schema's defaults."""
+    return services.schema.validate(services.schema.default_config())
+
+
+async def pending_seeding_run(services: LoopServices) -> str | None:
+    """The run seeding will wait for: its recorded submission, else the run it would reuse."""
+    record = await _usable_record(services)
+    if record is not None:
+        return str(record.process_id)
+    return await services.submitter.usable_run(default_config(services))
+
+
 async def seed(services: LoopServices) -> None:
     """Establish the first golden configuration (call only when there is none)."""
-    db, log, status, schema = services.db, services.log, services.status, services.schema
+    db, log, status = services.db, services.log, services.status
     status.set_phase(Phase.SEEDING)
     record = await _usable_record(services)
-    config = schema.validate(schema.default_config())
+    config = default_config(services)
     if record is None:
         existing = await count_simulations(db)
         if existing:

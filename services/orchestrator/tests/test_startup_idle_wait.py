@@ -1,0 +1,105 @@
+"""At startup the loop waits out a run someone else left on SnakeLab, but not its own run."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from ax3l.shared.config_schema import load_schema
+from ax3l.shared.snakelab_client import SnakeLabClient
+from ax3l.shared.testing.stack import Stack, http_json
+
+IDLE_WAIT = "waiting for SnakeLab to become idle"
+# Long enough to pause a run before it ends, short enough to keep the suite fast.
+RUN_SECONDS = 2.0
+
+
+def status_or_none(stack: Stack) -> dict[str, Any] | None:
+    """The status API's answer, or None while the API is not up yet."""
+    try:
+        return dict(http_json(f"http://127.0.0.1:{stack.api_port}/api/status"))
+    except OSError:
+        return None
+
+
+async def pause_once_running(client: SnakeLabClient, run_id: str) -> None:
+    """Pause ``run_id`` as soon as it runs (SnakeLab only pauses a running run)."""
+    deadline = time.monotonic() + 20
+    while (await client.status(run_id)).state != "running":
+        assert time.monotonic() < deadline, f"run {run_id} never started"
+        await asyncio.sleep(0.02)
+    assert (await client.pause(run_id)).state == "paused"
+
+
+def run_times(stack: Stack) -> list[dict[str, Any]]:
+    """SnakeLab's runs with their timestamps, in submission order."""
+    conn = stack.databases.connect("admin", stack.databases.snakelab_db)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT run_id, status, created_at, completed_at FROM simulation_runs ORDER BY id"
+            )
+            columns = [d[0] for d in cur.description]
+            return [dict(zip(columns, row, strict=True)) for row in cur.fetchall()]
+    finally:
+        conn.close()
+
+
+async def test_a_foreign_active_run_is_waited_out_before_the_first_submission(
+    stack: Stack,
+) -> None:
+    """A run Ax3l did not submit keeps the loop from submitting until SnakeLab is idle."""
+    stack.start(surrogate_seconds=RUN_SECONDS)
+    assert stack.snakelab is not None
+    client = SnakeLabClient(stack.snakelab.endpoint)
+    schema = load_schema()
+    # Not the defaults: seeding would reuse a run of those as its own.
+    foreign_config = schema.validate(schema.with_values(schema.default_config(), {"seed": 4242}))
+    foreign = (await client.submit(foreign_config)).run_id
+    await pause_once_running(client, foreign)
+
+    proc = stack.orchestrator("random")
+    status = stack.wait_for(
+        lambda: (s := status_or_none(stack)) and IDLE_WAIT in (s["last_error"] or "") and s,
+        60,
+        "the idle wait in the status",
+        proc,
+    )
+    assert foreign in status["last_error"] and status["phase"] == "starting"
+    assert [r["run_id"] for r in run_times(stack)] == [foreign]
+    assert not stack.events("simulation_submitted"), "nothing submitted while SnakeLab is busy"
+
+    await client.resume(foreign)
+    stack.wait_for(lambda: stack.count("simulation_submitted"), 60, "the seeding submit", proc)
+    proc.stop()
+    first, second = run_times(stack)[:2]
+    assert first["run_id"] == foreign and first["status"] == "completed"
+    assert second["created_at"] >= first["completed_at"], "submitted after the foreign run ended"
+    assert stack.events("simulation_submitted")[0].process_id == second["run_id"]
+    assert IDLE_WAIT in proc.log_tail(200)
+
+
+async def test_its_own_pending_run_is_not_waited_out(stack: Stack) -> None:
+    """The run of Ax3l's own unfinished seeding is the one the loop resumes waiting for."""
+    stack.start(surrogate_seconds=RUN_SECONDS)
+    assert stack.snakelab is not None
+    client = SnakeLabClient(stack.snakelab.endpoint)
+    stack.crash_at("seeding_waiting")
+    (record,) = stack.events("simulation_submitted")
+    own = str(record.process_id)
+    await pause_once_running(client, own)
+
+    proc = stack.orchestrator("random")
+    status = stack.wait_for(
+        lambda: (s := status_or_none(stack)) and s["phase"] == "seeding" and s,
+        60,
+        "the seeding wait",
+        proc,
+    )
+    assert status["run_id"] == own and IDLE_WAIT not in (status["last_error"] or "")
+    await client.resume(own)
+    stack.wait_for(lambda: stack.count("golden_config_created"), 60, "the first golden", proc)
+    proc.stop()
+    assert stack.events("golden_config_created")[0].get("run_id") == own
+    assert IDLE_WAIT not in proc.log_tail(200)
