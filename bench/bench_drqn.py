@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ax3l.shared.config_schema import load_schema
 from snakelab.trainers.base import EpisodeResult
 from snakelab.trainers.drqn import (
     DrqnLearner,
@@ -30,36 +31,8 @@ from snakelab.trainers.drqn import (
 from snakelab.trainers.nn import SlidingWindowQ
 from snakelab.trainers.snake_env import OBSERVATION_SIZE, SnakeGame
 
-DEFAULT_CONFIG: dict[str, Any] = {
-    "epochs": 1500,
-    "seed": 1970,
-    "game": {
-        "board_width": 20,
-        "board_height": 20,
-        "initial_snake_length": 3,
-        "max_moves_multiplier": 100,
-        "rewards": {
-            "food": 10,
-            "wall": -10,
-            "snake": -10,
-            "max_moves": -10,
-            "empty": 0,
-            "closer_to_food": 2,
-            "further_from_food": -2,
-        },
-    },
-    "model": {"hidden_size": 224, "layers": 4, "dropout": 0.1},
-    "training": {
-        "sequence_length": 8,
-        "batch_size": 24,
-        "replay_max_frames": 100000,
-        "learning_rate": 0.0021,
-        "gamma": 0.96,
-        "tau": 0.001,
-        "max_gradient_norm": 1.0,
-    },
-    "epsilon": {"initial": 0.96, "minimum": 0.0, "decay": 0.97},
-}
+# The schema's defaults (the real SnakeLab's default run).
+DEFAULT_CONFIG: dict[str, Any] = load_schema().default_config()
 
 
 class _Recorder:

@@ -52,6 +52,7 @@ from ax3l.shared.db.cli import ensure_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
 from ax3l.shared.settings import Settings
+from ax3l.shared.testing.plugin import read_env_file
 from snakelab.tables import ALL_TABLES as SNAKELAB_TABLES  # SnakeLab 2.x's tables, exactly
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,12 +64,7 @@ def read_env() -> dict[str, str]:
     env_file = ROOT / ".run" / "db.env"
     if not env_file.exists():
         subprocess.run([str(ROOT / "scripts" / "mariadb.sh"), "start"], check=True)
-    values = {}
-    for line in env_file.read_text().splitlines():
-        if "=" in line and not line.lstrip().startswith("#"):
-            key, _, value = line.partition("=")
-            values[key.strip()] = value.strip()
-    return values
+    return read_env_file(env_file)
 
 
 def connect(env: dict[str, str], user: str, database: str | None = None) -> Any:

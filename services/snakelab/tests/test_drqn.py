@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from ax3l.shared.config_schema import load_schema
 from snakelab.trainers.base import EpisodeResult, TrainResult
 from snakelab.trainers.drqn import (
     DrqnLearner,
@@ -20,36 +21,16 @@ from snakelab.trainers.drqn import (
     food_seed,
 )
 
-SMALL_CONFIG: dict[str, Any] = {
-    "epochs": 14,
-    "seed": 1970,
-    "game": {
-        "board_width": 20,
-        "board_height": 20,
-        "initial_snake_length": 3,
-        "max_moves_multiplier": 100,
-        "rewards": {
-            "food": 10,
-            "wall": -10,
-            "snake": -10,
-            "max_moves": -10,
-            "empty": 0,
-            "closer_to_food": 2,
-            "further_from_food": -2,
-        },
-    },
-    "model": {"hidden_size": 16, "layers": 3, "dropout": 0.1},
-    "training": {
-        "sequence_length": 4,
-        "batch_size": 8,
-        "replay_max_frames": 100000,
-        "learning_rate": 0.0021,
-        "gamma": 0.96,
-        "tau": 0.001,
-        "max_gradient_norm": 1.0,
-    },
-    "epsilon": {"initial": 0.96, "minimum": 0.0, "decay": 0.5},
-}
+# The schema's defaults, shrunk so a run takes a fraction of a second (layers and epochs below
+# the schema's rules on purpose: the trainer itself does not validate).
+SMALL_CONFIG: dict[str, Any] = load_schema().fill_defaults(
+    {
+        "epochs": 14,
+        "model": {"hidden_size": 16, "layers": 3},
+        "training": {"sequence_length": 4, "batch_size": 8},
+        "epsilon": {"decay": 0.5},
+    }
+)
 
 
 class Recorder:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from ax3l.shared.config_schema import load_schema
 from snakelab.trainers.base import EpisodeResult
 from snakelab.trainers.surrogate import (
     SLEEP_SLICE_SECONDS,
@@ -32,37 +33,8 @@ STEPS = {"model_hidden_size": 16, "training_sequence_length": 4, "training_batch
 
 
 def default_config(seed: int = 1970, epochs: int = 1500) -> dict[str, Any]:
-    """The schema's default config."""
-    return {
-        "epochs": epochs,
-        "seed": seed,
-        "game": {
-            "board_width": 20,
-            "board_height": 20,
-            "initial_snake_length": 3,
-            "max_moves_multiplier": 100,
-            "rewards": {
-                "food": 10,
-                "wall": -10,
-                "snake": -10,
-                "max_moves": -10,
-                "empty": 0,
-                "closer_to_food": 2,
-                "further_from_food": -2,
-            },
-        },
-        "model": {"hidden_size": 224, "layers": 4, "dropout": 0.1},
-        "training": {
-            "sequence_length": 8,
-            "batch_size": 24,
-            "replay_max_frames": 100000,
-            "learning_rate": 0.0021,
-            "gamma": 0.96,
-            "tau": 0.001,
-            "max_gradient_norm": 1.0,
-        },
-        "epsilon": {"initial": 0.96, "minimum": 0.0, "decay": 0.97},
-    }
+    """The schema's default config with the given seed and episode count."""
+    return load_schema().fill_defaults({"seed": seed, "epochs": epochs})
 
 
 def with_values(config: dict[str, Any], values: dict[str, float]) -> dict[str, Any]:
