@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ax3l.shared.config_schema import load_schema
-from snakelab.trainers.base import EpisodeResult, TrainResult
+from snakelab.trainers.base import EpisodeBatch, EpisodeResult, TrainResult
 from snakelab.trainers.drqn import (
     DrqnLearner,
     DrqnSettings,
@@ -43,6 +43,9 @@ class Recorder:
 
     def on_episode(self, result: EpisodeResult) -> None:
         self.episodes.append(result)
+
+    def on_episodes(self, batch: EpisodeBatch) -> None:
+        self.episodes.extend(batch.results())
 
     def checkpoint(self) -> bool:
         self.checkpoints += 1

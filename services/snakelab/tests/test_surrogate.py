@@ -15,10 +15,11 @@ import numpy as np
 import pytest
 
 from ax3l.shared.config_schema import load_schema
-from snakelab.trainers.base import EpisodeResult
+from snakelab.trainers.base import EpisodeBatch, EpisodeResult
 from snakelab.trainers.surrogate import (
     SLEEP_SLICE_SECONDS,
     TUNABLES,
+    UNPACED_BATCH,
     SurrogateTrainer,
     expected_high_score,
     load_model,
@@ -68,11 +69,17 @@ class RecordingControl:
 
     def __init__(self, stop_after: int | None = None) -> None:
         self.episodes: list[EpisodeResult] = []
+        self.calls: list[int] = []  # episodes per on_episode(s) call
         self.checkpoints = 0
         self.stop_after = stop_after
 
     def on_episode(self, result: EpisodeResult) -> None:
         self.episodes.append(result)
+        self.calls.append(1)
+
+    def on_episodes(self, batch: EpisodeBatch) -> None:
+        self.episodes.extend(batch.results())
+        self.calls.append(len(batch))
 
     def checkpoint(self) -> bool:
         self.checkpoints += 1
@@ -182,7 +189,9 @@ def test_run_reports_every_epoch_in_order() -> None:
     episodes = control.episodes
     assert [e.episode for e in episodes] == list(range(1, 1501))
     assert result.episodes_completed == 1500
-    assert control.checkpoints == 1499
+    # Unpaced: in batches, with a checkpoint between two batches.
+    assert control.calls == [UNPACED_BATCH] * (1500 // UNPACED_BATCH)
+    assert control.checkpoints == len(control.calls) - 1
     assert result.total_steps == sum(e.steps for e in episodes)
     assert result.total_reward == pytest.approx(sum(e.reward for e in episodes))
     outcomes = [e.outcome for e in episodes]
@@ -228,13 +237,27 @@ def test_epsilon_follows_the_config_schedule() -> None:
 
 def test_checkpoint_true_stops_with_a_partial_result() -> None:
     """When checkpoint() says stop, the run returns what it reported so far."""
-    control = RecordingControl(stop_after=300)
+    control = RecordingControl(stop_after=2)
     result = SurrogateTrainer(0).run(default_config(), control)
-    assert len(control.episodes) == result.episodes_completed == 300
+    stopped_at = 2 * UNPACED_BATCH
+    assert len(control.episodes) == result.episodes_completed == stopped_at
     assert result.high_score == max(e.score for e in control.episodes)
     assert result.total_steps == sum(e.steps for e in control.episodes)
     assert result.best_snapshot is not None
-    assert result.best_snapshot["episode"] <= 300
+    assert result.best_snapshot["episode"] <= stopped_at
+
+
+def test_paced_and_unpaced_runs_report_the_same_episodes() -> None:
+    """Batches are only a faster way to report: the episodes equal the paced run's."""
+    config = default_config(seed=1975, epochs=600)
+    fake = FakeTime()
+    paced, unpaced = RecordingControl(), RecordingControl()
+    a = SurrogateTrainer(1.0, clock=fake.clock, sleep=fake.sleep).run(config, paced)
+    b = SurrogateTrainer(0).run(config, unpaced)
+    assert a == b
+    assert paced.episodes == unpaced.episodes
+    assert set(paced.calls) == {1}
+    assert unpaced.calls == [UNPACED_BATCH, UNPACED_BATCH, 600 - 2 * UNPACED_BATCH]
 
 
 def test_unpaced_run_never_sleeps_and_is_fast() -> None:

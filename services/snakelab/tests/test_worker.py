@@ -13,9 +13,9 @@ from ax3l.shared.config_schema import load_schema
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.testing.plugin import TestDatabases as Databases
 from snakelab.config_rules import complete_config, config_hash
-from snakelab.run_store import DbSettings, RunStore, utc_now
+from snakelab.run_store import DbSettings, RunStore, _values_fast, utc_now
 from snakelab.runs import Run, RunBook
-from snakelab.trainers.base import EpisodeResult, RunControl, TrainResult
+from snakelab.trainers.base import EpisodeBatch, EpisodeResult, RunControl, TrainResult
 from snakelab.worker import SLOW_EPISODE_SECONDS, Worker
 
 SCHEMA = load_schema()
@@ -186,6 +186,70 @@ def test_nan_losses_are_stored_as_null(harness_for: Callable[..., Harness]) -> N
         )
         assert cur.fetchall() == ((None, None),)
     conn.close()
+
+
+def test_batches_are_stored_and_reported_like_single_episodes(
+    harness_for: Callable[..., Harness], snakelab_tables: Databases
+) -> None:
+    """on_episodes gives the same rows, counters and status as on_episode for each episode."""
+    results = [episode(n, score=(n * 7) % 11) for n in range(1, 41)]
+    results[5] = EpisodeResult(6, 6, 4, 1.5, 60, "snake", 1e-05, 0, float("nan"))
+    results[6] = EpisodeResult(7, 7, 2, -2.0, 70, "max_moves", None, 0, 123456.789)
+    batch = EpisodeBatch(
+        first=1,
+        seeds=[r.seed for r in results],
+        scores=[r.score for r in results],
+        rewards=[r.reward for r in results],
+        steps=[r.steps for r in results],
+        outcomes=[r.outcome for r in results],
+        epsilons=[r.epsilon for r in results],
+        epsilon_injections=[r.epsilon_injections for r in results],
+        losses=[r.loss for r in results],
+    )
+
+    def script(config: dict[str, Any], control: RunControl) -> TrainResult:
+        if config["seed"] == 1:
+            for result in results:
+                control.on_episode(result)
+        else:
+            control.on_episodes(batch)
+        return TrainResult(40, 10, 0, 0.0)
+
+    harness = harness_for(ScriptedTrainer(script))
+    single, batched = harness.submit(seed=1), harness.submit(seed=2)
+    harness.wait_terminal(batched)
+    assert single.state == batched.state == "completed"
+    assert {**single.status(), "run_id": None} == {**batched.status(), "run_id": None}
+    assert (
+        harness.row(single.run_id)
+        == harness.row(batched.run_id)
+        == ("completed", 40, 10, None, 0, 40)
+    )
+    conn = snakelab_tables.connect("snakelab", snakelab_tables.snakelab_db)
+    try:
+        stored = []
+        for run in (single, batched):
+            with conn.cursor() as cur:
+                cur.execute(
+                    "SELECT episode, score, steps, epsilon, loss FROM simulation_episodes"
+                    " WHERE run_id = %s ORDER BY episode",
+                    (run.run_id,),
+                )
+                stored.append(cur.fetchall())
+    finally:
+        conn.close()
+    assert stored[0] == stored[1]
+    assert stored[0][5] == (6, 4, 60, 1e-05, None) and stored[0][6] == (7, 2, 70, None, 123456.789)
+
+
+def test_the_fast_episode_text_falls_back_for_anything_but_plain_numbers() -> None:
+    """Only ints, finite floats and None take the JSON-encoder path; the rest is refused."""
+    run_id = str(uuid.uuid4())
+    assert _values_fast(run_id, [(1, 2, 3, 0.5, None), (2, 0, 9, 1e-07, 2.5)]) == (
+        f"('{run_id}',1,2,3,0.5,NULL),('{run_id}',2,0,9,1e-07,2.5)"
+    )
+    for bad in (float("nan"), float("inf"), "1); DROP TABLE x; --", True, object()):
+        assert _values_fast(run_id, [(1, 2, 3, 0.5, bad)]) is None  # type: ignore[list-item]
 
 
 class FailingProgressStore(RunStore):

@@ -372,13 +372,32 @@ class RunStore:
             raise ValueError(f"not a run id made by this server: {run_id!r}")
         statements = []
         for start in range(0, len(rows), EPISODE_CHUNK):
-            values = ",".join(
-                f"('{run_id}',{int(episode)},{int(score)},{int(steps)},"
-                f"{_sql_number(epsilon)},{_sql_number(loss)})"
-                for episode, score, steps, epsilon, loss in rows[start : start + EPISODE_CHUNK]
-            )
+            chunk = rows[start : start + EPISODE_CHUNK]
+            values = _values_fast(run_id, chunk)
+            if values is None:
+                values = ",".join(
+                    f"('{run_id}',{int(episode)},{int(score)},{int(steps)},"
+                    f"{_sql_number(epsilon)},{_sql_number(loss)})"
+                    for episode, score, steps, epsilon, loss in chunk
+                )
             statements.append(
                 "INSERT INTO simulation_episodes (run_id, episode, score, steps, epsilon, loss)"
                 f" VALUES {values}"
             )
         return statements
+
+
+def _values_fast(run_id: str, rows: Sequence[EpisodeRow]) -> str | None:
+    """The VALUES list of ``rows`` through the C JSON encoder, or None when it cannot be used.
+
+    ``[[1,3,40,0.95,null],...]`` becomes ``('<run>',1,3,40,0.95,NULL),...``: JSON numbers
+    are valid SQL literals (floats in the same shortest form as ``repr``). Anything but plain
+    numbers and None (a NaN, a numpy integer, a string) takes the careful path instead.
+    """
+    try:
+        body = json.dumps(rows, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    if '"' in body or "t" in body or "f" in body:  # a string, true or false: not a number
+        return None
+    return body[1:-1].replace("[", f"('{run_id}',").replace("]", ")").replace("null", "NULL")

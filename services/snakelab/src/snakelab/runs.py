@@ -17,7 +17,7 @@ from typing import Any
 
 from snakelab.envelope import RequestRefused
 from snakelab.run_store import utc_now
-from snakelab.trainers.base import EpisodeResult
+from snakelab.trainers.base import EpisodeBatch, EpisodeResult
 
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
@@ -63,6 +63,26 @@ class Run:
         if self.high_score is None or episode.score > self.high_score:
             self.high_score = episode.score
         self.last_episode = episode
+
+    def record_batch(self, batch: EpisodeBatch) -> None:
+        """Fold consecutive episodes into the totals: the same as ``record`` for each."""
+        if not len(batch):
+            return
+        self.completed_epochs = batch.first + len(batch) - 1
+        self.total_steps += sum(batch.steps)
+        total_reward = self.total_reward
+        for reward in batch.rewards:  # added one by one, exactly as ``record`` adds them
+            total_reward += reward
+        self.total_reward = total_reward
+        self.epsilon_injections += sum(batch.epsilon_injections)
+        for loss in reversed(batch.losses):
+            if loss is not None:
+                self.last_loss = loss
+                break
+        best = max(batch.scores)
+        if self.high_score is None or best > self.high_score:
+            self.high_score = best
+        self.last_episode = batch.result(len(batch) - 1)
 
     def status(self) -> dict[str, Any]:
         """The contract's status object."""

@@ -31,7 +31,7 @@ from typing import Any
 from ax3l.shared.db.errors import DatabaseError
 from snakelab.run_store import STOPPED_MESSAGE, EpisodeRow, RunStore, utc_now
 from snakelab.runs import Run, RunBook
-from snakelab.trainers.base import EpisodeResult, Trainer
+from snakelab.trainers.base import EpisodeBatch, EpisodeResult, Trainer
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +92,25 @@ class RunDriver:
         with self.book.changed:
             self.run.record(result)
         self.rows.append((result.episode, result.score, result.steps, result.epsilon, result.loss))
+        self._maybe_flush()
+
+    def on_episodes(self, batch: EpisodeBatch) -> None:
+        with self.book.changed:
+            self.run.record_batch(batch)
+        first = batch.first
+        self.rows.extend(
+            zip(
+                range(first, first + len(batch)),
+                batch.scores,
+                batch.steps,
+                batch.epsilons,
+                batch.losses,
+                strict=True,
+            )
+        )
+        self._maybe_flush()
+
+    def _maybe_flush(self) -> None:
         now = time.monotonic()
         slow = now - self.last_episode_at >= SLOW_EPISODE_SECONDS
         self.last_episode_at = now

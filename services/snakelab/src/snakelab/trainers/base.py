@@ -28,6 +28,46 @@ class EpisodeResult:
     loss: float | None  # loss of the gradient step after the episode, None if no batch
 
 
+@dataclass(frozen=True)
+class EpisodeBatch:
+    """Consecutive episodes ``first``, ``first + 1``, ... as columns, reported in one call.
+
+    For trainers that finish many episodes at once (the unpaced surrogate): the server takes
+    the columns as they are, without one Python object per episode.
+    """
+
+    first: int  # 1-based episode number of the first
+    seeds: list[int]
+    scores: list[int]
+    rewards: list[float]
+    steps: list[int]
+    outcomes: list[Outcome]
+    epsilons: list[float | None]
+    epsilon_injections: list[int]
+    losses: list[float | None]
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    def result(self, index: int) -> EpisodeResult:
+        """The ``index``-th episode of the batch (0-based) as an ``EpisodeResult``."""
+        return EpisodeResult(
+            self.first + index,
+            self.seeds[index],
+            self.scores[index],
+            self.rewards[index],
+            self.steps[index],
+            self.outcomes[index],
+            self.epsilons[index],
+            self.epsilon_injections[index],
+            self.losses[index],
+        )
+
+    def results(self) -> list[EpisodeResult]:
+        """Every episode of the batch, in order."""
+        return [self.result(index) for index in range(len(self))]
+
+
 @dataclass
 class TrainResult:
     """What a finished (or cancelled) run leaves behind."""
@@ -47,6 +87,9 @@ class RunControl(Protocol):
 
     def on_episode(self, result: EpisodeResult) -> None:
         """Called after every episode, in order; the server persists it."""
+
+    def on_episodes(self, batch: EpisodeBatch) -> None:
+        """Several finished episodes at once, in order: the same as ``on_episode`` for each."""
 
     def checkpoint(self) -> bool:
         """Called between episodes: blocks while paused, returns True when the run must stop."""

@@ -18,14 +18,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from itertools import repeat
 from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from snakelab.trainers.base import EpisodeResult, Outcome, RunControl, TrainResult
+from snakelab.trainers.base import EpisodeBatch, EpisodeResult, Outcome, RunControl, TrainResult
 
 MODEL_FILE = "surrogate_model.json"
 GRID_SIZE = 20
@@ -37,6 +36,8 @@ DEATH_REWARD = -10.0
 EPSILON_SNAP = 0.001
 # Longest sleep between two checkpoint() calls, so pause and cancel stay responsive.
 SLEEP_SLICE_SECONDS = 0.05
+# Episodes per on_episodes() call of an unpaced run; checkpoint() is asked between batches.
+UNPACED_BATCH = 250
 
 Transform = Callable[[float], float]
 
@@ -462,38 +463,65 @@ class SurrogateTrainer:
         digest = hashlib.sha256(("trajectory:" + _canonical_key(config)).encode()).digest()
         rng = np.random.default_rng(int.from_bytes(digest, "big"))
         traj = _trajectory(config, high_score, rng)
-        episodes = len(traj.scores)
-        pacer = (
-            _Pacer(self.seconds, episodes, control, self._clock, self._sleep)
-            if self.seconds > 0
-            else None
-        )
-
-        # map() with positional fields (EpisodeResult's field order) keeps the per-episode
-        # Python work to one constructor call: a 1500-episode run stays in the low ms.
-        results = map(
-            EpisodeResult,
-            range(1, episodes + 1),
-            traj.food_seeds,
-            traj.scores,
-            traj.rewards,
-            traj.steps,
-            traj.outcomes,
-            traj.epsilons,
-            repeat(0, episodes),
-            traj.losses,
-        )
-        on_episode = control.on_episode
-        checkpoint = pacer.checkpoint if pacer else control.checkpoint
-        completed = 0
-        for result in results:
-            if pacer and pacer.wait_for(result.episode):
-                break
-            on_episode(result)
-            completed = result.episode
-            if completed < episodes and checkpoint():
-                break
+        if self.seconds <= 0:
+            completed = self._report_unpaced(traj, control)
+        else:
+            completed = self._report_paced(traj, control)
         return self._result(traj, completed, rng)
+
+    @staticmethod
+    def _report_unpaced(traj: _Trajectory, control: RunControl) -> int:
+        """Episodes in batches as fast as the server takes them; the episodes completed.
+
+        ``checkpoint()`` is asked between batches, so a cancel still lands within a batch.
+        """
+        episodes = len(traj.scores)
+        completed = 0
+        while completed < episodes:
+            end = min(completed + UNPACED_BATCH, episodes)
+            control.on_episodes(
+                EpisodeBatch(
+                    first=completed + 1,
+                    seeds=traj.food_seeds[completed:end],
+                    scores=traj.scores[completed:end],
+                    rewards=traj.rewards[completed:end],
+                    steps=traj.steps[completed:end],
+                    outcomes=traj.outcomes[completed:end],
+                    epsilons=traj.epsilons[completed:end],
+                    epsilon_injections=[0] * (end - completed),
+                    losses=traj.losses[completed:end],
+                )
+            )
+            completed = end
+            if completed < episodes and control.checkpoint():
+                break
+        return completed
+
+    def _report_paced(self, traj: _Trajectory, control: RunControl) -> int:
+        """Episodes one by one, spread over ``seconds`` of wall time; the episodes completed."""
+        episodes = len(traj.scores)
+        pacer = _Pacer(self.seconds, episodes, control, self._clock, self._sleep)
+        completed = 0
+        for index in range(episodes):
+            if pacer.wait_for(index + 1):
+                break
+            control.on_episode(
+                EpisodeResult(
+                    index + 1,
+                    traj.food_seeds[index],
+                    traj.scores[index],
+                    traj.rewards[index],
+                    traj.steps[index],
+                    traj.outcomes[index],
+                    traj.epsilons[index],
+                    0,
+                    traj.losses[index],
+                )
+            )
+            completed = index + 1
+            if completed < episodes and pacer.checkpoint():
+                break
+        return completed
 
     @staticmethod
     def _result(traj: _Trajectory, completed: int, rng: np.random.Generator) -> TrainResult:
