@@ -252,6 +252,48 @@ def test_the_fast_episode_text_falls_back_for_anything_but_plain_numbers() -> No
         assert _values_fast(run_id, [(1, 2, 3, 0.5, bad)]) is None  # type: ignore[list-item]
 
 
+class SlowEndStore(RunStore):
+    """A real store whose terminal writes take a while, so later writes queue up behind them."""
+
+    def __init__(self, *args: Any):
+        super().__init__(*args)
+        self.starts_alone = 0
+
+    def mark_running(self, run_id: str, started_at: Any) -> None:
+        self.starts_alone += 1
+        super().mark_running(run_id, started_at)
+
+    def finish(self, *args: Any, **kwargs: Any) -> None:
+        time.sleep(0.05)
+        super().finish(*args, **kwargs)
+
+
+def test_a_start_queued_behind_other_writes_is_stored_with_the_runs_next_write(
+    harness_for: Callable[..., Harness], snakelab_tables: Databases
+) -> None:
+    """Under a backlog the start rides in the run's next transaction; every row is complete."""
+
+    def script(config: dict[str, Any], control: RunControl) -> TrainResult:
+        control.on_episode(episode(1, score=2))
+        return TrainResult(1, 2, 10, 2.0)
+
+    store = SlowEndStore(settings(snakelab_tables), "test")
+    harness = harness_for(ScriptedTrainer(script), store)
+    runs = [harness.submit(seed=i) for i in range(1, 7)]
+    harness.wait_terminal(runs[-1])
+    assert store.starts_alone < len(runs)  # the first run's start, at least, was alone
+    conn = snakelab_tables.connect("snakelab", snakelab_tables.snakelab_db)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT status, episode_count, started_at IS NOT NULL,"
+                " started_at <= completed_at FROM simulation_runs ORDER BY id"
+            )
+            assert cur.fetchall() == (("completed", 1, 1, 1),) * len(runs)
+    finally:
+        conn.close()
+
+
 class FailingProgressStore(RunStore):
     """A real store whose second progress write fails, as when the database goes away."""
 

@@ -272,13 +272,14 @@ class RunStore:
 
     def mark_running(self, run_id: str, started_at: datetime) -> None:
         """The worker took the run; a pause or cancel that got in first keeps its status."""
-        self._script(
-            f"starting run {run_id}",
-            (
-                "UPDATE simulation_runs SET status = IF(status = 'queued', 'running', status),"
-                " started_at = %s, episode_count = 0 WHERE run_id = %s",
-                (started_at, run_id),
-            ),
+        self._script(f"starting run {run_id}", self._start_statement(run_id, started_at))
+
+    @staticmethod
+    def _start_statement(run_id: str, started_at: datetime) -> tuple[str, Sequence[Any]]:
+        return (
+            "UPDATE simulation_runs SET status = IF(status = 'queued', 'running', status),"
+            " started_at = %s, episode_count = 0 WHERE run_id = %s",
+            (started_at, run_id),
         )
 
     def write_progress(
@@ -287,10 +288,13 @@ class RunStore:
         rows: Sequence[EpisodeRow],
         episode_count: int,
         high_score: int | None,
+        started_at: datetime | None = None,
     ) -> None:
-        """New episodes and the run's counters, in one transaction."""
+        """New episodes and the run's counters, in one transaction (with its start, if given)."""
+        start = [] if started_at is None else [self._start_statement(run_id, started_at)]
         self._script(
             f"recording episodes of run {run_id}",
+            *start,
             *self._episode_inserts(run_id, rows),
             (
                 "UPDATE simulation_runs SET episode_count = %s, high_score = %s WHERE run_id = %s",
@@ -308,11 +312,14 @@ class RunStore:
         completed_at: datetime,
         error: str | None = None,
         snapshot: dict[str, Any] | None = None,
+        started_at: datetime | None = None,
     ) -> None:
-        """The last episodes and the terminal state, in one transaction."""
+        """The last episodes and the terminal state in one transaction (with its start if given)."""
         snapshot_json = None if snapshot is None else json.dumps(snapshot, allow_nan=False)
+        start = [] if started_at is None else [self._start_statement(run_id, started_at)]
         self._script(
             f"finishing run {run_id} as {state}",
+            *start,
             *self._episode_inserts(run_id, rows),
             (
                 "UPDATE simulation_runs SET status = %s, episode_count = %s, high_score = %s,"

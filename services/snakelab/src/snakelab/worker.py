@@ -82,6 +82,8 @@ class RunDriver:
         self.rows: list[EpisodeRow] = []
         # Set by the writer thread when a write of this run failed: the run stops and fails.
         self.write_error: str | None = None
+        # The run's start, when the writer folds it into this run's next write (writer thread).
+        self.start_pending: datetime | None = None
         now = time.monotonic()
         self.last_flush = now
         self.last_episode_at = now
@@ -166,6 +168,11 @@ class RunDriver:
     # -- writer thread --------------------------------------------------------------------------
 
     def _write_start(self, started_at: datetime) -> None:
+        if self.writer.writes.qsize():
+            # Behind this write waits only this run's own (the next run starts after this
+            # one's end is queued): store the start with it, one transaction fewer.
+            self.start_pending = started_at
+            return
         try:
             self.store.mark_running(self.run.run_id, started_at)
         except DatabaseError as exc:
@@ -178,7 +185,8 @@ class RunDriver:
         if self.write_error is not None:
             return
         try:
-            self.store.write_progress(self.run.run_id, rows, count, high)
+            self.store.write_progress(self.run.run_id, rows, count, high, self.start_pending)
+            self.start_pending = None
         except DatabaseError as exc:
             self.write_error = str(exc)
         except Exception as exc:
@@ -202,7 +210,15 @@ class RunDriver:
                 state, error, snapshot = "failed", self.write_error, None
             try:
                 self.store.finish(
-                    run.run_id, state, rows, count, high, completed_at, error, snapshot
+                    run.run_id,
+                    state,
+                    rows,
+                    count,
+                    high,
+                    completed_at,
+                    error,
+                    snapshot,
+                    self.start_pending,
                 )
             except DatabaseError as exc:
                 # The row keeps a non-terminal status; the next startup marks it failed.
@@ -228,7 +244,16 @@ class RunDriver:
         error: str,
     ) -> None:
         try:
-            self.store.finish(self.run.run_id, "failed", rows, count, high, completed_at, error)
+            self.store.finish(
+                self.run.run_id,
+                "failed",
+                rows,
+                count,
+                high,
+                completed_at,
+                error,
+                started_at=self.start_pending,
+            )
         except Exception:
             log.exception("could not store run %s as failed either", self.run.run_id)
 
