@@ -5,9 +5,13 @@ on a scratch database of the private MariaDB; Ax3l's own client submits runs ove
 socket one after another, then polls ``simulation.status`` until the last one (FIFO) is
 terminal. Every run writes its row, its 26 configuration columns, one ``simulation_episodes``
 row per episode and its snapshot. The figure is runs / (last completion - first submit);
-the database is checked afterwards (every run completed, every episode stored). For scale it
-also prints the ceiling the database alone sets: the server's own episode writes of 1500-row
-runs, back to back on one connection, with nothing else going on.
+the database is checked afterwards (every run completed, every episode stored), and the CPU
+time each process spent per run is printed (MariaDB, the SnakeLab server, this client).
+
+For scale it also prints what the database alone costs: the server's own writes of whole runs
+back to back on one connection, and MariaDB's CPU time per episode row when InnoDB stores rows
+the server generates itself (``INSERT ... SELECT FROM seq_1_to_N``: no client, no SQL text to
+parse). That last figure is the floor no client can go below on this machine.
 
     uv run python bench/bench_snakelab_surrogate.py      # 200 runs at 1500 and at 500 epochs
     uv run python bench/bench_snakelab_surrogate.py --runs 1000 --epochs 1500
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
@@ -31,6 +36,25 @@ from snakelab.run_store import DbSettings, RunStore, utc_now
 from snakelab.server_process import ScratchDatabase, SnakeLabProcess, scratch_snakelab_database
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def mariadb_pid() -> int | None:
+    """The private MariaDB's process id (scripts/mariadb.sh), for its CPU time; None if unknown."""
+    try:
+        return int((REPO / ".run" / "mariadb" / "mysqld.pid").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU seconds of a process so far (0 when it cannot be read)."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def db_env() -> dict[str, str]:
@@ -130,19 +154,62 @@ def database_ceiling(database: ScratchDatabase, runs: int = 30, episodes: int = 
         store.close()
 
 
+def innodb_floor(database: ScratchDatabase, runs: int = 40, episodes: int = 1500) -> float | None:
+    """MariaDB CPU ms per episode row when InnoDB stores rows it generates (no parsing)."""
+    pid = mariadb_pid()
+    if pid is None:
+        return None
+    conn = database.connect()
+    try:
+        with conn.cursor() as cur:
+            # Same columns, key, engine and collation (LIKE copies no foreign key).
+            cur.execute("CREATE TABLE floor_episodes LIKE simulation_episodes")
+            before = cpu_seconds(pid)
+            for _ in range(runs):
+                cur.execute(
+                    "INSERT INTO floor_episodes SELECT %s, seq, MOD(seq, 40), 200 + seq,"
+                    f" 0.96 / seq, 0.1 + seq / 1e4 FROM seq_1_to_{int(episodes)}",
+                    (str(uuid.uuid4()),),
+                )
+            used = cpu_seconds(pid) - before
+            cur.execute("DROP TABLE floor_episodes")
+    finally:
+        conn.close()
+    return used / (runs * episodes) * 1000
+
+
 async def bench(args: argparse.Namespace) -> int:
     failures = 0
     with scratch_snakelab_database(db_env()) as database:
+        pid = mariadb_pid()
+        before = cpu_seconds(pid)
         ceiling = database_ceiling(database)
+        db_cpu_per_row = (cpu_seconds(pid) - before) / (30 * 1500) * 1000
         print(
             f"database alone: {ceiling:,.0f} episode rows/s (= {ceiling / 1500:.0f} runs/s of"
-            f" 1500 episodes, {ceiling / 500:.0f} of 500) through the server's write calls"
+            f" 1500 episodes, {ceiling / 500:.0f} of 500) through the server's write calls;"
+            f" MariaDB CPU {db_cpu_per_row * 1000:.1f} us per row"
         )
+        floor = innodb_floor(database)
+        if floor is not None:
+            print(
+                f"InnoDB floor: {floor * 1000:.1f} us of MariaDB CPU per row it generates itself"
+                f" = {floor * 1500:.2f} ms per 1500-episode run: at most"
+                f" {1 / (floor * 1.5):.0f} runs/s of 1500 episodes"
+                f" ({1 / (floor * 0.5):.0f} of 500) with a whole core for MariaDB alone"
+            )
         with SnakeLabProcess(database.env(), trainer="surrogate", seconds=0) as server:
             client = SnakeLabClient(server.endpoint, timeout=10.0)
             await one_round(client, 5, 500, 1)  # warm-up: imports, model load, connections
             for epochs in args.epochs:
+                server_pid = server.process.pid
+                cpu_before = (cpu_seconds(pid), cpu_seconds(server_pid), time.process_time())
                 result = await one_round(client, args.runs, epochs, 10_000 * epochs)
+                cpu_ms = [
+                    (cpu_seconds(pid) - cpu_before[0]) * 1000 / args.runs,
+                    (cpu_seconds(server_pid) - cpu_before[1]) * 1000 / args.runs,
+                    (time.process_time() - cpu_before[2]) * 1000 / args.runs,
+                ]
                 check = check_database(database, result["run_ids"], epochs)
                 failures += not check.startswith("ok")
                 rate = args.runs / result["seconds"]
@@ -152,6 +219,12 @@ async def bench(args: argparse.Namespace) -> int:
                     f" {args.runs} runs in {result['seconds']:.2f} s"
                     f" (submitting took {result['submit_phase']:.2f} s,"
                     f" submit p50 {result['submit_p50_ms']:.1f} ms); db {check}"
+                )
+                print(
+                    f"  CPU per run: MariaDB {cpu_ms[0]:.2f} ms,"
+                    f" SnakeLab server {cpu_ms[1]:.2f} ms,"
+                    f" client {cpu_ms[2]:.2f} ms (sum {sum(cpu_ms):.2f} ms on {os.cpu_count()}"
+                    " cores)"
                 )
                 single = await latency(client, epochs, args.latency_samples)
                 print(
