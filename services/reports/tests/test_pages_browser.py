@@ -3,6 +3,7 @@ the user's real runs and a replayed history."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -284,6 +285,8 @@ def test_simulation_page_draws_the_best_game(server, experiment, page):
     assert p.locator("#board .snake-head").count() == 1
     assert p.locator("#board .snake-body").count() == run.high_score + 2
     assert p.locator("#board .food").count() == 1
+    caption = p.locator("#board-caption").inner_text()
+    assert re.fullmatch(rf"Score {run.high_score} · length \d+ · episode \d+ · move \d+", caption)
     config = dict(
         zip(
             p.locator("#run-config th").all_inner_texts(),
