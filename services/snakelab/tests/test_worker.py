@@ -244,12 +244,11 @@ def test_batches_are_stored_and_reported_like_single_episodes(
 
 def test_the_fast_episode_text_falls_back_for_anything_but_plain_numbers() -> None:
     """Only ints, finite floats and None take the JSON-encoder path; the rest is refused."""
-    run_id = str(uuid.uuid4())
-    assert _values_fast(run_id, [(1, 2, 3, 0.5, None), (2, 0, 9, 1e-07, 2.5)]) == (
-        f"('{run_id}',1,2,3,0.5,NULL),('{run_id}',2,0,9,1e-07,2.5)"
+    assert _values_fast([(1, 2, 3, 0.5, None), (2, 0, 9, 1e-07, 2.5)]) == (
+        "(@run_id,1,2,3,0.5,NULL),(@run_id,2,0,9,1e-07,2.5)"
     )
     for bad in (float("nan"), float("inf"), "1); DROP TABLE x; --", True, object()):
-        assert _values_fast(run_id, [(1, 2, 3, 0.5, bad)]) is None  # type: ignore[list-item]
+        assert _values_fast([(1, 2, 3, 0.5, bad)]) is None  # type: ignore[list-item]
 
 
 class SlowEndStore(RunStore):

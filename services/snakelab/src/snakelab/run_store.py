@@ -370,20 +370,24 @@ class RunStore:
 
     @staticmethod
     def _episode_inserts(run_id: str, rows: Sequence[EpisodeRow]) -> list[str]:
-        """INSERT statements for ``rows``, built by hand rather than with executemany.
+        """The statements storing ``rows``, built by hand rather than with executemany.
 
         Every value is a number this server made (the run id is its own uuid4), and one
-        literal statement is far cheaper than escaping six values per row.
+        literal statement is far cheaper than escaping six values per row. The run id is set
+        once in a session variable: MariaDB reads ``@run_id`` faster than it parses the same
+        string literal again on every row.
         """
         if not _RUN_ID.fullmatch(run_id):
             raise ValueError(f"not a run id made by this server: {run_id!r}")
-        statements = []
+        if not rows:
+            return []
+        statements = [f"SET @run_id = '{run_id}'"]
         for start in range(0, len(rows), EPISODE_CHUNK):
             chunk = rows[start : start + EPISODE_CHUNK]
-            values = _values_fast(run_id, chunk)
+            values = _values_fast(chunk)
             if values is None:
                 values = ",".join(
-                    f"('{run_id}',{int(episode)},{int(score)},{int(steps)},"
+                    f"(@run_id,{int(episode)},{int(score)},{int(steps)},"
                     f"{_sql_number(epsilon)},{_sql_number(loss)})"
                     for episode, score, steps, epsilon, loss in chunk
                 )
@@ -394,10 +398,10 @@ class RunStore:
         return statements
 
 
-def _values_fast(run_id: str, rows: Sequence[EpisodeRow]) -> str | None:
+def _values_fast(rows: Sequence[EpisodeRow]) -> str | None:
     """The VALUES list of ``rows`` through the C JSON encoder, or None when it cannot be used.
 
-    ``[[1,3,40,0.95,null],...]`` becomes ``('<run>',1,3,40,0.95,NULL),...``: JSON numbers
+    ``[[1,3,40,0.95,null],...]`` becomes ``(@run_id,1,3,40,0.95,NULL),...``: JSON numbers
     are valid SQL literals (floats in the same shortest form as ``repr``). Anything but plain
     numbers and None (a NaN, a numpy integer, a string) takes the careful path instead.
     """
@@ -407,4 +411,4 @@ def _values_fast(run_id: str, rows: Sequence[EpisodeRow]) -> str | None:
         return None
     if '"' in body or "t" in body or "f" in body:  # a string, true or false: not a number
         return None
-    return body[1:-1].replace("[", f"('{run_id}',").replace("]", ")").replace("null", "NULL")
+    return body[1:-1].replace("[", "(@run_id,").replace("]", ")").replace("null", "NULL")
