@@ -251,6 +251,25 @@ def test_the_fast_episode_text_falls_back_for_anything_but_plain_numbers() -> No
         assert _values_fast([(1, 2, 3, 0.5, bad)]) is None  # type: ignore[list-item]
 
 
+def test_a_value_that_is_no_number_fails_the_run_and_the_next_one_runs(
+    harness_for: Callable[..., Harness],
+) -> None:
+    """A trainer reporting a non-number never reaches the database; its run ends failed."""
+
+    def script(config: dict[str, Any], control: RunControl) -> TrainResult:
+        loss: Any = "not a number" if config["seed"] == 1 else 0.5
+        control.on_episodes(EpisodeBatch(1, [1], [3], [1.0], [10], ["wall"], [0.5], [0], [loss]))
+        return TrainResult(1, 3, 10, 1.0)
+
+    harness = harness_for(ScriptedTrainer(script))
+    broken, after = harness.submit(seed=1), harness.submit(seed=2)
+    harness.wait_terminal(after)
+    assert broken.state == "failed"
+    assert broken.error is not None and broken.error.startswith("could not store episodes")
+    assert harness.row(broken.run_id)[0::3] == ("failed", broken.error)
+    assert after.state == "completed" and harness.row(after.run_id)[5] == 1
+
+
 class SlowEndStore(RunStore):
     """A real store whose terminal writes take a while, so later writes queue up behind them."""
 

@@ -42,6 +42,21 @@ _RUN_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{
 EpisodeRow = tuple[int, int, int, float | None, float | None]
 
 
+@dataclass(frozen=True)
+class EpisodeSql:
+    """Episode rows already turned into SQL.
+
+    Built by the thread that holds the rows (the worker), so the writer thread only sends:
+    while the database stores one run, the text of the next one is being made.
+    """
+
+    statements: tuple[str, ...]
+
+    @classmethod
+    def build(cls, run_id: str, rows: Sequence[EpisodeRow]) -> EpisodeSql:
+        return cls(tuple(RunStore._episode_inserts(run_id, rows)))
+
+
 def utc_now() -> datetime:
     """Now, as the naive UTC timestamp stored in DATETIME(6) columns."""
     return datetime.now(UTC).replace(tzinfo=None)
@@ -285,7 +300,7 @@ class RunStore:
     def write_progress(
         self,
         run_id: str,
-        rows: Sequence[EpisodeRow],
+        rows: Sequence[EpisodeRow] | EpisodeSql,
         episode_count: int,
         high_score: int | None,
         started_at: datetime | None = None,
@@ -295,7 +310,7 @@ class RunStore:
         self._script(
             f"recording episodes of run {run_id}",
             *start,
-            *self._episode_inserts(run_id, rows),
+            *self._episodes(run_id, rows),
             (
                 "UPDATE simulation_runs SET episode_count = %s, high_score = %s WHERE run_id = %s",
                 (episode_count, high_score, run_id),
@@ -306,7 +321,7 @@ class RunStore:
         self,
         run_id: str,
         state: str,
-        rows: Sequence[EpisodeRow],
+        rows: Sequence[EpisodeRow] | EpisodeSql,
         episode_count: int,
         high_score: int | None,
         completed_at: datetime,
@@ -320,7 +335,7 @@ class RunStore:
         self._script(
             f"finishing run {run_id} as {state}",
             *start,
-            *self._episode_inserts(run_id, rows),
+            *self._episodes(run_id, rows),
             (
                 "UPDATE simulation_runs SET status = %s, episode_count = %s, high_score = %s,"
                 " completed_at = %s, error_message = %s, high_score_snapshot = %s"
@@ -367,6 +382,12 @@ class RunStore:
             # rolls it back.
             self._discard()
             raise translate(exc, doing) from exc
+
+    @staticmethod
+    def _episodes(run_id: str, rows: Sequence[EpisodeRow] | EpisodeSql) -> Sequence[str]:
+        if isinstance(rows, EpisodeSql):
+            return rows.statements
+        return RunStore._episode_inserts(run_id, rows)
 
     @staticmethod
     def _episode_inserts(run_id: str, rows: Sequence[EpisodeRow]) -> list[str]:

@@ -29,7 +29,7 @@ from functools import partial
 from typing import Any
 
 from ax3l.shared.db.errors import DatabaseError
-from snakelab.run_store import STOPPED_MESSAGE, EpisodeRow, RunStore, utc_now
+from snakelab.run_store import STOPPED_MESSAGE, EpisodeRow, EpisodeSql, RunStore, utc_now
 from snakelab.runs import Run, RunBook
 from snakelab.trainers.base import EpisodeBatch, EpisodeResult, Trainer
 
@@ -143,7 +143,9 @@ class RunDriver:
         rows, self.rows = self.rows, []
         with self.book.changed:
             count, high = self.run.completed_epochs, self.run.high_score
-        self.writer.put(partial(self._write_progress, rows, count, high))
+        # A row the SQL cannot be made of raises here, inside the trainer: the run fails.
+        episodes = EpisodeSql.build(self.run.run_id, rows)
+        self.writer.put(partial(self._write_progress, episodes, count, high))
         self.last_flush = time.monotonic()
 
     def end(
@@ -159,9 +161,24 @@ class RunDriver:
         rows, self.rows = self.rows, []
         with self.book.changed:
             count, high = self.run.completed_epochs, self.run.high_score
+        try:
+            episodes = EpisodeSql.build(self.run.run_id, rows)
+        except Exception as exc:  # a trainer's value that is not a number
+            log.exception("could not store the last episodes of run %s", self.run.run_id)
+            state, snapshot = "failed", None
+            error = f"could not store episodes: {exc!r}"
+            episodes = EpisodeSql(())
         self.writer.put(
             partial(
-                self._write_end, state, error, snapshot, rows, count, high, completed_at, on_ended
+                self._write_end,
+                state,
+                error,
+                snapshot,
+                episodes,
+                count,
+                high,
+                completed_at,
+                on_ended,
             )
         )
 
@@ -181,7 +198,7 @@ class RunDriver:
             log.exception("could not store the start of run %s", self.run.run_id)
             self.write_error = f"could not store the run's start: {exc!r}"
 
-    def _write_progress(self, rows: list[EpisodeRow], count: int, high: int | None) -> None:
+    def _write_progress(self, rows: EpisodeSql, count: int, high: int | None) -> None:
         if self.write_error is not None:
             return
         try:
@@ -198,7 +215,7 @@ class RunDriver:
         state: str,
         error: str | None,
         snapshot: dict[str, Any] | None,
-        rows: list[EpisodeRow],
+        rows: EpisodeSql,
         count: int,
         high: int | None,
         completed_at: datetime,
@@ -237,7 +254,7 @@ class RunDriver:
 
     def _store_failure(
         self,
-        rows: list[EpisodeRow],
+        rows: EpisodeSql,
         count: int,
         high: int | None,
         completed_at: datetime,
