@@ -95,12 +95,38 @@ def test_every_page_loads_cleanly(server, experiment, page, test_output_dir):
         "score-distribution": "/score-distribution",
         "simulation": f"/simulations/{golden_run}",
         "proposers": "/proposers",
+        "api-reference": "/api-reference",
     }
     for name, path in pages.items():
         page.page.goto(server.url + path)
         if page.page.locator("[data-figure]").count():
             page.page.wait_for_selector("[data-figure][data-ready=true]", timeout=15000)
         page.page.screenshot(path=str(test_output_dir / f"{name}.png"), full_page=True)
+    assert page.problems == []
+
+
+def test_the_api_link_opens_an_offline_reference_of_every_json_endpoint(server, page):
+    """The nav's API link works without internet: every /api/ operation, with parameters."""
+    p = page.page
+    p.goto(server.url + "/")
+    with p.expect_navigation():
+        p.click("header nav a:text-is('API')")
+    assert p.url.endswith("/api-reference")
+    document = p.request.get(server.url + "/openapi.json").json()
+    expected = sorted(
+        (method.upper(), path)
+        for path, item in document["paths"].items()
+        if path.startswith("/api/") or path in ("/health", "/ready")
+        for method in item
+    )
+    shown = p.locator("section.api-op").evaluate_all(
+        "ss => ss.map(s => [s.dataset.method, s.dataset.path])"
+    )
+    assert sorted(map(tuple, shown)) == expected
+    events = p.locator("section.api-op[data-path='/api/events']")
+    names = events.locator(".api-params td:first-child").all_inner_texts()
+    assert {"category", "event", "parameter"} <= {n.rstrip(" *") for n in names}
+    assert p.locator("script").count() == 1  # only the shared reports.js: nothing from a CDN
     assert page.problems == []
 
 

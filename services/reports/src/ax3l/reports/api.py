@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from ax3l.reports.routes import (
+    api_reference,
     assets,
     events,
     golden,
@@ -23,4 +24,5 @@ for module in (events, highscores, golden, scores, simulations, proposers):
 api_router.include_router(status.router)
 api_router.include_router(health.router)
 api_router.include_router(assets.router)
+api_router.include_router(api_reference.pages)
 api_router.include_router(assets.icon_router)
