@@ -48,11 +48,17 @@ class ScriptedTrainer:
 
 
 class Harness:
-    def __init__(self, databases: Databases, trainer: Any, store: RunStore | None = None):
+    def __init__(
+        self,
+        databases: Databases,
+        trainer: Any,
+        store: RunStore | None = None,
+        on_ended: Callable[[Run], None] | None = None,
+    ):
         self.databases = databases
         self.store = store or RunStore(settings(databases), "test")
         self.book = RunBook()
-        self.worker = Worker(self.book, self.store, trainer)
+        self.worker = Worker(self.book, self.store, trainer, on_ended)
         self.worker.start()
 
     def submit(self, **partial: Any) -> Run:
@@ -105,8 +111,10 @@ def settings(databases: Databases) -> DbSettings:
 def harness_for(snakelab_tables: Databases) -> Iterator[Callable[..., Harness]]:
     made: list[Harness] = []
 
-    def make(trainer: Any, store: RunStore | None = None) -> Harness:
-        made.append(Harness(snakelab_tables, trainer, store))
+    def make(
+        trainer: Any, store: RunStore | None = None, on_ended: Callable[[Run], None] | None = None
+    ) -> Harness:
+        made.append(Harness(snakelab_tables, trainer, store, on_ended))
         return made[-1]
 
     yield make
@@ -268,6 +276,55 @@ def test_a_value_that_is_no_number_fails_the_run_and_the_next_one_runs(
     assert broken.error is not None and broken.error.startswith("could not store episodes")
     assert harness.row(broken.run_id)[0::3] == ("failed", broken.error)
     assert after.state == "completed" and harness.row(after.run_id)[5] == 1
+
+
+class SlowFirstEndStore(RunStore):
+    """A real store that takes its time over the end of the first run it finishes."""
+
+    def __init__(self, *args: Any):
+        super().__init__(*args)
+        self.started: list[str] = []
+        self.finished: list[str] = []
+
+    def finish(self, run_id: str, *args: Any, **kwargs: Any) -> None:
+        self.started.append(run_id)
+        if len(self.started) == 1:
+            time.sleep(0.3)
+        super().finish(run_id, *args, **kwargs)
+        self.finished.append(run_id)
+
+
+def test_runs_end_in_submission_order_when_writers_store_them_out_of_order(
+    harness_for: Callable[..., Harness], snakelab_tables: Databases
+) -> None:
+    """Two writers store consecutive runs at once; runs still turn terminal and are announced
+    in submission order, and every row is complete."""
+    terminal_when_announced: list[tuple[str, list[str]]] = []
+    runs: list[Run] = []
+
+    def on_ended(run: Run) -> None:
+        # What a client would see at this moment: every run's state, in submission order.
+        terminal_when_announced.append((run.run_id, [r.state for r in runs]))
+
+    def script(config: dict[str, Any], control: RunControl) -> TrainResult:
+        control.on_episode(episode(1, score=config["seed"]))
+        return TrainResult(1, config["seed"], 10, 1.0)
+
+    store = SlowFirstEndStore(settings(snakelab_tables), "test")
+    harness = harness_for(ScriptedTrainer(script), store, on_ended)
+    runs.extend(harness.submit(seed=i) for i in range(1, 6))
+    harness.wait_terminal(runs[-1])
+    deadline = time.monotonic() + 5
+    while len(terminal_when_announced) < len(runs):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert store.finished[:2] == [runs[1].run_id, runs[0].run_id]  # stored second first...
+    assert [run_id for run_id, _ in terminal_when_announced] == [r.run_id for r in runs]
+    for index, (_, states) in enumerate(terminal_when_announced):
+        assert all(state == "completed" for state in states[: index + 1])  # ...yet ended second
+    assert [harness.row(r.run_id) for r in runs] == [
+        ("completed", 1, seed, None, 0, 1) for seed in range(1, 6)
+    ]
 
 
 class SlowEndStore(RunStore):

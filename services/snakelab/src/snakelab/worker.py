@@ -2,9 +2,11 @@
 
 Database writes of a run go through a ``StoreWriter`` thread that applies them in order behind
 the trainer: while the database stores the end of one run, the worker already trains the
-next (at most one run is being stored behind the one training). A run turns terminal in
-memory (and over the socket) only once its terminal state is committed, so a client that sees
-``completed`` finds the finished row; until then it still reports ``running``.
+next. There are ``WRITERS`` writers with a connection each, taking consecutive runs in turn,
+so the database can store two runs at once while a third trains. A run turns terminal in
+memory (and over the socket) only once its terminal state is committed, and only after the
+run submitted before it, so a client that sees ``completed`` finds the finished row and runs
+end, and are announced, in submission order; until then a run still reports ``running``.
 
 ``RunDriver`` is the ``RunControl`` a trainer sees. It folds every episode into the run's
 status at once and batches the episode rows, so a 0-second surrogate run costs a few
@@ -39,8 +41,12 @@ FLUSH_SECONDS = 0.05
 SLOW_EPISODE_SECONDS = 0.005
 # Writes waiting for the database at most; the worker blocks beyond (bounded memory).
 WRITE_QUEUE_DEPTH = 8
-# Runs started but not yet stored: the one training and one whose end is being written.
-RUNS_IN_FLIGHT = 2
+# Writer threads, each with its own connection: consecutive runs are stored by different
+# writers, so the database can store two runs at once (each run's writes stay in order on
+# its writer, and runs still turn terminal in submission order).
+WRITERS = 2
+# Runs started but not yet stored: the one training and one per writer.
+RUNS_IN_FLIGHT = WRITERS + 1
 
 # Called with a run whose terminal state is stored (the events publisher listens here).
 EndedListener = Callable[[Run], None]
@@ -49,8 +55,8 @@ EndedListener = Callable[[Run], None]
 class StoreWriter(threading.Thread):
     """Applies queued database writes in order, one at a time."""
 
-    def __init__(self) -> None:
-        super().__init__(name="snakelab-store-writer", daemon=True)
+    def __init__(self, number: int = 0) -> None:
+        super().__init__(name=f"snakelab-store-writer-{number}", daemon=True)
         self.writes: queue.Queue[Callable[[], None] | None] = queue.Queue(WRITE_QUEUE_DEPTH)
 
     def put(self, write: Callable[[], None]) -> None:
@@ -73,12 +79,23 @@ class StoreWriter(threading.Thread):
 class RunDriver:
     """The ``RunControl`` of one run: status updates, batched episode writes, pause, stop."""
 
-    def __init__(self, run: Run, book: RunBook, store: RunStore, writer: StoreWriter):
+    def __init__(
+        self,
+        run: Run,
+        book: RunBook,
+        store: RunStore,
+        writer: StoreWriter,
+        previous: threading.Event | None = None,
+    ):
         self.run = run
         self.book = book
         self.store = store
         self.writer = writer
         self.released: Callable[[], None] | None = None  # called once the end is stored
+        # Set once this run is terminal in memory; the next run waits for it to turn terminal
+        # (its writer may finish first), so runs end, and are announced, in submission order.
+        self.settled = threading.Event()
+        self.previous = previous
         self.rows: list[EpisodeRow] = []
         # Set by the writer thread when a write of this run failed: the run stops and fails.
         self.write_error: str | None = None
@@ -223,34 +240,40 @@ class RunDriver:
     ) -> None:
         run = self.run
         try:
-            if self.write_error is not None:
-                state, error, snapshot = "failed", self.write_error, None
             try:
-                self.store.finish(
-                    run.run_id,
-                    state,
-                    rows,
-                    count,
-                    high,
-                    completed_at,
-                    error,
-                    snapshot,
-                    self.start_pending,
-                )
-            except DatabaseError as exc:
-                # The row keeps a non-terminal status; the next startup marks it failed.
-                log.error("could not store the end of run %s: %s", run.run_id, exc)
-                state, error, snapshot = "failed", str(exc), None
-            except Exception as exc:  # e.g. a trainer's snapshot that is not JSON
-                log.exception("could not store the end of run %s", run.run_id)
-                state, error, snapshot = "failed", f"could not store the run's end: {exc!r}", None
-                self._store_failure(rows, count, high, completed_at, error)
-            self._settle(state, error, snapshot, count, high, completed_at)
+                if self.write_error is not None:
+                    state, error, snapshot = "failed", self.write_error, None
+                try:
+                    self.store.finish(
+                        run.run_id,
+                        state,
+                        rows,
+                        count,
+                        high,
+                        completed_at,
+                        error,
+                        snapshot,
+                        self.start_pending,
+                    )
+                except DatabaseError as exc:
+                    # The row keeps a non-terminal status; the next startup marks it failed.
+                    log.error("could not store the end of run %s: %s", run.run_id, exc)
+                    state, error, snapshot = "failed", str(exc), None
+                except Exception as exc:  # e.g. a trainer's snapshot that is not JSON
+                    log.exception("could not store the end of run %s", run.run_id)
+                    error = f"could not store the run's end: {exc!r}"
+                    state, snapshot = "failed", None
+                    self._store_failure(rows, count, high, completed_at, error)
+                if self.previous is not None:
+                    self.previous.wait()  # the run before ends first (another writer stores it)
+                self._settle(state, error, snapshot, count, high, completed_at)
+            finally:
+                if self.released is not None:
+                    self.released()
+            if on_ended is not None:
+                on_ended(run)
         finally:
-            if self.released is not None:
-                self.released()
-        if on_ended is not None:
-            on_ended(run)
+            self.settled.set()
 
     def _store_failure(
         self,
@@ -312,11 +335,14 @@ class Worker(threading.Thread):
         self.store = store
         self.trainer = trainer
         self.on_ended = on_ended
-        self.writer = StoreWriter()
+        self.writers = [StoreWriter(number) for number in range(WRITERS)]
         self.in_flight = threading.BoundedSemaphore(RUNS_IN_FLIGHT)
+        self.runs_started = 0
+        self.last_settled: threading.Event | None = None
 
     def run(self) -> None:
-        self.writer.start()
+        for writer in self.writers:
+            writer.start()
         try:
             while True:
                 # Taken before the run leaves the queue: a waiting run stays queued.
@@ -327,11 +353,15 @@ class Worker(threading.Thread):
                     return
                 self.execute(run)
         finally:
-            self.writer.close()
+            for writer in self.writers:
+                writer.close()
 
     def execute(self, run: Run) -> None:
         """Train ``run`` and queue its terminal state; never raises."""
-        driver = RunDriver(run, self.book, self.store, self.writer)
+        writer = self.writers[self.runs_started % len(self.writers)]
+        self.runs_started += 1
+        driver = RunDriver(run, self.book, self.store, writer, self.last_settled)
+        self.last_settled = driver.settled
         driver.released = self.in_flight.release
         driver.start()
         error: str | None = None
