@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -278,20 +279,26 @@ def test_a_value_that_is_no_number_fails_the_run_and_the_next_one_runs(
     assert after.state == "completed" and harness.row(after.run_id)[5] == 1
 
 
-class SlowFirstEndStore(RunStore):
-    """A real store that takes its time over the end of the first run it finishes."""
+class SecondEndFirstStore(RunStore):
+    """A real store that holds the first run's end until the second run's end is stored."""
 
     def __init__(self, *args: Any):
         super().__init__(*args)
-        self.started: list[str] = []
+        self.inserted: list[str] = []
         self.finished: list[str] = []
+        self.second_stored = threading.Event()
+
+    def insert_run(self, run_id: str, *args: Any, **kwargs: Any) -> None:
+        self.inserted.append(run_id)
+        super().insert_run(run_id, *args, **kwargs)
 
     def finish(self, run_id: str, *args: Any, **kwargs: Any) -> None:
-        self.started.append(run_id)
-        if len(self.started) == 1:
-            time.sleep(0.3)
+        if run_id == self.inserted[0]:
+            self.second_stored.wait(3)  # with one writer this only times out
         super().finish(run_id, *args, **kwargs)
         self.finished.append(run_id)
+        if len(self.inserted) > 1 and run_id == self.inserted[1]:
+            self.second_stored.set()
 
 
 def test_runs_end_in_submission_order_when_writers_store_them_out_of_order(
@@ -310,7 +317,7 @@ def test_runs_end_in_submission_order_when_writers_store_them_out_of_order(
         control.on_episode(episode(1, score=config["seed"]))
         return TrainResult(1, config["seed"], 10, 1.0)
 
-    store = SlowFirstEndStore(settings(snakelab_tables), "test")
+    store = SecondEndFirstStore(settings(snakelab_tables), "test")
     harness = harness_for(ScriptedTrainer(script), store, on_ended)
     runs.extend(harness.submit(seed=i) for i in range(1, 6))
     harness.wait_terminal(runs[-1])
