@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from reports_testing import running_status
 
 from ax3l.reports.snakelab_status import SnakeLabMonitor, poll_snakelab
@@ -58,3 +60,29 @@ async def test_monitor_stops_cleanly(fake_snakelab):
     status = await monitor.current(wait=2.0)
     await monitor.stop()
     assert status.state == "idle" and monitor.latest.state == "idle"
+
+
+class SwallowingClient:
+    """A client whose every answer races the cancellation and wins, as Python 3.11's wait_for
+    lets it: cancelled just as the reply arrives, the call returns the reply instead."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def active(self) -> None:
+        self.calls += 1
+        reply: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_soon(reply.set_result, None)
+        return await asyncio.wait_for(reply, 1)
+
+
+async def test_monitor_stops_even_when_its_poll_swallows_the_cancellation():
+    """stop() returns although every cancellation is swallowed (the loop's own flag ends it)."""
+    client = SwallowingClient()
+    monitor = SnakeLabMonitor(client, interval=0)  # type: ignore[arg-type]
+    monitor.start()
+    await monitor.current(wait=2.0)
+    await asyncio.wait_for(monitor.stop(), 5)
+    calls = client.calls
+    await asyncio.sleep(0.05)
+    assert calls > 0 and client.calls == calls  # nothing polls any more

@@ -39,6 +39,7 @@ from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.settings import Settings
 from ax3l.shared.snakelab_client import SnakeLabClient
+from ax3l.shared.tasks import stop_task
 
 logger = logging.getLogger("ax3l.orchestrator")
 
@@ -180,9 +181,7 @@ async def run(settings: Settings, schema: ConfigSchema, proposer_name: str) -> i
     finally:
         status.set_phase(Phase.STOPPED)
         for task in (experiment, stopper):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await stop_task(task)
         server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError, SystemExit, Exception):
             await api

@@ -21,6 +21,7 @@ from ax3l.shared.snakelab_client import (
     SnakeLabProtocolError,
     SnakeLabUnavailable,
 )
+from ax3l.shared.tasks import stop_task
 from ax3l.shared.wire import RunStatus
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,7 @@ class SnakeLabMonitor:
         self.latest = SnakeLabStatus("unknown", None)
         self._first = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     def start(self) -> None:
         if self._task is None:
@@ -84,9 +86,8 @@ class SnakeLabMonitor:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            self._stopping = True
+            await stop_task(self._task)
             self._task = None
 
     async def current(self, wait: float) -> SnakeLabStatus:
@@ -97,7 +98,7 @@ class SnakeLabMonitor:
         return self.latest
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             self.latest = await poll_snakelab(self.client)
             self._first.set()
             await asyncio.sleep(self.interval)

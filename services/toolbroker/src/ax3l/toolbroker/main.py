@@ -29,6 +29,7 @@ from ax3l.shared.db.errors import DatabaseError, SchemaMismatch
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.settings import Settings, get_settings
 from ax3l.shared.snakelab_client import SnakeLabClient
+from ax3l.shared.tasks import stop_task
 from ax3l.shared.tool_channel import listen_endpoint
 from ax3l.toolbroker.api import create_app
 from ax3l.toolbroker.deps import BrokerResources
@@ -142,9 +143,7 @@ async def run(settings: Settings, endpoint: str | None, host: str, port: int) ->
         done, _ = await asyncio.wait({listener, api}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         server.should_exit = True
-        listener.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await listener
+        await stop_task(listener)
         with contextlib.suppress(asyncio.CancelledError):
             await api
         await broker.close()
