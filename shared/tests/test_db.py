@@ -1,3 +1,4 @@
+import asyncio
 import json
 import subprocess
 import sys
@@ -192,3 +193,15 @@ def test_reset_events_cli_needs_confirmation_and_wipes_history(databases):
     done = subprocess.run([*cmd, "--yes"], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert _count(databases, "events") == 0 and _count(databases, "experiment_highscores") == 0
+
+
+async def test_closing_cuts_a_connection_nobody_gives_back(databases):
+    """close() waits a grace period for connections in use, then closes them: never hangs."""
+    db = Database(databases.settings())
+    await db.fetchone("SELECT 1")
+    assert db._pool is not None
+    leaked = await db._pool.acquire()  # held, as by a task that will never finish
+    started = asyncio.get_running_loop().time()
+    await asyncio.wait_for(db.close(grace=0.3), 10)
+    assert 0.3 <= asyncio.get_running_loop().time() - started < 5
+    assert leaked.closed and db._pool is None

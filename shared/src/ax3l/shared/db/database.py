@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -11,6 +13,11 @@ import pymysql
 
 from ax3l.shared.db.errors import DatabaseError, translate
 from ax3l.shared.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# How long closing waits for connections still in use before it cuts them.
+CLOSE_GRACE_SECONDS = 5.0
 
 
 def quote_identifier(name: str) -> str:
@@ -53,10 +60,22 @@ class Database:
                 raise translate(exc, f"connecting to {s.db_host}:{s.db_port}/{s.db_name}") from exc
         return self
 
-    async def close(self) -> None:
-        if self._pool is not None:
-            self._pool.close()
-            await self._pool.wait_closed()
+    async def close(self, grace: float = CLOSE_GRACE_SECONDS) -> None:
+        """Close the pool: connections in use get ``grace`` seconds to come back, then are cut."""
+        pool = self._pool
+        if pool is not None:
+            pool.close()  # from now on an acquire fails instead of opening a new pool
+            try:
+                await asyncio.wait_for(pool.wait_closed(), grace)
+            except TimeoutError:
+                log.warning(
+                    "%d database connection(s) still in use after %g s; closing them",
+                    pool.size - pool.freesize,
+                    grace,
+                )
+                pool.terminate()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(pool.wait_closed(), grace)
             self._pool = None
 
     async def __aenter__(self) -> Database:
