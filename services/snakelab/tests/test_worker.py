@@ -77,20 +77,33 @@ class Harness:
             assert time.monotonic() < deadline, f"run stuck in {run.state}"
             time.sleep(0.01)
 
-    def row(self, run_id: str) -> tuple[Any, ...]:
+    def query(self, sql: str, args: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], ...]:
+        """Rows of one SELECT in SnakeLab's database, as the SnakeLab user."""
         conn = self.databases.connect("snakelab", self.databases.snakelab_db)
         try:
             with conn.cursor() as cur:
-                cur.execute(
-                    "SELECT status, episode_count, high_score, error_message,"
-                    " high_score_snapshot IS NOT NULL,"
-                    " (SELECT COUNT(*) FROM simulation_episodes e WHERE e.run_id = r.run_id)"
-                    " FROM simulation_runs r WHERE run_id = %s",
-                    (run_id,),
-                )
-                return tuple(cur.fetchone())
+                cur.execute(sql, args)
+                return tuple(cur.fetchall())
         finally:
             conn.close()
+
+    def row(self, run_id: str) -> tuple[Any, ...]:
+        (found,) = self.query(
+            "SELECT status, episode_count, high_score, error_message,"
+            " high_score_snapshot IS NOT NULL,"
+            " (SELECT COUNT(*) FROM simulation_episodes e WHERE e.run_id = r.run_id)"
+            " FROM simulation_runs r WHERE run_id = %s",
+            (run_id,),
+        )
+        return found
+
+    def episodes(self, run_id: str) -> tuple[tuple[Any, ...], ...]:
+        """(episode, score, steps, epsilon, loss) of every stored episode of the run."""
+        return self.query(
+            "SELECT episode, score, steps, epsilon, loss FROM simulation_episodes"
+            " WHERE run_id = %s ORDER BY episode",
+            (run_id,),
+        )
 
     def close(self) -> None:
         self.book.close()
@@ -188,17 +201,11 @@ def test_nan_losses_are_stored_as_null(harness_for: Callable[..., Harness]) -> N
     assert status["last_loss"] is None
     assert status["last_episode"]["loss"] is None
     assert status["last_episode"]["epsilon"] is None
-    conn = harness.databases.connect("snakelab", harness.databases.snakelab_db)
-    with conn.cursor() as cur:
-        cur.execute(
-            "SELECT epsilon, loss FROM simulation_episodes WHERE run_id = %s", (run.run_id,)
-        )
-        assert cur.fetchall() == ((None, None),)
-    conn.close()
+    assert [row[3:] for row in harness.episodes(run.run_id)] == [(None, None)]
 
 
 def test_batches_are_stored_and_reported_like_single_episodes(
-    harness_for: Callable[..., Harness], snakelab_tables: Databases
+    harness_for: Callable[..., Harness],
 ) -> None:
     """on_episodes gives the same rows, counters and status as on_episode for each episode."""
     results = [episode(n, score=(n * 7) % 11) for n in range(1, 41)]
@@ -234,19 +241,7 @@ def test_batches_are_stored_and_reported_like_single_episodes(
         == harness.row(batched.run_id)
         == ("completed", 40, 10, None, 0, 40)
     )
-    conn = snakelab_tables.connect("snakelab", snakelab_tables.snakelab_db)
-    try:
-        stored = []
-        for run in (single, batched):
-            with conn.cursor() as cur:
-                cur.execute(
-                    "SELECT episode, score, steps, epsilon, loss FROM simulation_episodes"
-                    " WHERE run_id = %s ORDER BY episode",
-                    (run.run_id,),
-                )
-                stored.append(cur.fetchall())
-    finally:
-        conn.close()
+    stored = [harness.episodes(run.run_id) for run in (single, batched)]
     assert stored[0] == stored[1]
     assert stored[0][5] == (6, 4, 60, 1e-05, None) and stored[0][6] == (7, 2, 70, None, 123456.789)
 
@@ -364,16 +359,11 @@ def test_a_start_queued_behind_other_writes_is_stored_with_the_runs_next_write(
     runs = [harness.submit(seed=i) for i in range(1, 7)]
     harness.wait_terminal(runs[-1])
     assert store.starts_alone < len(runs)  # the first run's start, at least, was alone
-    conn = snakelab_tables.connect("snakelab", snakelab_tables.snakelab_db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(
-                "SELECT status, episode_count, started_at IS NOT NULL,"
-                " started_at <= completed_at FROM simulation_runs ORDER BY id"
-            )
-            assert cur.fetchall() == (("completed", 1, 1, 1),) * len(runs)
-    finally:
-        conn.close()
+    rows = harness.query(
+        "SELECT status, episode_count, started_at IS NOT NULL,"
+        " started_at <= completed_at FROM simulation_runs ORDER BY id"
+    )
+    assert rows == (("completed", 1, 1, 1),) * len(runs)
 
 
 class FailingProgressStore(RunStore):
