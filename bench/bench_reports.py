@@ -41,6 +41,7 @@ from ax3l.shared.events import CATALOG
 from ax3l.shared.registry import ENTRIES, PARAMETER_ORDER
 from ax3l.shared.settings import Settings
 from ax3l.shared.testing.plugin import read_env_file
+from ax3l.shared.testing.scripted_llm import completion, tool_call
 
 ROOT = Path(__file__).resolve().parents[1]
 AX3L_DB = "ax3l_bench_reports"
@@ -161,34 +162,21 @@ def prompt_text(kind: str, parameter: str, golden: int) -> str:
 
 def reply_content(entry_index: int, value: float, step: int) -> dict[str, Any]:
     entry = ENTRIES[entry_index]
-    arguments = {name: value for name in entry.value_names}
-    return {
-        "id": f"chatcmpl-{step}",
-        "object": "chat.completion",
-        "model": "Qwen3.5-4B-Q4_K_M.gguf",
-        "choices": [
-            {
-                "index": 0,
-                "finish_reason": "tool_calls",
-                "message": {
-                    "role": "assistant",
-                    "content": "",
-                    "reasoning_content": "The last values scored lower; a smaller step next." * 3,
-                    "tool_calls": [
-                        {
-                            "id": f"call_{step}",
-                            "type": "function",
-                            "function": {
-                                "name": entry.tool_name,
-                                "arguments": json.dumps(arguments),
-                            },
-                        }
-                    ],
-                },
-            }
+    message = {
+        "role": "assistant",
+        "content": "",
+        "reasoning_content": "The last values scored lower; a smaller step next." * 3,
+        "tool_calls": [
+            tool_call(entry.tool_name, {name: value for name in entry.value_names}, f"call_{step}")
         ],
-        "usage": {"prompt_tokens": 512, "completion_tokens": 301, "total_tokens": 813},
-        "timings": {
+    }
+    return completion(
+        message,
+        "tool_calls",
+        completion_id=f"chatcmpl-{step}",
+        model="Qwen3.5-4B-Q4_K_M.gguf",
+        usage={"prompt_tokens": 512, "completion_tokens": 301, "total_tokens": 813},
+        timings={
             "prompt_n": 512,
             "prompt_ms": 900.1,
             "prompt_per_second": 568.8,
@@ -196,7 +184,7 @@ def reply_content(entry_index: int, value: float, step: int) -> dict[str, Any]:
             "predicted_ms": 20040.3,
             "predicted_per_second": 15.02,
         },
-    }
+    )
 
 
 def history(target_events: int, run_ids: list[str], run_scores: list[int]) -> Iterator[History]:

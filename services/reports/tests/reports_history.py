@@ -23,6 +23,7 @@ from ax3l.shared.config_schema import ConfigSchema, cached_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
 from ax3l.shared.registry import ENTRIES, PARAMETER_ORDER
+from ax3l.shared.testing.scripted_llm import completion, tool_call
 
 REPO = Path(__file__).resolve().parents[3]
 RUNS_CSV = REPO.parent / "shared" / "data" / "snakelab-runs.csv"
@@ -176,37 +177,23 @@ def reply_json(entry_index: int, run: RealRun, reasoning: str) -> dict[str, Any]
         if entry.kind == "single"
         else dict(zip(entry.value_names, values, strict=True))
     )
-    return {
-        "id": f"chatcmpl-{run.order}",
-        "object": "chat.completion",
-        "model": "Qwen3.5-4B-Q4_K_M.gguf",
-        "choices": [
-            {
-                "index": 0,
-                "finish_reason": "tool_calls",
-                "message": {
-                    "role": "assistant",
-                    "content": "",
-                    "reasoning_content": reasoning,
-                    "tool_calls": [
-                        {
-                            "id": f"call_{run.order}",
-                            "type": "function",
-                            "function": {
-                                "name": entry.tool_name,
-                                "arguments": json.dumps(arguments),
-                            },
-                        }
-                    ],
-                },
-            }
-        ],
-        "usage": {
+    message = {
+        "role": "assistant",
+        "content": "",
+        "reasoning_content": reasoning,
+        "tool_calls": [tool_call(entry.tool_name, arguments, f"call_{run.order}")],
+    }
+    return completion(
+        message,
+        "tool_calls",
+        completion_id=f"chatcmpl-{run.order}",
+        model="Qwen3.5-4B-Q4_K_M.gguf",
+        usage={
             "prompt_tokens": 480 + run.order,
             "completion_tokens": 310,
             "total_tokens": 790 + run.order,
         },
-        "timings": {
+        timings={
             "prompt_n": 480 + run.order,
             "prompt_ms": 912.5,
             "prompt_per_second": 526.0,
@@ -214,7 +201,7 @@ def reply_json(entry_index: int, run: RealRun, reasoning: str) -> dict[str, Any]
             "predicted_ms": 20650.0,
             "predicted_per_second": 15.01,
         },
-    }
+    )
 
 
 async def replay_history(db: Database, runs: list[RealRun]) -> Replay:

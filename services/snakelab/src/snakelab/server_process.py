@@ -11,7 +11,6 @@ answers ``health``. Its stderr goes to a log file whose tail is shown when it fa
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import signal
@@ -20,7 +19,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,7 +27,8 @@ from types import TracebackType
 from typing import Any
 
 import pymysql
-import zmq
+
+from snakelab.healthcheck import ping
 
 
 def free_port() -> int:
@@ -37,28 +36,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def ping(endpoint: str, timeout: float = 0.5) -> bool:
-    """True when a SnakeLab at ``endpoint`` answers ``health`` within ``timeout``."""
-    context: zmq.Context[Any] = zmq.Context()
-    sock = context.socket(zmq.REQ)
-    sock.setsockopt(zmq.LINGER, 0)
-    try:
-        sock.connect(endpoint)
-        request = {
-            "protocol_version": 1,
-            "request_id": str(uuid.uuid4()),
-            "method": "health",
-            "payload": {},
-        }
-        sock.send(json.dumps(request).encode())
-        if not sock.poll(int(timeout * 1000)):
-            return False
-        return bool(json.loads(sock.recv()).get("status") == "ok")
-    finally:
-        sock.close(linger=0)
-        context.term()
 
 
 class SnakeLabProcess:

@@ -35,17 +35,7 @@ async def build_status(
             epochs=run.epochs if run else None,
             high_score=run.high_score if run else None,
         ),
-        golden=None
-        if golden is None
-        else GoldenOut(
-            event_id=golden.event_id,
-            occurred_at=golden.occurred_at,
-            run_id=golden.run_id,
-            high_score=golden.high_score,
-            seed=golden.seed,
-            simulations=golden.simulations,
-            reason=golden.reason,
-        ),
+        golden=None if golden is None else GoldenOut.model_validate(golden, from_attributes=True),
         golden_high_score=golden.high_score if golden else None,
         all_time_high_score=state.all_time_high_score,
         simulations_submitted=state.simulations,

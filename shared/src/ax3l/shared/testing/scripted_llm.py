@@ -70,24 +70,35 @@ class Script:
             return index, behaviour
 
 
-def _tool_call(name: str, arguments: Any) -> dict[str, Any]:
+def tool_call(name: str, arguments: Any, call_id: str | None = None) -> dict[str, Any]:
+    """One OpenAI-style tool call; ``arguments`` as given if text, else as JSON."""
     text = arguments if isinstance(arguments, str) else json.dumps(arguments)
     return {
-        "id": f"call_{uuid.uuid4().hex[:12]}",
+        "id": call_id or f"call_{uuid.uuid4().hex[:12]}",
         "type": "function",
         "function": {"name": name, "arguments": text},
     }
 
 
-def _completion(message: dict[str, Any], finish_reason: str) -> dict[str, Any]:
+def completion(
+    message: dict[str, Any],
+    finish_reason: str,
+    *,
+    completion_id: str | None = None,
+    model: str = "scripted",
+    usage: dict[str, Any] | None = None,
+    timings: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A chat completion as llama-server sends it (with its ``timings``)."""
     return {
-        "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
+        "id": completion_id or f"chatcmpl-{uuid.uuid4().hex[:16]}",
         "object": "chat.completion",
         "created": int(time.time()),
-        "model": "scripted",
+        "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
-        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
-        "timings": {
+        "usage": usage or {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+        "timings": timings
+        or {
             "prompt_n": 100,
             "prompt_ms": 1.0,
             "predicted_n": 20,
@@ -134,7 +145,7 @@ def _random_call(rng: random.Random, spec: dict[str, Any], body: dict[str, Any])
     fields = list(function.get("parameters", {}).get("properties", {}))
     ranges = spec[chosen]
     arguments = {field: _random_value(rng, ranges[i]) for i, field in enumerate(fields)}
-    return _tool_call(function["name"], arguments)
+    return tool_call(function["name"], arguments)
 
 
 def build_reply(script: Script, behaviour: dict[str, Any], body: Any) -> tuple[int, Any]:
@@ -143,13 +154,13 @@ def build_reply(script: Script, behaviour: dict[str, Any], body: Any) -> tuple[i
         return int(behaviour["status"]), behaviour.get("body", "error")
     if "prose" in behaviour:
         message = {"role": "assistant", "content": behaviour["prose"]}
-        return 200, _completion(message, "stop")
+        return 200, completion(message, "stop")
     calls: list[dict[str, Any]]
     if "tool_call" in behaviour:
         call = behaviour["tool_call"]
-        calls = [_tool_call(call["name"], call.get("arguments", {}))]
+        calls = [tool_call(call["name"], call.get("arguments", {}))]
     elif "tool_calls" in behaviour:
-        calls = [_tool_call(c["name"], c.get("arguments", {})) for c in behaviour["tool_calls"]]
+        calls = [tool_call(c["name"], c.get("arguments", {})) for c in behaviour["tool_calls"]]
     elif "random_call" in behaviour:
         with script.lock:
             calls = [_random_call(script.random, behaviour["random_call"], body)]
@@ -161,7 +172,7 @@ def build_reply(script: Script, behaviour: dict[str, Any], body: Any) -> tuple[i
         "reasoning_content": behaviour.get("reasoning_content", "Thinking about it."),
         "tool_calls": calls,
     }
-    return 200, _completion(message, "tool_calls")
+    return 200, completion(message, "tool_calls")
 
 
 def make_handler(script: Script) -> type[BaseHTTPRequestHandler]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse
 from pydantic import BaseModel
 
 from ax3l.reports.deps import DatabaseDep, TemplatesDep
-from ax3l.reports.models import GoldenQuery
+from ax3l.reports.models import GoldenOut, GoldenQuery
 from ax3l.reports.queries.golden import golden_entries
 
 router = APIRouter(prefix="/api/golden-configurations", tags=["golden configurations"])
@@ -23,14 +23,7 @@ class ChangeOut(BaseModel):
     after: Any
 
 
-class GoldenEntryOut(BaseModel):
-    event_id: int
-    occurred_at: datetime
-    run_id: str | None
-    high_score: int | None
-    seed: int | None
-    simulations: int | None
-    reason: str | None
+class GoldenEntryOut(GoldenOut):
     proposer: str | None
     config: dict[str, Any] | None
     changes: list[ChangeOut] | None
@@ -46,13 +39,7 @@ async def read_golden(db: DatabaseDep, query: GoldenQuery) -> GoldenPageOut:
     return GoldenPageOut(
         configurations=[
             GoldenEntryOut(
-                event_id=e.golden.event_id,
-                occurred_at=e.golden.occurred_at,
-                run_id=e.golden.run_id,
-                high_score=e.golden.high_score,
-                seed=e.golden.seed,
-                simulations=e.golden.simulations,
-                reason=e.golden.reason,
+                **asdict(e.golden),
                 proposer=e.proposer,
                 config=e.config,
                 changes=None
