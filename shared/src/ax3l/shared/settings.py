@@ -52,6 +52,30 @@ class Settings(BaseSettings):
     llm_url: str | None = Field(None, validation_alias="AX3L_LLM_URL")
     llm_model: str | None = Field(None, validation_alias="AX3L_LLM_MODEL")
     llm_timeout: float = Field(300.0, validation_alias="AX3L_LLM_TIMEOUT", gt=0)
+    llm_max_tokens: int = Field(
+        4096,
+        validation_alias="AX3L_LLM_MAX_TOKENS",
+        ge=16,
+        description="max_tokens of every model request (reasoning included); a cut reply fails",
+    )
+    conversation_timeout: float = Field(
+        1800.0,
+        validation_alias="AX3L_CONVERSATION_TIMEOUT",
+        gt=0,
+        description="seconds one model conversation may last, corrections included",
+    )
+    llm_fallback: str = Field(
+        "tpe",
+        validation_alias="AX3L_LLM_FALLBACK",
+        pattern="^(tpe|random|none)$",
+        description="proposer that takes a turn the model failed repeatedly (none: retry forever)",
+    )
+    llm_fallback_after: int = Field(
+        3,
+        validation_alias="AX3L_LLM_FALLBACK_AFTER",
+        ge=1,
+        description="failed model conversations in a row on one turn before the fallback",
+    )
     mcp_call_timeout: float = Field(45.0, validation_alias="AX3L_MCP_CALL_TIMEOUT", gt=0)
     max_corrections: int = Field(3, validation_alias="AX3L_MAX_CORRECTIONS", ge=0)
     retry_backoff_max: float = Field(60.0, validation_alias="AX3L_RETRY_BACKOFF_MAX", gt=0)

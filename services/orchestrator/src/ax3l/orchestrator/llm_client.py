@@ -1,12 +1,19 @@
 """The request to the model server (llama-server's OpenAI-compatible chat completions).
 
 One request carries the whole conversation so far and the one discovered tool, with
-``tool_choice: "required"`` and ``parallel_tool_calls: false``. A usable reply holds exactly one
-call of that tool whose arguments are exactly the tool's fields, each a JSON number.
+``tool_choice: "required"``, ``parallel_tool_calls: false`` and a ``max_tokens`` cap, and is
+bounded by its own deadline. A usable reply holds exactly one call of that tool whose arguments
+are exactly the tool's fields, each a JSON number.
+
+Failures come in two audiences. What the model did wrong (prose, a wrong tool, wrong arguments,
+a reply cut at the cap) is ``correctable``: the conversation tells the model and asks again.
+What the server did (timeouts, HTTP errors, unreadable replies, a context overflow) ends the
+conversation.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from dataclasses import dataclass
@@ -18,6 +25,11 @@ from ax3l.orchestrator.mcp_session import ToolDefinition
 
 BODY_EXCERPT = 500
 
+# Mistakes of the model that a correction prompt in the same conversation may fix.
+CORRECTABLE = frozenset({"no_tool_call", "wrong_tool", "wrong_arguments", "length"})
+# llama-server's 400 when the prompt does not fit its context ("exceed_context_size_error").
+CONTEXT_OVERFLOW_MARKERS = ("exceed_context_size", "exceeds the available context", "context size")
+
 
 class ModelFailure(RuntimeError):
     """The model's answer cannot be used; ``kind`` says how (also stored in the event)."""
@@ -28,6 +40,11 @@ class ModelFailure(RuntimeError):
         self.reply = reply
         self.http_status = http_status
         super().__init__(f"{kind}: {detail}")
+
+    @property
+    def correctable(self) -> bool:
+        """The model, not the server, got it wrong: say so in the conversation and ask again."""
+        return self.kind in CORRECTABLE
 
 
 @dataclass(frozen=True)
@@ -44,9 +61,12 @@ class ToolCall:
 class ModelClient:
     """POSTs chat completions to one model server."""
 
-    def __init__(self, url: str, timeout: float, model: str | None = None):
-        self.url = url.rstrip("/") + "/v1/chat/completions"
+    def __init__(self, url: str, timeout: float, model: str | None = None, max_tokens: int = 4096):
+        self.base_url = url.rstrip("/")
+        self.url = self.base_url + "/v1/chat/completions"
         self.model = model
+        self.timeout = timeout
+        self.max_tokens = max_tokens
         self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout))
 
     async def close(self) -> None:
@@ -59,23 +79,34 @@ class ModelClient:
             "tool_choice": "required",
             "parallel_tool_calls": False,
             "stream": False,
+            "max_tokens": self.max_tokens,
         }
         if self.model:
             body["model"] = self.model
         return body
 
-    async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
-        """The reply JSON, or ModelFailure for timeouts, HTTP errors and unreadable replies."""
+    async def complete(self, body: dict[str, Any], deadline: float | None = None) -> dict[str, Any]:
+        """The reply JSON, or ModelFailure for timeouts, HTTP errors and unreadable replies.
+
+        The request ends after ``deadline`` seconds (default: the client's timeout) however the
+        server trickles its bytes: httpx's own timeout is per read, not per request.
+        """
+        seconds = self.timeout if deadline is None else max(0.001, min(deadline, self.timeout))
         try:
-            response = await self._http.post(self.url, json=body)
-        except httpx.TimeoutException as exc:
-            raise ModelFailure("timeout", f"no reply within the timeout ({exc!r})") from exc
+            async with asyncio.timeout(seconds):
+                response = await self._http.post(self.url, json=body)
+        except (httpx.TimeoutException, TimeoutError) as exc:
+            raise ModelFailure("timeout", f"no reply within {seconds:g} s") from exc
         except httpx.HTTPError as exc:
             raise ModelFailure("connection_error", f"{type(exc).__name__}: {exc}") from exc
         if response.status_code >= 400:
+            text = response.text[:BODY_EXCERPT]
+            overflow = response.status_code == 400 and any(
+                marker in text for marker in CONTEXT_OVERFLOW_MARKERS
+            )
             raise ModelFailure(
-                "http_error",
-                f"HTTP {response.status_code}: {response.text[:BODY_EXCERPT]}",
+                "context_overflow" if overflow else "http_error",
+                f"HTTP {response.status_code}: {text}",
                 http_status=response.status_code,
             )
         try:
@@ -103,6 +134,14 @@ def extract_tool_call(reply: dict[str, Any], tool: ToolDefinition) -> ToolCall:
     message = choices[0].get("message")
     if not isinstance(message, dict):
         raise ModelFailure("invalid_reply", "the reply's first choice has no message", reply)
+    if choices[0].get("finish_reason") == "length":
+        usage = reply.get("usage")
+        tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+        raise ModelFailure(
+            "length",
+            f"the reply was cut at the max_tokens cap ({tokens} completion tokens)",
+            reply,
+        )
     calls = message.get("tool_calls") or []
     if not calls:
         content = str(message.get("content") or "")[:BODY_EXCERPT]

@@ -42,6 +42,10 @@ class LoopStatus:
     backoff_until: float | None = None
     started_at: float = field(default_factory=time.time)
     stop_reason: str | None = None
+    # The model's failed conversations in a row on the current turn, and what takes over.
+    failure_streak: int = 0
+    fallback_proposer: str | None = None
+    llm_fallback_after: int | None = None
 
     def set_phase(self, phase: Phase, **fields: Any) -> None:
         self.phase = phase

@@ -19,7 +19,9 @@ Behaviours (every one may add ``"delay": seconds`` before answering)::
     {"tool_call": {"name": "...", "arguments": "raw argument text, sent as is"}}
     {"tool_calls": [{"name": ..., "arguments": ...}, ...]}      several calls in one reply
     {"prose": "I think 240 would be nice."}                    no tool call at all
-    {"status": 500, "body": "boom"}                            an HTTP error
+    {"status": 500, "body": "boom"}                            an HTTP error (body: text or JSON)
+    {"cut": "I think... I think..."}                           a reply cut at the request's
+                                                               max_tokens (finish_reason length)
     {"random_call": {"hidden_size": [[64, 384, 16]], "epsilon_pair": [[0.85, 0.999], [0.9, 0.999]]}}
         calls the request's first tool; the entry is the key named after "assigned" in the tool
         description or the messages (else the first key mentioned); one [low, high] or
@@ -154,7 +156,14 @@ def build_reply(script: Script, behaviour: dict[str, Any], body: Any) -> tuple[i
         return int(behaviour["status"]), behaviour.get("body", "error")
     if "prose" in behaviour:
         message = {"role": "assistant", "content": behaviour["prose"]}
+        if "reasoning_content" in behaviour:
+            message["reasoning_content"] = behaviour["reasoning_content"]
         return 200, completion(message, "stop")
+    if "cut" in behaviour:
+        message = {"role": "assistant", "content": behaviour["cut"], "reasoning_content": ""}
+        cap = int(body.get("max_tokens") or 0) if isinstance(body, dict) else 0
+        usage = {"prompt_tokens": 100, "completion_tokens": cap, "total_tokens": 100 + cap}
+        return 200, completion(message, "length", usage=usage)
     calls: list[dict[str, Any]]
     if "tool_call" in behaviour:
         call = behaviour["tool_call"]

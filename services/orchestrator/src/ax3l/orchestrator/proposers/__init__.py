@@ -21,7 +21,15 @@ def make_proposer(name: str, deps: ProposerDeps) -> Proposer:
     if name == "llm":
         from ax3l.orchestrator.proposers.llm import LlmProposer
 
-        return LlmProposer(deps)
+        model = LlmProposer(deps)
+        fallback = deps.settings.llm_fallback
+        if fallback == "none":
+            return model
+        from ax3l.orchestrator.proposers.fallback import ModelWithFallback
+
+        return ModelWithFallback(
+            deps, model, make_proposer(fallback, deps), deps.settings.llm_fallback_after
+        )
     if name == "random":
         from ax3l.orchestrator.proposers.random_search import RandomProposer
 

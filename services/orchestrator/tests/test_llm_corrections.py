@@ -1,0 +1,218 @@
+"""A fallible model: its mistakes are corrected in the conversation, replies are capped, and a
+turn it keeps failing goes to the fallback proposer (real stack, scripted model server)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from ax3l.shared.testing.stack import Stack, check_history
+
+HIDDEN = "submit_single_value"
+RANGES = {
+    "hidden_size": [[64, 384, 16]],
+    "sequence_length": [[4, 48, 4]],
+    "batch_size": [[8, 64, 2]],
+    "learning_rate": [[0.0005, 0.005]],
+    "gamma": [[0.9, 0.99]],
+    "epsilon_pair": [[0.85, 0.999], [0.9, 0.999]],
+    "reward_pair": [[0, 6, 1], [-6, 0, 1]],
+}
+OVERFLOW = {
+    "status": 400,
+    "body": {
+        "error": {
+            "code": 400,
+            "message": "the request exceeds the available context size, try increasing it",
+            "type": "exceed_context_size_error",
+        }
+    },
+}
+
+
+def call(value: object, name: str = HIDDEN, **extra: object) -> dict[str, Any]:
+    return {"tool_call": {"name": name, "arguments": {"value": value}}, **extra}
+
+
+def _sent_text(request: dict[str, Any]) -> str:
+    return "\n".join(str(m.get("content") or "") for m in request["messages"])
+
+
+def test_prose_and_a_wrong_tool_are_corrected_in_the_same_conversation(stack: Stack) -> None:
+    """Prose and a wrong tool name get NoToolCall and WrongTool prompts; the model then succeeds."""
+    stack.start()
+    script = {
+        "replies": [
+            {"prose": "I would go with 240.", "reasoning_content": "SECRET-REASONING"},
+            call(240, name="submit_pair_values"),
+            call(240),
+        ]
+    }
+    model = stack.start_model(script)
+    proc = stack.orchestrator("llm", url=model.url)
+    stack.wait_for(lambda: stack.count("configuration_compared"), 60, "the first turn", proc)
+    proc.stop()
+
+    (conversation, *_) = [e.process_id for e in stack.events("conversation_started")]
+    ended = [e for e in stack.events("conversation_ended") if e.process_id == conversation]
+    assert [e.get("outcome") for e in ended] == ["accepted"]
+    prompts = [e for e in stack.events("prompt_sent") if e.process_id == conversation]
+    assert [p.source_name for p in prompts[-2:]] == ["NoToolCall", "WrongTool"]
+    kinds = [f.get("kind") for f in stack.events("llm_request_failed")]
+    assert kinds == ["no_tool_call", "wrong_tool"]
+
+    first, second, third = model.requests()[:3]
+    assistant, correction = second["messages"][len(first["messages"]) :]
+    assert assistant == {"role": "assistant", "content": "I would go with 240."}
+    assert correction == {"role": "user", "content": prompts[-2].content}
+    assert third["messages"][-1] == {"role": "user", "content": prompts[-1].content}
+    assert "submit_pair_values" in prompts[-1].content
+    # Reasoning stays in the stored reply; it is never sent back to the model.
+    assert all("SECRET-REASONING" not in _sent_text(r) for r in model.requests())
+    replies = [e for e in stack.events("reply_received") if e.process_id == conversation]
+    stored = replies[0].content["choices"][0]["message"]["reasoning_content"]
+    assert stored == "SECRET-REASONING"
+    check_history(stack)
+
+
+def test_every_request_is_capped_and_a_cut_reply_is_a_length_failure(stack: Stack) -> None:
+    """max_tokens is sent with every request; a reply cut at it is corrected as ReplyTooLong."""
+    stack.start()
+    model = stack.start_model({"replies": [{"cut": "Let me think. " * 50}, call(240)]})
+    proc = stack.orchestrator("llm", url=model.url, env={"AX3L_LLM_MAX_TOKENS": "64"})
+    stack.wait_for(lambda: stack.count("configuration_compared"), 60, "the first turn", proc)
+    proc.stop()
+
+    requests = model.requests()
+    assert requests and all(r["max_tokens"] == 64 for r in requests)
+    (failure,) = stack.events("llm_request_failed")
+    assert failure.get("kind") == "length" and "64 completion tokens" in failure.get("detail")
+    assert stack.events("prompt_sent")[-1].source_name == "ReplyTooLong"
+    # The cut text is not fed back: the correction follows the opening prompts directly.
+    assert len(requests[1]["messages"]) == len(requests[0]["messages"]) + 1
+    assert stack.events("conversation_ended")[0].get("outcome") == "accepted"
+
+
+def test_a_turn_the_model_keeps_failing_goes_to_the_fallback_and_the_streak_resets(
+    stack: Stack,
+) -> None:
+    """After N failed model conversations tpe takes the turn; the next turn is the model's."""
+    stack.start()
+    script = {
+        "replies": [{"status": 500, "body": "down"}, {"status": 503, "body": "loading"}],
+        "then": {"random_call": RANGES},
+    }
+    model = stack.start_model(script)
+    proc = stack.orchestrator("llm", url=model.url, env={"AX3L_LLM_FALLBACK_AFTER": "2"})
+    stack.wait_for(lambda: stack.count("configuration_compared") >= 2, 90, "two turns", proc)
+    status = stack.status()
+    proc.stop()
+
+    started = stack.events("conversation_started")
+    assert [(e.parameter, e.get("proposer")) for e in started[:4]] == [
+        ("hidden_size", "llm"),
+        ("hidden_size", "llm"),
+        ("hidden_size", "tpe"),
+        ("sequence_length", "llm"),
+    ]
+    assert started[2].get("fallback_for") == "llm" and started[2].get("failure_streak") == 2
+    assert started[3].get("fallback_for") is None
+    ended = stack.events("conversation_ended")
+    assert [e.get("outcome") for e in ended[:4]] == ["failed", "failed", "accepted", "accepted"]
+    accepted = stack.events("proposal_accepted")
+    assert [a.parameter for a in accepted[:2]] == ["hidden_size", "sequence_length"]
+    assert status["fallback_proposer"] == "tpe" and status["llm_fallback_after"] == 2
+    assert status["failure_streak"] == 0
+    check_history(stack)
+
+
+def test_the_failure_streak_survives_a_restart(stack: Stack) -> None:
+    """The streak is read from the events: a restarted orchestrator falls back at once."""
+    stack.start()
+    model = stack.start_model({"then": {"status": 500, "body": "down"}})
+    env = {"AX3L_LLM_FALLBACK_AFTER": "2"}
+    proc = stack.orchestrator("llm", url=model.url, env=env)
+    stack.wait_for(
+        lambda: len(stack.events("conversation_ended")) >= 1, 60, "a failed conversation", proc
+    )
+    proc.kill()
+    before = len(model.requests())
+
+    proc = stack.orchestrator("llm", url=model.url, env=env)
+    stack.wait_for(lambda: stack.count("configuration_compared"), 60, "the first turn", proc)
+    proc.stop()
+    started = stack.events("conversation_started")
+    fallbacks = [e for e in started if e.get("fallback_for") == "llm"]
+    assert fallbacks and fallbacks[0].parameter == "hidden_size"
+    failed = [e for e in stack.events("conversation_ended") if e.get("outcome") == "failed"]
+    # Exactly the streak's worth of failures before the fallback, across both processes.
+    assert len(failed) == 2 and len(model.requests()) - before <= 1
+    check_history(stack)
+
+
+def test_fallback_none_keeps_asking_the_model(stack: Stack) -> None:
+    """AX3L_LLM_FALLBACK=none never hands a turn to another proposer."""
+    stack.start()
+    script = {"replies": [{"status": 500, "body": "x"}] * 3, "then": call(240)}
+    model = stack.start_model(script)
+    env = {"AX3L_LLM_FALLBACK": "none", "AX3L_LLM_FALLBACK_AFTER": "1"}
+    proc = stack.orchestrator("llm", url=model.url, env=env)
+    stack.wait_for(lambda: stack.count("configuration_compared"), 60, "the first turn", proc)
+    status = stack.status()
+    proc.stop()
+    assert {e.get("proposer") for e in stack.events("conversation_started")} == {"llm"}
+    assert stack.events("proposal_accepted")[0].get("values") == {"value": 240}
+    assert status["fallback_proposer"] is None
+
+
+def test_a_context_overflow_rebuilds_the_prompts_and_asks_once_more(stack: Stack) -> None:
+    """HTTP 400 exceed_context_size is logged as context_overflow and retried once, smaller."""
+    stack.start()
+    model = stack.start_model({"replies": [OVERFLOW, call(240)]})
+    proc = stack.orchestrator("llm", url=model.url)
+    stack.wait_for(lambda: stack.count("configuration_compared"), 60, "the first turn", proc)
+    proc.stop()
+
+    (failure,) = stack.events("llm_request_failed")
+    assert failure.get("kind") == "context_overflow" and failure.get("http_status") == 400
+    ended = stack.events("conversation_ended")
+    assert len(ended) >= 1 and ended[0].get("outcome") == "accepted"
+    first, second = model.requests()[:2]
+    assert len(second["messages"]) == len(first["messages"])
+    assert len(json.dumps(second["messages"])) <= len(json.dumps(first["messages"]))
+
+
+def test_a_second_overflow_ends_the_conversation(stack: Stack) -> None:
+    """A context overflow after the shrink fails the conversation (retried with backoff)."""
+    stack.start()
+    model = stack.start_model({"replies": [OVERFLOW, OVERFLOW, call(240)]})
+    proc = stack.orchestrator("llm", url=model.url)
+    stack.wait_for(lambda: stack.count("configuration_compared"), 60, "the first turn", proc)
+    proc.stop()
+    kinds = [f.get("kind") for f in stack.events("llm_request_failed")]
+    assert kinds == ["context_overflow", "context_overflow"]
+    outcomes = [e.get("outcome") for e in stack.events("conversation_ended")[:2]]
+    assert outcomes == ["failed", "accepted"]
+
+
+def test_a_conversation_never_outlives_its_deadline(stack: Stack) -> None:
+    """The conversation deadline bounds the last request: it times out, it is not waited out."""
+    stack.start()
+    script = {
+        "replies": [{"prose": "hmm", "delay": 1.0}, call(240, delay=30)],
+        "then": call(256),
+    }
+    model = stack.start_model(script)
+    env = {"AX3L_CONVERSATION_TIMEOUT": "2.5", "AX3L_LLM_TIMEOUT": "60"}
+    began = time.monotonic()
+    proc = stack.orchestrator("llm", url=model.url, env=env)
+    stack.wait_for(lambda: len(model.requests()) >= 3, 60, "the next conversation", proc)
+    elapsed = time.monotonic() - began
+    stack.wait_for(lambda: stack.count("configuration_compared"), 60, "the first turn", proc)
+    proc.stop()
+    kinds = [f.get("kind") for f in stack.events("llm_request_failed")]
+    assert kinds[:2] == ["no_tool_call", "timeout"]
+    # The next conversation began long before the 30 s reply would have ended.
+    assert elapsed < 20
+    assert stack.events("proposal_accepted")[0].get("values") == {"value": 256}
