@@ -3,6 +3,10 @@
 # under the git-ignored run directory, so it never touches a system MySQL.
 #   scripts/mariadb.sh start|stop|status|env
 # Settings: AX3L_RUN_DIR (default <repo>/.run), AX3L_DEV_DB_PORT (default 33306).
+# Users: ax3l (ALL on ax3l, SELECT on snakelab), snakelab (ALL on snakelab), ax3l_reports
+# (SELECT on both: the report server's login) and ax3l_admin (tests only: throwaway databases).
+# `start` is idempotent: on a running server or an existing data directory it (re)applies the
+# users and grants, so a data directory made by an older version gains the newer users.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -37,20 +41,40 @@ admin_sql() {
 
 random_secret() { head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 20; }
 
-write_env() {
-  # Secrets are made once and kept, so restarts and other shells agree.
-  if [ ! -f "$base/secrets" ]; then
-    umask 077
-    {
-      echo "ax3l_pw=$(random_secret)"
-      echo "snakelab_pw=$(random_secret)"
-      echo "admin_pw=$(random_secret)"
-    } >"$base/secrets"
-  fi
+# Seconds `start` waits for the server to accept connections (InnoDB crash recovery after a
+# kill -9 can take a while).
+start_wait=120
+
+ready() { admin_sql -e "SELECT 1" >/dev/null 2>&1; }
+
+wait_ready() {
+  local deadline=$((SECONDS + start_wait))
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    if ready; then return 0; fi
+    if [ -n "${1:-}" ] && ! kill -0 "$1" 2>/dev/null; then return 1; fi
+    sleep 0.1
+  done
+  ready
+}
+
+load_secrets() {
+  # Secrets are made once and kept, so restarts and other shells agree; a secret added by a
+  # newer version is appended to an existing file.
+  umask 077
+  touch "$base/secrets"
+  local name
+  for name in ax3l_pw snakelab_pw admin_pw reports_pw; do
+    grep -q "^$name=" "$base/secrets" || echo "$name=$(random_secret)" >>"$base/secrets"
+  done
   # shellcheck disable=SC1090,SC1091
   . "$base/secrets"
+}
+
+write_env() {
+  load_secrets
   umask 077
-  cat >"$envfile" <<ENV
+  # Written next to the file and renamed: a reader never sees it half written.
+  cat >"$envfile.tmp" <<ENV
 # Written by scripts/mariadb.sh: the private MariaDB of this checkout.
 DB_HOST=127.0.0.1
 DB_PORT=$port
@@ -64,15 +88,44 @@ SNAKELAB_DB_PORT=$port
 SNAKELAB_DB_USER=snakelab
 SNAKELAB_DB_PASSWORD=$snakelab_pw
 SNAKELAB_DB_NAME=snakelab
+AX3L_REPORTS_DB_USER=ax3l_reports
+AX3L_REPORTS_DB_PASSWORD=$reports_pw
 AX3L_DB_ADMIN_USER=ax3l_admin
 AX3L_DB_ADMIN_PASSWORD=$admin_pw
 ENV
+  mv -f "$envfile.tmp" "$envfile"
+}
+
+apply_users() {
+  load_secrets
+  admin_sql <<SQL
+CREATE DATABASE IF NOT EXISTS ax3l CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;
+CREATE DATABASE IF NOT EXISTS snakelab CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;
+CREATE USER IF NOT EXISTS 'ax3l'@'%' IDENTIFIED BY '$ax3l_pw';
+CREATE USER IF NOT EXISTS 'snakelab'@'%' IDENTIFIED BY '$snakelab_pw';
+CREATE USER IF NOT EXISTS 'ax3l_reports'@'%' IDENTIFIED BY '$reports_pw';
+CREATE USER IF NOT EXISTS 'ax3l_admin'@'%' IDENTIFIED BY '$admin_pw';
+GRANT ALL PRIVILEGES ON ax3l.* TO 'ax3l'@'%';
+GRANT SELECT ON snakelab.* TO 'ax3l'@'%';
+GRANT ALL PRIVILEGES ON snakelab.* TO 'snakelab'@'%';
+GRANT SELECT ON ax3l.* TO 'ax3l_reports'@'%';
+GRANT SELECT ON snakelab.* TO 'ax3l_reports'@'%';
+GRANT ALL PRIVILEGES ON *.* TO 'ax3l_admin'@'%' WITH GRANT OPTION;
+FLUSH PRIVILEGES;
+SQL
 }
 
 start() {
   install_if_missing
   mkdir -p "$base"
   if running; then
+    # Maybe started a moment ago by someone else: wait until it answers, then make sure the
+    # users of this version exist.
+    if ! wait_ready "$(cat "$pidfile")"; then
+      log "running but not answering after ${start_wait} s; see $base/error.log"
+      exit 1
+    fi
+    apply_users
     write_env
     log "already running on 127.0.0.1:$port"
     return
@@ -89,30 +142,14 @@ start() {
     --innodb-buffer-pool-size=512M --innodb-flush-log-at-trx-commit=2 \
     --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci \
     >/dev/null 2>&1 &
-  for _ in $(seq 1 300); do
-    if admin_sql -e "SELECT 1" >/dev/null 2>&1; then break; fi
-    sleep 0.1
-  done
-  if ! admin_sql -e "SELECT 1" >/dev/null 2>&1; then
+  local server=$!
+  if ! wait_ready "$server"; then
     log "did not start; see $base/error.log"
     tail -20 "$base/error.log" >&2 || true
     exit 1
   fi
+  apply_users
   write_env
-  # shellcheck disable=SC1090,SC1091
-  . "$base/secrets"
-  admin_sql <<SQL
-CREATE DATABASE IF NOT EXISTS ax3l CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;
-CREATE DATABASE IF NOT EXISTS snakelab CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;
-CREATE USER IF NOT EXISTS 'ax3l'@'%' IDENTIFIED BY '$ax3l_pw';
-CREATE USER IF NOT EXISTS 'snakelab'@'%' IDENTIFIED BY '$snakelab_pw';
-CREATE USER IF NOT EXISTS 'ax3l_admin'@'%' IDENTIFIED BY '$admin_pw';
-GRANT ALL PRIVILEGES ON ax3l.* TO 'ax3l'@'%';
-GRANT SELECT ON snakelab.* TO 'ax3l'@'%';
-GRANT ALL PRIVILEGES ON snakelab.* TO 'snakelab'@'%';
-GRANT ALL PRIVILEGES ON *.* TO 'ax3l_admin'@'%' WITH GRANT OPTION;
-FLUSH PRIVILEGES;
-SQL
   log "running on 127.0.0.1:$port (settings in $envfile)"
 }
 
