@@ -4,13 +4,20 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from pydantic import Field
+from pydantic import AliasChoices, Field, SecretStr
 
 from ax3l.shared.settings import Settings
 
 
 class ReportsSettings(Settings):
     """Shared settings plus the report server's own (each documents its variable)."""
+
+    # The report server only reads: it logs in as its own SELECT-only user when one is set
+    # (`ax3l-db grant-reports`), else as Ax3l's user. Set both variables of the pair.
+    db_user: str = Field("ax3l", validation_alias=AliasChoices("AX3L_REPORTS_DB_USER", "DB_USER"))
+    db_password: SecretStr = Field(
+        SecretStr(""), validation_alias=AliasChoices("AX3L_REPORTS_DB_PASSWORD", "DB_PASSWORD")
+    )
 
     status_timeout: float = Field(
         1.0,

@@ -1,14 +1,17 @@
-"""``ax3l-db``: create or check Ax3l's tables, and wipe experiment events on request."""
+"""``ax3l-db``: create or check Ax3l's tables, wipe experiment events on request, and print the
+grants of the report server's SELECT-only user."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
 import pymysql
 
 from ax3l.shared.db import tables
+from ax3l.shared.db.database import quote_identifier
 from ax3l.shared.db.errors import DatabaseError, SchemaMismatch, translate
 from ax3l.shared.settings import Settings, get_settings
 
@@ -156,6 +159,33 @@ def _forget_submission_intents(cur: Any, present: set[str]) -> None:
 RESET_HOOKS.append(_forget_submission_intents)
 
 
+REPORTS_USER_ENV = "AX3L_REPORTS_DB_USER"
+REPORTS_PASSWORD_ENV = "AX3L_REPORTS_DB_PASSWORD"
+DEFAULT_REPORTS_USER = "ax3l_reports"
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def reports_grants(
+    settings: Settings, user: str, password: str | None = None, host: str = "%"
+) -> list[str]:
+    """The statements that give the report server its SELECT-only login on both databases.
+
+    With a password the user is created when missing; without one it must exist already.
+    """
+    account = f"{_sql_string(user)}@{_sql_string(host)}"
+    statements = []
+    if password is not None:
+        statements.append(
+            f"CREATE USER IF NOT EXISTS {account} IDENTIFIED BY {_sql_string(password)}"
+        )
+    for database in (settings.db_name, settings.snakelab_db_name):
+        statements.append(f"GRANT SELECT ON {quote_identifier(database)}.* TO {account}")
+    return statements
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="ax3l-db", description="Create or check Ax3l's database schema."
@@ -171,8 +201,26 @@ def main(argv: list[str] | None = None) -> int:
     reset.add_argument(
         "--recreate", action="store_true", help="drop and recreate the event tables as well"
     )
+    grant = sub.add_parser(
+        "grant-reports",
+        help="print the SQL that creates the report server's SELECT-only user (run it as an"
+        " administrator, e.g. `ax3l-db grant-reports | mysql -uroot -p`)",
+    )
+    grant.add_argument(
+        "user",
+        nargs="?",
+        help=f"the user (default ${REPORTS_USER_ENV}, else {DEFAULT_REPORTS_USER}); its password"
+        f" comes from ${REPORTS_PASSWORD_ENV} (unset: the user must exist)",
+    )
+    grant.add_argument("--host", default="%", help="the account's host part (default %%)")
     args = parser.parse_args(argv)
     settings = get_settings()
+    if args.command == "grant-reports":
+        user = args.user or os.environ.get(REPORTS_USER_ENV) or DEFAULT_REPORTS_USER
+        password = os.environ.get(REPORTS_PASSWORD_ENV)
+        for statement in reports_grants(settings, user, password, args.host):
+            print(statement + ";")
+        return 0
     try:
         if args.command == "reset-events":
             if not args.yes:
