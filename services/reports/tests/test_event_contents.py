@@ -23,7 +23,7 @@ def test_contents_parse_as_json_only_when_they_are():
 
 
 def test_reply_summary_names_the_tool_call():
-    """A reply is summarised by its tool call and arguments."""
+    """A reply whose entry is unknown is summarised by its tool call and arguments."""
     content = json.dumps(
         {
             "choices": [
@@ -42,13 +42,15 @@ def test_reply_summary_names_the_tool_call():
             ]
         }
     )
-    assert summary("reply_received", content) == 'submit_pair_values {"value_1": 2, "value_2": -3}'
+    assert summary("reply_received", content) == (
+        "Model called submit_pair_values: value_1 = 2, value_2 = -3"
+    )
 
 
 def test_reply_without_tool_call_says_so():
     """A reply that answered in text is summarised as such, with its finish reason."""
     content = json.dumps({"choices": [{"finish_reason": "stop", "message": {"content": "Hmm."}}]})
-    assert summary("reply_received", content) == "no tool call: Hmm."
+    assert summary("reply_received", content) == "Model answered without a tool call: Hmm."
     reply = read_reply(parse(content))
     assert reply is not None and reply.tool_calls == [] and reply.finish_reason == "stop"
 

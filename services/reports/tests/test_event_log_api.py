@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -222,3 +223,16 @@ async def test_database_outage_is_a_503_not_a_500(experiment, make_client):
 async def test_ready_when_both_databases_answer(client):
     """/ready pings Ax3l's database and SnakeLab's tables."""
     assert (await client.get("/ready")).json() == {"status": "ok"}
+
+
+async def test_rows_read_as_sentences_with_the_json_one_click_away(client):
+    """A comparison row shows its reason as the sentence and its JSON in a disclosure."""
+    api = (await client.get("/api/events", params={"event": "configuration_compared"})).json()
+    first = api["events"][0]
+    reason = json.loads(first["content"])["reason"]
+    assert first["summary"] == reason and reason.startswith("High score: ")
+    page = (await client.get("/", params={"event": "configuration_compared"})).text
+    row = page[page.index(f'data-event-id="{first["event_id"]}"') :]
+    row = row[: row.index("</tr>")]
+    assert f"<summary>{reason}</summary>" in row.replace("&gt;", ">").replace("&lt;", "<")
+    assert "<pre>{\n  &#34;golden_run_id&#34;" in row

@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ax3l.reports.event_sentences import prompt_sent, sentence, values_text
 from ax3l.shared.events import CATALOG
 
 # Labels of the event filter; the user's page calls prompt_sent "Prompt".
@@ -127,21 +128,88 @@ def compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
 
 
-def summary(name: str, content: str | None, limit: int = 160) -> str:
-    """A one-line description of an event's content for the list."""
+def read_fields(content: str | None) -> Any:
+    """The content parsed for a sentence: JSON, text, or the complete top-level fields of an
+    object whose text was cut (the list reads excerpts of long contents)."""
+    parsed = parse(content)
+    if isinstance(parsed, str) and parsed.lstrip().startswith("{"):
+        fields = prefix_fields(parsed)
+        return fields or parsed
+    return parsed
+
+
+_DECODER = json.JSONDecoder()
+
+
+def prefix_fields(text: str) -> dict[str, Any]:
+    """Every top-level field of a JSON object text that is complete before the text ends."""
+    fields: dict[str, Any] = {}
+    at, end = text.find("{") + 1, len(text)
+
+    def skip(i: int) -> int:
+        while i < end and text[i] in " \t\r\n":
+            i += 1
+        return i
+
+    while True:
+        at = skip(at)
+        if at >= end or text[at] != '"':
+            return fields
+        try:
+            key, at = _DECODER.raw_decode(text, at)
+            at = skip(at)
+            if at >= end or text[at] != ":":
+                return fields
+            value, at = _DECODER.raw_decode(text, skip(at + 1))
+        except (ValueError, RecursionError):
+            return fields
+        fields[key] = value
+        at = skip(at)
+        if at >= end or text[at] != ",":
+            return fields
+        at += 1
+
+
+def reply_sentence(reply: Reply, parameter: str | None) -> str:
+    """``Model proposed hidden_size = 272``, or what the model did instead."""
+    if len(reply.tool_calls) == 1:
+        call = reply.tool_calls[0]
+        arguments = call.arguments
+        proposed = values_text(parameter, arguments) if parameter else None
+        if proposed and isinstance(arguments, dict):
+            return f"Model proposed {proposed}"
+        if isinstance(arguments, dict) and arguments:
+            return f"Model called {call.name}: {values_text(None, arguments)}"
+        return f"Model called {call.name} {compact(arguments)}"
+    if reply.tool_calls:
+        names = ", ".join(c.name for c in reply.tool_calls)
+        return f"Model made {len(reply.tool_calls)} tool calls: {names}"
+    if reply.finish_reason == "length":
+        return "Model reply cut at max_tokens, without a tool call"
+    said = " ".join((reply.message or "").split())
+    return "Model answered without a tool call" + (f": {said}" if said else "")
+
+
+def summary(
+    name: str,
+    content: str | None,
+    limit: int = 160,
+    parameter: str | None = None,
+    source_name: str | None = None,
+) -> str:
+    """The event in one line for the list: a sentence when its content tells enough, else the
+    content itself."""
     if content is None:
         return ""
     if name == "reply_received":
         reply = read_reply(parse(content))
         if reply is not None:
-            if reply.tool_calls:
-                text = "; ".join(f"{c.name} {compact(c.arguments)}" for c in reply.tool_calls)
-            else:
-                text = "no tool call: " + (reply.message or reply.finish_reason or "")
-            return _cut(text, limit)
+            return _cut(reply_sentence(reply, parameter), limit)
     if name == "prompt_sent":
-        first = next((line for line in content.splitlines() if line.strip()), "")
-        return _cut(first.strip(), limit)
+        return _cut(prompt_sent(content, parameter, source_name), limit)
+    said = sentence(name, read_fields(content), parameter)
+    if said:
+        return _cut(said, limit)
     return _cut(" ".join(content.split()), limit)
 
 

@@ -115,7 +115,7 @@ class EventOut(BaseModel):
     source_name: str | None
     parameter: str | None
     ax3l_version: str | None
-    summary: str
+    summary: str = Field(description="the event in one sentence (else its content, cut)")
     content: str | None = Field(description="the content, cut for long non-reply events")
     truncated: bool
 

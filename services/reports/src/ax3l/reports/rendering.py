@@ -9,7 +9,7 @@ from typing import Any
 import jinja2
 from starlette.templating import Jinja2Templates
 
-from ax3l.reports.event_contents import label, pretty
+from ax3l.reports.event_contents import label, parse, pretty
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -41,6 +41,11 @@ def value(item: Any) -> str:
     return str(item)
 
 
+def parse_pretty(content: str | None) -> str:
+    """A stored content for reading: indented JSON when it is JSON, else the text."""
+    return "" if content is None else pretty(parse(content))
+
+
 def make_templates() -> Jinja2Templates:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
@@ -50,5 +55,12 @@ def make_templates() -> Jinja2Templates:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(when=when, number=number, label=label, pretty=pretty, value=value)
+    env.filters.update(
+        when=when,
+        number=number,
+        label=label,
+        pretty=pretty,
+        parse_pretty=parse_pretty,
+        value=value,
+    )
     return Jinja2Templates(env=env)

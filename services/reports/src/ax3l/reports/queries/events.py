@@ -7,7 +7,9 @@ from typing import Any
 
 from ax3l.shared.db.database import Database
 
-EXCERPT_CHARS = 400
+# Long enough for a whole configuration (about 550 characters) and the fields stored after it,
+# so the list's sentences can read them from the excerpt.
+EXCERPT_CHARS = 1500
 
 EVENT_COLUMNS = (
     "e.event_id, e.occurred_at, e.name, e.category, e.log_level, e.process_id,"

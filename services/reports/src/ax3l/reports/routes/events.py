@@ -59,7 +59,9 @@ def event_out(row: dict[str, Any]) -> EventOut:
         source_name=row["source_name"],
         parameter=row["parameter"],
         ax3l_version=row["ax3l_version"],
-        summary=event_contents.summary(row["name"], content),
+        summary=event_contents.summary(
+            row["name"], content, parameter=row["parameter"], source_name=row["source_name"]
+        ),
         content=content,
         truncated=bool(row.get("truncated", False)),
     )

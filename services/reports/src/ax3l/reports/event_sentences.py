@@ -1,0 +1,382 @@
+"""One readable sentence per event, as the user's own system words its log.
+
+``sentence(name, content, parameter)`` reads the (possibly cut) content an event stores and
+says what happened: ``High score: 37 < 45; model.hidden_size: 224 -> 272.``, ``Model timed out
+after 300 s on hidden_size``, ``Proposal accepted: hidden_size = 272 (run 3f2a1b9c)``. It
+returns None when the content does not hold what the sentence needs; the list then shows the
+content itself. Contents are untrusted: this only builds text, the templates escape it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from ax3l.shared.registry import BY_NAME
+
+Content = dict[str, Any]
+Builder = Callable[[Content, str | None], str | None]
+
+# The failure kinds the orchestrator stores in llm_request_failed, worded for the list.
+FAILURE_KINDS: dict[str, str] = {
+    "timeout": "Model timed out",
+    "connection_error": "Model server unreachable",
+    "http_error": "Model server answered with an error",
+    "invalid_reply": "Model reply unreadable",
+    "no_tool_call": "Model answered without a tool call",
+    "wrong_tool": "Model called the wrong tool",
+    "wrong_arguments": "Model sent wrong arguments",
+    "length": "Model reply cut at max_tokens",
+    "context_overflow": "Prompt too long for the model's context",
+}
+DETAIL_CHARS = 120
+
+
+def _text(content: Content, key: str) -> str | None:
+    value = content.get(key)
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _number(value)
+    return None
+
+
+def _int(content: Content, key: str) -> int | None:
+    value = content.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _run(content: Content, key: str = "run_id") -> str | None:
+    run_id = _text(content, key)
+    return None if run_id is None else f"run {run_id[:8]}"
+
+
+def _short(text: str, limit: int = DETAIL_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def values_text(parameter: str | None, values: Any) -> str | None:
+    """``hidden_size = 272`` or ``epsilon_pair: epsilon.initial = 1, epsilon.decay = 0.99``."""
+    if not isinstance(values, dict) or not values:
+        return None
+    entry = BY_NAME.get(parameter or "")
+    if entry is not None and entry.kind == "single" and len(values) == 1:
+        return f"{parameter} = {_number(next(iter(values.values())))}"
+    names = dict(zip(entry.value_names, entry.paths, strict=True)) if entry else {}
+    parts = ", ".join(f"{names.get(k, k)} = {_number(v)}" for k, v in values.items())
+    return f"{parameter}: {parts}" if parameter else parts
+
+
+def _for(parameter: str | None) -> str:
+    return f" for {parameter}" if parameter else ""
+
+
+def _on(parameter: str | None) -> str:
+    return f" on {parameter}" if parameter else ""
+
+
+# -- Conversation ------------------------------------------------------------------------------
+
+
+def conversation_started(c: Content, parameter: str | None) -> str | None:
+    proposer = _text(c, "proposer")
+    parameter = _text(c, "parameter") or parameter
+    fallback_for = _text(c, "fallback_for")
+    if proposer and fallback_for:
+        streak = _int(c, "failure_streak")
+        failed = "model" if fallback_for == "llm" else fallback_for
+        after = f" after {streak} failed {failed} conversation{'s' * (streak != 1)}"
+        return f"{proposer} proposed{_for(parameter)}{after if streak else f' instead of {failed}'}"
+    who = f"{proposer} conversation" if proposer else "Conversation"
+    return f"{who}{_for(parameter)} started"
+
+
+def conversation_ended(c: Content, parameter: str | None) -> str | None:
+    proposer = _text(c, "proposer")
+    parameter = _text(c, "parameter") or parameter
+    who = f"{proposer} conversation" if proposer else "Conversation"
+    outcome = _text(c, "outcome")
+    if outcome == "accepted":
+        run = _run(c)
+        return f"{who}{_for(parameter)} ended: {run + ' ' if run else ''}accepted"
+    error = _text(c, "error") or _text(c, "reason")
+    if outcome == "failed" or error:
+        return f"{who}{_for(parameter)} failed" + (f": {_short(error)}" if error else "")
+    return f"{who}{_for(parameter)} ended" + (f" ({outcome})" if outcome else "")
+
+
+def prompt_sent(text: str, parameter: str | None, source: str | None) -> str:
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if not (source or parameter):
+        return first
+    head = f"{source or 'Prompt'}{_for(parameter)}"
+    return f"{head}: {first}" if first else head
+
+
+def llm_request_failed(c: Content, parameter: str | None) -> str | None:
+    kind = _text(c, "kind")
+    if kind is None:
+        return None
+    parameter = _text(c, "parameter") or parameter
+    detail = _text(c, "detail")
+    head = FAILURE_KINDS.get(kind, f"Model failed ({kind})")
+    if kind == "timeout":
+        seconds = next(
+            (c[k] for k in ("timeout_seconds", "seconds", "elapsed_seconds") if _text(c, k)), None
+        )
+        after = f" after {_number(seconds)} s" if seconds is not None else ""
+        return f"{head}{after}{_on(parameter)}"
+    if kind == "http_error" and (status := _int(c, "http_status")) is not None:
+        head = f"Model server answered HTTP {status}"
+    if kind == "length" and (cap := _int(c, "max_tokens")) is not None:
+        head = f"Model reply cut at max_tokens ({cap})"
+    sentence = f"{head}{_on(parameter)}"
+    if detail and kind not in ("length", "context_overflow"):
+        sentence += f": {_short(detail)}"
+    return sentence
+
+
+# -- Tool --------------------------------------------------------------------------------------
+
+
+def tool_request_received(c: Content, parameter: str | None) -> str | None:
+    text = c.get("text")
+    if not isinstance(text, str):
+        return None
+    try:
+        request = json.loads(text)
+    except ValueError:
+        request = None
+    if not isinstance(request, dict) or not isinstance(request.get("method"), str):
+        size = _int(c, "size_bytes")
+        return "Tool request received" + (f" ({size} bytes, unreadable)" if size else "")
+    payload = request.get("payload")
+    payload = payload if isinstance(payload, dict) else {}
+    named = _text(payload, "parameter") or _text(payload, "pair") or parameter
+    values = {k: v for k, v in payload.items() if k.startswith("value")}
+    proposed = values_text(named, values) if values else None
+    method = _short(request["method"], 60)
+    return f"Tool request {method}" + (f": {proposed}" if proposed else _for(named))
+
+
+def tool_execution_started(c: Content, parameter: str | None) -> str | None:
+    method = _text(c, "method") or "tool"
+    return f"Executing {method}{_for(_text(c, 'parameter') or parameter)}"
+
+
+def tool_execution_completed(c: Content, parameter: str | None) -> str | None:
+    method = _text(c, "method") or "Tool"
+    status = _text(c, "status")
+    if status == "ok":
+        run = _run(c)
+        return f"{method} accepted" + (f": {run}" if run else "")
+    if status == "rejected":
+        code = _text(c, "code")
+        return f"{method} rejected" + (f": {code.replace('_', ' ')}" if code else "")
+    return None
+
+
+def tool_execution_failed(c: Content, parameter: str | None) -> str | None:
+    method = _text(c, "method") or "Tool request"
+    error = c.get("error")
+    error = error if isinstance(error, dict) else {}
+    code, message = _text(error, "code"), _text(error, "message")
+    sentence = f"{_short(method, 60)} failed"
+    if code:
+        sentence += f" ({code})"
+    return sentence + (f": {_short(message)}" if message else "")
+
+
+# -- SnakeLab ----------------------------------------------------------------------------------
+
+
+PURPOSES = {"seeding": "the first golden", "seed_rotation": "the seed rotation"}
+
+
+def simulation_submitted(c: Content, parameter: str | None) -> str | None:
+    run = _run(c)
+    if run is None:
+        return None
+    purpose = _text(c, "purpose")
+    sentence = f"{run.capitalize()} submitted"
+    if purpose:
+        sentence += f" for {PURPOSES.get(purpose, purpose)}"
+    elif parameter:
+        sentence += f" for {parameter}"
+    if c.get("reused") is True:
+        sentence += " (already in SnakeLab: reused)"
+    elif c.get("adopted") is True:
+        sentence += " (adopted after a restart)"
+    elif (position := _int(c, "queue_position")) is not None:
+        sentence += f", queue position {position}"
+    return sentence
+
+
+def _run_state(verb: str) -> Builder:
+    def build(c: Content, parameter: str | None) -> str | None:
+        run = _run(c)
+        if run is None:
+            return None
+        sentence = f"{run.capitalize()} {verb}"
+        score, episodes = _int(c, "high_score"), _int(c, "episode_count")
+        if score is not None:
+            sentence += f": high score {score}"
+            if episodes is not None:
+                sentence += f" in {episodes} episodes"
+        if error := _text(c, "error"):
+            sentence += f": {_short(error)}"
+        return sentence
+
+    return build
+
+
+# -- Configuration -----------------------------------------------------------------------------
+
+
+def round_robin_checkpoint(c: Content, parameter: str | None) -> str | None:
+    order, index = c.get("parameter_order"), _int(c, "index")
+    if not isinstance(order, list) or index is None or not 0 <= index < len(order):
+        return None
+    return f"Turn {index + 1} of {len(order)}: {order[index]}"
+
+
+def proposal_accepted(c: Content, parameter: str | None) -> str | None:
+    parameter = _text(c, "parameter") or parameter
+    proposed = values_text(parameter, c.get("values"))
+    if proposed is None:
+        return None
+    run = _run(c)
+    return f"Proposal accepted: {proposed}" + (f" ({run})" if run else "")
+
+
+def _rejected(how: str) -> Builder:
+    def build(c: Content, parameter: str | None) -> str | None:
+        parameter = _text(c, "parameter") or parameter
+        proposed = values_text(parameter, c.get("values"))
+        reason = _text(c, "reason")
+        if proposed is None and reason is None:
+            return None
+        sentence = f"Proposal rejected as {how}" + (f": {proposed}" if proposed else "")
+        return sentence + (f"; {_short(reason)}" if reason else "")
+
+    return build
+
+
+def parameter_space_exhausted(c: Content, parameter: str | None) -> str | None:
+    parameter = _text(c, "parameter") or parameter
+    choices, seed = _int(c, "choices"), _int(c, "seed")
+    sentence = f"{parameter or 'The parameter'} exhausted"
+    if choices is not None:
+        sentence += f": all {choices} values ran"
+        if seed is not None:
+            sentence += f" on seed {seed}"
+    return sentence + "; turn skipped"
+
+
+def configuration_compared(c: Content, parameter: str | None) -> str | None:
+    return _text(c, "reason")
+
+
+def golden_config_created(c: Content, parameter: str | None) -> str | None:
+    run = _run(c)
+    score = _int(c, "high_score")
+    if run is None and score is None:
+        return None
+    kind = _text(c, "kind")
+    sentence = "New golden configuration"
+    if run:
+        sentence += f": {run}"
+    if score is not None:
+        sentence += f", high score {score}"
+    if (seed := _int(c, "seed")) is not None:
+        sentence += f", seed {seed}"
+    if kind and kind != "promotion":
+        sentence += f" ({kind.replace('_', ' ')})"
+    return sentence
+
+
+def golden_config_replaced(c: Content, parameter: str | None) -> str | None:
+    run = _run(c) or _run(c, "golden_run_id")
+    reason = _text(c, "reason")
+    sentence = "Golden configuration replaced" + (f" by {run}" if run else "")
+    return sentence + (f": {_short(reason)}" if reason else "")
+
+
+def golden_config_retained(c: Content, parameter: str | None) -> str | None:
+    reason = _text(c, "reason")
+    return "Golden configuration kept" + (f": {reason}" if reason else "")
+
+
+def seed_rotation_started(c: Content, parameter: str | None) -> str | None:
+    seed, previous = _int(c, "seed"), _int(c, "previous_seed")
+    if seed is None:
+        return None
+    sentence = "Seed rotation" + (
+        f" {previous} -> {seed}" if previous is not None else f" to {seed}"
+    )
+    if (stagnant := _int(c, "stagnant_cycles")) is not None:
+        sentence += f" after {stagnant} stagnant cycle{'s' * (stagnant != 1)}"
+    return sentence
+
+
+def golden_config_seed_incremented(c: Content, parameter: str | None) -> str | None:
+    seed, previous = _int(c, "seed"), _int(c, "previous_seed")
+    if seed is None:
+        return None
+    return "Golden seed" + (f" {previous} -> {seed}" if previous is not None else f" set to {seed}")
+
+
+BUILDERS: dict[str, Builder] = {
+    "conversation_started": conversation_started,
+    "conversation_ended": conversation_ended,
+    "llm_request_failed": llm_request_failed,
+    "tool_request_received": tool_request_received,
+    "tool_execution_started": tool_execution_started,
+    "tool_execution_completed": tool_execution_completed,
+    "tool_execution_failed": tool_execution_failed,
+    "simulation_submitted": simulation_submitted,
+    "simulation_queued": _run_state("queued"),
+    "simulation_started": _run_state("started"),
+    "simulation_completed": _run_state("completed"),
+    "simulation_cancelled": _run_state("cancelled"),
+    "simulation_failed": _run_state("failed"),
+    "simulation_restarted": _run_state("restarted"),
+    "round_robin_checkpoint": round_robin_checkpoint,
+    "proposal_accepted": proposal_accepted,
+    "proposal_rejected_invalid": _rejected("invalid"),
+    "proposal_rejected_duplicate": _rejected("a duplicate"),
+    "parameter_space_exhausted": parameter_space_exhausted,
+    "configuration_compared": configuration_compared,
+    "golden_config_created": golden_config_created,
+    "golden_config_replaced": golden_config_replaced,
+    "golden_config_retained": golden_config_retained,
+    "seed_rotation_started": seed_rotation_started,
+    "golden_config_seed_incremented": golden_config_seed_incremented,
+}
+
+
+def sentence(name: str, content: Any, parameter: str | None = None) -> str | None:
+    """The event said in one sentence, or None when its content does not tell enough.
+
+    ``content`` is the parsed content (an object, or for some events text); prompts and
+    replies are worded by ``event_contents.summary`` because they need their source and
+    reply parsing.
+    """
+    build = BUILDERS.get(name)
+    if build is None or not isinstance(content, dict):
+        return None
+    try:
+        return build(content, parameter)
+    except (TypeError, ValueError, AttributeError):
+        # A content of an older or foreign shape: show it as it is instead.
+        return None

@@ -1,0 +1,270 @@
+"""Each event of the catalog reads as one sentence in the list, from the content Ax3l stores."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from ax3l.reports.event_contents import prefix_fields, summary
+from ax3l.reports.event_sentences import BUILDERS, sentence
+from ax3l.shared.events import CATALOG
+from ax3l.shared.testing.scripted_llm import completion, tool_call
+
+RUN = "3f2a1b9c-0000-4000-8000-000000000001"
+
+
+def said(name: str, content: Any, parameter: str | None = None, source: str | None = None) -> str:
+    text = content if isinstance(content, str) else json.dumps(content)
+    return summary(name, text, parameter=parameter, source_name=source)
+
+
+def test_every_catalog_event_has_a_sentence():
+    """No event name of the catalog falls back to raw JSON for want of a sentence builder."""
+    worded_elsewhere = {"prompt_sent", "reply_received"}
+    assert set(CATALOG) - worded_elsewhere == set(BUILDERS)
+
+
+def test_configuration_compared_reads_its_reason():
+    """A comparison reads exactly as the user's system words it."""
+    content = {
+        "golden_run_id": RUN,
+        "latest_run_id": RUN,
+        "current_golden_run_id": RUN,
+        "reason": "High score: 37 < 45; model.hidden_size: 224 -> 272.",
+    }
+    assert said("configuration_compared", content) == (
+        "High score: 37 < 45; model.hidden_size: 224 -> 272."
+    )
+
+
+def test_model_timeout_names_the_seconds_and_the_parameter():
+    """A timed-out model request says how long it waited and on which entry."""
+    content = {
+        "kind": "timeout",
+        "detail": "no reply within the timeout (ReadTimeout(''))",
+        "http_status": None,
+        "parameter": "hidden_size",
+        "timeout_seconds": 300.0,
+    }
+    assert said("llm_request_failed", content) == "Model timed out after 300 s on hidden_size"
+    del content["timeout_seconds"]
+    assert said("llm_request_failed", content) == "Model timed out on hidden_size"
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (
+            {"kind": "connection_error", "detail": "ConnectError: refused"},
+            "Model server unreachable on gamma: ConnectError: refused",
+        ),
+        (
+            {"kind": "http_error", "detail": "HTTP 503: loading", "http_status": 503},
+            "Model server answered HTTP 503 on gamma: HTTP 503: loading",
+        ),
+        (
+            {"kind": "invalid_reply", "detail": "the reply has no choices"},
+            "Model reply unreadable on gamma: the reply has no choices",
+        ),
+        (
+            {"kind": "no_tool_call", "detail": "the model answered in prose: 'Hi'"},
+            "Model answered without a tool call on gamma: the model answered in prose: 'Hi'",
+        ),
+        (
+            {"kind": "wrong_tool", "detail": "the model called 'x', not 'submit_single_value'"},
+            "Model called the wrong tool on gamma: the model called 'x', not 'submit_single_value'",
+        ),
+        (
+            {"kind": "wrong_arguments", "detail": 'not JSON numbers: {"value": "a"}'},
+            'Model sent wrong arguments on gamma: not JSON numbers: {"value": "a"}',
+        ),
+        (
+            {"kind": "length", "detail": "finish_reason length", "max_tokens": 4096},
+            "Model reply cut at max_tokens (4096) on gamma",
+        ),
+        ({"kind": "length", "detail": "x"}, "Model reply cut at max_tokens on gamma"),
+        (
+            {"kind": "context_overflow", "detail": "HTTP 400: too long"},
+            "Prompt too long for the model's context on gamma",
+        ),
+        ({"kind": "novel", "detail": "odd"}, "Model failed (novel) on gamma: odd"),
+    ],
+)
+def test_each_model_failure_kind_reads_as_a_sentence(content, expected):
+    """Every failure kind the orchestrator stores is worded for the list."""
+    assert said("llm_request_failed", {**content, "parameter": "gamma"}) == expected
+
+
+def test_fallback_conversation_says_who_took_the_turn_and_why():
+    """A turn taken by the fallback proposer names it, the entry and the model's streak."""
+    content = {
+        "proposer": "tpe",
+        "parameter": "gamma",
+        "fallback_for": "llm",
+        "failure_streak": 3,
+        "index": 4,
+    }
+    assert said("conversation_started", content) == (
+        "tpe proposed for gamma after 3 failed model conversations"
+    )
+    normal = {"proposer": "llm", "parameter": "gamma"}
+    assert said("conversation_started", normal) == "llm conversation for gamma started"
+    assert said("conversation_started", {"parameter": "gamma"}) == "Conversation for gamma started"
+
+
+def test_conversation_end_says_accepted_or_why_it_failed():
+    """An ended conversation says its run was accepted, or the error that ended it."""
+    accepted = {"proposer": "llm", "parameter": "gamma", "outcome": "accepted", "run_id": RUN}
+    assert said("conversation_ended", accepted) == (
+        "llm conversation for gamma ended: run 3f2a1b9c accepted"
+    )
+    failed = {"proposer": "llm", "parameter": "gamma", "outcome": "failed", "error": "model x"}
+    assert said("conversation_ended", failed) == "llm conversation for gamma failed: model x"
+
+
+def test_prompts_and_replies_read_as_sentences():
+    """A prompt names its source and entry; a reply says what the model proposed."""
+    assert said("prompt_sent", "\nThe golden gamma scored 40.\nMore", "gamma", "Comparison") == (
+        "Comparison for gamma: The golden gamma scored 40."
+    )
+    reply = completion(
+        {"role": "assistant", "tool_calls": [tool_call("submit_single_value", {"value": 272})]},
+        "tool_calls",
+    )
+    assert said("reply_received", reply, "hidden_size") == "Model proposed hidden_size = 272"
+    pair = completion(
+        {
+            "role": "assistant",
+            "tool_calls": [tool_call("submit_pair_values", {"value_1": 1.0, "value_2": 0.99})],
+        },
+        "tool_calls",
+    )
+    assert said("reply_received", pair, "epsilon_pair") == (
+        "Model proposed epsilon_pair: epsilon.initial = 1, epsilon.decay = 0.99"
+    )
+    cut = completion({"role": "assistant", "content": "Let me think"}, "length")
+    assert said("reply_received", cut, "gamma") == (
+        "Model reply cut at max_tokens, without a tool call"
+    )
+
+
+def test_proposals_read_with_their_values():
+    """Accepted and rejected proposals show the entry's values and the verdict."""
+    accepted = {
+        "parameter": "hidden_size",
+        "values": {"value": 272},
+        "changes": {"model.hidden_size": 272},
+        "run_id": RUN,
+    }
+    assert said("proposal_accepted", accepted) == (
+        "Proposal accepted: hidden_size = 272 (run 3f2a1b9c)"
+    )
+    duplicate = {
+        "parameter": "hidden_size",
+        "values": {"value": "272"},
+        "code": "duplicate_config",
+        "reason": "hidden_size = 272 already ran",
+    }
+    assert said("proposal_rejected_duplicate", duplicate) == (
+        "Proposal rejected as a duplicate: hidden_size = 272; hidden_size = 272 already ran"
+    )
+    invalid = {"parameter": "gamma", "values": {"value": "-1e15"}, "reason": "below 0.8"}
+    assert said("proposal_rejected_invalid", invalid) == (
+        "Proposal rejected as invalid: gamma = -1e15; below 0.8"
+    )
+
+
+def test_tool_events_read_as_sentences():
+    """The broker's request, start, completion and failure each read as a sentence."""
+    envelope = {
+        "protocol_version": 1,
+        "method": "submit_single_value",
+        "payload": {"parameter": "gamma", "value": 0.97},
+    }
+    received = {"size_bytes": 99, "text": json.dumps(envelope), "truncated": False}
+    assert said("tool_request_received", received) == (
+        "Tool request submit_single_value: gamma = 0.97"
+    )
+    assert said("tool_request_received", {"size_bytes": 5, "text": "{oops"}) == (
+        "Tool request received (5 bytes, unreadable)"
+    )
+    started = {"method": "submit_single_value", "parameter": "gamma"}
+    assert said("tool_execution_started", started) == "Executing submit_single_value for gamma"
+    ok = {"method": "submit_single_value", "status": "ok", "run_id": RUN}
+    assert said("tool_execution_completed", ok) == "submit_single_value accepted: run 3f2a1b9c"
+    rejected = {"method": "submit_single_value", "status": "rejected", "code": "invalid_value"}
+    assert said("tool_execution_completed", rejected) == (
+        "submit_single_value rejected: invalid value"
+    )
+    failed = {"method": "nope", "error": {"code": "unknown_method", "message": "unknown nope"}}
+    assert said("tool_execution_failed", failed) == "nope failed (unknown_method): unknown nope"
+
+
+def test_run_events_read_as_sentences():
+    """Submissions and run ends name the run, its purpose, score or error."""
+    assert said("simulation_submitted", {"run_id": RUN, "queue_position": 0}, "gamma") == (
+        "Run 3f2a1b9c submitted for gamma, queue position 0"
+    )
+    rotation = {"run_id": RUN, "purpose": "seed_rotation", "reused": True}
+    assert said("simulation_submitted", rotation) == (
+        "Run 3f2a1b9c submitted for the seed rotation (already in SnakeLab: reused)"
+    )
+    assert said("simulation_started", {"run_id": RUN, "state": "running"}) == "Run 3f2a1b9c started"
+    completed = {"run_id": RUN, "state": "completed", "high_score": 41, "episode_count": 1500}
+    assert said("simulation_completed", completed) == (
+        "Run 3f2a1b9c completed: high score 41 in 1500 episodes"
+    )
+    failed = {"run_id": RUN, "state": "failed", "high_score": None, "error": "CUDA died"}
+    assert said("simulation_failed", failed) == "Run 3f2a1b9c failed: CUDA died"
+    for name in ("simulation_queued", "simulation_cancelled", "simulation_restarted"):
+        assert said(name, {"run_id": RUN}).startswith("Run 3f2a1b9c ")
+
+
+def test_experiment_events_read_as_sentences():
+    """Checkpoints, exhaustion, goldens and seed rotations each read as a sentence."""
+    order = ["hidden_size", "sequence_length", "batch_size", "learning_rate", "gamma"]
+    assert said("round_robin_checkpoint", {"parameter_order": order, "index": 4}) == (
+        "Turn 5 of 5: gamma"
+    )
+    exhausted = {"parameter": "hidden_size", "index": 0, "seed": 1984, "choices": 21}
+    assert said("parameter_space_exhausted", exhausted) == (
+        "hidden_size exhausted: all 21 values ran on seed 1984; turn skipped"
+    )
+    created = {"run_id": RUN, "high_score": 45, "seed": 1984, "kind": "promotion"}
+    assert said("golden_config_created", created) == (
+        "New golden configuration: run 3f2a1b9c, high score 45, seed 1984"
+    )
+    baseline = {**created, "kind": "fresh_baseline"}
+    assert said("golden_config_created", baseline).endswith("(fresh baseline)")
+    assert said("golden_config_replaced", {"run_id": RUN}) == (
+        "Golden configuration replaced by run 3f2a1b9c"
+    )
+    kept = {"reason": "High score: 37 < 45; training.gamma: 0.96 -> 0.97."}
+    assert said("golden_config_retained", kept) == (
+        "Golden configuration kept: High score: 37 < 45; training.gamma: 0.96 -> 0.97."
+    )
+    rotation = {"seed": 1985, "previous_seed": 1984, "stagnant_cycles": 9}
+    assert (
+        said("seed_rotation_started", rotation)
+        == "Seed rotation 1984 -> 1985 after 9 stagnant cycles"
+    )
+    assert said("golden_config_seed_incremented", rotation) == "Golden seed 1984 -> 1985"
+
+
+def test_cut_contents_still_read_from_their_complete_fields():
+    """A content cut mid-configuration still yields the fields stored before the cut."""
+    text = json.dumps({"run_id": RUN, "high_score": 45, "config": {"a": 1, "b": [1, 2]}})
+    cut = text[: text.index('"b"') + 5]
+    assert prefix_fields(cut) == {"run_id": RUN, "high_score": 45}
+    assert said("golden_config_created", cut) == (
+        "New golden configuration: run 3f2a1b9c, high score 45"
+    )
+
+
+def test_contents_of_another_shape_fall_back_to_the_text():
+    """A content the sentence cannot read is shown as it is (text, odd types)."""
+    assert said("configuration_compared", "plain words") == "plain words"
+    assert sentence("proposal_accepted", {"values": 5}) is None
+    assert said("round_robin_checkpoint", {"index": "x"}) == '{"index": "x"}'
