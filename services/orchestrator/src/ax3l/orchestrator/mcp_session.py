@@ -23,8 +23,11 @@ from ax3l.shared.settings import Settings
 from ax3l.shared.tool_channel import client_endpoint
 
 MCP_MODULE = "ax3l.app.snakelab.tools"
-# Variables the MCP child must not inherit: its binding comes from us, tests' hooks stay here.
-NOT_INHERITED = frozenset({"AX3L_CONVERSATION_PARAMETER", "AX3L_TEST_CRASH_AT"})
+# What any Python process needs from its parent's environment; the MCP SDK adds PATH, HOME,
+# USER, LOGNAME, SHELL and TERM on its own. Nothing else is inherited: no database setting, no
+# admin login, no test hook.
+PROCESS_KEYS = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR")
+PROCESS_PREFIXES = ("LC_",)
 
 
 class ToolSessionFailed(RuntimeError):
@@ -107,18 +110,22 @@ class BoundSession:
 
 
 def child_environment(entry: Entry, settings: Settings) -> dict[str, str]:
-    """The MCP child's Ax3l variables plus its binding (no database credentials)."""
-    inherited = {
+    """Exactly what the MCP child reads: its binding, the broker's endpoint, the tool timeout
+    and the schema file, plus what a Python process needs (least privilege)."""
+    env = {
         key: value
         for key, value in os.environ.items()
-        if key.startswith("AX3L_") and key not in NOT_INHERITED
+        if key in PROCESS_KEYS or key.startswith(PROCESS_PREFIXES)
     }
-    return {
-        **inherited,
-        "AX3L_CONVERSATION_PARAMETER": entry.name,
-        "AX3L_ZMQ_ENDPOINT": client_endpoint(settings),
-        "AX3L_ZMQ_TIMEOUT": str(settings.zmq_timeout),
-    }
+    env.update(
+        AX3L_CONVERSATION_PARAMETER=entry.name,
+        AX3L_ZMQ_ENDPOINT=client_endpoint(settings),
+        AX3L_ZMQ_TIMEOUT=str(settings.zmq_timeout),
+    )
+    if settings.schema_path is not None:
+        # The tool's descriptions name the ranges of the orchestrator's schema.
+        env["AX3L_SCHEMA_PATH"] = str(settings.schema_path)
+    return env
 
 
 @asynccontextmanager
