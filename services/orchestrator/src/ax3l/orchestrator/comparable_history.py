@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 from typing import Any
 
 from ax3l.shared.canonical import canonical_number
@@ -18,6 +19,9 @@ from ax3l.shared.db.database import Database
 from ax3l.shared.registry import Entry
 
 SEED_COLUMN = "seed"
+# Summarised, a value lists only its latest current-seed runs (there is normally one: the same
+# value is refused twice on one seed) and aggregates the older ones.
+CURRENT_RUNS_SHOWN = 3
 
 
 @dataclass(frozen=True)
@@ -53,24 +57,227 @@ class ComparableHistory:
 
     def report(self) -> list[dict[str, Any]]:
         """Per tested value: current-seed results and earlier-seed high scores (prompt JSON)."""
-        groups: dict[tuple[Fraction, ...], dict[str, Any]] = {}
-        for run in self.runs:
-            group = groups.get(run.key)
-            if group is None:
-                if len(self.entry.paths) == 1:
-                    group = {"value": run.values[0]}
-                else:
-                    group = dict(zip(self.entry.paths, run.values, strict=True))
-                group["current_seed"] = []
-                group["earlier_seeds"] = []
-                groups[run.key] = group
+        return self.summary().groups
+
+    @cached_property
+    def value_groups(self) -> tuple[ValueGroup, ...]:
+        """The runs grouped by tested value, in value order (one pass over the runs)."""
+        exact = _ExactNumbers()
+        first: dict[tuple[int, ...], HistoryRun] = {}
+        current: dict[tuple[int, ...], list[HistoryRun]] = {}
+        earlier: dict[tuple[int, ...], list[HistoryRun]] = {}
+        latest: dict[tuple[int, ...], int] = {}
+        latest_current: dict[tuple[int, ...], int] = {}
+        for position, run in enumerate(self.runs):
+            ids = tuple(exact.id(value) for value in run.values)
+            if ids not in first:
+                first[ids] = run
+                current[ids] = []
+                earlier[ids] = []
+            latest[ids] = position
             if run.seed == self.seed:
-                group["current_seed"].append(
-                    {"run_id": run.run_id, "status": run.status, "high_score": run.high_score}
-                )
+                current[ids].append(run)
+                latest_current[ids] = position
             else:
-                group["earlier_seeds"].append({"seed": run.seed, "high_score": run.high_score})
-        return [groups[key] for key in sorted(groups)]
+                earlier[ids].append(run)
+        rank = exact.ranks()
+        return tuple(
+            ValueGroup(
+                key=tuple(exact.numbers[i] for i in ids),
+                values=first[ids].values,
+                current=tuple(current[ids]),
+                earlier=tuple(earlier[ids]),
+                latest=latest[ids],
+                latest_current=latest_current.get(ids, -1),
+            )
+            for ids in sorted(first, key=lambda ids: tuple(rank[i] for i in ids))
+        )
+
+    @cached_property
+    def priority(self) -> tuple[int, ...]:
+        """Indexes into ``value_groups``, the group to keep first when space is short.
+
+        Values run on the current seed come first (they are comparable and refuse duplicates),
+        alternating the best-scoring and the most recently run; then values only run on
+        earlier seeds, in the same alternation. Ties are broken by value: deterministic.
+        """
+        groups = self.value_groups
+        on_current = [i for i, g in enumerate(groups) if g.current]
+        only_earlier = [i for i, g in enumerate(groups) if not g.current]
+
+        def best_current(i: int) -> tuple[int, int]:
+            return (-_best(groups[i].current, -1), -groups[i].latest_current)
+
+        def best_earlier(i: int) -> tuple[int, int]:
+            return (-_best(groups[i].earlier, -1), -groups[i].latest)
+
+        order = _alternate(
+            sorted(on_current, key=best_current),
+            sorted(on_current, key=lambda i: -groups[i].latest_current),
+        ) + _alternate(
+            sorted(only_earlier, key=best_earlier),
+            sorted(only_earlier, key=lambda i: -groups[i].latest),
+        )
+        return tuple(order)
+
+    @cached_property
+    def _omitted_after(self) -> tuple[tuple[int, int, int], ...]:
+        """For each ``k``: runs, current-seed values and best score of ``priority[k:]``."""
+        groups = self.value_groups
+        totals = [(0, 0, -1)]
+        for i in reversed(self.priority):
+            runs, current, best = totals[-1]
+            group = groups[i]
+            totals.append(
+                (
+                    runs + len(group.current) + len(group.earlier),
+                    current + (1 if group.current else 0),
+                    max(best, _best(group.current, -1), _best(group.earlier, -1)),
+                )
+            )
+        return tuple(reversed(totals))
+
+    def summary(self, summarised: bool = False, keep: int | None = None) -> HistorySummary:
+        """What a prompt shows: every value, or the ``keep`` first in ``priority`` (shown in
+        value order). ``summarised``: earlier seeds aggregated per value, and of a value's
+        current-seed runs only the latest ``CURRENT_RUNS_SHOWN`` listed, the older aggregated."""
+        groups = self.value_groups
+        keep = len(groups) if keep is None else min(max(keep, 0), len(groups))
+        kept = range(len(groups)) if keep == len(groups) else sorted(self.priority[:keep])
+        runs, current, best = self._omitted_after[keep]
+        return HistorySummary(
+            groups=[groups[i].as_json(self.entry, summarised) for i in kept],
+            summarised=summarised,
+            omitted_values=len(groups) - keep,
+            omitted_runs=runs,
+            omitted_current_seed_values=current,
+            omitted_best_high_score=None if best < 0 else best,
+        )
+
+    def size_floor(self, summarised: bool) -> int:
+        """How many groups and listed runs a full (``keep=None``) summary shows."""
+        groups = self.value_groups
+        if not summarised:
+            return len(groups) + len(self.runs)
+        return sum(1 + min(len(g.current), CURRENT_RUNS_SHOWN + 1) for g in groups)
+
+
+@dataclass(frozen=True)
+class ValueGroup:
+    """The runs of one tested value (or pair of values), each list oldest first."""
+
+    key: tuple[Fraction, ...]
+    values: tuple[int | float, ...]
+    current: tuple[HistoryRun, ...]
+    earlier: tuple[HistoryRun, ...]
+    latest: int  # position in the history of the group's latest run (recency)
+    latest_current: int  # the same for the current seed, -1 without one
+
+    def as_json(self, entry: Entry, summarised: bool) -> dict[str, Any]:
+        if len(entry.paths) == 1:
+            group: dict[str, Any] = {"value": self.values[0]}
+        else:
+            group = dict(zip(entry.paths, self.values, strict=True))
+        listed = self.current[-CURRENT_RUNS_SHOWN:] if summarised else self.current
+        group["current_seed"] = [
+            {"run_id": run.run_id, "status": run.status, "high_score": run.high_score}
+            for run in listed
+        ]
+        if len(listed) < len(self.current):
+            group["current_seed_older"] = runs_aggregate(self.current[: -len(listed)])
+        if summarised:
+            group["earlier_seeds"] = runs_aggregate(self.earlier)
+        else:
+            group["earlier_seeds"] = [
+                {"seed": run.seed, "high_score": run.high_score} for run in self.earlier
+            ]
+        return group
+
+
+def runs_aggregate(runs: tuple[HistoryRun, ...]) -> dict[str, Any]:
+    """Runs as ``{runs, best, mean}`` (best and mean high score over the scored ones)."""
+    scores = [run.high_score for run in runs if run.high_score is not None]
+    return {
+        "runs": len(runs),
+        "best": max(scores) if scores else None,
+        "mean": round(sum(scores) / len(scores), 1) if scores else None,
+    }
+
+
+@dataclass(frozen=True)
+class HistorySummary:
+    """The part of a history a prompt shows, and an account of what it leaves out."""
+
+    groups: list[dict[str, Any]]  # JSON-ready, in value order
+    summarised: bool
+    omitted_values: int
+    omitted_runs: int
+    omitted_current_seed_values: int
+    omitted_best_high_score: int | None
+
+
+def _best(runs: tuple[HistoryRun, ...], default: int) -> int:
+    return max((run.high_score for run in runs if run.high_score is not None), default=default)
+
+
+def _alternate(first: list[int], second: list[int]) -> list[int]:
+    """``first[0], second[0], first[1], ...`` without repeats (both hold the same items)."""
+    seen: set[int] = set()
+    order: list[int] = []
+    for pair in zip(first, second, strict=True):
+        for item in pair:
+            if item not in seen:
+                seen.add(item)
+                order.append(item)
+    return order
+
+
+class _ExactNumbers:
+    """Small integer ids of exact values: equal numbers, however written, get the same id.
+
+    Hashing fractions is slow; a history repeats few distinct numbers, so each is made exact
+    once and the runs are grouped by tuples of ids.
+    """
+
+    def __init__(self) -> None:
+        self._by_raw: dict[tuple[type, Any], int] = {}
+        self._by_number: dict[Fraction, int] = {}
+        self.numbers: list[Fraction] = []
+
+    def id(self, value: Any) -> int:
+        # Keyed by type too: True == 1 but a boolean is no number.
+        raw = (type(value), value)
+        found = self._by_raw.get(raw)
+        if found is None:
+            number = canonical_number(value)
+            found = self._by_number.setdefault(number, len(self.numbers))
+            if found == len(self.numbers):
+                self.numbers.append(number)
+            self._by_raw[raw] = found
+        return found
+
+    def ranks(self) -> list[int]:
+        """Each id's position in the numbers' order."""
+        rank = [0] * len(self.numbers)
+        for position, i in enumerate(
+            sorted(range(len(self.numbers)), key=self.numbers.__getitem__)
+        ):
+            rank[i] = position
+        return rank
+
+
+def _cached_key(
+    values: tuple[Any, ...], memo: dict[tuple[type, Any], Fraction]
+) -> tuple[Fraction, ...]:
+    key = []
+    for value in values:
+        # Keyed by type too: True == 1 but a boolean is no number.
+        memo_key = (type(value), value)
+        exact = memo.get(memo_key)
+        if exact is None:
+            exact = memo[memo_key] = canonical_number(value)
+        key.append(exact)
+    return tuple(key)
 
 
 async def load_history(
@@ -83,7 +290,8 @@ async def load_history(
     # Integer settings narrow the scan in SQL exactly; the rest is compared as fractions below.
     narrowing = [c for c in others if schema.by_column[c].type == "integer"]
     where = " AND ".join(f"c.{c} = %s" for c in narrowing) or "1 = 1"
-    columns = ", ".join(f"c.{c}" for c in schema.columns)
+    checked = [c for c in others if c not in narrowing]
+    columns = ", ".join(f"c.{c}" for c in dict.fromkeys([SEED_COLUMN, *entry.columns, *checked]))
     rows = await db.fetchall(
         f"SELECT r.run_id, r.status, r.high_score, {columns}"
         f" FROM {db.sl('simulation_runs')} r JOIN {db.sl('configurations')} c"
@@ -91,11 +299,13 @@ async def load_history(
         [int(golden_flat[c]) for c in narrowing],
         doing=f"reading the comparable history of {entry.name}",
     )
-    wanted = tuple(canonical_number(golden_flat[c]) for c in others)
+    wanted = tuple(canonical_number(golden_flat[c]) for c in checked)
+    # Rows mostly repeat the same few numbers: each distinct one is made exact only once.
+    memo: dict[tuple[type, Any], Fraction] = {}
     runs = []
     for row in rows:
         try:
-            if tuple(canonical_number(row[c]) for c in others) != wanted:
+            if _cached_key(tuple(row[c] for c in checked), memo) != wanted:
                 continue
             values = tuple(schema.coerce(schema.by_column[c], row[c]) for c in entry.columns)
         except (TypeError, ValueError):

@@ -6,15 +6,25 @@ any proposal was accepted) adds FirstContact. Singles then get Comparison and Fi
 (ComparisonEpsilonPair / ComparisonRewardPair) and their instructions (FirstContactEpsilonPair /
 FirstContactRewardPair). Each prompt is one message and is stored exactly as sent; the class
 name is its ``source_name``. Correction prompts (InvalidValue, NoDupes) come from the broker.
+
+Given a token budget, the comparable history is summarised until the prompts fit: first the
+earlier seeds are aggregated per value (runs, best, mean), then only the values that matter most
+are kept (see ``ComparableHistory.priority``) and a line says what was left out. The JSON block
+is always whole.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ax3l.orchestrator.comparable_history import ComparableHistory
+from ax3l.orchestrator.comparable_history import (
+    CURRENT_RUNS_SHOWN,
+    ComparableHistory,
+    HistorySummary,
+)
+from ax3l.orchestrator.prompt_budget import MESSAGE_TOKENS, fits, messages_tokens, shrunk_budget
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.reads import GoldenRecord
 from ax3l.shared.registry import Entry
@@ -40,6 +50,24 @@ class PromptContext:
     first_conversation: bool
     tool_name: str
     argument_names: tuple[str, ...]
+    summary: HistorySummary | None = None  # what the reports show; None: the whole history
+
+
+def _history(ctx: PromptContext) -> HistorySummary:
+    return ctx.summary if ctx.summary is not None else ctx.history.summary()
+
+
+def _omitted_line(ctx: PromptContext, summary: HistorySummary) -> str:
+    if not summary.omitted_values:
+        return ""
+    best = summary.omitted_best_high_score
+    return (
+        f"\nLeft out to fit the model's context: {summary.omitted_values} further tested values"
+        f" ({summary.omitted_runs} runs, {summary.omitted_current_seed_values} of the values run"
+        f" on seed {ctx.golden.seed}; best high score among them:"
+        f" {best if best is not None else 'none'}). A value already run on seed"
+        f" {ctx.golden.seed} is refused even when it is not listed."
+    )
 
 
 def _number(value: Any) -> str:
@@ -99,16 +127,27 @@ def _golden_line(ctx: PromptContext) -> str:
 def comparison(ctx: PromptContext) -> Prompt:
     """The single's golden value and score, then the comparable runs as JSON."""
     path = ctx.entry.paths[0]
-    report = json.dumps(ctx.history.report(), indent=2)
+    summary = _history(ctx)
+    report = json.dumps(summary.groups, indent=2)
+    earlier = (
+        "the number of runs on earlier seeds with their best and mean high score"
+        if summary.summarised
+        else "the high scores on earlier seeds"
+    )
+    if any("current_seed_older" in group for group in summary.groups):
+        earlier += (
+            f" (a value with more than {CURRENT_RUNS_SHOWN} runs on this seed lists its latest"
+            " and sums up the older ones in `current_seed_older` the same way)"
+        )
     return Prompt(
         "Comparison",
         f"Assigned parameter: {ctx.entry.name} ({path}).\n"
         f"{_golden_line(ctx)} Its {path} is {_number(_golden_value(ctx, path))}.\n"
         f"Runs that differ from the golden configuration only in {path} (and possibly the"
         " seed), per tested value: `current_seed` lists the runs on the current seed"
-        f" {ctx.golden.seed} (status and high score), `earlier_seeds` the high scores on"
-        " earlier seeds, which are not directly comparable:\n"
-        f"```json\n{report}\n```",
+        f" {ctx.golden.seed} (status and high score), `earlier_seeds` {earlier}, which are"
+        " not directly comparable:\n"
+        f"```json\n{report}\n```{_omitted_line(ctx, summary)}",
     )
 
 
@@ -154,23 +193,39 @@ def _pair_report(ctx: PromptContext, title: str) -> str:
         f"| {first} | {second} | seed {ctx.golden.seed} runs | earlier seeds |",
         "|---|---|---|---|",
     ]
-    report = ctx.history.report()
-    for group in report:
+    summary = _history(ctx)
+    for group in summary.groups:
         current = ", ".join(
-            f"{r['high_score'] if r['high_score'] is not None else '-'} ({r['status']})"
-            for r in group["current_seed"]
+            f"{_score(r['high_score'])} ({r['status']})" for r in group["current_seed"]
         )
-        earlier = ", ".join(
-            f"seed {r['seed']}: {r['high_score'] if r['high_score'] is not None else '-'}"
-            for r in group["earlier_seeds"]
-        )
+        if "current_seed_older" in group:
+            current += f"; older: {_aggregate_text(group['current_seed_older'])}"
+        if summary.summarised:
+            earlier = _aggregate_text(group["earlier_seeds"])
+        else:
+            earlier = ", ".join(
+                f"seed {r['seed']}: {_score(r['high_score'])}" for r in group["earlier_seeds"]
+            )
         lines.append(
             f"| {_number(group[first])} | {_number(group[second])} | {current or 'none'}"
             f" | {earlier or 'none'} |"
         )
-    if not report:
+    if not summary.groups:
         lines.append("| - | - | none | none |")
-    return "\n".join(lines)
+    return "\n".join(lines) + _omitted_line(ctx, summary)
+
+
+def _score(high_score: int | None) -> str:
+    return str(high_score) if high_score is not None else "-"
+
+
+def _aggregate_text(aggregate: dict[str, Any]) -> str:
+    if not aggregate["runs"]:
+        return ""
+    runs = f"{aggregate['runs']} run" + ("s" if aggregate["runs"] != 1 else "")
+    if aggregate["best"] is None:
+        return f"{runs}, no score"
+    return f"{runs}, best {aggregate['best']}, mean {aggregate['mean']}"
 
 
 def _pair_request(ctx: PromptContext) -> str:
@@ -223,8 +278,77 @@ PAIR_PROMPTS = {
 }
 
 
-def conversation_prompts(ctx: PromptContext) -> list[Prompt]:
-    """The opening prompts of a conversation, in the order they are sent."""
+def conversation_prompts(
+    ctx: PromptContext, budget_tokens: int | None = None, shrink: int = 0
+) -> list[Prompt]:
+    """The opening prompts of a conversation, in the order they are sent.
+
+    With ``budget_tokens`` (see ``prompt_budget.prompt_token_budget``) the history is summarised
+    until the prompts' estimated tokens fit it. ``shrink`` > 0, after the server refused a
+    request as too long, halves the budget per level (the whole prompt's estimate when no budget
+    is given). Without either the whole history is shown. Deterministic.
+    """
+    if budget_tokens is None and shrink == 0:
+        return _prompts(ctx)
+    if budget_tokens is None:
+        budget_tokens = prompts_tokens(_prompts(ctx))
+    return fitted_prompts(ctx, shrunk_budget(budget_tokens, shrink))
+
+
+def prompts_tokens(prompts: list[Prompt]) -> int:
+    """The estimated tokens of these messages, template tokens included."""
+    return messages_tokens([prompt.text for prompt in prompts])
+
+
+def _fit(prompts: list[Prompt], budget_tokens: int) -> bool:
+    text_budget = budget_tokens - MESSAGE_TOKENS * len(prompts)
+    return fits("".join(prompt.text for prompt in prompts), text_budget)
+
+
+# No value group and no listed run of the history's report costs fewer estimated tokens.
+MIN_ITEM_TOKENS = 6
+
+
+def fitted_prompts(ctx: PromptContext, budget_tokens: int) -> list[Prompt]:
+    """The prompts with the largest summary of the history that fits ``budget_tokens``.
+
+    In order: the whole history; earlier seeds aggregated per value; the ``k`` values first in
+    the history's priority, for the largest ``k`` that fits (found by doubling, then bisecting,
+    so a long history costs about as much as what is shown); no values at all.
+    """
+    history = ctx.history
+
+    def attempt(summarised: bool, keep: int | None) -> list[Prompt]:
+        return _prompts(replace(ctx, summary=history.summary(summarised, keep)))
+
+    for summarised in (False, True):
+        # Every value and every listed run costs a few tokens: a history that cannot fit is
+        # not rendered in full to find that out.
+        if history.size_floor(summarised) * MIN_ITEM_TOKENS > budget_tokens:
+            continue
+        prompts = attempt(summarised, None)
+        if _fit(prompts, budget_tokens):
+            return prompts
+    total = len(history.value_groups)
+    fitting, best = 0, attempt(True, 0)
+    step = 1
+    while step < total:
+        prompts = attempt(True, step)
+        if not _fit(prompts, budget_tokens):
+            break
+        fitting, best, step = step, prompts, step * 2
+    low, high = fitting, min(step, total)  # ``low`` values fit, ``high`` values do not
+    while high - low > 1:
+        middle = (low + high) // 2
+        prompts = attempt(True, middle)
+        if _fit(prompts, budget_tokens):
+            low, best = middle, prompts
+        else:
+            high = middle
+    return best
+
+
+def _prompts(ctx: PromptContext) -> list[Prompt]:
     prompts = [project_context(ctx)]
     if ctx.first_conversation:
         prompts.append(first_contact(ctx))
