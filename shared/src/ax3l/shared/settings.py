@@ -31,6 +31,24 @@ class Settings(BaseSettings):
         ge=1,
         description="seconds before a pooled connection is replaced (below wait_timeout)",
     )
+    db_query_timeout: float = Field(
+        30.0,
+        validation_alias="AX3L_DB_QUERY_TIMEOUT",
+        gt=0,
+        description="seconds one statement may run (or wait for a lock) before it fails",
+    )
+    db_acquire_timeout: float = Field(
+        10.0,
+        validation_alias="AX3L_DB_ACQUIRE_TIMEOUT",
+        gt=0,
+        description="seconds to get a pooled connection (including connecting) before failing",
+    )
+    db_wait_max: float = Field(
+        2.0,
+        validation_alias="AX3L_DB_WAIT_MAX",
+        gt=0,
+        description="longest pause (s) between attempts to reach the database during an outage",
+    )
 
     snakelab_endpoint: str = Field(
         "tcp://127.0.0.1:41970", validation_alias="AX3L_SNAKELAB_ENDPOINT"

@@ -27,7 +27,9 @@ def connect(settings: Settings) -> Any:
             database=settings.db_name,
             charset="utf8mb4",
             autocommit=True,
-            connect_timeout=10,
+            connect_timeout=min(10, max(1, round(settings.db_acquire_timeout))),
+            read_timeout=settings.db_query_timeout,
+            write_timeout=settings.db_query_timeout,
         )
     except pymysql.err.MySQLError as exc:
         raise translate(

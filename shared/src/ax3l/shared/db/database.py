@@ -1,23 +1,47 @@
-"""The one database context: a recycling aiomysql pool, transactions, domain errors."""
+"""The one database context: a recycling aiomysql pool, transactions, domain errors, timeouts.
+
+Every statement has a deadline (``AX3L_DB_QUERY_TIMEOUT``): the server enforces it
+(``max_statement_time`` on MariaDB, ``max_execution_time`` for MySQL's reads, and
+``lock_wait_timeout``/``innodb_lock_wait_timeout`` for lock waits on both), and the client cuts
+the connection shortly after, for what the server cannot see (a hung network). Every pool
+acquire, connecting included, has one too (``AX3L_DB_ACQUIRE_TIMEOUT``). A timeout is a
+``DatabaseTimeout``: the caller's step fails, the service does not hang.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
-from typing import Any
+import math
+import weakref
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, TypeVar
 
 import aiomysql
 import pymysql
 
-from ax3l.shared.db.errors import DatabaseError, translate
+from ax3l.shared.db.availability import Outage
+from ax3l.shared.db.errors import (
+    DatabaseError,
+    DatabaseTimeout,
+    DatabaseUnavailable,
+    translate,
+)
 from ax3l.shared.settings import Settings
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 # How long closing waits for connections still in use before it cuts them.
 CLOSE_GRACE_SECONDS = 5.0
+# How much longer than the server's own limit the client waits before it cuts the connection.
+CLIENT_DEADLINE_MARGIN = 2.0
+# Longest connect attempt (the acquire timeout bounds it too).
+CONNECT_TIMEOUT_SECONDS = 10.0
+
+_DRIVER_ERRORS = (pymysql.err.MySQLError, OSError)
 
 
 def quote_identifier(name: str) -> str:
@@ -27,23 +51,92 @@ def quote_identifier(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def session_limits(server_info: str, query_timeout: float) -> str:
+    """The ``SET SESSION`` statement that bounds every statement on a connection."""
+    lock_wait = max(1, math.ceil(query_timeout))
+    if "mariadb" in server_info.lower():
+        limit = f"max_statement_time = {query_timeout:g}"
+    else:
+        limit = f"max_execution_time = {max(1, math.ceil(query_timeout * 1000))}"
+    return (
+        f"SET SESSION {limit}, lock_wait_timeout = {lock_wait},"
+        f" innodb_lock_wait_timeout = {lock_wait}"
+    )
+
+
+class _TimedCursor:
+    """A cursor whose statements fail with ``DatabaseTimeout`` at the client's deadline."""
+
+    def __init__(self, cursor: Any, conn: Any, deadline: float, doing: str):
+        self._cursor = cursor
+        self._conn = conn
+        self._deadline = deadline
+        self._doing = doing
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cursor, name)
+
+    async def execute(self, sql: str, args: Any = None) -> Any:
+        return await _bounded(
+            self._cursor.execute(sql, args), self._conn, self._deadline, self._doing
+        )
+
+    async def executemany(self, sql: str, args: Any) -> Any:
+        return await _bounded(
+            self._cursor.executemany(sql, args), self._conn, self._deadline, self._doing
+        )
+
+
+async def _bounded(awaitable: Awaitable[T], conn: Any, deadline: float, doing: str) -> T:
+    """Await a statement; at the deadline cut its connection (its state is unknown)."""
+    try:
+        async with asyncio.timeout(deadline):
+            return await awaitable
+    except TimeoutError:
+        conn.close()
+        raise DatabaseTimeout(
+            f"{doing}: no answer from the database within {deadline:g} s"
+            " (the connection was closed)"
+        ) from None
+
+
 class Database:
-    """Ax3l's connection pool to its own database, with SELECT access to SnakeLab's."""
+    """Ax3l's connection pool to its own database, with SELECT access to SnakeLab's.
+
+    ``outage`` says whether the server is unreachable right now and since when: the first
+    failure to connect or a dropped connection opens it, the next committed transaction
+    closes it. Reads through ``fetchone``/``fetchall`` are retried once on a fresh connection
+    when a pooled one turns out dead (after a server restart); nothing else is retried.
+    """
 
     def __init__(self, settings: Settings):
         self.settings = settings
         self._pool: aiomysql.Pool | None = None
+        self._opening = asyncio.Lock()
+        self._limited: weakref.WeakSet[Any] = weakref.WeakSet()
         self.snakelab = quote_identifier(settings.snakelab_db_name)
+        self.outage = Outage()
+        self.query_timeout = settings.db_query_timeout
+        self.acquire_timeout = settings.db_acquire_timeout
+        self._deadline = settings.db_query_timeout + CLIENT_DEADLINE_MARGIN
 
     def sl(self, table: str) -> str:
         """A fully qualified SnakeLab table name, e.g. ```snakelab`.`simulation_runs```."""
         return f"{self.snakelab}.{quote_identifier(table)}"
 
     async def open(self) -> Database:
-        if self._pool is None:
-            s = self.settings
-            try:
-                self._pool = await aiomysql.create_pool(
+        """Create the pool (one connection); raises a ``DatabaseError`` if that fails."""
+        async with self._opening:
+            if self._pool is None:
+                self._pool = await self._create_pool()
+        return self
+
+    async def _create_pool(self) -> aiomysql.Pool:
+        s = self.settings
+        doing = f"connecting to {s.db_host}:{s.db_port}/{s.db_name}"
+        try:
+            async with asyncio.timeout(self.acquire_timeout):
+                return await aiomysql.create_pool(
                     host=s.db_host,
                     port=s.db_port,
                     user=s.db_user,
@@ -54,11 +147,17 @@ class Database:
                     pool_recycle=s.db_pool_recycle,
                     autocommit=False,
                     charset="utf8mb4",
-                    connect_timeout=10,
+                    connect_timeout=min(CONNECT_TIMEOUT_SECONDS, self.acquire_timeout),
                 )
-            except (pymysql.err.MySQLError, OSError) as exc:
-                raise translate(exc, f"connecting to {s.db_host}:{s.db_port}/{s.db_name}") from exc
-        return self
+        except TimeoutError:
+            error: DatabaseError = DatabaseTimeout(
+                f"{doing}: no connection within {self.acquire_timeout:g} s"
+            )
+        except _DRIVER_ERRORS as exc:
+            error = translate(exc, doing)
+        if isinstance(error, DatabaseUnavailable):
+            self.outage.begin(error)
+        raise error
 
     async def close(self, grace: float = CLOSE_GRACE_SECONDS) -> None:
         """Close the pool: connections in use get ``grace`` seconds to come back, then are cut."""
@@ -84,46 +183,94 @@ class Database:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    @contextlib.asynccontextmanager
-    async def transaction(self, doing: str = "database transaction") -> AsyncIterator[Any]:
-        """A cursor (dict rows) inside one transaction: commit on success, roll back on error."""
+    async def _acquire(self, doing: str) -> tuple[aiomysql.Pool, Any]:
+        """A pooled connection with the statement limits set, within the acquire timeout."""
         if self._pool is None:
             await self.open()
-        assert self._pool is not None
+        pool = self._pool
+        assert pool is not None
+        conn = None
         try:
-            conn = await self._pool.acquire()
-        except (pymysql.err.MySQLError, OSError) as exc:
-            raise translate(exc, doing) from exc
+            async with asyncio.timeout(self.acquire_timeout):
+                conn = await pool.acquire()
+                if conn not in self._limited:
+                    async with conn.cursor() as cur:
+                        await cur.execute(
+                            session_limits(conn.get_server_info(), self.query_timeout)
+                        )
+                    await conn.commit()
+                    self._limited.add(conn)
+            return pool, conn
+        except TimeoutError:
+            error: DatabaseError = DatabaseTimeout(
+                f"{doing}: no database connection within {self.acquire_timeout:g} s"
+                f" (pool of {self.settings.db_pool_size})"
+            )
+        except _DRIVER_ERRORS as exc:
+            error = translate(exc, doing)
+        if conn is not None:
+            conn.close()
+            pool.release(conn)
+        if isinstance(error, DatabaseUnavailable):
+            self.outage.begin(error)
+        raise error
+
+    @contextlib.asynccontextmanager
+    async def transaction(self, doing: str = "database transaction") -> AsyncIterator[Any]:
+        """A cursor (dict rows) inside one transaction: commit on success, roll back on error.
+
+        Each statement and the commit fail with ``DatabaseTimeout`` after the query timeout.
+        """
+        pool, conn = await self._acquire(doing)
         broken = False
         try:
             async with conn.cursor(aiomysql.DictCursor) as cur:
                 try:
-                    yield cur
-                    await conn.commit()
+                    yield _TimedCursor(cur, conn, self._deadline, doing)
+                    await _bounded(conn.commit(), conn, self._deadline, doing)
                 except BaseException as exc:
-                    try:
-                        await conn.rollback()
-                    except Exception:
+                    broken = conn.closed or isinstance(exc, DatabaseTimeout)
+                    if not broken:
+                        try:
+                            await _bounded(conn.rollback(), conn, self._deadline, doing)
+                        except Exception:
+                            broken = True
+                    if isinstance(exc, _DRIVER_ERRORS):
                         broken = True
-                    if isinstance(exc, (pymysql.err.MySQLError, OSError)):
-                        broken = True
-                        raise translate(exc, doing) from exc
+                        error = translate(exc, doing)
+                        if isinstance(error, DatabaseUnavailable) and not isinstance(
+                            error, DatabaseTimeout
+                        ):
+                            self.outage.begin(error)
+                        raise error from exc
                     raise
         finally:
-            if broken:
+            if broken and not conn.closed:
                 conn.close()
-            self._pool.release(conn)
+            pool.release(conn)
+        self.outage.end()
+
+    async def _read(self, sql: str, args: Any, doing: str, one: bool) -> Any:
+        for attempt in (1, 2):
+            try:
+                async with self.transaction(doing) as cur:
+                    await cur.execute(sql, args)
+                    return await (cur.fetchone() if one else cur.fetchall())
+            except DatabaseTimeout:
+                raise
+            except DatabaseUnavailable:
+                # A pooled connection the server dropped (it restarted) fails its first use;
+                # a read is safe to repeat once on a fresh connection.
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     async def fetchall(self, sql: str, args: Any = None, doing: str = "query") -> list[dict]:
-        async with self.transaction(doing) as cur:
-            await cur.execute(sql, args)
-            return list(await cur.fetchall())
+        return list(await self._read(sql, args, doing, one=False))
 
     async def fetchone(self, sql: str, args: Any = None, doing: str = "query") -> dict | None:
-        async with self.transaction(doing) as cur:
-            await cur.execute(sql, args)
-            row = await cur.fetchone()
-            return dict(row) if row else None
+        row = await self._read(sql, args, doing, one=True)
+        return dict(row) if row else None
 
     async def ping(self) -> None:
         """Raise a DatabaseError unless both databases answer."""
