@@ -70,6 +70,12 @@ class Settings(BaseSettings):
     llm_url: str | None = Field(None, validation_alias="AX3L_LLM_URL")
     llm_model: str | None = Field(None, validation_alias="AX3L_LLM_MODEL")
     llm_timeout: float = Field(300.0, validation_alias="AX3L_LLM_TIMEOUT", gt=0)
+    llm_context_tokens: int | None = Field(
+        None,
+        validation_alias="AX3L_LLM_CONTEXT_TOKENS",
+        ge=256,
+        description="the model server's context per request; unset: its /props, else 16384",
+    )
     llm_max_tokens: int = Field(
         4096,
         validation_alias="AX3L_LLM_MAX_TOKENS",
