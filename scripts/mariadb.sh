@@ -31,8 +31,14 @@ install_if_missing() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server mariadb-client >/dev/null
 }
 
+alive() {
+  # A killed server can linger as a zombie until its parent reaps it: that is not alive.
+  kill -0 "$1" 2>/dev/null || return 1
+  [ ! -r "/proc/$1/stat" ] || [ "$(sed 's/^.*) \(.\).*$/\1/' "/proc/$1/stat")" != Z ]
+}
+
 running() {
-  [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null
+  [ -f "$pidfile" ] && alive "$(cat "$pidfile")"
 }
 
 admin_sql() {
@@ -51,7 +57,7 @@ wait_ready() {
   local deadline=$((SECONDS + start_wait))
   while [ "$SECONDS" -lt "$deadline" ]; do
     if ready; then return 0; fi
-    if [ -n "${1:-}" ] && ! kill -0 "$1" 2>/dev/null; then return 1; fi
+    if [ -n "${1:-}" ] && ! alive "$1"; then return 1; fi
     sleep 0.1
   done
   ready
