@@ -4,6 +4,12 @@ Each thread gets its own connection (pymysql connections are not thread-safe): t
 thread writes submissions and the state changes requested over the socket, the worker thread
 writes progress and terminal states. State changes requested over the socket are conditional
 (``WHERE status IN ...``) so they can never overwrite a terminal state the worker wrote first.
+
+Every write is one transaction sent in one round trip, so a write that failed on a dead
+connection can be sent again whole on a fresh one (``db_outages.py`` says which failures are
+retried and for how long). Retrying is safe: the updates are idempotent, and every insert has
+a unique key, so when a retry collides with its own rows (``1062``) the earlier attempt was
+committed before its connection died, and the write is done.
 """
 
 from __future__ import annotations
@@ -14,22 +20,33 @@ import math
 import re
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import pymysql
-import pymysql.cursors
 from pymysql.constants import CLIENT
 
-from ax3l.shared.db.errors import DatabaseError, translate
+from ax3l.shared.db.errors import translate
+from snakelab.db_outages import (
+    CONTROL_PATIENCE_SECONDS,
+    DUPLICATE_KEY,
+    SHUTDOWN_PATIENCE_SECONDS,
+    Backoff,
+    DatabaseLoginRefused,
+    OutageLog,
+    error_code,
+    is_transient,
+    login_refused,
+)
 from snakelab.tables import ALL_TABLES
 
 log = logging.getLogger(__name__)
 
 STOPPED_MESSAGE = "Server stopped before run completed"
+UNCONFIRMED_MESSAGE = "Submission refused: the database went away while storing it"
+_INSERT_RUN = "INSERT INTO simulation_runs (run_id,"
 NON_TERMINAL = ("queued", "running", "paused", "cancelling")
 # A connection idle longer than this is pinged first: MySQL may have dropped it (wait_timeout).
 IDLE_PING_SECONDS = 60.0
@@ -114,6 +131,16 @@ class RunStore:
         self._local = threading.local()
         self._all: list[_Connection] = []
         self._all_lock = threading.Lock()
+        self.outages = OutageLog()
+        # Set when the database refused the login or a privilege: the server stops for it.
+        self.refused: DatabaseLoginRefused | None = None
+        # Set once the server stops: retries end at this moment (monotonic), sleepers wake.
+        self._give_up_at: float | None = None
+        self._stopping = threading.Event()
+        # Runs whose insert may have been committed although the submit was refused (the
+        # connection died at the commit and the database stayed away): failed once it is back.
+        self._unconfirmed: set[str] = set()
+        self._unconfirmed_lock = threading.Lock()
 
     # -- connections ------------------------------------------------------------------------
 
@@ -151,33 +178,6 @@ class RunStore:
         connection.last_used = time.monotonic()
         return connection.raw
 
-    @contextmanager
-    def transaction(self, doing: str) -> Iterator[pymysql.cursors.Cursor]:
-        """A cursor in one transaction: committed on success, rolled back on any error.
-
-        Driver errors come out as ``DatabaseError`` naming what was being done; a connection
-        that failed is dropped so the next call of this thread opens a fresh one.
-        """
-        try:
-            conn = self._connection()
-            with conn.cursor() as cur:
-                yield cur
-            conn.commit()
-        except (pymysql.err.MySQLError, OSError) as exc:
-            self._discard()
-            raise translate(exc, doing) from exc
-        except BaseException:
-            self._rollback()
-            raise
-
-    def _rollback(self) -> None:
-        connection: _Connection | None = getattr(self._local, "connection", None)
-        if connection is not None:
-            try:
-                connection.raw.rollback()
-            except (pymysql.err.MySQLError, OSError):
-                self._discard()
-
     def _discard(self) -> None:
         connection: _Connection | None = getattr(self._local, "connection", None)
         self._local.connection = None
@@ -190,8 +190,14 @@ class RunStore:
             except (pymysql.err.MySQLError, OSError):
                 pass
 
+    def stop_waiting(self, after: float = SHUTDOWN_PATIENCE_SECONDS) -> None:
+        """The server stops: writes still failing ``after`` seconds from now are given up."""
+        self._give_up_at = time.monotonic() + after
+        self._stopping.set()
+
     def close(self) -> None:
         """Close every connection any thread opened (call once the threads are done)."""
+        self.stop_waiting(0.0)
         with self._all_lock:
             connections, self._all = self._all, []
         for connection in connections:
@@ -203,37 +209,29 @@ class RunStore:
     # -- startup ----------------------------------------------------------------------------
 
     def wait_until_reachable(self, seconds: float) -> None:
-        """Connect, retrying for ``seconds`` (the database may start after this server)."""
-        deadline = time.monotonic() + seconds
-        while True:
-            try:
-                with self.transaction("connecting") as cur:
-                    cur.execute("SELECT 1")
-                return
-            except DatabaseError as exc:
-                if time.monotonic() >= deadline:
-                    raise
-                log.warning("database %s not ready (%s); retrying", self.settings.describe(), exc)
-                time.sleep(1.0)
+        """Connect, retrying for ``seconds`` (the database may start after this server).
+
+        A refused login or a missing database is raised at once: waiting will not fix it.
+        """
+        self._script("connecting", "SELECT 1", patience=seconds)
 
     def create_tables(self) -> None:
         """SnakeLab's three tables, created when missing."""
-        with self.transaction("creating SnakeLab's tables") as cur:
-            for _, ddl in ALL_TABLES:
-                cur.execute(ddl)
+        self._script("creating SnakeLab's tables", *(ddl for _, ddl in ALL_TABLES))
 
     def fail_unfinished(self, message: str = STOPPED_MESSAGE) -> int:
         """Mark every non-terminal row failed (their runs died with an earlier process)."""
         placeholders = ", ".join(["%s"] * len(NON_TERMINAL))
-        with self.transaction("failing runs of an earlier server process") as cur:
-            return int(
-                cur.execute(
-                    "UPDATE simulation_runs SET status = 'failed', error_message = %s,"
-                    " completed_at = %s"
-                    f" WHERE status IN ({placeholders})",
-                    (message, utc_now(), *NON_TERMINAL),
-                )
-            )
+        (changed,) = self._script(
+            "failing runs of an earlier server process",
+            (
+                "UPDATE simulation_runs SET status = 'failed', error_message = %s,"
+                " completed_at = %s"
+                f" WHERE status IN ({placeholders})",
+                (message, utc_now(), *NON_TERMINAL),
+            ),
+        )
+        return changed
 
     # -- runs -------------------------------------------------------------------------------
 
@@ -287,7 +285,9 @@ class RunStore:
 
     def mark_running(self, run_id: str, started_at: datetime) -> None:
         """The worker took the run; a pause or cancel that got in first keeps its status."""
-        self._script(f"starting run {run_id}", self._start_statement(run_id, started_at))
+        self._script(
+            f"starting run {run_id}", self._start_statement(run_id, started_at), patience=None
+        )
 
     @staticmethod
     def _start_statement(run_id: str, started_at: datetime) -> tuple[str, Sequence[Any]]:
@@ -315,6 +315,7 @@ class RunStore:
                 "UPDATE simulation_runs SET episode_count = %s, high_score = %s WHERE run_id = %s",
                 (episode_count, high_score, run_id),
             ),
+            patience=None,
         )
 
     def finish(
@@ -342,6 +343,7 @@ class RunStore:
                 " WHERE run_id = %s",
                 (state, episode_count, high_score, completed_at, error, snapshot_json, run_id),
             ),
+            patience=None,
         )
 
     def fail_runs(self, run_ids: Sequence[str], message: str) -> None:
@@ -358,30 +360,102 @@ class RunStore:
             ),
         )
 
-    def _script(self, doing: str, *statements: str | tuple[str, Sequence[Any]]) -> list[int]:
+    def _script(
+        self,
+        doing: str,
+        *statements: str | tuple[str, Sequence[Any]],
+        patience: float | None = CONTROL_PATIENCE_SECONDS,
+    ) -> list[int]:
         """The statements and COMMIT as one transaction in one round trip; their row counts.
 
         One round trip instead of one per statement plus the commit: under a busy trainer
         thread every round trip also waits for the GIL, and episode writes are frequent.
         Parameters are escaped by the driver (``mogrify``) before the statements are joined.
+
+        A failure that a fresh connection may fix is retried with backoff for ``patience``
+        seconds (None: until the server stops). A refused login or privilege is raised as
+        ``DatabaseLoginRefused`` (and kept in ``refused``) without waiting.
         """
-        try:
-            conn = self._connection()
-            with conn.cursor() as cur:
-                texts = [
-                    text if isinstance(text, str) else cur.mogrify(text[0], text[1])
-                    for text in statements
-                ]
-                cur.execute(";".join([*texts, "COMMIT"]))
-                counts = [cur.rowcount]
-                while cur.nextset():
-                    counts.append(cur.rowcount)
-            return counts[: len(statements)]
-        except (pymysql.err.MySQLError, OSError) as exc:
-            # A statement that failed leaves its transaction open: closing the connection
-            # rolls it back.
-            self._discard()
-            raise translate(exc, doing) from exc
+        deadline = None if patience is None else time.monotonic() + patience
+        backoff = Backoff()
+        retried = False
+        while True:
+            unconfirmed = self._take_unconfirmed()
+            try:
+                counts = self._send(statements, unconfirmed)
+            except (pymysql.err.MySQLError, OSError) as exc:
+                # A statement that failed leaves its transaction open: closing the connection
+                # rolls it back.
+                self._discard()
+                self._return_unconfirmed(unconfirmed)
+                if retried and error_code(exc) == DUPLICATE_KEY:
+                    # Our own rows: the attempt whose connection died was committed.
+                    self.outages.recovered()
+                    return [0] * len(statements)
+                refused = login_refused(exc, doing)
+                if refused is not None:
+                    self.refused = refused
+                    raise refused from exc
+                if not is_transient(exc) or not self._wait(backoff.next(), deadline):
+                    if retried and (run_id := _inserted_run(statements)) is not None:
+                        # Its commit may have landed: fail the row once the database is back.
+                        self._return_unconfirmed([run_id])
+                    raise translate(exc, doing) from exc
+                self.outages.failed(doing, exc)
+                retried = True
+            else:
+                self.outages.recovered()
+                return counts
+
+    def _send(
+        self, statements: Sequence[str | tuple[str, Sequence[Any]]], unconfirmed: Sequence[str]
+    ) -> list[int]:
+        conn = self._connection()
+        with conn.cursor() as cur:
+            texts = [
+                text if isinstance(text, str) else cur.mogrify(text[0], text[1])
+                for text in statements
+            ]
+            if unconfirmed:
+                texts.append(
+                    cur.mogrify(
+                        "UPDATE simulation_runs SET status = 'failed', error_message = %s,"
+                        " completed_at = %s WHERE status = 'queued' AND run_id IN %s",
+                        (UNCONFIRMED_MESSAGE, utc_now(), tuple(unconfirmed)),
+                    )
+                )
+            cur.execute(";".join([*texts, "COMMIT"]))
+            counts = [cur.rowcount]
+            while cur.nextset():
+                counts.append(cur.rowcount)
+        if unconfirmed:
+            log.warning(
+                "marked %d run(s) whose submit was refused during an outage as failed",
+                len(unconfirmed),
+            )
+        return counts[: len(statements)]
+
+    def _wait(self, seconds: float, deadline: float | None) -> bool:
+        """Sleep ``seconds`` before a retry; False when the retry would come too late."""
+        now = time.monotonic()
+        ends = [t for t in (deadline, self._give_up_at) if t is not None]
+        if ends and now + seconds > min(ends):
+            return False
+        self._stopping.wait(seconds)
+        return self._give_up_at is None or time.monotonic() < self._give_up_at
+
+    def _take_unconfirmed(self) -> list[str]:
+        if not self._unconfirmed:  # the common case, read without the lock
+            return []
+        with self._unconfirmed_lock:
+            taken = sorted(self._unconfirmed)
+            self._unconfirmed.clear()
+            return taken
+
+    def _return_unconfirmed(self, run_ids: Sequence[str]) -> None:
+        if run_ids:
+            with self._unconfirmed_lock:
+                self._unconfirmed.update(run_ids)
 
     @staticmethod
     def _episodes(run_id: str, rows: Sequence[EpisodeRow] | EpisodeSql) -> Sequence[str]:
@@ -417,6 +491,14 @@ class RunStore:
                 f" VALUES {values}"
             )
         return statements
+
+
+def _inserted_run(statements: Sequence[str | tuple[str, Sequence[Any]]]) -> str | None:
+    """The run id when ``statements`` are ``insert_run``'s, else None."""
+    first = statements[0] if statements else None
+    if isinstance(first, tuple) and first[0].startswith(_INSERT_RUN):
+        return str(first[1][0])
+    return None
 
 
 def _values_fast(rows: Sequence[EpisodeRow]) -> str | None:

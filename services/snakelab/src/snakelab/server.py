@@ -8,6 +8,8 @@ startup would do anyway.
 
 Server-side failures (the database went away while storing a submission) have no error code
 in the contract; they answer ``invalid_request`` with a message starting ``server error:``.
+A database outage never stops the server (``db_outages.py``); a refused login or privilege
+does, with exit code 1 and a message saying what to fix.
 """
 
 from __future__ import annotations
@@ -206,7 +208,11 @@ class ControlServer:
 
     def handle(self, frames: list[bytes]) -> bytes:
         """The reply to one request message; never raises."""
-        request = read_request(frames, self.options.max_message_bytes)
+        try:
+            request = read_request(frames, self.options.max_message_bytes)
+        except Exception as exc:  # whatever a hostile message finds, the server stays up
+            log.exception("reading a request failed")
+            return error_reply(None, RequestRefused("invalid_request", f"server error: {exc!r}"))
         if isinstance(request, Refusal):
             return error_reply(request.request_id, request.error)
         try:
@@ -239,7 +245,7 @@ class ControlServer:
             self.worker.trainer.name,
             self.options.events_endpoint or "off",
         )
-        while not self.stopping:
+        while not self.stopping and self.store.refused is None:
             ready = dict(poller.poll(POLL_MILLISECONDS))
             if self.control in ready:
                 frames = self.control.recv_multipart()
@@ -253,6 +259,7 @@ class ControlServer:
     def close(self) -> None:
         """Store unfinished runs as failed, stop the worker, close sockets and connections."""
         abandoned = self.book.close()
+        self.store.stop_waiting()
         try:
             self.store.fail_runs([run.run_id for run in abandoned], STOPPED_MESSAGE)
         except DatabaseError as exc:
@@ -314,6 +321,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     finally:
         server.close()
+    if store.refused is not None:
+        log.error("stopping: SnakeLab's database %s: %s", db_settings.describe(), store.refused)
+        return 1
     log.info("stopped")
     return 0
 
