@@ -3,7 +3,9 @@ uvicorn subprocess, a SnakeLab control socket stand-in."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import http.server
 import json
 import os
 import subprocess
@@ -173,3 +175,94 @@ def reports_server(
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(5)
+
+
+class StatusServer:
+    """A tiny real HTTP server answering ``GET /api/status`` with ``self.status`` as JSON.
+
+    ``hang`` makes it hold every request until released, like an orchestrator stuck in a
+    long call; ``close`` releases and stops it.
+    """
+
+    def __init__(self, status: dict[str, Any]) -> None:
+        self.status = status
+        self.hang = threading.Event()
+        self._release = threading.Event()
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if owner.hang.is_set():
+                    owner._release.wait(30)
+                body = json.dumps(owner.status).encode()
+                self.send_response(200 if self.path == "/api/status" else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._release.set()
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+
+class OrchestratorStatusApi:
+    """The orchestrator's real status API (its FastAPI app under uvicorn) in a thread, over a
+    live ``LoopStatus`` the test changes."""
+
+    def __init__(self, dbs: TestDatabases, status: Any) -> None:
+        import uvicorn
+
+        from ax3l.orchestrator.status_api import ApiResources, create_app
+        from ax3l.shared.db.database import Database
+        from ax3l.shared.settings import Settings
+        from ax3l.shared.snakelab_client import SnakeLabClient
+
+        self.status = status
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        settings = Settings(**dbs.env())
+        self._ready = threading.Event()
+
+        async def serve() -> None:
+            db = Database(settings)
+            resources = ApiResources(
+                status, db, SnakeLabClient(f"tcp://127.0.0.1:{free_port()}", timeout=0.2)
+            )
+            config = uvicorn.Config(
+                create_app(resources), host="127.0.0.1", port=port, log_level="warning"
+            )
+            self._server = uvicorn.Server(config)
+            self._ready.set()
+            try:
+                await self._server.serve()
+            finally:
+                await db.close()
+
+        self._thread = threading.Thread(target=lambda: asyncio.run(serve()), daemon=True)
+        self._thread.start()
+        self._ready.wait(10)
+
+        def answers() -> bool:
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=1) as reply:
+                    return bool(reply.status == 200)
+            except OSError:
+                return False
+
+        wait_until(answers, timeout=15, interval=0.05, what="the orchestrator's status API")
+
+    def close(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(10)

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from starlette.templating import Jinja2Templates
 
+from ax3l.reports.orchestrator_status import OrchestratorMonitor
 from ax3l.reports.queries.highscores import HighscoreReader
 from ax3l.reports.resources import Resources
 from ax3l.reports.settings import ReportsSettings, get_settings
@@ -32,6 +33,10 @@ def get_monitor(resources: ResourcesDep) -> SnakeLabMonitor:
     return resources.monitor
 
 
+def get_orchestrator(resources: ResourcesDep) -> OrchestratorMonitor | None:
+    return resources.orchestrator
+
+
 def get_cycles(resources: ResourcesDep) -> CycleTracker:
     return resources.cycles
 
@@ -51,6 +56,7 @@ def get_templates(resources: ResourcesDep) -> Jinja2Templates:
 SettingsDep = Annotated[ReportsSettings, Depends(get_settings)]
 DatabaseDep = Annotated[Database, Depends(get_db)]
 MonitorDep = Annotated[SnakeLabMonitor, Depends(get_monitor)]
+OrchestratorDep = Annotated[OrchestratorMonitor | None, Depends(get_orchestrator)]
 CyclesDep = Annotated[CycleTracker, Depends(get_cycles)]
 HighscoresDep = Annotated[HighscoreReader, Depends(get_highscores)]
 SchemaDep = Annotated[ConfigSchema, Depends(get_schema)]

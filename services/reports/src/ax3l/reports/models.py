@@ -171,8 +171,33 @@ class GoldenOut(BaseModel):
     reason: str | None
 
 
+class OrchestratorOut(BaseModel):
+    """The loop as the orchestrator's status API last described it (absent fields: None)."""
+
+    state: str = Field(description="up, unavailable or unknown (no poll yet)")
+    label: str
+    checked_at: datetime | None
+    unavailable_since: datetime | None = Field(description="first failed poll of this outage")
+    detail: str | None = Field(description="why the last poll failed")
+    phase: str | None
+    parameter: str | None = Field(description="the round-robin entry of the current turn")
+    index: int | None
+    proposer: str | None
+    conversation_id: str | None
+    run_id: str | None
+    failure_streak: int | None = Field(description="the model's failed conversations in a row")
+    fallback_proposer: str | None
+    llm_fallback_after: int | None = Field(description="failed conversations before fallback")
+    last_error: str | None
+    last_error_at: datetime | None
+    last_error_seconds_ago: float | None
+    backoff_until: datetime | None
+    stop_reason: str | None
+
+
 class StatusOut(BaseModel):
     snakelab: SnakeLabOut
+    orchestrator: OrchestratorOut
     golden: GoldenOut | None
     golden_high_score: int | None
     all_time_high_score: int | None

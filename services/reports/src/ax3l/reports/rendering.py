@@ -32,6 +32,19 @@ def number(value: Any, digits: int = 2) -> str:
     return str(value)
 
 
+def ago(seconds: float | None) -> str:
+    """A duration in the past for reading: ``12 s ago``, ``3 min ago``, ``2 h ago``."""
+    if seconds is None:
+        return ""
+    if seconds < 90:
+        return f"{int(seconds)} s ago"
+    if seconds < 90 * 60:
+        return f"{int(seconds // 60)} min ago"
+    if seconds < 48 * 3600:
+        return f"{int(seconds // 3600)} h ago"
+    return f"{int(seconds // 86400)} days ago"
+
+
 def value(item: Any) -> str:
     """A config value or any JSON scalar as compact text."""
     if item is None:
@@ -61,6 +74,7 @@ def make_templates() -> Jinja2Templates:
         label=label,
         pretty=pretty,
         parse_pretty=parse_pretty,
+        ago=ago,
         value=value,
     )
     return Jinja2Templates(env=env)

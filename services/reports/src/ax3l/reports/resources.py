@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from starlette.templating import Jinja2Templates
 
+from ax3l.reports.orchestrator_status import OrchestratorMonitor
 from ax3l.reports.queries.highscores import HighscoreReader
 from ax3l.reports.snakelab_status import SnakeLabMonitor
 from ax3l.shared.config_schema import ConfigSchema
@@ -21,3 +22,4 @@ class Resources:
     highscores: HighscoreReader
     schema: ConfigSchema
     templates: Jinja2Templates
+    orchestrator: OrchestratorMonitor | None = None

@@ -1,4 +1,5 @@
-"""The report server's settings: Ax3l's shared ones plus how it watches SnakeLab."""
+"""The report server's settings: Ax3l's shared ones plus how it watches SnakeLab and the
+orchestrator."""
 
 from __future__ import annotations
 
@@ -31,9 +32,25 @@ class ReportsSettings(Settings):
         gt=0,
         description="seconds between SnakeLab status polls (pages show the latest poll)",
     )
+    orchestrator_url: str | None = Field(
+        None,
+        validation_alias="AX3L_ORCHESTRATOR_URL",
+        description="the orchestrator's status API base URL; unset: AX3L_HTTP_HOST and"
+        " AX3L_ORCHESTRATOR_PORT (http://127.0.0.1:28871)",
+    )
     page_size: int = Field(
         100, validation_alias="AX3L_REPORTS_PAGE_SIZE", ge=1, le=500, description="events per page"
     )
+
+    def orchestrator_status_url(self) -> str:
+        """Where the status bar reads what the loop is doing (``/api/status``)."""
+        if self.orchestrator_url:
+            return self.orchestrator_url.rstrip("/") + "/api/status"
+        # A wildcard listen address is not an address to connect to.
+        host = "127.0.0.1" if self.http_host in ("", "0.0.0.0", "::") else self.http_host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.orchestrator_port}/api/status"
 
 
 @lru_cache

@@ -14,6 +14,7 @@ from ax3l.reports.deps import (
     CyclesDep,
     DatabaseDep,
     MonitorDep,
+    OrchestratorDep,
     SettingsDep,
     TemplatesDep,
 )
@@ -156,6 +157,7 @@ async def event_log_page(
     query: Annotated[EventPageQuery, Query()],
     db: DatabaseDep,
     monitor: MonitorDep,
+    orchestrator: OrchestratorDep,
     cycles: CyclesDep,
     settings: SettingsDep,
     templates: TemplatesDep,
@@ -163,7 +165,7 @@ async def event_log_page(
     """The event log, newest first, with the status bar, filters and refresh selector."""
     page, status = await asyncio.gather(
         read_page(db, query, settings.page_size),
-        build_status(db, monitor, cycles, settings.status_timeout),
+        build_status(db, monitor, cycles, settings.status_timeout, orchestrator),
     )
     category = None if query.category is None else Category(query.category)
     choices = [
