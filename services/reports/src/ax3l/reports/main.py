@@ -7,6 +7,7 @@ import logging
 import sys
 
 import uvicorn
+from fastapi import FastAPI
 from pydantic import ValidationError
 
 from ax3l.reports.app import create_app
@@ -27,14 +28,29 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ax3l-reports: invalid settings: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
-    uvicorn.run(
-        create_app(settings),
-        host=args.host or settings.http_host,
-        port=args.port or settings.reports_port,
-        log_level=args.log_level,
-        access_log=args.log_level == "debug",
-    )
+    app = create_app(settings)
+    try:
+        uvicorn.run(
+            app,
+            host=args.host or settings.http_host,
+            port=args.port or settings.reports_port,
+            log_level=args.log_level,
+            access_log=args.log_level == "debug",
+        )
+    except SystemExit:
+        if _fatal_database_error(app) is None:
+            raise
+    fatal = _fatal_database_error(app)
+    if fatal is not None:
+        # No wait can fix it (credentials, privileges, the database's name): say what to do.
+        print(f"ax3l-reports: {fatal}", file=sys.stderr)
+        return 2
     return 0
+
+
+def _fatal_database_error(app: FastAPI) -> str | None:
+    watch = getattr(app.state, "database_watch", None)
+    return str(watch.fatal) if watch is not None and watch.fatal is not None else None
 
 
 if __name__ == "__main__":

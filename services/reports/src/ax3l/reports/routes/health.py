@@ -23,5 +23,6 @@ async def ready(db: DatabaseDep) -> dict[str, str] | JSONResponse:
     try:
         await db.ping()
     except DatabaseError as exc:
-        return JSONResponse({"status": "unavailable", "detail": str(exc)}, status_code=503)
+        detail = db.outage.describe() or str(exc)
+        return JSONResponse({"status": "unavailable", "detail": detail}, status_code=503)
     return {"status": "ok"}
