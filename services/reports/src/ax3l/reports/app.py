@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request, Response
 
 from ax3l.reports import errors
 from ax3l.reports.api import api_router
+from ax3l.reports.database_watch import DatabaseWatch
 from ax3l.reports.orchestrator_status import OrchestratorMonitor
 from ax3l.reports.queries.highscores import HighscoreReader
 from ax3l.reports.rendering import make_templates
@@ -18,7 +19,6 @@ from ax3l.reports.snakelab_status import SnakeLabMonitor
 from ax3l.shared.config_schema import cached_schema
 from ax3l.shared.cycles import CycleTracker
 from ax3l.shared.db.database import Database
-from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.snakelab_client import SnakeLabClient
 
 DESCRIPTION = """Read-only pages and JSON over Ax3l's events and SnakeLab's runs.
@@ -63,6 +63,8 @@ def create_app(settings: ReportsSettings | None = None) -> FastAPI:
             interval=chosen.status_interval,
         )
         cycles = CycleTracker()
+        database = DatabaseWatch(db, chosen.db_wait_max, lambda: cycles.refresh(db))
+        app.state.database_watch = database
         app.state.resources = Resources(
             db=db,
             monitor=monitor,
@@ -75,11 +77,12 @@ def create_app(settings: ReportsSettings | None = None) -> FastAPI:
         monitor.start()
         orchestrator.start()
         try:
-            # The cycle count reads the whole history once; do it before the first page asks.
-            with contextlib.suppress(DatabaseError):
-                await cycles.refresh(db)
+            # The cycle count reads the whole history once; do it before the first page asks
+            # (while the database is away: as soon as it is back).
+            await database.start()
             yield
         finally:
+            await database.stop()
             await monitor.stop()
             await orchestrator.stop()
             await db.close()
