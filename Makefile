@@ -38,6 +38,10 @@ system-deps: ## install the Debian packages the tests need (MariaDB, Chromium, d
 test: system-deps install db-start ## run every test suite against a real MariaDB
 	$(UV) run --frozen pytest $(PYTEST_ARGS)
 
+.PHONY: test-chaos
+test-chaos: install ## the chaos test: the whole stack kill -9'd at random (minutes; AX3L_CHAOS_SEED, AX3L_CHAOS_KILLS)
+	$(UV) run --frozen pytest tests/chaos -m chaos -s $(PYTEST_ARGS)
+
 .PHONY: lint
 lint: install ## ruff and mypy
 	$(UV) run --frozen ruff check .

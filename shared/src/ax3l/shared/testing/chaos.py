@@ -1,0 +1,707 @@
+"""Chaos harness: the whole stack as supervised real processes, killed with SIGKILL at random.
+
+``PrivateMariaDB`` is a MariaDB of its own (``scripts/mariadb.sh`` with a throwaway run
+directory and a free port), so the shared private MariaDB under ``.run`` is never touched.
+``Supervisor`` restarts each service after it dies, the way systemd or compose would: after a
+short random delay when the chaos driver killed it, with backoff when it died on its own (and
+those deaths are recorded: they are findings). ``ProgressMonitor`` samples the number of
+completed steps so recovery times can be measured. ``check_invariants`` reads the databases
+alone and returns every invariant with how often it was checked and each violation, instead of
+stopping at the first failed assertion. Test-only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pymysql
+
+from ax3l.shared.testing.plugin import TestDatabases, free_port, read_env_file
+
+STEP_EVENTS = ("configuration_compared", "parameter_space_exhausted")
+
+
+def _pid_state(pid: int) -> str | None:
+    """The kernel's state letter of ``pid`` (``Z`` for a zombie), None when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text.rpartition(")")[2].split()[0]
+
+
+def _alive(pid: int | None) -> bool:
+    return pid is not None and _pid_state(pid) not in (None, "Z")
+
+
+class PrivateMariaDB:
+    """A MariaDB server of one test, started and restarted with ``scripts/mariadb.sh``."""
+
+    def __init__(self, repo: Path, run_dir: Path | None = None, port: int | None = None):
+        self.script = repo / "scripts" / "mariadb.sh"
+        self._owned = run_dir is None
+        # A short path: the server's Unix socket lives in it (sun_path is 108 bytes).
+        self.run_dir = run_dir or Path(tempfile.mkdtemp(prefix="ax3l-chaos-db-"))
+        self.port = port or free_port()
+        self.pidfile = self.run_dir / "mariadb" / "mysqld.pid"
+
+    def _env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "AX3L_RUN_DIR": str(self.run_dir),
+            "AX3L_DEV_DB_PORT": str(self.port),
+        }
+
+    def start(self, timeout: float = 120.0) -> None:
+        """``mariadb.sh start``: returns once the server answers (raises when it did not)."""
+        if self.pidfile.exists() and not _alive(self.pid()):
+            # A SIGKILLed server may linger as a zombie until PID 1 reaps it; the script
+            # would take it for a live server. A supervisor knows its child died.
+            self.pidfile.unlink(missing_ok=True)
+        done = subprocess.run(
+            ["bash", str(self.script), "start"],
+            env=self._env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"mariadb.sh start failed ({done.returncode}): {done.stderr}")
+
+    def pid(self) -> int | None:
+        try:
+            return int(self.pidfile.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def alive(self) -> bool:
+        return _alive(self.pid())
+
+    def kill9(self) -> None:
+        pid = self.pid()
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.02)
+
+    def settings(self) -> dict[str, str]:
+        return read_env_file(self.run_dir / "db.env")
+
+    def databases(self) -> TestDatabases:
+        """The ``ax3l`` and ``snakelab`` databases the script creates, with their grants."""
+        values = self.settings()
+        return TestDatabases(
+            host=values["DB_HOST"],
+            port=int(values["DB_PORT"]),
+            ax3l_db=values["AX3L_DB_NAME"],
+            snakelab_db=values["AX3L_SNAKELAB_DB_NAME"],
+            ax3l_user=values["DB_USER"],
+            ax3l_password=values["DB_PASSWORD"],
+            snakelab_user=values["SNAKELAB_DB_USER"],
+            snakelab_password=values["SNAKELAB_DB_PASSWORD"],
+            admin_user=values["AX3L_DB_ADMIN_USER"],
+            admin_password=values["AX3L_DB_ADMIN_PASSWORD"],
+        )
+
+    def destroy(self) -> None:
+        """Stop the server and, when this object made the run directory, delete it."""
+        if self.alive():
+            subprocess.run(
+                ["bash", str(self.script), "stop"],
+                env=self._env(),
+                capture_output=True,
+                timeout=60,
+                stdin=subprocess.DEVNULL,
+            )
+        if self.alive():
+            self.kill9()
+        if self._owned:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+class ServiceProcess:
+    """A service started in a session of its own, so SIGKILL reaches its children too (its
+    MCP sessions), as a supervisor's control group would."""
+
+    def __init__(self, name: str, command: list[str], env: dict[str, str], log_path: Path):
+        self.name = name
+        self.command = command
+        self.env = env
+        self.log_path = log_path
+        self.popen: subprocess.Popen[bytes] | None = None
+        self.log_offset = 0
+
+    def spawn(self) -> None:
+        self.reap()
+        self.log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with self.log_path.open("ab") as log:
+            log.write(f"\n===== chaos: start {time.strftime('%H:%M:%S')} =====\n".encode())
+            log.flush()
+            self.popen = subprocess.Popen(
+                self.command,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+
+    def pid(self) -> int | None:
+        return self.popen.pid if self.popen is not None else None
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def returncode(self) -> int | None:
+        return self.popen.poll() if self.popen is not None else None
+
+    def kill9(self) -> None:
+        if self.popen is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        self.reap()
+
+    def reap(self) -> None:
+        if self.popen is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(10)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """SIGTERM, then SIGKILL of the whole session."""
+        if self.alive():
+            assert self.popen is not None
+            self.popen.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(timeout)
+        self.kill9()
+
+    def output_since_start(self, lines: int = 8) -> str:
+        """The last lines this incarnation wrote (why it died)."""
+        if not self.log_path.exists():
+            return ""
+        with self.log_path.open("rb") as log:
+            log.seek(self.log_offset)
+            text = log.read().decode(errors="replace")
+        return "\n".join([line for line in text.splitlines() if line.strip()][-lines:])
+
+
+@dataclass
+class Death:
+    """A service ended without being killed by the chaos driver."""
+
+    service: str
+    at: float
+    returncode: int | None
+    tail: str
+
+
+@dataclass
+class Restart:
+    service: str
+    died_at: float
+    restarted_at: float
+    killed: bool
+    ok: bool
+    error: str = ""
+
+
+class Supervised:
+    """One service under supervision: its process (or the MariaDB) and its restart thread."""
+
+    def __init__(
+        self,
+        name: str,
+        spawn: Callable[[], None],
+        alive: Callable[[], bool],
+        kill9: Callable[[], None],
+        describe_death: Callable[[], tuple[int | None, str]],
+        rng: random.Random,
+        kill_delay: tuple[float, float],
+    ):
+        self.name = name
+        self.spawn = spawn
+        self.alive = alive
+        self._kill9 = kill9
+        self.describe_death = describe_death
+        self.rng = rng
+        self.kill_delay = kill_delay
+        self.killed_pending = False
+        self.restarting = False
+        self.lock = threading.Lock()
+
+    def kill9(self) -> None:
+        with self.lock:
+            self.killed_pending = True
+            self._kill9()
+
+
+class Supervisor:
+    """Restarts dead services: after a random delay when the chaos driver killed them, else
+    with backoff (0.5 s doubling to 8 s, reset after 30 s of uptime), like a restart policy."""
+
+    def __init__(self) -> None:
+        self.services: dict[str, Supervised] = {}
+        self.deaths: list[Death] = []
+        self.restarts: list[Restart] = []
+        self.restart_listeners: list[Callable[[Restart], None]] = []
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def add(self, service: Supervised) -> None:
+        self.services[service.name] = service
+
+    def start(self) -> None:
+        for service in self.services.values():
+            thread = threading.Thread(
+                target=self._watch, args=(service,), name=f"supervise-{service.name}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(60)
+
+    def all_up(self) -> bool:
+        return all(s.alive() and not s.restarting for s in self.services.values())
+
+    def _watch(self, service: Supervised) -> None:
+        backoff = 0.5
+        up_since = time.monotonic()
+        spawn_failed = False
+        while not self._stop.is_set():
+            if service.alive():
+                if time.monotonic() - up_since > 30:
+                    backoff = 0.5
+                self._stop.wait(0.05)
+                continue
+            died_at = time.monotonic()
+            service.restarting = True
+            with service.lock:
+                killed = service.killed_pending
+                service.killed_pending = False
+            if killed:
+                delay = service.rng.uniform(*service.kill_delay)
+            elif spawn_failed:
+                delay = backoff
+                backoff = min(backoff * 2, 8.0)
+            else:
+                code, tail = service.describe_death()
+                with self._lock:
+                    self.deaths.append(Death(service.name, died_at, code, tail))
+                delay = backoff
+                backoff = min(backoff * 2, 8.0)
+            if self._stop.wait(delay):
+                service.restarting = False
+                return
+            try:
+                service.spawn()
+                restart = Restart(service.name, died_at, time.monotonic(), killed, True)
+                spawn_failed = False
+            except Exception as exc:
+                restart = Restart(
+                    service.name, died_at, time.monotonic(), killed, False, str(exc)[-2000:]
+                )
+                spawn_failed = True
+            with self._lock:
+                self.restarts.append(restart)
+            for listener in self.restart_listeners:
+                listener(restart)
+            up_since = time.monotonic()
+            service.restarting = False
+
+
+class ProgressMonitor:
+    """Samples the number of completed steps (compared or exhausted) every ``interval`` s,
+    reconnecting whenever the database went away."""
+
+    def __init__(self, databases: TestDatabases, interval: float = 0.25):
+        self.databases = databases
+        self.interval = interval
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
+        self._conn: Any = None
+
+    def start(self) -> ProgressMonitor:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self._close()
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
+
+    def count(self) -> int | None:
+        try:
+            if self._conn is None:
+                self._conn = pymysql.connect(
+                    host=self.databases.host,
+                    port=self.databases.port,
+                    user=self.databases.admin_user,
+                    password=self.databases.admin_password,
+                    database=self.databases.ax3l_db,
+                    autocommit=True,
+                    connect_timeout=1,
+                    read_timeout=2,
+                    write_timeout=2,
+                )
+            with self._conn.cursor() as cur:
+                cur.execute("SELECT COUNT(*) FROM events WHERE name IN (%s, %s)", STEP_EVENTS)
+                return int(cur.fetchone()[0])
+        except pymysql.err.MySQLError:
+            self._close()
+            return None
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            value = self.count()
+            if value is not None:
+                self.samples.append((time.monotonic(), value))
+            self._stop.wait(self.interval)
+
+    def latest(self) -> int:
+        return self.samples[-1][1] if self.samples else 0
+
+    def first_above(self, after: float, value: int) -> float | None:
+        """When the count first exceeded ``value`` at or after time ``after``."""
+        for at, count in self.samples:
+            if at >= after and count > value:
+                return at
+        return None
+
+
+def get_status(url: str, timeout: float = 0.5) -> dict[str, Any] | None:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return dict(json.loads(response.read()))
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+# -- invariants, from the databases alone ---------------------------------------------------
+
+
+@dataclass
+class Invariant:
+    """One invariant: how many cases were checked and what violated it."""
+
+    name: str
+    checked: int = 0
+    violations: list[str] = field(default_factory=list)
+
+    def check(self, ok: bool, problem: Callable[[], str]) -> None:
+        self.checked += 1
+        if not ok:
+            self.violations.append(problem())
+
+    @property
+    def passed(self) -> bool:
+        return not self.violations
+
+
+@dataclass
+class Ev:
+    event_id: int
+    name: str
+    process_id: str | None
+    parent: int | None
+    content: Any
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.content.get(key, default) if isinstance(self.content, dict) else default
+
+
+def read_events(conn: Any) -> list[Ev]:
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT e.event_id, e.name, e.process_id, e.parent_event_id, m.content FROM events e"
+            " LEFT JOIN event_messages m ON m.event_id = e.event_id ORDER BY e.event_id"
+        )
+        rows = cur.fetchall()
+    found = []
+    for event_id, name, process_id, parent, content in rows:
+        if content is not None:
+            with contextlib.suppress(ValueError):
+                content = json.loads(content)
+        found.append(Ev(int(event_id), name, process_id, parent, content))
+    return found
+
+
+CONFIG_SKIP = ("run_id",)
+
+
+def read_runs(conn: Any, snakelab_db: str) -> list[dict[str, Any]]:
+    """SnakeLab's runs in submission order, with their configuration tuple and episode count."""
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT * FROM `{snakelab_db}`.configurations")
+        columns = [d[0] for d in cur.description]
+        configs = {}
+        for row in cur.fetchall():
+            record = dict(zip(columns, row, strict=True))
+            configs[record["run_id"]] = tuple(
+                (c, float(record[c])) for c in columns if c not in CONFIG_SKIP
+            )
+        cur.execute(
+            f"SELECT run_id, COUNT(*) FROM `{snakelab_db}`.simulation_episodes GROUP BY run_id"
+        )
+        episodes = {run_id: int(n) for run_id, n in cur.fetchall()}
+        cur.execute(
+            "SELECT id, run_id, status, high_score, started_at, error_message"
+            f" FROM `{snakelab_db}`.simulation_runs ORDER BY id"
+        )
+        runs = []
+        for sid, run_id, status, high_score, started_at, error in cur.fetchall():
+            runs.append(
+                {
+                    "id": int(sid),
+                    "run_id": run_id,
+                    "status": status,
+                    "high_score": high_score,
+                    "started": started_at is not None,
+                    "episodes": episodes.get(run_id, 0),
+                    "error": error,
+                    "config": configs.get(run_id),
+                }
+            )
+        return runs
+
+
+def never_started(run: dict[str, Any]) -> bool:
+    """A failed run that never trained (the one kind a retry may resubmit, issue 11 item 6)."""
+    return run["status"] == "failed" and (not run["started"] or run["episodes"] == 0)
+
+
+def check_invariants(conn: Any, snakelab_db: str) -> tuple[list[Invariant], dict[str, Any]]:
+    """Issue 11's chaos invariants over the whole history; returns them and some counts."""
+    events = read_events(conn)
+    runs = read_runs(conn, snakelab_db)
+    with conn.cursor() as cur:
+        cur.execute("SELECT event_id, score, seed FROM experiment_highscores ORDER BY event_id")
+        snapshots = {int(r[0]): (r[1], r[2]) for r in cur.fetchall()}
+    by_run_id = {run["run_id"]: run for run in runs}
+    results: list[Invariant] = []
+
+    # 1. No configuration stored twice, except the retry of a run that never started.
+    unique = Invariant(
+        "no configuration stored twice in SnakeLab (retry of a never-started run excepted)"
+    )
+    by_config: dict[Any, list[dict[str, Any]]] = {}
+    for run in runs:
+        by_config.setdefault(run["config"], []).append(run)
+    retried = 0
+    for group in by_config.values():
+        earlier = group[:-1]
+        retried += len(earlier)
+        unique.check(
+            all(never_started(r) for r in earlier),
+            lambda group=group: "config stored {}x: {}".format(
+                len(group),
+                ", ".join(
+                    f"{r['run_id'][:8]} {r['status']} started={r['started']}"
+                    f" episodes={r['episodes']} error={(r['error'] or '')[:80]!r}"
+                    for r in group
+                ),
+            ),
+        )
+    results.append(unique)
+
+    # 2. No run submitted twice: one simulation_submitted per run id, one accepted proposal
+    #    per checkpoint (a second one only after a never-started run).
+    once = Invariant("no run submitted twice")
+    submitted = Counter(
+        e.get("run_id") or e.process_id for e in events if e.name == "simulation_submitted"
+    )
+    for run_id, n in submitted.items():
+        once.check(
+            n == 1, lambda run_id=run_id, n=n: f"run {run_id} has {n} simulation_submitted events"
+        )
+    checkpoint_of: dict[int, Ev] = {}
+    current: Ev | None = None
+    accepted_per_checkpoint: dict[int, list[Ev]] = {}
+    for event in events:
+        if event.name == "round_robin_checkpoint":
+            current = event
+        elif current is not None:
+            checkpoint_of[event.event_id] = current
+            if event.name == "proposal_accepted":
+                accepted_per_checkpoint.setdefault(current.event_id, []).append(event)
+    for checkpoint_id, accepted in accepted_per_checkpoint.items():
+        earlier = [by_run_id.get(a.get("run_id") or a.process_id) for a in accepted[:-1]]
+        once.check(
+            all(r is not None and never_started(r) for r in earlier),
+            lambda checkpoint_id=checkpoint_id, accepted=accepted: (
+                f"checkpoint {checkpoint_id} has {len(accepted)} accepted proposals: "
+                + ", ".join(
+                    f"{a.event_id}:{(a.get('run_id') or '')[:8]}:{a.get('parameter')}"
+                    for a in accepted
+                )
+            ),
+        )
+    results.append(once)
+
+    # 3. Every SnakeLab run accounted for by an Ax3l event.
+    accounted = Invariant("every SnakeLab run accounted for by an Ax3l event")
+    known = set(submitted)
+    for run in runs:
+        accounted.check(
+            run["run_id"] in known,
+            lambda run=run: (
+                f"run {run['run_id']} ({run['status']}, SnakeLab id {run['id']})"
+                " has no simulation_submitted event"
+            ),
+        )
+    results.append(accounted)
+
+    # 4 and 5. Checkpoints: at most one completed step each, of the checkpoint's own index; the
+    #    next checkpoint one entry further after a completed step, the same one otherwise.
+    checkpoints = [e for e in events if e.name == "round_robin_checkpoint"]
+    completions_after: dict[int, list[Ev]] = {c.event_id: [] for c in checkpoints}
+    for event in events:
+        if event.name in STEP_EVENTS and event.event_id in checkpoint_of:
+            completions_after[checkpoint_of[event.event_id].event_id].append(event)
+    at_most_one = Invariant("each checkpoint followed by at most one completed step (its own)")
+    for checkpoint in checkpoints:
+        done = completions_after[checkpoint.event_id]
+        at_most_one.check(
+            len(done) <= 1 and all(d.get("index") == checkpoint.get("index") for d in done),
+            lambda checkpoint=checkpoint, done=done: (
+                f"checkpoint {checkpoint.event_id} (index {checkpoint.get('index')}) followed by "
+                + ", ".join(f"{d.name}#{d.event_id}(index {d.get('index')})" for d in done)
+            ),
+        )
+    results.append(at_most_one)
+    advance = Invariant(
+        "consecutive checkpoints advance by one entry after a completed step, else not"
+    )
+    for first, second in itertools.pairwise(checkpoints):
+        completed = bool(completions_after[first.event_id])
+        expected = (first.get("index") + 1) % 7 if completed else first.get("index")
+        advance.check(
+            second.get("index") == expected,
+            lambda first=first, second=second, completed=completed: (
+                f"checkpoint {first.event_id} index {first.get('index')} ->"
+                f" {second.event_id} index {second.get('index')}"
+                f" ({'after' if completed else 'without'} a completed step)"
+            ),
+        )
+    results.append(advance)
+
+    # 6. Every accepted proposal compared exactly once (the last may still be pending; a
+    #    never-started run that was retried is not compared).
+    compared_exactly_once = Invariant("every accepted proposal compared exactly once")
+    comparisons = Counter(
+        e.get("latest_run_id") or e.process_id for e in events if e.name == "configuration_compared"
+    )
+    accepted_all = [e for e in events if e.name == "proposal_accepted"]
+    last_completion = max((e.event_id for e in events if e.name in STEP_EVENTS), default=0)
+    for proposal in accepted_all:
+        run_id = proposal.get("run_id") or proposal.process_id
+        n = comparisons.get(run_id, 0)
+        run = by_run_id.get(run_id)
+        pending = proposal.event_id > last_completion and n == 0
+        skipped_retry = n == 0 and run is not None and never_started(run)
+        compared_exactly_once.check(
+            n == 1 or pending or skipped_retry,
+            lambda run_id=run_id, n=n, run=run: (
+                f"proposal for run {run_id} ({run['status'] if run else 'no SnakeLab run'})"
+                f" compared {n}x"
+            ),
+        )
+    results.append(compared_exactly_once)
+
+    # 7. Golden scores strictly increasing within a seed; each with its score snapshot.
+    increasing = Invariant("golden scores strictly increasing within a seed")
+    goldens = [e for e in events if e.name == "golden_config_created"]
+    previous: Ev | None = None
+    seen_seeds: list[Any] = []
+    for golden in goldens:
+        seed = golden.get("seed")
+        snapshot = snapshots.get(golden.event_id)
+        increasing.check(
+            snapshot == (golden.get("high_score"), seed),
+            lambda golden=golden, snapshot=snapshot: (
+                f"golden {golden.event_id} score/seed {golden.get('high_score')}/"
+                f"{golden.get('seed')} but snapshot {snapshot}"
+            ),
+        )
+        if previous is not None and previous.get("seed") == seed:
+            increasing.check(
+                golden.get("high_score") > previous.get("high_score"),
+                lambda golden=golden, previous=previous: (
+                    f"seed {golden.get('seed')}: golden {golden.event_id}"
+                    f" ({golden.get('kind')}) score {golden.get('high_score')} after"
+                    f" {previous.event_id} score {previous.get('high_score')}"
+                ),
+            )
+        elif previous is not None:
+            increasing.check(
+                seed not in seen_seeds,
+                lambda golden=golden: f"seed {golden.get('seed')} came back at {golden.event_id}",
+            )
+        seen_seeds.append(seed)
+        previous = golden
+    results.append(increasing)
+
+    counts = {
+        "events": len(events),
+        "snakelab_runs": len(runs),
+        "runs_by_status": dict(Counter(r["status"] for r in runs)),
+        "never_started_failed_runs": sum(1 for r in runs if never_started(r)),
+        "configs_repeated": retried,
+        "checkpoints": len(checkpoints),
+        "completed_steps": sum(1 for e in events if e.name in STEP_EVENTS),
+        "accepted_proposals": len(accepted_all),
+        "goldens": len(goldens),
+        "seeds": sorted({g.get("seed") for g in goldens if g.get("seed") is not None}),
+        "seed_rotations": sum(1 for e in events if e.name == "seed_rotation_started"),
+    }
+    return results, counts
+
+
+@contextlib.contextmanager
+def admin_connection(databases: TestDatabases) -> Iterator[Any]:
+    conn = databases.connect("admin", databases.ax3l_db)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def python_module(module: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", module, *args]

@@ -1,0 +1,31 @@
+"""Chaos: the whole stack as real processes, SIGKILLed at 50+ random moments (issue 11).
+
+Not part of `make test`: `make test-chaos` runs it (a few minutes). AX3L_CHAOS_SEED and
+AX3L_CHAOS_KILLS reproduce or shorten a run; the summary is printed and written to
+test-output/<test>/chaos-summary.txt with every service's log beside it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ax3l.shared.testing.chaos_run import ChaosConfig, run_chaos
+
+pytestmark = [pytest.mark.chaos, pytest.mark.timeout(1200)]
+
+
+def test_random_kills_never_corrupt_the_history_or_stop_the_loop(
+    test_output_dir: Path, request: pytest.FixtureRequest
+) -> None:
+    """Killing the orchestrator, broker, SnakeLab and MariaDB at random moments and restarting
+    them as a supervisor would leaves a history that keeps every invariant, and the loop keeps
+    advancing after the last kill."""
+    config = ChaosConfig.from_env()
+    report = run_chaos(Path(request.config.rootpath), test_output_dir, config)
+    summary = report.text()
+    (test_output_dir / "chaos-summary.txt").write_text(summary + "\n")
+    print(summary)
+    problems = report.failures()
+    assert not problems, f"chaos seed {config.seed}:\n" + "\n".join(problems) + "\n\n" + summary
