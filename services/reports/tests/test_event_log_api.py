@@ -236,3 +236,40 @@ async def test_rows_read_as_sentences_with_the_json_one_click_away(client):
     row = row[: row.index("</tr>")]
     assert f"<summary>{reason}</summary>" in row.replace("&gt;", ">").replace("&lt;", "<")
     assert "<pre>{\n  &#34;golden_run_id&#34;" in row
+
+
+async def test_a_cut_reply_shows_its_reasoning_and_finish_reason_escaped(databases, make_client):
+    """A reply cut at max_tokens shows its finish reason and its reasoning in its own section,
+    with the model's markup as text."""
+    from ax3l.shared.db.database import Database
+    from ax3l.shared.db.event_log import EventLog
+    from ax3l.shared.testing.scripted_llm import completion
+
+    reasoning = "Thinking <script>window.__pwned = 1</script> about <b>gamma</b> & more"
+    reply = completion(
+        {"role": "assistant", "content": "<i>so</i>", "reasoning_content": reasoning},
+        "length",
+        usage={"prompt_tokens": 500, "completion_tokens": 4096, "total_tokens": 4596},
+    )
+    async with Database(databases.settings()) as db:
+        reply_id = await EventLog(db).log(
+            "reply_received", reply, parameter="gamma", source_name="ModelServer"
+        )
+    async with make_client(databases) as http:
+        detail = (await http.get(f"/api/events/{reply_id}")).json()
+        assert detail["reply"]["reasoning"] == reasoning
+        assert detail["reply"]["finish_reason"] == "length"
+        page = (await http.get(f"/events/{reply_id}")).text
+        listed = (await http.get("/api/events")).json()["events"][0]["summary"]
+    assert "<script>window.__pwned" not in page and "<b>gamma</b>" not in page
+    assert (
+        "&lt;script&gt;window.__pwned = 1&lt;/script&gt; about &lt;b&gt;gamma&lt;/b&gt; &amp; more"
+        in page
+    )
+    section = page[page.index('id="reply-reasoning-section"') :]
+    assert section.index("<h2>Reasoning") < section.index('id="reply-reasoning"')
+    assert "4,096 completion tokens" in section
+    finish = page[page.index('id="reply-finish"') :]
+    assert finish.startswith('id="reply-finish"><span class="mono">length</span>')
+    assert "cut at max_tokens" in finish[:300]
+    assert listed == "Model reply cut at max_tokens, without a tool call"
