@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import itertools
 import json
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -22,10 +23,12 @@ from typing import Any
 import pymysql
 import zmq
 import zmq.asyncio
+from mcp import Client, StdioServerParameters
 
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
+from ax3l.shared.registry import BY_NAME, PARAMETER_ORDER
 from ax3l.shared.testing.plugin import TestDatabases, free_port
 from ax3l.toolbroker.main import Broker
 
@@ -135,6 +138,23 @@ async def write_golden(dbs: TestDatabases, run_id: str, config: dict[str, Any]) 
         )
 
 
+async def log_checkpoint(log: EventLog, parameter: str) -> int:
+    """Log the ``round_robin_checkpoint`` the orchestrator writes before ``parameter``'s turn."""
+    return await log.log(
+        "round_robin_checkpoint",
+        {"parameter_order": list(PARAMETER_ORDER), "index": PARAMETER_ORDER.index(parameter)},
+        parameter=parameter,
+        source_name="RoundRobin",
+        process_id=str(uuid.uuid4()),
+    )
+
+
+async def open_turn(dbs: TestDatabases, parameter: str) -> int:
+    """Open ``parameter``'s round-robin turn (a fresh checkpoint); returns its event id."""
+    async with Database(dbs.settings()) as db:
+        return await log_checkpoint(EventLog(db), parameter)
+
+
 def sql(dbs: TestDatabases, query: str, args: Any = None) -> list[Any]:
     """Rows of ``query`` run as admin on the test's ax3l database."""
     conn = dbs.connect("admin", dbs.ax3l_db)
@@ -200,7 +220,11 @@ def envelope(method: str, payload: Any, **fields: Any) -> bytes:
 
 
 class RunningBroker:
-    """An in-process broker serving on a real ZeroMQ socket."""
+    """An in-process broker serving on a real ZeroMQ socket.
+
+    ``single`` and ``pair`` first open a fresh turn for their entry, as the orchestrator does
+    before each conversation (``open_turn=False`` submits into whatever turn is live).
+    """
 
     def __init__(self, broker: Broker, endpoint: str):
         self.broker = broker
@@ -212,12 +236,24 @@ class RunningBroker:
     async def request(self, method: str, payload: Any, **fields: Any) -> dict[str, Any]:
         return await self.send_raw(envelope(method, payload, **fields))
 
-    async def single(self, parameter: str, value: Any) -> dict[str, Any]:
+    async def open_turn(self, parameter: str) -> int:
+        """A fresh checkpoint for ``parameter``'s turn; returns its event id."""
+        return await log_checkpoint(self.broker.log, parameter)
+
+    async def _maybe_open(self, name: str, open_turn: bool) -> None:
+        if open_turn and name in BY_NAME:
+            await self.open_turn(name)
+
+    async def single(self, parameter: str, value: Any, open_turn: bool = True) -> dict[str, Any]:
+        await self._maybe_open(parameter, open_turn)
         reply = await self.request("submit_single_value", {"parameter": parameter, "value": value})
         payload: dict[str, Any] = reply["payload"]
         return payload
 
-    async def pair(self, pair: str, value_1: Any, value_2: Any) -> dict[str, Any]:
+    async def pair(
+        self, pair: str, value_1: Any, value_2: Any, open_turn: bool = True
+    ) -> dict[str, Any]:
+        await self._maybe_open(pair, open_turn)
         payload = {"pair": pair, "value_1": value_1, "value_2": value_2}
         reply: dict[str, Any] = (await self.request("submit_pair_values", payload))["payload"]
         return reply
@@ -241,6 +277,29 @@ async def running_broker(
         with contextlib.suppress(asyncio.CancelledError):
             await task
         await broker.close()
+
+
+@contextlib.asynccontextmanager
+async def mcp_session(
+    parameter: str | None, endpoint: str, wait: str = "15"
+) -> AsyncIterator[Client]:
+    """A real ``python -m ax3l.app.snakelab.tools`` stdio child with the environment
+    ``scripts/generate-mcp-config.py`` writes (binding and endpoint), plus the timeout."""
+    env = {"AX3L_ZMQ_ENDPOINT": endpoint, "AX3L_ZMQ_TIMEOUT": wait}
+    if parameter is not None:
+        env["AX3L_CONVERSATION_PARAMETER"] = parameter
+    server = StdioServerParameters(
+        command=sys.executable, args=["-m", "ax3l.app.snakelab.tools"], env=env
+    )
+    async with Client(server) as client:
+        yield client
+
+
+def text_of(result: Any) -> str:
+    """The one text block of an MCP tool result."""
+    (content,) = result.content
+    text: str = content.text
+    return text
 
 
 class ScriptedSnakeLab:

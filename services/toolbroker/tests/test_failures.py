@@ -60,7 +60,8 @@ async def test_nothing_runs_when_the_request_cannot_be_logged(databases, lab, go
 
 
 async def test_snakelab_timeout_leaves_an_intent_that_is_adopted_later(databases, lab, golden):
-    """A SnakeLab timeout says the state is unknown, is not retried, and its run is adopted."""
+    """A SnakeLab timeout says the state is unknown, is not retried, and its run is adopted
+    as the turn's one proposal: the retried turn's resubmission is refused, naming the run."""
     silent = ScriptedSnakeLab(reply=None)
     try:
         async with running_broker(
@@ -76,8 +77,9 @@ async def test_snakelab_timeout_leaves_an_intent_that_is_adopted_later(databases
             # SnakeLab had in fact accepted it (it answered too late):
             candidate = SCHEMA.with_values(golden["config"], {"training.gamma": 0.955})
             run_id = lab.insert_run(candidate, status="queued")
-            again = await broker.single("gamma", 0.955)
-            assert again["code"] == "duplicate_config" and run_id in again["reason"]
+            again = (await broker.single("gamma", 0.955))["error"]
+            assert again["code"] == "handler_error" and run_id in again["message"]
+            assert "already has its accepted proposal" in again["message"]
     finally:
         await silent.close()
     adopted = events(databases, "proposal_accepted", "simulation_submitted")

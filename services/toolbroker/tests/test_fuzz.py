@@ -9,6 +9,7 @@ import zmq.asyncio
 from broker_harness import SCHEMA, ScriptedSnakeLab, running_broker, write_golden
 
 from ax3l.shared.wire import ToolEnvelope
+from ax3l.toolbroker.turn_gate import NOTHING_DONE
 
 MESSAGES = 10_000
 WINDOW = 64
@@ -129,7 +130,8 @@ def hostile_messages(rng: random.Random, golden: dict, limit: int) -> list[bytes
 
 
 def check_reply(raw: bytes) -> str:
-    """The reply is a strict envelope from ax3l with an error or a rejection; returns its kind."""
+    """The reply is a strict envelope from ax3l with an error or a rejection; returns its kind
+    (``refused_turn`` for a proposal outside the live turn)."""
     document = json.loads(raw, parse_constant=lambda name: (_ for _ in ()).throw(ValueError(name)))
     envelope = ToolEnvelope.model_validate(document)
     assert envelope.sender == "ax3l"
@@ -138,6 +140,9 @@ def check_reply(raw: bytes) -> str:
         assert set(payload) == {"error"}
         assert payload["error"]["code"] in ("invalid_request", "unknown_method", "handler_error")
         assert isinstance(payload["error"]["message"], str) and payload["error"]["message"]
+        error = payload["error"]
+        if error["code"] == "handler_error" and NOTHING_DONE in error["message"]:
+            return "refused_turn"
         return str(payload["error"]["code"])
     assert payload["status"] == "rejected", payload
     assert payload["code"] in ("invalid_value", "duplicate_config")
@@ -158,13 +163,15 @@ async def test_ten_thousand_hostile_messages_get_well_formed_errors(databases, l
     try:
         async with running_broker(databases, snakelab.endpoint, lab.db_name) as broker:
             limit = broker.broker.settings.zmq_max_message_bytes
+            await broker.open_turn("gamma")
             messages = hostile_messages(random.Random(20240229), golden, limit)
             kinds = await _send_all(broker.endpoint, messages)
             still_serving = await broker.single("gamma", 0.931)
     finally:
         await snakelab.close()
     assert len(kinds) == MESSAGES
-    assert {"invalid_request", "unknown_method", "invalid_value", "duplicate_config"} <= set(kinds)
+    expected = {"invalid_request", "unknown_method", "invalid_value", "duplicate_config"}
+    assert expected | {"refused_turn"} <= set(kinds)
     assert "handler_error" not in kinds
     # The one legal request afterwards reached SnakeLab; none of the hostile ones did.
     assert still_serving == {"status": "ok", "run_id": "legal-run"}

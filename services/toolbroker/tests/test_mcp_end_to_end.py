@@ -1,31 +1,11 @@
 """A real MCP stdio subprocess -> the broker -> the reference SnakeLab, as the orchestrator
 drives it: bound, mismatched and unbound sessions, and a broker that is down."""
 
-import contextlib
 import json
-import sys
 
-from broker_harness import SCHEMA
-from mcp import Client, StdioServerParameters
+from broker_harness import SCHEMA, mcp_session, open_turn, text_of
 
 from ax3l.shared.testing.plugin import free_port
-
-
-@contextlib.asynccontextmanager
-async def mcp_session(parameter, endpoint, wait="15"):
-    env = {"AX3L_ZMQ_ENDPOINT": endpoint, "AX3L_ZMQ_TIMEOUT": wait}
-    if parameter is not None:
-        env["AX3L_CONVERSATION_PARAMETER"] = parameter
-    server = StdioServerParameters(
-        command=sys.executable, args=["-m", "ax3l.app.snakelab.tools"], env=env
-    )
-    async with Client(server) as client:
-        yield client
-
-
-def text_of(result):
-    (content,) = result.content
-    return content.text
 
 
 def payload_of(result):
@@ -46,10 +26,14 @@ async def test_single_session_submits_rejects_and_refuses(databases, lab, golden
             "number"
         )
 
+        await open_turn(databases, "hidden_size")
         accepted = payload_of(await client.call_tool("submit_single_value", {"value": 80}))
         assert accepted["status"] == "ok"
         stored = lab.stored_config(accepted["run_id"])
         assert stored == SCHEMA.with_values(golden["config"], {"model.hidden_size": 80})
+
+        # The next turn: rejections keep it open, as the orchestrator's corrections do.
+        await open_turn(databases, "hidden_size")
 
         duplicate = payload_of(await client.call_tool("submit_single_value", {"value": 80}))
         assert duplicate["code"] == "duplicate_config" and duplicate["source_name"] == "NoDupes"
@@ -90,6 +74,7 @@ async def test_pair_session_submits_and_refuses_single(databases, lab, golden, b
         )
         assert SCHEMA.by_path["game.rewards.closer_to_food"].rules_text() in description
 
+        await open_turn(databases, "reward_pair")
         accepted = payload_of(
             await client.call_tool("submit_pair_values", {"value_1": 3, "value_2": -1})
         )
@@ -97,6 +82,7 @@ async def test_pair_session_submits_and_refuses_single(databases, lab, golden, b
             golden["config"],
             {"game.rewards.closer_to_food": 3, "game.rewards.further_from_food": -1},
         )
+        await open_turn(databases, "reward_pair")
         invalid = payload_of(
             await client.call_tool("submit_pair_values", {"value_1": 2.5, "value_2": -1})
         )

@@ -10,7 +10,7 @@ import time
 
 import httpx
 import zmq
-from broker_harness import SCHEMA, envelope, events, running_broker, send_raw
+from broker_harness import SCHEMA, envelope, events, open_turn, running_broker, send_raw
 
 from ax3l.shared import intents
 from ax3l.shared.db.database import Database
@@ -69,7 +69,9 @@ class BrokerProcess:
 async def test_sigkill_after_snakelab_accepted_is_adopted_exactly_once(
     databases, lab, golden, tmp_path
 ):
-    """A broker killed between SnakeLab's reply and the events has the run adopted once."""
+    """A broker killed between SnakeLab's reply and the events has the run adopted once, as
+    the turn's proposal: the lost reply's resubmission is refused, not a second run."""
+    checkpoint = await open_turn(databases, "gamma")
     crashing = BrokerProcess(lab.env(), tmp_path, AX3L_TEST_CRASH_AFTER_SUBMIT="1")
     try:
         await crashing.wait_healthy()
@@ -101,12 +103,14 @@ async def test_sigkill_after_snakelab_accepted_is_adopted_exactly_once(
         ]
         assert accepted[0]["content"]["adopted"] is True
         assert accepted[0]["content"]["values"] == {"value": 0.965}
+        assert accepted[0]["content"]["checkpoint_event_id"] == checkpoint
         assert orchestrator_adopted in ([], [run_id])
         reply = await send_raw(
             restarted.zmq_endpoint,
             envelope("submit_single_value", {"parameter": "gamma", "value": 0.965}),
         )
-        assert reply["payload"]["code"] == "duplicate_config"
+        error = reply["payload"]["error"]
+        assert error["code"] == "handler_error" and run_id in error["message"]
         restarted.process.send_signal(signal.SIGTERM)
         assert await restarted.wait_exit() == 0
     finally:
@@ -116,6 +120,7 @@ async def test_sigkill_after_snakelab_accepted_is_adopted_exactly_once(
 
 async def test_rest_reports_health_readiness_and_request_counts(databases, lab, golden, tmp_path):
     """/health, /ready and /api/status answer; SIGTERM stops the process cleanly."""
+    await open_turn(databases, "gamma")
     process = BrokerProcess(lab.env(), tmp_path)
     try:
         await process.wait_healthy()

@@ -77,14 +77,12 @@ async def test_accepted_pair_may_keep_one_value(databases, lab, golden, broker):
         ("gamma", [0.97], "JSON number"),
         ("gamma", 10**400, "maximum"),
         ("epsilon_pair", 0.9, "pair"),
-        ("seed", 1971, "not a tunable single parameter"),
-        ("no_such_parameter", 1, "not a tunable single parameter"),
     ],
 )
 async def test_illegal_single_values_are_rejected_with_invalid_value(
     databases, lab, golden, broker, parameter, value, fragment
 ):
-    """Out-of-range, off-step, non-integer, non-number and unknown-name proposals are refused."""
+    """Out-of-range, off-step, non-integer, non-number and wrong-kind proposals are refused."""
     before = lab.run_count()
     reply = await broker.single(parameter, value)
     assert reply["status"] == "rejected" and reply["code"] == "invalid_value"
@@ -97,6 +95,7 @@ async def test_illegal_single_values_are_rejected_with_invalid_value(
 @pytest.mark.parametrize("token", [b"NaN", b"Infinity", b"-Infinity", b"1e400"])
 async def test_non_finite_numbers_are_rejected(databases, lab, golden, broker, token):
     """NaN and infinities (however spelled in the JSON) are refused as invalid values."""
+    await broker.open_turn("gamma")
     raw = (
         b'{"protocol_version": 1, "sender": "mcp-snakelab", "target": "snakelab",'
         b' "method": "submit_single_value", "payload": {"parameter": "gamma", "value": '
@@ -210,6 +209,7 @@ async def test_payload_fields_must_be_exact(databases, lab, golden, broker, payl
 
 async def test_replies_echo_sender_and_method(databases, lab, golden, broker):
     """The reply is addressed to the request's sender, with the request's method."""
+    await broker.open_turn("gamma")
     reply = await broker.request(
         "submit_single_value", {"parameter": "gamma", "value": 0.91}, sender="tester"
     )

@@ -62,6 +62,7 @@ class Intent:
     after_id: int
     request_event_id: int | None
     source_name: str | None
+    checkpoint_event_id: int | None = None  # the round-robin turn it was admitted for
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,7 @@ def _intent(row: dict[str, Any]) -> Intent:
         after_id=int(content.get("after_id", 0)),
         request_event_id=content.get("request_event_id"),
         source_name=content.get("source_name"),
+        checkpoint_event_id=content.get("checkpoint_event_id"),
     )
 
 
@@ -114,8 +116,13 @@ async def record_intent(
     after_id: int,
     request_event_id: int | None = None,
     source_name: str | None = None,
+    checkpoint_event_id: int | None = None,
 ) -> int:
-    """Commit a pending intent before submitting; returns its id."""
+    """Commit a pending intent before submitting; returns its id.
+
+    ``checkpoint_event_id`` is the round-robin checkpoint the proposal was admitted for; it
+    travels into ``proposal_accepted``, adopted or not, so the proposal names its turn.
+    """
     content = {
         "config": config,
         "values": values,
@@ -125,6 +132,7 @@ async def record_intent(
         "after_id": after_id,
         "request_event_id": request_event_id,
         "source_name": source_name,
+        "checkpoint_event_id": checkpoint_event_id,
     }
     async with db.transaction("recording a submission intent") as cur:
         await cur.execute(
@@ -180,6 +188,8 @@ async def _write_events(
         "golden_run_id": intent.golden_run_id,
         "golden_event_id": intent.golden_event_id,
     }
+    if intent.checkpoint_event_id is not None:
+        proposal["checkpoint_event_id"] = intent.checkpoint_event_id
     submitted: dict[str, Any] = {
         "run_id": run_id,
         "config": intent.config,

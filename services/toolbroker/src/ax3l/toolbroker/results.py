@@ -17,8 +17,47 @@ class ProtocolFailure(Exception):
         self.message = message
         super().__init__(f"{code}: {message}")
 
+    @property
+    def outcome(self) -> str:
+        """The ``/api/status`` outcome name."""
+        return self.code
+
+    @property
+    def log_level(self) -> str:
+        """The level of its ``tool_execution_failed`` event."""
+        return "ERROR" if self.code == "handler_error" else "WARNING"
+
     def payload(self) -> dict[str, Any]:
         return {"error": {"code": self.code, "message": self.message}}
+
+    def event_details(self) -> dict[str, Any]:
+        """What the ``tool_execution_failed`` content holds besides the reply payload."""
+        return {}
+
+
+class TurnRefused(ProtocolFailure):
+    """The proposal is not for the live round-robin turn (another entry, a finished turn, no
+    turn at all): nothing is validated or submitted.
+
+    Not one of the spec's two rejection codes, since the value is not what is wrong and no
+    correction prompt can fix it: the host sees a ``handler_error`` whose message names the
+    current turn (the MCP tool marks it ``isError``), logged as a WARNING with ``details``.
+    """
+
+    def __init__(self, message: str, details: dict[str, Any]):
+        super().__init__("handler_error", message)
+        self.details = details
+
+    @property
+    def outcome(self) -> str:
+        return "refused_turn"
+
+    @property
+    def log_level(self) -> str:
+        return "WARNING"
+
+    def event_details(self) -> dict[str, Any]:
+        return {"turn_refusal": self.details}
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ OUTCOMES = (
     "invalid_request",
     "unknown_method",
     "handler_error",
+    "refused_turn",
 )
 
 

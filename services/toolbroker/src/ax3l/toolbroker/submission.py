@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -41,6 +41,7 @@ from ax3l.shared.snakelab_client import (
     SnakeLabUnavailable,
 )
 from ax3l.toolbroker.results import Accepted, ProtocolFailure, Rejected
+from ax3l.toolbroker.turn_gate import TurnGate
 from ax3l.toolbroker.value_rules import printable, shorten
 
 logger = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ class RequestContext:
     process_id: str
     request_event_id: int
     source_name: str
+    checkpoint_event_id: int | None = None  # the live turn, once ``enter_turn`` admitted it
 
 
 def _values_text(entry: Entry, values: dict[str, Any]) -> str:
@@ -86,6 +88,12 @@ class SubmissionWorkflow:
         if crash_after_submit is None:
             crash_after_submit = os.environ.get(CRASH_AFTER_SUBMIT_ENV, "") == "1"
         self.crash_after_submit = crash_after_submit
+        self.gate = TurnGate(db, schema, log, index)
+
+    async def enter_turn(self, ctx: RequestContext, requested: str) -> RequestContext:
+        """``ctx`` bound to the live turn when it is ``requested``'s; else ``TurnRefused``."""
+        state = await self.gate.admit(requested)
+        return replace(ctx, checkpoint_event_id=state.checkpoint_event_id)
 
     # -- rejections -----------------------------------------------------------------------
 
@@ -150,6 +158,8 @@ class SubmissionWorkflow:
             "prompt": prompt,
             **extra,
         }
+        if ctx.checkpoint_event_id is not None:
+            content["checkpoint_event_id"] = ctx.checkpoint_event_id
         return Rejected(
             code=code,
             reason=reason,
@@ -235,6 +245,7 @@ class SubmissionWorkflow:
             after_id=await self.index.position(),
             request_event_id=ctx.request_event_id,
             source_name=ctx.source_name,
+            checkpoint_event_id=ctx.checkpoint_event_id,
         )
         try:
             reply = await self.snakelab.submit(candidate)

@@ -210,9 +210,8 @@ class ToolHandler:
         try:
             result = await handler(request.payload, ctx)
         except ProtocolFailure as failure:
-            level = "ERROR" if failure.code == "handler_error" else "WARNING"
-            await self._log_failure(failure, process_id, received, request, level=level)
-            return failure.payload(), failure.code
+            await self._log_failure(failure, process_id, received, request, failure.log_level)
+            return failure.payload(), failure.outcome
         except Exception as exc:
             logger.exception("%s crashed", handler.source_name)
             crash = ProtocolFailure(
@@ -281,7 +280,7 @@ class ToolHandler:
         try:
             await self.log.log(
                 "tool_execution_failed",
-                {"method": request.method, **failure.payload()},
+                {"method": request.method, **failure.payload(), **failure.event_details()},
                 level=level,
                 process_id=process_id,
                 parent_event_id=received,

@@ -19,7 +19,8 @@ FIELDS = ("pair", "value_1", "value_2")
 
 
 class SubmitPairValuesHandler:
-    """Checks the payload, both values and the pair name, then runs the workflow."""
+    """Checks the payload, the live turn, both values and the pair name, then runs the
+    workflow."""
 
     source_name = "SubmitPairValuesHandler"
 
@@ -30,6 +31,7 @@ class SubmitPairValuesHandler:
     async def __call__(self, payload: dict[str, Any], ctx: RequestContext) -> HandlerResult:
         require_fields(payload, FIELDS, METHOD)
         name = require_name(payload, "pair", METHOD)
+        ctx = await self.workflow.enter_turn(ctx, name)
         values = {"value_1": payload["value_1"], "value_2": payload["value_2"]}
         known = name if name in registry.BY_NAME else None
         problems = [p for field, v in values.items() if (p := number_problem(field, v))]

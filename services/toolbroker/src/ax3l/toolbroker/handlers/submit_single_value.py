@@ -15,7 +15,8 @@ FIELDS = ("parameter", "value")
 
 
 class SubmitSingleValueHandler:
-    """Checks the payload, the value and the parameter name, then runs the workflow."""
+    """Checks the payload, the live turn, the value and the parameter name, then runs the
+    workflow."""
 
     source_name = "SubmitSingleValueHandler"
 
@@ -26,6 +27,7 @@ class SubmitSingleValueHandler:
     async def __call__(self, payload: dict[str, Any], ctx: RequestContext) -> HandlerResult:
         require_fields(payload, FIELDS, METHOD)
         name = require_name(payload, "parameter", METHOD)
+        ctx = await self.workflow.enter_turn(ctx, name)
         value = payload["value"]
         known = name if name in registry.BY_NAME else None
         problem = number_problem("value", value)

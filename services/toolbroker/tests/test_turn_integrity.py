@@ -1,0 +1,206 @@
+"""Turn integrity: the broker handles a proposal only for the entry of the live round-robin
+turn (the latest checkpoint, not yet answered); stray clients are refused and reach nothing."""
+
+import json
+
+import pytest
+from broker_harness import SCHEMA, events, mcp_session, open_turn, sql, text_of
+
+from ax3l.shared import intents
+from ax3l.shared.db.database import Database
+from ax3l.shared.db.event_log import EventLog
+
+
+def proposal_events(dbs):
+    return events(
+        dbs, "proposal_accepted", "proposal_rejected_invalid", "proposal_rejected_duplicate"
+    )
+
+
+def refusals(dbs):
+    return [e for e in events(dbs, "tool_execution_failed") if "turn_refusal" in e["content"]]
+
+
+def error_of(result):
+    assert result.is_error, text_of(result)
+    error = json.loads(text_of(result))["error"]
+    assert error["code"] == "handler_error"
+    return error["message"]
+
+
+async def test_a_standalone_session_for_another_entry_is_refused_during_a_live_turn(
+    databases, lab, golden, broker
+):
+    """A second MCP session bound to gamma, submitting during hidden_size's live turn, is
+    refused naming the turn, logged as a WARNING and never reaches SnakeLab; the turn's own
+    session then submits normally."""
+    checkpoint = await open_turn(databases, "hidden_size")
+    before = lab.run_count()
+    async with (
+        mcp_session("hidden_size", broker.endpoint) as own,
+        mcp_session("gamma", broker.endpoint) as stray,
+    ):
+        refused = await stray.call_tool("submit_single_value", {"value": 0.95})
+        message = error_of(refused)
+        assert "current turn is hidden_size" in message and f"event {checkpoint}" in message
+        assert "not one for gamma" in message
+        assert lab.run_count() == before
+        assert sql(databases, "SELECT COUNT(*) FROM submission_intents") == [(0,)]
+        assert proposal_events(databases) == []
+
+        accepted = json.loads(text_of(await own.call_tool("submit_single_value", {"value": 80})))
+    assert accepted["status"] == "ok" and lab.run_count() == before + 1
+    (logged,) = refusals(databases)
+    assert logged["log_level"] == "WARNING" and logged["parameter"] == "gamma"
+    assert logged["content"]["turn_refusal"] == {
+        "reason": "other_entry",
+        "requested": "gamma",
+        "checkpoint_event_id": checkpoint,
+        "index": 0,
+        "parameter": "hidden_size",
+    }
+    (proposal,) = proposal_events(databases)
+    assert proposal["process_id"] == accepted["run_id"]
+    assert proposal["content"]["checkpoint_event_id"] == checkpoint
+    assert broker.broker.status.outcomes["refused_turn"] == 1
+
+
+async def test_a_late_submission_after_acceptance_is_refused(databases, lab, golden, broker):
+    """Once the turn has its accepted proposal, another value and the same value again are
+    both refused naming the accepted run; SnakeLab gets exactly one run."""
+    await open_turn(databases, "hidden_size")
+    before = lab.run_count()
+    async with mcp_session("hidden_size", broker.endpoint) as client:
+        first = json.loads(text_of(await client.call_tool("submit_single_value", {"value": 96})))
+        assert first["status"] == "ok"
+        for value in (112, 96):
+            message = error_of(await client.call_tool("submit_single_value", {"value": value}))
+            assert "current turn, hidden_size" in message
+            assert f"already has its accepted proposal (run {first['run_id']}" in message
+    assert lab.run_count() == before + 1
+    assert [e["name"] for e in proposal_events(databases)] == ["proposal_accepted"]
+    assert [e["content"]["turn_refusal"]["reason"] for e in refusals(databases)] == [
+        "turn_answered",
+        "turn_answered",
+    ]
+
+
+async def test_rejections_keep_the_turn_open_for_the_correction(databases, lab, golden, broker):
+    """An invalid and a duplicate proposal do not answer the turn: the corrected value after
+    them is accepted, as in the orchestrator's correction loop."""
+    checkpoint = await broker.open_turn("gamma")
+    assert (await broker.single("gamma", 0.5, open_turn=False))["code"] == "invalid_value"
+    gamma = golden["config"]["training"]["gamma"]
+    assert (await broker.single("gamma", gamma, open_turn=False))["code"] == "duplicate_config"
+    assert (await broker.single("gamma", 0.912, open_turn=False))["status"] == "ok"
+    assert {e["content"]["checkpoint_event_id"] for e in proposal_events(databases)} == {checkpoint}
+
+
+async def test_no_checkpoint_means_no_proposal(databases, lab, golden, broker):
+    """Before the orchestrator stores any checkpoint every submission is refused."""
+    before = lab.run_count()
+    reply = await broker.single("gamma", 0.95, open_turn=False)
+    assert reply["error"]["code"] == "handler_error"
+    assert "no round-robin turn is open" in reply["error"]["message"]
+    reply = await broker.pair("epsilon_pair", 0.9, 0.95, open_turn=False)
+    assert "no round-robin turn is open" in reply["error"]["message"]
+    assert lab.run_count() == before
+
+
+@pytest.mark.parametrize("name", ["seed", "no_such_parameter", "epsilon_pair"])
+async def test_names_other_than_the_turns_entry_are_refused_before_any_check(
+    databases, lab, golden, broker, name
+):
+    """During gamma's turn any other name, tunable or not, is refused without a proposal event."""
+    await broker.open_turn("gamma")
+    reply = await broker.single(name, 1, open_turn=False)
+    assert "current turn is gamma" in reply["error"]["message"]
+    assert proposal_events(databases) == []
+
+
+async def test_a_turn_skipped_as_exhausted_accepts_nothing(databases, lab, golden, broker):
+    """A checkpoint answered by parameter_space_exhausted is finished: proposals are refused."""
+    checkpoint = await broker.open_turn("hidden_size")
+    exhausted = await broker.broker.log.log(
+        "parameter_space_exhausted", {"parameter": "hidden_size"}, parameter="hidden_size"
+    )
+    reply = await broker.single("hidden_size", 80, open_turn=False)
+    message = reply["error"]["message"]
+    assert f"checkpoint event {checkpoint}" in message
+    assert f"skipped as exhausted (event {exhausted})" in message
+
+
+async def test_a_checkpoint_of_another_order_accepts_nothing(databases, lab, golden, broker):
+    """A checkpoint whose parameter order is not this Ax3l's opens no turn."""
+    await broker.broker.log.log(
+        "round_robin_checkpoint", {"parameter_order": ["hidden_size", "gamma"], "index": 1}
+    )
+    reply = await broker.single("gamma", 0.95, open_turn=False)
+    assert "parameter order" in reply["error"]["message"]
+    assert refusals(databases)[-1]["content"]["turn_refusal"]["reason"] == "order_changed"
+
+
+async def test_an_unknown_outcome_holds_the_turn_until_reconciled(databases, lab, golden, broker):
+    """While an earlier submission's outcome is unknown the turn is refused; once its intent is
+    abandoned (no run appeared), the resubmission is accepted exactly once."""
+    checkpoint = await broker.open_turn("gamma")
+    lost = SCHEMA.with_values(golden["config"], {"training.gamma": 0.923})
+    async with Database(databases.settings(AX3L_SNAKELAB_DB_NAME=lab.db_name)) as db:
+        intent_id = await intents.record_intent(
+            db,
+            entry="gamma",
+            config=lost,
+            values={"value": 0.923},
+            changes={"training.gamma": 0.923},
+            fingerprint=broker.broker.index.fingerprint(lost),
+            golden_run_id=golden["run_id"],
+            golden_event_id=None,
+            after_id=await broker.broker.index.position(),
+            checkpoint_event_id=checkpoint,
+        )
+    reply = await broker.single("gamma", 0.924, open_turn=False)
+    message = reply["error"]["message"]
+    assert f"submission intent {intent_id} is still unknown" in message
+    assert "current turn, gamma" in message
+    sql(
+        databases,
+        "UPDATE submission_intents SET created_at = created_at - INTERVAL 1 HOUR"
+        " WHERE intent_id = %s",
+        (intent_id,),
+    )
+    again = await broker.single("gamma", 0.924, open_turn=False)
+    assert again["status"] == "ok"
+    states = sql(databases, "SELECT intent_id, state FROM submission_intents ORDER BY intent_id")
+    assert states == [(intent_id, "abandoned"), (intent_id + 1, "done")]
+    (proposal,) = proposal_events(databases)
+    assert proposal["content"]["checkpoint_event_id"] == checkpoint
+
+
+async def test_an_adopted_run_carries_its_own_checkpoint(databases, lab, golden, broker):
+    """A run adopted by reconciliation names the checkpoint it was admitted for, even when a
+    newer checkpoint was stored meanwhile, and that newer turn counts as answered."""
+    first = await broker.open_turn("gamma")
+    candidate = SCHEMA.with_values(golden["config"], {"training.gamma": 0.927})
+    settings = databases.settings(AX3L_SNAKELAB_DB_NAME=lab.db_name)
+    async with Database(settings) as db:
+        await intents.record_intent(
+            db,
+            entry="gamma",
+            config=candidate,
+            values={"value": 0.927},
+            changes={"training.gamma": 0.927},
+            fingerprint=broker.broker.index.fingerprint(candidate),
+            golden_run_id=golden["run_id"],
+            golden_event_id=None,
+            after_id=await broker.broker.index.position(),
+            checkpoint_event_id=first,
+        )
+        run_id = lab.insert_run(candidate, status="queued")
+        second = await broker.open_turn("gamma")
+        assert await intents.reconcile(db, SCHEMA, EventLog(db)) == [run_id]
+    (proposal,) = proposal_events(databases)
+    assert proposal["content"]["adopted"] is True
+    assert proposal["content"]["checkpoint_event_id"] == first
+    reply = await broker.single("gamma", 0.928, open_turn=False)
+    assert f"checkpoint event {second}" in reply["error"]["message"]
+    assert run_id in reply["error"]["message"]
