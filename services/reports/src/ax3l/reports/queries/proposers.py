@@ -4,6 +4,11 @@ The proposer is read from ``proposal_accepted`` or ``conversation_started`` cont
 proposal does not name it, it inherits its conversation's (same process id), else the latest
 conversation's before it (conversations run one at a time). Histories without any proposer
 recorded simply have no comparison.
+
+A turn the model did not manage is taken by a fallback proposer: its ``conversation_started``
+names ``"fallback_for": "llm"`` (and the model's ``failure_streak``). Such turns count for the
+fallback (``fallback_turns``, and its proposals in ``fallback_proposals``) and against the
+model (``turns_lost_to_fallback``); a turn is its checkpoint, so a retried fallback counts once.
 """
 
 from __future__ import annotations
@@ -27,11 +32,22 @@ class ProposerStats:
     mean_score: float | None
     best_score: int | None
     new_goldens: int
+    fallback_turns: int = 0
+    fallback_proposals: int = 0
+    turns_lost_to_fallback: int = 0
 
 
 def _field(content: Any, key: str) -> str | None:
     value = content.get(key) if isinstance(content, dict) else None
     return value if isinstance(value, str) and value else None
+
+
+def _turn(content: Any, row: dict[str, Any]) -> Any:
+    """The turn a conversation belongs to: its checkpoint, else the conversation itself."""
+    checkpoint = content.get("checkpoint_event_id") if isinstance(content, dict) else None
+    if isinstance(checkpoint, int) and not isinstance(checkpoint, bool):
+        return checkpoint
+    return ("event", row["event_id"])
 
 
 async def _contents(db: Database, names: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -74,24 +90,37 @@ async def proposer_stats(db: Database) -> list[ProposerStats]:
     if not by_process and not any(_field(c, "proposer") for _, c in contents):
         return []
     latest: str | None = None
+    latest_fallback = False
     conversations: dict[str, int] = defaultdict(int)
     proposals: dict[str, list[str | None]] = defaultdict(list)
+    fallback_turns: dict[str, set[Any]] = defaultdict(set)
+    lost_turns: dict[str, set[Any]] = defaultdict(set)
+    fallback_proposals: dict[str, int] = defaultdict(int)
     golden_runs: set[str] = set()
     for row, content in contents:
         named = _field(content, "proposer") or by_process.get(row["process_id"] or "")
         if row["name"] == "conversation_started":
             latest = named
             conversations[named or UNKNOWN] += 1
+            fallback_for = _field(content, "fallback_for")
+            latest_fallback = fallback_for is not None
+            if fallback_for is not None:
+                turn = _turn(content, row)
+                fallback_turns[named or UNKNOWN].add(turn)
+                lost_turns[fallback_for].add(turn)
         elif row["name"] == "proposal_accepted":
             # Conversations run one at a time: an anonymous proposal belongs to the latest one.
-            proposals[named or latest or UNKNOWN].append(_field(content, "run_id"))
+            proposer = named or latest or UNKNOWN
+            proposals[proposer].append(_field(content, "run_id"))
+            if latest_fallback and proposer == (latest or UNKNOWN):
+                fallback_proposals[proposer] += 1
         elif (run_id := _field(content, "run_id")) is not None:
             golden_runs.add(run_id)
     scores = await _scores(
         db, sorted({run for runs in proposals.values() for run in runs if run is not None})
     )
     stats = []
-    for name in sorted(set(conversations) | set(proposals)):
+    for name in sorted(set(conversations) | set(proposals) | set(lost_turns)):
         runs = proposals.get(name, [])
         scored = [s for run in runs if run is not None and (s := scores.get(run)) is not None]
         stats.append(
@@ -103,6 +132,9 @@ async def proposer_stats(db: Database) -> list[ProposerStats]:
                 mean_score=sum(scored) / len(scored) if scored else None,
                 best_score=max(scored) if scored else None,
                 new_goldens=sum(1 for run in runs if run is not None and run in golden_runs),
+                fallback_turns=len(fallback_turns.get(name, ())),
+                fallback_proposals=fallback_proposals.get(name, 0),
+                turns_lost_to_fallback=len(lost_turns.get(name, ())),
             )
         )
     stats.sort(key=lambda s: (s.proposer == UNKNOWN, -s.proposals, s.proposer))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ax3l.reports.deps import DatabaseDep, TemplatesDep
 from ax3l.reports.queries.proposers import proposer_stats
@@ -21,6 +21,11 @@ class ProposerOut(BaseModel):
     mean_score: float | None
     best_score: int | None
     new_goldens: int
+    fallback_turns: int = Field(description="turns it took because the model failed them")
+    fallback_proposals: int = Field(description="accepted proposals of those fallback turns")
+    turns_lost_to_fallback: int = Field(
+        description="turns it failed that a fallback proposer then took"
+    )
 
 
 class ProposersOut(BaseModel):
@@ -39,7 +44,9 @@ async def read_proposers(db: DatabaseDep) -> ProposersOut:
 @router.get("", response_model=ProposersOut)
 async def list_proposers(db: DatabaseDep) -> ProposersOut:
     """Per proposer: conversations, accepted proposals, their completed runs' mean and best
-    score, and how many became golden. `compared` is true when more than one was used."""
+    score, and how many became golden; turns taken as a fallback for a failing model
+    (`fallback_turns`, `fallback_proposals`) and turns a model lost to the fallback
+    (`turns_lost_to_fallback`). `compared` is true when more than one was used."""
     return await read_proposers(db)
 
 
