@@ -56,10 +56,14 @@ run: install db-start ## the whole stack as local processes in the foreground (C
 	$(UV) run --frozen python scripts/stack.py run
 
 .PHONY: start
-start: install db-start ## the whole stack in the background (idempotent)
+start: install db-start ## the whole stack in the background, supervised (idempotent)
 	$(UV) run --frozen python scripts/stack.py start
 
+.PHONY: status
+status: ## each service: running or not, pid, restarts, health; the orchestrator's phase
+	@$(UV) run --frozen python scripts/stack.py status
+
 .PHONY: stop
-stop: ## stop the background stack and the private MariaDB
+stop: ## stop the background stack (its supervisor and services) and the private MariaDB
 	-$(UV) run --frozen python scripts/stack.py stop
 	scripts/mariadb.sh stop

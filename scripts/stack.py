@@ -1,27 +1,72 @@
-"""Run the whole Ax3l stack as local processes: ``make run`` (foreground) and ``make start/stop``.
+"""Run the whole Ax3l stack as local, supervised processes: ``make run/start/stop/status``.
 
 The private MariaDB is started by ``scripts/mariadb.sh`` (the Makefile does it first); this
-script creates the schema and starts, in order, the reference SnakeLab, the toolbroker, the
-orchestrator and the report server. ``SERVICES`` is the one definition of each process's
-command and environment; ``tests/test_compose.py`` checks compose.yaml against it.
+script waits for it (bounded), creates the schema and hands the services to a supervisor that
+starts, in order, the reference SnakeLab, the toolbroker, the orchestrator and the report
+server, and restarts any of them that exits, with backoff, the way compose's
+``restart: unless-stopped`` does. It gives up (and stops the stack) only after a service
+crashed ``AX3L_STACK_RESTART_LIMIT`` times in a row within seconds of starting.
+
+``run`` supervises in the foreground (Ctrl-C stops everything); ``start`` leaves the
+supervisor in the background (pid in ``<run dir>/stack/supervisor.pid``, log in
+``<run dir>/logs/stack.log``); ``stop`` ends it and its children; ``status`` prints each
+service. ``SERVICES`` is the one definition of each process's command and environment: every
+process gets only the settings it reads, and the private MariaDB's admin login never leaves
+``db.env``. ``tests/test_compose.py`` checks compose.yaml against it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 RUN_DIR = Path(os.environ.get("AX3L_RUN_DIR", REPO / ".run"))
 PID_DIR = RUN_DIR / "stack"
 LOG_DIR = RUN_DIR / "logs"
+SUPERVISOR_PID = PID_DIR / "supervisor.pid"
+SUPERVISOR_LOCK = PID_DIR / "supervisor.lock"
+STATE_FILE = PID_DIR / "state.json"
+STACK_LOG = LOG_DIR / "stack.log"
+
+# The restart policy: compose's (Docker's) backoff doubles from a short delay up to a cap and
+# starts over once a process has run for 10 s; we also give up after repeated quick crashes.
+BACKOFF_START = 0.5
+QUICK_CRASH_SECONDS = 10.0
+HEALTH_TIMEOUT = 60.0
+START_TIMEOUT = 300.0
+LOCK_BUSY = 3  # the supervisor's exit code when another one holds the lock
+
+# What any Python process needs from the environment; nothing else is inherited.
+PROCESS_KEYS = (
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "TZ", "TMPDIR",
+    "PYTHONPATH", "VIRTUAL_ENV",
+)  # fmt: skip
+PROCESS_PREFIXES = ("LC_",)
+# Never handed to any process: the private MariaDB's admin login is for the test plugin only.
+NEVER_PASSED = frozenset({"AX3L_DB_ADMIN_USER", "AX3L_DB_ADMIN_PASSWORD", "AX3L_DB_ENV"})
+SNAKELAB_KEYS = (
+    "SNAKELAB_DB_HOST", "SNAKELAB_DB_PORT", "SNAKELAB_DB_USER", "SNAKELAB_DB_PASSWORD",
+    "SNAKELAB_DB_NAME", "SNAKELAB_DB_WAIT_SECONDS", "SNAKELAB_TRAINER",
+    "SNAKELAB_SURROGATE_SECONDS", "SNAKELAB_EVENTS_PORT", "SNAKELAB_SCHEMA_PATH",
+    "SNAKELAB_MAX_MESSAGE_BYTES", "SNAKELAB_LOG_LEVEL",
+)  # fmt: skip
+DB_LOGIN = ("DB_USER", "DB_PASSWORD")
+REPORTS_LOGIN = ("AX3L_REPORTS_DB_USER", "AX3L_REPORTS_DB_PASSWORD")
 
 
 @dataclass(frozen=True)
@@ -33,66 +78,94 @@ class Service:
     # Environment variables the service reads (documented in README's settings table).
     env_keys: tuple[str, ...]
     health_url: str | None = None
+    ready_url: str | None = None
+    # A SnakeLab control endpoint whose `health` request stands in for an HTTP health check.
+    zmq_health: str | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
 
+    def environment(self, env: dict[str, str]) -> dict[str, str]:
+        """The process's environment: what it reads, plus what a Python process needs."""
+        wanted = set(self.env_keys)
+        chosen = {
+            key: value
+            for key, value in env.items()
+            if (key in wanted or key in PROCESS_KEYS or key.startswith(PROCESS_PREFIXES))
+            and key not in NEVER_PASSED
+        }
+        return {**chosen, **self.extra_env}
 
-DB_KEYS = ("DB_HOST", "DB_PORT", "DB_USER", "DB_PASSWORD", "AX3L_DB_NAME", "AX3L_SNAKELAB_DB_NAME")
+
+def setting_names(model: Any) -> set[str]:
+    """The environment variables a pydantic settings class reads (its validation aliases)."""
+    from pydantic import AliasChoices
+
+    names: set[str] = set()
+    for info in model.model_fields.values():
+        alias = info.validation_alias
+        if isinstance(alias, str):
+            names.add(alias)
+        elif isinstance(alias, AliasChoices):
+            names.update(choice for choice in alias.choices if isinstance(choice, str))
+    return names
+
+
+def _ax3l_keys(model: Any, *extra: str, without: Iterable[str] = ()) -> tuple[str, ...]:
+    return tuple(sorted((setting_names(model) | set(extra)) - set(without) - NEVER_PASSED))
+
+
+def reports_login_configured(env: dict[str, str]) -> bool:
+    return bool(env.get("AX3L_REPORTS_DB_USER"))
 
 
 def services(env: dict[str, str]) -> list[Service]:
     """The stack's processes, in start order, for the given environment."""
+    from ax3l.reports.settings import ReportsSettings
+    from ax3l.shared.settings import Settings
+
     host = env.get("AX3L_HTTP_HOST", "127.0.0.1")
+    snakelab_port = env.get("SNAKELAB_PORT", "41970")
+
+    def urls(port_key: str, default: str) -> tuple[str, str]:
+        base = f"http://{host}:{env.get(port_key, default)}"
+        return f"{base}/health", f"{base}/ready"
+
+    # The report server reads its own SELECT-only login; Ax3l's read-write one only when no
+    # reports login is configured (a database set up by hand).
+    reports_without = ("AX3L_CONVERSATION_PARAMETER",) + (
+        DB_LOGIN if reports_login_configured(env) else ()
+    )
     return [
         Service(
             "snakelab",
-            [
-                "snakelab-server",
-                "--address",
-                "127.0.0.1",
-                "--port",
-                env.get("SNAKELAB_PORT", "41970"),
-            ],
-            (
-                "SNAKELAB_DB_HOST",
-                "SNAKELAB_DB_PORT",
-                "SNAKELAB_DB_USER",
-                "SNAKELAB_DB_PASSWORD",
-                "SNAKELAB_DB_NAME",
-                "SNAKELAB_TRAINER",
-                "SNAKELAB_SURROGATE_SECONDS",
-            ),
+            ["snakelab-server", "--address", "127.0.0.1", "--port", snakelab_port],
+            SNAKELAB_KEYS,
+            zmq_health=f"tcp://127.0.0.1:{snakelab_port}",
         ),
         Service(
             "toolbroker",
             ["ax3l-toolbroker"],
-            (
-                *DB_KEYS,
-                "AX3L_ZMQ_ENDPOINT",
-                "AX3L_SNAKELAB_ENDPOINT",
-                "AX3L_TOOLBROKER_PORT",
-                "AX3L_HTTP_HOST",
+            _ax3l_keys(
+                Settings,
+                "AX3L_TEST_CRASH_AFTER_SUBMIT",
+                without=(*REPORTS_LOGIN, "AX3L_CONVERSATION_PARAMETER"),
             ),
-            f"http://{host}:{env.get('AX3L_TOOLBROKER_PORT', '28872')}/health",
+            *urls("AX3L_TOOLBROKER_PORT", "28872"),
         ),
         Service(
             "orchestrator",
             ["ax3l-orchestrator"],
-            (
-                *DB_KEYS,
-                "AX3L_ZMQ_ENDPOINT",
-                "AX3L_SNAKELAB_ENDPOINT",
-                "AX3L_LLM_URL",
-                "AX3L_PROPOSER",
-                "AX3L_ORCHESTRATOR_PORT",
-                "AX3L_HTTP_HOST",
+            _ax3l_keys(
+                Settings,
+                "AX3L_TEST_CRASH_AT",
+                without=(*REPORTS_LOGIN, "AX3L_CONVERSATION_PARAMETER"),
             ),
-            f"http://{host}:{env.get('AX3L_ORCHESTRATOR_PORT', '28871')}/health",
+            *urls("AX3L_ORCHESTRATOR_PORT", "28871"),
         ),
         Service(
             "reports",
             ["ax3l-reports"],
-            (*DB_KEYS, "AX3L_SNAKELAB_ENDPOINT", "AX3L_REPORTS_PORT", "AX3L_HTTP_HOST"),
-            f"http://{host}:{env.get('AX3L_REPORTS_PORT', '28870')}/health",
+            _ax3l_keys(ReportsSettings, without=reports_without),
+            *urls("AX3L_REPORTS_PORT", "28870"),
         ),
     ]
 
@@ -108,10 +181,13 @@ def read_env_file(path: Path) -> dict[str, str]:
 
 
 def stack_env() -> dict[str, str]:
-    """The environment every process gets: the shell's, over the private MariaDB's settings."""
+    """Every setting the stack knows: the shell's, over the private MariaDB's settings.
+
+    Each process gets only its own part of it (``Service.environment``).
+    """
     db_env = RUN_DIR / "db.env"
     if not db_env.exists():
-        sys.exit("stack: no .run/db.env; run `scripts/mariadb.sh start` (make does it for you)")
+        sys.exit(f"stack: no {db_env}; run `scripts/mariadb.sh start` (make does it for you)")
     env = read_env_file(db_env)
     env.setdefault("SNAKELAB_TRAINER", "drqn")
     env.update(os.environ)  # the user's settings win over the defaults above
@@ -120,32 +196,41 @@ def stack_env() -> dict[str, str]:
     return env
 
 
+def float_setting(env: dict[str, str], key: str, default: float) -> float:
+    try:
+        return float(env.get(key, default))
+    except ValueError:
+        sys.exit(f"stack: {key} must be a number, not {env[key]!r}")
+
+
 def venv_bin(name: str) -> str:
     candidate = Path(sys.executable).parent / name
     return str(candidate) if candidate.exists() else name
 
 
 def create_schema(env: dict[str, str]) -> None:
-    subprocess.run([venv_bin("ax3l-db"), "create"], env=env, check=True)
+    """Create or check the schema, waiting (bounded) for a database that is coming back."""
+    from ax3l.shared.db.cli import ensure_schema
+    from ax3l.shared.db.errors import DatabaseError, DatabaseUnavailable
+    from ax3l.shared.settings import Settings
 
-
-def wait_healthy(service: Service, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
-    if service.health_url is None:
-        return
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            sys.exit(
-                f"stack: {service.name} exited with {proc.returncode}; see {log_path(service)}"
-            )
+    settings = Settings(**{k: v for k, v in env.items() if k not in NEVER_PASSED})
+    wait = float_setting(env, "AX3L_STACK_DB_WAIT", 120.0)
+    deadline = time.monotonic() + wait
+    told = False
+    while True:
         try:
-            with urllib.request.urlopen(service.health_url, timeout=1) as reply:
-                if reply.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    sys.exit(f"stack: {service.name} not healthy after {timeout:g} s; see {log_path(service)}")
+            print(f"stack: {ensure_schema(settings)}")
+            return
+        except DatabaseUnavailable as exc:
+            if time.monotonic() > deadline:
+                sys.exit(f"stack: the database did not come back within {wait:g} s: {exc}")
+            if not told:
+                print(f"stack: waiting up to {wait:g} s for the database ({exc})", flush=True)
+                told = True
+            time.sleep(1.0)
+        except DatabaseError as exc:
+            sys.exit(f"stack: {exc}")
 
 
 def log_path(service: Service) -> Path:
@@ -156,35 +241,366 @@ def pid_path(service: Service) -> Path:
     return PID_DIR / f"{service.name}.pid"
 
 
-def running_pid(service: Service) -> int | None:
-    path = pid_path(service)
+def now_text() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def process_alive(pid: int) -> bool:
+    """True for a live process (a zombie, killed but not yet reaped, is not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _runs(pid: int, needle: str) -> bool:
+    """Whether process ``pid`` runs ``needle`` (a recycled pid must not be taken for ours)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True  # no /proc to ask: trust the pid file
+    return needle.encode() in cmdline
+
+
+def read_pid(path: Path, needle: str) -> int | None:
+    """The live process a pid file names, or None (a stale file is removed)."""
     if not path.exists():
         return None
     try:
         pid = int(path.read_text())
-        os.kill(pid, 0)
-        return pid
-    except (ValueError, ProcessLookupError, PermissionError):
+    except (ValueError, OSError):
         path.unlink(missing_ok=True)
         return None
+    if process_alive(pid) and _runs(pid, needle):
+        return pid
+    path.unlink(missing_ok=True)
+    return None
 
 
-def launch(service: Service, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    LOG_DIR.mkdir(parents=True, exist_ok=True)
-    PID_DIR.mkdir(parents=True, exist_ok=True)
-    log = open(log_path(service), "ab")
-    command = [venv_bin(service.command[0]), *service.command[1:]]
-    proc = subprocess.Popen(
-        command,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-        cwd=REPO,
-    )
-    pid_path(service).write_text(str(proc.pid))
-    return proc
+def running_pid(service: Service) -> int | None:
+    return read_pid(pid_path(service), Path(service.command[0]).name)
+
+
+def supervisor_pid() -> int | None:
+    return read_pid(SUPERVISOR_PID, "stack.py")
+
+
+def read_state() -> dict[str, Any]:
+    try:
+        state = json.loads(STATE_FILE.read_text())
+    except (OSError, ValueError):
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def http_get(url: str, timeout: float = 2.0) -> tuple[int | None, Any]:
+    """The status code and JSON body of a GET (None when nothing answers)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as reply:
+            status, body = reply.status, reply.read()
+    except urllib.error.HTTPError as exc:
+        status, body = exc.code, exc.read()
+    except (OSError, ValueError):
+        return None, None
+    try:
+        return status, json.loads(body)
+    except ValueError:
+        return status, None
+
+
+def healthy(service: Service) -> bool:
+    if service.zmq_health is not None:
+        try:
+            from snakelab.healthcheck import ping
+        except ImportError:
+            return True
+        try:
+            return ping(service.zmq_health, timeout=0.5)
+        except Exception:
+            return False
+    if service.health_url is None:
+        return True
+    return http_get(service.health_url, timeout=1.0)[0] == 200
+
+
+def kill_group(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+def end_process(pid: int, reap: Callable[[], None], timeout: float = 15.0) -> None:
+    """SIGTERM the process group of ``pid``, SIGKILL it after ``timeout``."""
+    kill_group(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        reap()
+        if not process_alive(pid):
+            break
+        time.sleep(0.1)
+    else:
+        kill_group(pid, signal.SIGKILL)
+        for _ in range(50):
+            reap()
+            if not process_alive(pid):
+                break
+            time.sleep(0.1)
+    # The group's other members (an orchestrator's MCP children) go with it.
+    kill_group(pid, signal.SIGKILL)
+
+
+def terminate(service: Service, timeout: float = 15) -> None:
+    """Stop a service a supervisor no longer looks after (its pid file names it)."""
+    pid = running_pid(service)
+    if pid is None:
+        return
+
+    def reap() -> None:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+
+    end_process(pid, reap, timeout)
+    pid_path(service).unlink(missing_ok=True)
+    print(f"stack: {service.name} stopped")
+
+
+class GaveUp(Exception):
+    """A service crashed too often right after starting."""
+
+
+@dataclass
+class Child:
+    """A supervised service: its process (ours, or adopted from a pid file) and its record."""
+
+    service: Service
+    proc: subprocess.Popen[bytes] | None = None
+    pid: int | None = None
+    started: float = 0.0
+    started_at: str = ""
+    restarts: int = 0
+    quick_crashes: int = 0
+    restart_at: float | None = None  # set while backing off
+    last_exit: str | None = None
+
+    def alive(self) -> bool:
+        if self.proc is not None:
+            return self.proc.poll() is None
+        return self.pid is not None and process_alive(self.pid)
+
+    def exit_text(self) -> str:
+        if self.proc is None or self.proc.returncode is None:
+            return "exited"
+        code = self.proc.returncode
+        if code < 0:
+            with contextlib.suppress(ValueError):
+                return f"was killed by {signal.Signals(-code).name}"
+        return f"exited with {code}"
+
+    def record(self) -> dict[str, Any]:
+        if self.restart_at is not None:
+            state = "backing off"
+        else:
+            state = "running" if self.alive() else "stopped"
+        return {
+            "pid": self.pid,
+            "state": state,
+            "restarts": self.restarts,
+            "started_at": self.started_at,
+            "last_exit": self.last_exit,
+        }
+
+
+class Supervisor:
+    """Starts the services in order and keeps them running (compose's unless-stopped)."""
+
+    def __init__(self, env: dict[str, str], foreground: bool):
+        self.env = env
+        self.foreground = foreground
+        self.children = [Child(service) for service in services(env)]
+        self.restart_limit = int(float_setting(env, "AX3L_STACK_RESTART_LIMIT", 10))
+        self.backoff_max = float_setting(env, "AX3L_STACK_BACKOFF_MAX", 60.0)
+        self.stopping = False
+        self.state = "starting"
+        self.message = ""
+
+    # -- the record other commands read ------------------------------------------------------
+
+    def note(self, message: str, child: Child | None = None) -> None:
+        """One line in the stack's log (and in the service's own log when it is about one)."""
+        line = f"{now_text()} stack: {message}"
+        print(line, flush=True)
+        if self.foreground:
+            with STACK_LOG.open("a") as log:
+                log.write(line + "\n")
+        if child is not None:
+            with log_path(child.service).open("a") as log:
+                log.write(f"==== {line}\n")
+
+    def save(self) -> None:
+        state = {
+            "supervisor_pid": os.getpid(),
+            "state": self.state,
+            "message": self.message,
+            "updated_at": now_text(),
+            "services": {child.service.name: child.record() for child in self.children},
+        }
+        tmp = STATE_FILE.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=1))
+        os.replace(tmp, STATE_FILE)
+
+    # -- processes ---------------------------------------------------------------------------
+
+    def launch(self, child: Child) -> None:
+        service = child.service
+        command = [venv_bin(service.command[0]), *service.command[1:]]
+        with log_path(service).open("ab") as log:
+            child.proc = subprocess.Popen(
+                command,
+                env=service.environment(self.env),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # its own group: stopping it stops its MCP children
+                cwd=REPO,
+            )
+        child.pid = child.proc.pid
+        child.started = time.monotonic()
+        child.started_at = now_text()
+        child.restart_at = None
+        pid_path(service).write_text(str(child.pid))
+
+    def adopt(self, child: Child) -> bool:
+        """Take over a service a previous supervisor left running."""
+        pid = running_pid(child.service)
+        if pid is None:
+            return False
+        child.pid, child.proc = pid, None
+        child.started, child.started_at = time.monotonic(), now_text()
+        self.note(f"{child.service.name} already running (pid {pid}): supervising it")
+        return True
+
+    def watch(self, child: Child) -> None:
+        """Restart a service that exited, with backoff; raise GaveUp after quick crashes."""
+        if child.pid is None:
+            return
+        if child.restart_at is not None:
+            if time.monotonic() >= child.restart_at:
+                child.restarts += 1
+                self.launch(child)
+                self.note(
+                    f"{child.service.name} restarted (pid {child.pid}, restart {child.restarts})",
+                    child,
+                )
+                self.save()
+            return
+        if child.alive():
+            return
+        uptime = time.monotonic() - child.started
+        child.quick_crashes = child.quick_crashes + 1 if uptime < QUICK_CRASH_SECONDS else 0
+        child.last_exit = f"{child.exit_text()} after {uptime:.1f} s at {now_text()}"
+        pid_path(child.service).unlink(missing_ok=True)
+        if child.quick_crashes >= self.restart_limit:
+            self.message = (
+                f"{child.service.name} crashed {child.quick_crashes} times in a row within"
+                f" {QUICK_CRASH_SECONDS:g} s of starting; giving up; see {log_path(child.service)}"
+            )
+            self.note(self.message, child)
+            raise GaveUp(self.message)
+        delay = min(BACKOFF_START * 2**child.quick_crashes, self.backoff_max)
+        child.restart_at = time.monotonic() + delay
+        self.note(
+            f"{child.service.name} {child.last_exit}; restarting in {delay:g} s"
+            f" (restart {child.restarts + 1})",
+            child,
+        )
+        self.save()
+
+    def watch_all(self) -> None:
+        for child in self.children:
+            self.watch(child)
+
+    def start_all(self) -> None:
+        for child in self.children:
+            if self.stopping:
+                return
+            if not self.adopt(child):
+                self.launch(child)
+            deadline = time.monotonic() + HEALTH_TIMEOUT
+            while not self.stopping:
+                self.watch_all()
+                if child.restart_at is None and child.alive() and healthy(child.service):
+                    self.note(f"{child.service.name} started (pid {child.pid})")
+                    break
+                if time.monotonic() > deadline:
+                    self.note(
+                        f"{child.service.name} not healthy after {HEALTH_TIMEOUT:g} s;"
+                        f" going on (see {log_path(child.service)})"
+                    )
+                    break
+                time.sleep(0.2)
+            self.save()
+
+    def stop_all(self) -> None:
+        for child in reversed(self.children):
+            pid, proc = child.pid, child.proc
+            child.restart_at = None
+            if pid is not None and child.alive():
+
+                def reap(proc: subprocess.Popen[bytes] | None = proc) -> None:
+                    if proc is not None:
+                        proc.poll()
+
+                end_process(pid, reap)
+                self.note(f"{child.service.name} stopped")
+            pid_path(child.service).unlink(missing_ok=True)
+
+    def run(self, on_started: Callable[[], None] | None = None) -> int:
+        PID_DIR.mkdir(parents=True, exist_ok=True)
+        LOG_DIR.mkdir(parents=True, exist_ok=True)
+        lock = SUPERVISOR_LOCK.open("w")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print("stack: another supervisor is running this stack", file=sys.stderr)
+            return LOCK_BUSY
+        SUPERVISOR_PID.write_text(str(os.getpid()))
+
+        def _stop(*_: object) -> None:
+            self.stopping = True
+
+        signal.signal(signal.SIGINT, _stop)
+        signal.signal(signal.SIGTERM, _stop)
+        code = 0
+        self.note(f"supervisor started (pid {os.getpid()})")
+        self.save()
+        try:
+            self.start_all()
+            if not self.stopping:
+                self.state = "running"
+                self.save()
+                if on_started is not None:
+                    on_started()
+            while not self.stopping:
+                self.watch_all()
+                time.sleep(0.2)
+        except GaveUp:
+            code = 1
+        finally:
+            self.state = "stopping"
+            self.save()
+            self.stop_all()
+            self.state = "gave up" if code else "stopped"
+            self.save()
+            self.note("supervisor stopped")
+            SUPERVISOR_PID.unlink(missing_ok=True)
+            lock.close()
+        return code
 
 
 def urls(env: dict[str, str]) -> str:
@@ -203,90 +619,174 @@ def urls(env: dict[str, str]) -> str:
     )
 
 
-def start(foreground: bool) -> int:
-    env = stack_env()
+def prepare(env: dict[str, str]) -> None:
     create_schema(env)
     if env.get("AX3L_LLM_URL"):
         print(f"stack: proposer llm at {env['AX3L_LLM_URL']}")
     else:
         print("stack: no AX3L_LLM_URL set: the orchestrator uses the built-in tpe proposer")
     print(f"stack: SnakeLab trainer {env['SNAKELAB_TRAINER']}")
-    procs: list[tuple[Service, subprocess.Popen[bytes]]] = []
+    if not reports_login_configured(env):
+        print("stack: no AX3L_REPORTS_DB_USER: the report server uses Ax3l's read-write login")
+
+
+def already_running(env: dict[str, str], pid: int) -> int:
+    print(f"stack: already running (supervisor pid {pid})")
     for service in services(env):
-        if not foreground and running_pid(service):
-            print(f"stack: {service.name} already running")
-            continue
-        proc = launch(service, env)
-        procs.append((service, proc))
-        wait_healthy(service, proc)
-        print(f"stack: {service.name} started (pid {proc.pid})")
+        service_pid = running_pid(service)
+        if service_pid:
+            print(f"stack: {service.name} already running (pid {service_pid})")
     print("Ax3l is running:\n" + urls(env))
-    if not foreground:
-        return 0
-    print("Ctrl-C stops everything.")
-    stopping = False
-
-    def _stop(*_: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGTERM, _stop)
-    try:
-        while not stopping:
-            for service, proc in procs:
-                if proc.poll() is not None:
-                    print(f"stack: {service.name} exited with {proc.returncode}; stopping")
-                    stopping = True
-            time.sleep(0.5)
-    finally:
-        for service, _ in reversed(procs):
-            terminate(service)
     return 0
 
 
-def terminate(service: Service, timeout: float = 15) -> None:
-    pid = running_pid(service)
-    if pid is None:
-        return
-    try:
-        os.killpg(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+def run_foreground() -> int:
+    env = stack_env()
+    pid = supervisor_pid()
+    if pid is not None:
+        sys.exit(f"stack: already running in the background (supervisor pid {pid}); `make stop`")
+    prepare(env)
+
+    def started() -> None:
+        print("Ax3l is running:\n" + urls(env) + "\nCtrl-C stops everything.", flush=True)
+
+    return Supervisor(env, foreground=True).run(on_started=started)
+
+
+def start_background() -> int:
+    env = stack_env()
+    pid = supervisor_pid()
+    if pid is not None:
+        return already_running(env, pid)
+    prepare(env)
+    PID_DIR.mkdir(parents=True, exist_ok=True)
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    STATE_FILE.unlink(missing_ok=True)
+    with STACK_LOG.open("ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "supervise"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=REPO,
+        )
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        code = proc.poll()
+        state = read_state()
+        if code == LOCK_BUSY:
+            other = supervisor_pid()
+            return already_running(env, other) if other else 1
+        if code is not None:
+            message = state.get("message") or f"the supervisor exited with {code}"
+            print(f"stack: {message}\nstack: its log: {STACK_LOG}", file=sys.stderr)
+            return 1
+        if state.get("supervisor_pid") == proc.pid and state.get("state") == "running":
             break
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
-        time.sleep(0.1)
-    else:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    pid_path(service).unlink(missing_ok=True)
-    print(f"stack: {service.name} stopped")
+        if time.monotonic() > deadline:
+            print(
+                f"stack: not up after {START_TIMEOUT:g} s; the supervisor keeps trying"
+                f" (`make status`, {STACK_LOG})",
+                file=sys.stderr,
+            )
+            return 1
+        time.sleep(0.2)
+    for name, record in state["services"].items():
+        print(f"stack: {name} started (pid {record['pid']})")
+    print(f"stack: supervisor pid {proc.pid} restarts crashed services; log {STACK_LOG}")
+    print("Ax3l is running:\n" + urls(env))
+    return 0
 
 
 def stop() -> int:
     env = stack_env() if (RUN_DIR / "db.env").exists() else dict(os.environ)
+    pid = supervisor_pid()
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 90
+        while process_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if process_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+        SUPERVISOR_PID.unlink(missing_ok=True)
+        print(f"stack: supervisor {pid} stopped")
+    # Services no supervisor looks after any more (it was killed, or never ran).
     for service in reversed(services(env)):
         terminate(service)
     return 0
 
 
+def readiness(service: Service) -> str:
+    if service.ready_url is None:
+        return ""
+    status, body = http_get(service.ready_url)
+    if status == 200:
+        return ", ready"
+    if status is None:
+        return ""
+    problems = (body.get("problems") or body.get("checks")) if isinstance(body, dict) else None
+    return f", not ready ({json.dumps(problems) if problems else status})"
+
+
+def status() -> int:
+    """Print each service: running or not, pid, restarts, health; the orchestrator's phase."""
+    env = stack_env() if (RUN_DIR / "db.env").exists() else dict(os.environ)
+    state = read_state()
+    records = state.get("services", {})
+    pid = supervisor_pid()
+    if pid is not None:
+        print(f"supervisor    running      pid {pid:<8} {state.get('state', '?')}")
+    else:
+        gone = state.get("message") or state.get("state") or "never started"
+        print(f"supervisor    not running  ({gone})")
+    everything = pid is not None
+    for service in services(env):
+        service_pid = running_pid(service)
+        record = records.get(service.name, {})
+        if service_pid is not None:
+            health = "ok" if healthy(service) else "no answer"
+            health += readiness(service)
+        else:
+            health = record.get("state", "-")
+            everything = False
+        line = (
+            f"{service.name:<13} {'running' if service_pid else 'not running':<12}"
+            f" pid {service_pid or '-':<8} restarts {record.get('restarts', 0):<3}"
+            f" health {health}"
+        )
+        if record.get("last_exit"):
+            line += f"; last exit: {record['last_exit']}"
+        print(line)
+    orchestrator = next(s for s in services(env) if s.name == "orchestrator")
+    assert orchestrator.health_url is not None
+    _, body = http_get(orchestrator.health_url.replace("/health", "/api/status"))
+    if isinstance(body, dict):
+        phase = body.get("phase", "?")
+        detail = [f"{key} {body[key]}" for key in ("parameter", "run_id") if body.get(key)]
+        if body.get("stop_reason"):
+            detail.append(f"stop reason: {body['stop_reason']}")
+        print(f"orchestrator phase: {phase}" + (f" ({', '.join(detail)})" if detail else ""))
+    else:
+        print("orchestrator phase: unknown (its status API does not answer)")
+    print(f"logs: {LOG_DIR}/")
+    return 0 if everything else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("action", choices=["run", "start", "stop"])
+    parser.add_argument("action", choices=["run", "start", "stop", "status", "supervise"])
     args = parser.parse_args(argv)
     if args.action == "stop":
         return stop()
-    return start(foreground=args.action == "run")
+    if args.action == "status":
+        return status()
+    if args.action == "supervise":
+        return Supervisor(stack_env(), foreground=False).run()
+    if args.action == "run":
+        return run_foreground()
+    return start_background()
 
 
 if __name__ == "__main__":

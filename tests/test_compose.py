@@ -27,6 +27,7 @@ SECRETS = {
     "AX3L_DB_PASSWORD": "s1",
     "MYSQL_ROOT_PASSWORD": "s2",
     "SNAKELAB_DB_PASSWORD": "s3",
+    "AX3L_REPORTS_DB_PASSWORD": "s4",
     "AX3L_LLAMA_MODEL": "model.gguf",
 }
 COMBINATIONS = {
@@ -109,7 +110,12 @@ def test_secrets_have_no_defaults():
         text = (REPO / name).read_text()
         for match in re.finditer(r"\$\{([A-Z0-9_]*PASSWORD[A-Z0-9_]*)([^}]*)\}", text):
             assert match.group(2).startswith(":?"), (name, match.group(0))
-    for secret in ("AX3L_DB_PASSWORD", "MYSQL_ROOT_PASSWORD", "SNAKELAB_DB_PASSWORD"):
+    for secret in (
+        "AX3L_DB_PASSWORD",
+        "MYSQL_ROOT_PASSWORD",
+        "SNAKELAB_DB_PASSWORD",
+        "AX3L_REPORTS_DB_PASSWORD",
+    ):
         env = {k: v for k, v in SECRETS.items() if k != secret}
         result = compose_config(COMBINATIONS["demo"], env)
         assert result.returncode != 0 and secret in result.stderr
@@ -124,6 +130,22 @@ def test_compose_commands_and_environment_agree_with_make_run():
         assert compose_service["command"][0] == definition.command[0], definition.name
         compose_keys = set(compose_service.get("environment", {}))
         assert compose_keys <= set(definition.env_keys), (definition.name, compose_keys)
+
+
+def test_report_server_gets_only_its_read_only_login():
+    """compose and make run give the report server its own login, not Ax3l's read-write one."""
+    result = compose_config(COMBINATIONS["demo"], SECRETS)
+    environment = yaml.safe_load(result.stdout)["services"]["reports"]["environment"]
+    assert environment["AX3L_REPORTS_DB_USER"] == "ax3l_reports"
+    assert environment["AX3L_REPORTS_DB_PASSWORD"] == SECRETS["AX3L_REPORTS_DB_PASSWORD"]
+    assert "DB_USER" not in environment and "DB_PASSWORD" not in environment
+    env = {"AX3L_REPORTS_DB_USER": "ax3l_reports", "AX3L_REPORTS_DB_PASSWORD": "r"}
+    reports = next(service for service in stack.services(env) if service.name == "reports")
+    passed = reports.environment({**env, "DB_USER": "ax3l", "DB_PASSWORD": "rw"})
+    assert passed == env
+    init = (REPO / "deploy" / "mysql-init" / "01-ax3l.sh").read_text()
+    assert "GRANT SELECT ON ax3l.* TO '${reports_user}'@'%';" in init
+    assert "GRANT SELECT ON snakelab.* TO '${reports_user}'@'%';" in init
 
 
 def _dockerfile(name: str) -> str:
