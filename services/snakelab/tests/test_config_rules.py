@@ -76,3 +76,11 @@ def test_schema_errors_come_before_the_server_rules() -> None:
     with pytest.raises(ConfigInvalid) as caught:
         complete_config(SCHEMA, {"epsilon": {"initial": True}})
     assert caught.value.errors == ["$.epsilon.initial: true is not of type 'number'"]
+
+
+def test_an_integer_its_column_cannot_hold_is_refused() -> None:
+    """A seed above BIGINT UNSIGNED is a config error, not a failed database write."""
+    with pytest.raises(ConfigInvalid) as caught:
+        complete_config(SCHEMA, {"seed": 2**64})
+    assert caught.value.errors == [f"$.seed: {2**64} is greater than the maximum of {2**64 - 1}"]
+    assert complete_config(SCHEMA, {"seed": 2**64 - 1})["seed"] == 2**64 - 1

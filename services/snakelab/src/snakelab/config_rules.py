@@ -14,10 +14,29 @@ from typing import Any
 
 from ax3l.shared.config_schema import ConfigInvalid, ConfigSchema
 
+# The largest integer each integer column of ``configurations`` holds (tables.py): the schema
+# leaves the seed unbounded above, and a seed the column cannot hold is the client's error.
+BIGINT_UNSIGNED_MAX = 2**64 - 1
+INT_UNSIGNED_MAX = 2**32 - 1
+BIGINT_COLUMNS = frozenset({"seed"})
+
+
+def column_range_errors(schema: ConfigSchema, config: dict[str, Any]) -> list[str]:
+    """Integers larger than their ``configurations`` column holds."""
+    problems: list[str] = []
+    for leaf in schema.leaves:
+        if leaf.type != "integer":
+            continue
+        value = schema.get(config, leaf.path)
+        largest = BIGINT_UNSIGNED_MAX if leaf.column in BIGINT_COLUMNS else INT_UNSIGNED_MAX
+        if value > largest:
+            problems.append(f"$.{leaf.path}: {value} is greater than the maximum of {largest}")
+    return problems
+
 
 def server_rule_errors(schema: ConfigSchema, config: dict[str, Any]) -> list[str]:
-    """Problems with the rules that span two settings (only for a schema-valid config)."""
-    problems: list[str] = []
+    """Problems with the server's own rules (only for a schema-valid config)."""
+    problems = column_range_errors(schema, config)
     minimum = schema.get(config, "epsilon.minimum")
     initial = schema.get(config, "epsilon.initial")
     if minimum > initial:

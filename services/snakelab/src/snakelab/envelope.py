@@ -3,7 +3,10 @@
 Every message gets exactly one JSON object back. How malformed input is classified:
 
 * more than one frame, more than ``max_bytes``, invalid UTF-8, not JSON, a key repeated
-  in an object, or not a JSON object: ``invalid_request`` with ``request_id: null``;
+  in an object, an integer of more than ``MAX_INTEGER_DIGITS`` digits, nesting too deep for
+  the parser, or not a JSON object: ``invalid_request`` with ``request_id: null``;
+* an object nested deeper than ``MAX_NESTING`` levels (a config needs 5):
+  ``invalid_request``;
 * ``protocol_version`` that is an integer other than 1: ``unsupported_protocol`` (a client
   speaking another version of the protocol); any other value, e.g. ``true``, ``"1"`` or
   ``1.0``, or a missing one: ``invalid_request`` (not a version number at all);
@@ -28,6 +31,10 @@ from ax3l.shared.wire import ControlRequest
 
 ENVELOPE_KEYS = frozenset({"protocol_version", "request_id", "method", "payload"})
 REQUEST_ID_MAX = 128
+# Hostile-input bounds: far beyond any real request (a config is 5 levels deep and its
+# largest integer, a seed, has 20 digits), far below what strains the parser or the replies.
+MAX_NESTING = 32
+MAX_INTEGER_DIGITS = 100
 
 
 class RequestRefused(Exception):
@@ -56,6 +63,25 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+def _bounded_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INTEGER_DIGITS:
+        raise ValueError(f"an integer of {digits} digits (at most {MAX_INTEGER_DIGITS})")
+    return int(text)
+
+
+def _nested_deeper_than(document: Any, limit: int) -> bool:
+    """True when ``document`` has containers more than ``limit`` levels deep (no recursion)."""
+    stack: list[tuple[Any, int]] = [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = value.values() if isinstance(value, dict) else value
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
 def _usable_request_id(value: Any) -> str | None:
     if isinstance(value, str) and 0 < len(value) <= REQUEST_ID_MAX:
         return value
@@ -78,13 +104,17 @@ def read_request(frames: list[bytes], max_bytes: int) -> ControlRequest | Refusa
     except UnicodeDecodeError as exc:
         return refuse(f"message is not valid UTF-8 (byte {exc.start})")
     try:
-        document = json.loads(text, object_pairs_hook=_no_duplicate_keys)
-    except ValueError as exc:  # JSONDecodeError and duplicate keys
+        document = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_int=_bounded_int)
+    except ValueError as exc:  # JSONDecodeError, duplicate keys, endless integers
         return refuse(f"message is not valid JSON: {exc}")
+    except RecursionError:
+        return refuse(f"message is nested too deeply (at most {MAX_NESTING} levels)")
     if not isinstance(document, dict):
         return refuse(f"message must be a JSON object, got {type(document).__name__}")
 
     request_id = _usable_request_id(document.get("request_id"))
+    if _nested_deeper_than(document, MAX_NESTING):
+        return refuse(f"message is nested too deeply (at most {MAX_NESTING} levels)", request_id)
     if "protocol_version" not in document:
         return refuse("missing key: protocol_version", request_id)
     version = document["protocol_version"]
