@@ -8,11 +8,27 @@ from ax3l.shared.testing.plugin import TestDatabases, create_snakelab_tables, fr
 from ax3l.shared.testing.stack import Stack, check_history, http_json
 
 
+def _trained(stack: Stack) -> bool:
+    """The first proposal's run has stored an episode (it is a tested configuration)."""
+    accepted = stack.events("proposal_accepted")
+    if not accepted:
+        return False
+    with stack._cursor() as cur:
+        cur.execute(
+            f"SELECT episode_count FROM `{stack.databases.snakelab_db}`.simulation_runs"
+            " WHERE run_id = %s",
+            (accepted[0].get("run_id"),),
+        )
+        row = cur.fetchone()
+    return bool(row and row[0])
+
+
 def test_a_run_lost_in_a_snakelab_restart_is_logged_and_the_turn_moves_on(stack: Stack) -> None:
-    """SnakeLab forgets the run (run_not_found); its table says failed; no promotion, next turn."""
-    stack.start(surrogate_seconds=2)
+    """SnakeLab forgets a run that trained (run_not_found); its table says failed; no promotion,
+    next turn (a run lost before its first episode is retried instead: test_bounded_waiting)."""
+    stack.start(surrogate_seconds=4)
     proc = stack.orchestrator("random")
-    stack.wait_for(lambda: stack.count("proposal_accepted") >= 1, 60, "a proposal", proc)
+    stack.wait_for(lambda: _trained(stack), 60, "a proposal run with an episode", proc)
     stack.restart_snakelab()
     stack.wait_for(lambda: stack.count("configuration_compared") >= 2, 60, "the next turn", proc)
     proc.stop()
@@ -77,8 +93,9 @@ def _status_with_error(base: str, text: str) -> dict | None:
     return status if text in (status.get("last_error") or "") else None
 
 
-def test_a_vanished_run_is_logged_as_failed_and_the_turn_moves_on(stack: Stack) -> None:
-    """A run neither SnakeLab nor its tables know any more ends the turn without promotion."""
+def test_a_vanished_run_is_logged_as_failed_and_its_step_retried(stack: Stack) -> None:
+    """A run neither SnakeLab nor its tables know any more tested nothing: it is logged as
+    vanished and its configuration runs again as the same step."""
     stack.start()
     stack.crash_at("waiting")
     (accepted,) = stack.events("proposal_accepted")
@@ -94,9 +111,11 @@ def test_a_vanished_run_is_logged_as_failed_and_the_turn_moves_on(stack: Stack) 
     proc.stop()
 
     summary = check_history(stack)
-    vanished = summary.compared[0]
-    assert vanished.process_id == run_id and vanished.get("decision") == "failed"
-    assert vanished.get("state") == "vanished"
     (failed,) = [e for e in stack.events("simulation_failed") if e.process_id == run_id]
-    assert failed.get("state") == "vanished"
+    assert failed.get("state") == "vanished" and failed.get("never_trained") is True
+    (retry,) = [e for e in stack.events("simulation_submitted") if e.get("retry_of") == run_id]
+    assert retry.get("attempt") == 2 and retry.parent == accepted.event_id
+    first = summary.compared[0]
+    assert first.process_id == retry.process_id and first.get("index") == 0
+    assert run_id not in {c.process_id for c in summary.compared}
     assert summary.compared[1].get("index") == 1

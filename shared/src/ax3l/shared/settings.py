@@ -105,6 +105,25 @@ class Settings(BaseSettings):
     retry_backoff_max: float = Field(60.0, validation_alias="AX3L_RETRY_BACKOFF_MAX", gt=0)
     proposer: str | None = Field(None, validation_alias="AX3L_PROPOSER")
     seed_stagnant_rounds: int = Field(9, validation_alias="AX3L_SEED_STAGNANT_ROUNDS", ge=1)
+    baseline_max_attempts: int = Field(
+        3,
+        validation_alias="AX3L_BASELINE_MAX_ATTEMPTS",
+        ge=1,
+        description="runs of a seeding or seed-rotation baseline that may fail after training"
+        " before the loop stops",
+    )
+    infra_retry_max: int = Field(
+        3,
+        validation_alias="AX3L_INFRA_RETRY_MAX",
+        ge=0,
+        description="resubmissions of a run SnakeLab failed before its first episode",
+    )
+    run_deadline_seconds: float = Field(
+        21600.0,
+        validation_alias="AX3L_RUN_DEADLINE_SECONDS",
+        gt=0,
+        description="seconds after its submission a run that is not terminal counts as failed",
+    )
 
     schema_path: Path | None = Field(
         None,

@@ -3,6 +3,11 @@
 The comparison is stored before the decision is applied, and both are looked up before being
 redone, so a restart between them applies the stored decision exactly once. A proposal wins
 only with a strictly higher high score than the current golden configuration.
+
+Only a proposal of the latest checkpoint's turn is finished (``turns.turn_proposals``): one
+made for another turn is ignored. A run SnakeLab failed before its first episode does not
+complete the step; ``infra_retry`` runs the configuration again and the step's run is then the
+latest ``simulation_submitted`` child of the ``proposal_accepted`` event.
 """
 
 from __future__ import annotations
@@ -12,11 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ax3l.orchestrator.crash_points import crash_point
-from ax3l.orchestrator.event_reads import StoredEvent, latest, select
+from ax3l.orchestrator.event_reads import StoredEvent, latest
 from ax3l.orchestrator.golden import create_golden
+from ax3l.orchestrator.infra_retry import retry_never_trained
 from ax3l.orchestrator.services import LoopServices
 from ax3l.orchestrator.status import Phase
-from ax3l.orchestrator.turns import checkpoint_before
+from ax3l.orchestrator.turns import turn_proposals
 from ax3l.orchestrator.waiting import RunOutcome
 from ax3l.shared.db.reads import GoldenRecord, current_golden, run_with_config
 from ax3l.shared.registry import BY_NAME
@@ -24,36 +30,61 @@ from ax3l.shared.registry import BY_NAME
 logger = logging.getLogger(__name__)
 
 DECISIONS = ("golden_config_created", "golden_config_retained")
-RECENT_PROPOSALS = 5
 
 
 @dataclass(frozen=True)
 class PendingProposal:
-    """The latest accepted proposal, not yet compared (``compared`` None) or not yet decided."""
+    """The turn's accepted proposal, not yet compared (``compared`` None) or not yet decided.
+
+    ``run_id`` is the step's current run: the proposal's own, or its latest retry.
+    """
 
     accepted: StoredEvent
     run_id: str
     compared: StoredEvent | None
+    checkpoint: StoredEvent | None = None
+
+
+async def current_run(services: LoopServices, accepted: StoredEvent) -> str | None:
+    """The step's run: the latest ``simulation_submitted`` child of the proposal (a retry's,
+    else the broker's), or the run the proposal names."""
+    submitted = await latest(services.db, "simulation_submitted", parent=accepted.event_id)
+    if submitted is not None and isinstance(submitted.process_id, str):
+        return submitted.process_id
+    run_id = accepted.field("run_id") or accepted.process_id
+    return run_id if isinstance(run_id, str) else None
 
 
 async def pending_proposal(services: LoopServices) -> PendingProposal | None:
-    """The oldest recent accepted proposal whose comparison or decision is unfinished.
+    """The latest checkpoint's accepted proposal if its comparison or decision is unfinished.
 
-    Normally only the latest proposal can be unfinished; looking at a few recent ones also
-    finishes a run the broker adopted late (after a crash) next to the turn's own proposal.
+    A proposal of another turn (one the broker adopted after that turn had moved on, or a second
+    one for the same turn) is never finished here: it would complete a step it does not belong
+    to. It is logged once per step attempt and otherwise left alone.
     """
     db = services.db
-    recent = await select(db, "proposal_accepted", newest=RECENT_PROPOSALS)
-    for accepted in recent:
-        run_id = accepted.field("run_id") or accepted.process_id
-        if not isinstance(run_id, str):
-            logger.warning("proposal_accepted event %s names no run; ignored", accepted.event_id)
-            continue
-        compared = await latest(db, "configuration_compared", process_id=run_id)
-        if compared is None:
-            return PendingProposal(accepted, run_id, None)
-        if await latest(db, DECISIONS, parent=compared.event_id) is None:
-            return PendingProposal(accepted, run_id, compared)
+    checkpoint = await latest(db, "round_robin_checkpoint")
+    if checkpoint is None:
+        return None
+    proposals = await turn_proposals(db, checkpoint)
+    if not proposals:
+        return None
+    accepted, extra = proposals[0], proposals[1:]
+    for ignored in extra:
+        logger.warning(
+            "proposal_accepted event %s is a second proposal for checkpoint %s; ignored",
+            ignored.event_id,
+            checkpoint.event_id,
+        )
+    run_id = await current_run(services, accepted)
+    if run_id is None:
+        logger.warning("proposal_accepted event %s names no run; ignored", accepted.event_id)
+        return None
+    compared = await latest(db, "configuration_compared", process_id=run_id)
+    if compared is None:
+        return PendingProposal(accepted, run_id, None, checkpoint)
+    if await latest(db, DECISIONS, parent=compared.event_id) is None:
+        return PendingProposal(accepted, run_id, compared, checkpoint)
     return None
 
 
@@ -95,7 +126,7 @@ async def finish_proposal(services: LoopServices, pending: PendingProposal) -> N
     """Wait, compare and decide for ``pending``; every part is skipped if already stored."""
     db, log, status = services.db, services.log, services.status
     accepted, run_id = pending.accepted, pending.run_id
-    checkpoint = await checkpoint_before(db, accepted.event_id)
+    checkpoint = pending.checkpoint
     parameter = accepted.field("parameter") or (checkpoint.parameter if checkpoint else None)
     index = checkpoint.field("index") if checkpoint else None
     if type(index) is not int and parameter in BY_NAME:
@@ -105,7 +136,12 @@ async def finish_proposal(services: LoopServices, pending: PendingProposal) -> N
         status.set_phase(Phase.WAITING, run_id=run_id, parameter=parameter, index=index)
         submitted = await latest(db, "simulation_submitted", process_id=run_id)
         parent = submitted.event_id if submitted else accepted.event_id
-        outcome = await services.waiter.wait(run_id, parent, crash_at="waiting")
+        outcome = await services.waiter.wait(
+            run_id, parent, crash_at="waiting", deadline=services.settings.run_deadline_seconds
+        )
+        if await retry_never_trained(services, accepted, outcome, parameter) is not None:
+            status.run_id = None
+            return  # the step goes on with the retry's run (the next step waits for it)
         status.set_phase(Phase.COMPARING)
         golden_event = await current_golden(db)
         assert golden_event is not None, "a proposal exists only after seeding"
@@ -129,6 +165,7 @@ async def finish_proposal(services: LoopServices, pending: PendingProposal) -> N
                 "state": outcome.state,
                 "changes": changes,
                 "decision": decision,
+                **_attempt_fields(accepted, run_id, outcome),
             },
             level="INFO" if outcome.scored else "WARNING",
             process_id=run_id,
@@ -140,6 +177,17 @@ async def finish_proposal(services: LoopServices, pending: PendingProposal) -> N
         assert compared is not None and compared.event_id == compared_id
     await _apply_decision(services, compared, run_id, parameter)
     status.run_id = None
+
+
+def _attempt_fields(accepted: StoredEvent, run_id: str, outcome: RunOutcome) -> dict[str, Any]:
+    """For a step whose run is a retry: the proposal's own run, and whether nothing trained."""
+    fields: dict[str, Any] = {}
+    own = accepted.field("run_id") or accepted.process_id
+    if own != run_id:
+        fields["proposal_run_id"] = own
+    if outcome.never_trained:
+        fields["never_trained"] = True
+    return fields
 
 
 async def _apply_decision(

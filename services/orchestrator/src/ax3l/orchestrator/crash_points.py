@@ -11,6 +11,8 @@ Points (in the order a turn meets them):
 * ``after_tool_accepted``: the broker accepted the proposal (``proposal_accepted`` is stored)
   and the orchestrator has not recorded anything about the reply.
 * ``waiting``: a proposal's run is being waited on.
+* ``retry_after_submit``: a run that never trained was submitted again, the retry not yet
+  recorded.
 * ``after_comparison``: ``configuration_compared`` is stored, promotion/retention is not.
 * ``rotation_started``: ``seed_rotation_started`` is stored, nothing else of the rotation.
 * ``rotation_after_submit``: the rotation run was submitted, its submission not yet recorded.
@@ -32,6 +34,7 @@ POINTS = frozenset(
         "model_call",
         "after_tool_accepted",
         "waiting",
+        "retry_after_submit",
         "after_comparison",
         "rotation_started",
         "rotation_after_submit",

@@ -3,13 +3,15 @@
 The rotation is stored first (``seed_rotation_started`` with the new config, then
 ``golden_config_seed_incremented``); its run is looked up by configuration before it is
 submitted, so no restart submits it twice. Its score becomes the new golden baseline even when
-it is lower. Tuning resumes at the same round-robin position.
+it is lower. A baseline run without a high score runs again within the bounds of
+``ax3l.orchestrator.baselines``. Tuning resumes at the same round-robin position.
 """
 
 from __future__ import annotations
 
 import logging
 
+from ax3l.orchestrator.baselines import next_baseline_run
 from ax3l.orchestrator.crash_points import crash_point
 from ax3l.orchestrator.event_reads import StoredEvent, latest
 from ax3l.orchestrator.golden import create_golden
@@ -35,7 +37,9 @@ async def _baseline_record(services: LoopServices, rotation: StoredEvent) -> Sto
     if record is None:
         return None
     ended = await latest(db, sorted(set(TERMINAL_EVENTS.values())), process_id=record.process_id)
-    if ended is not None and ended.field("state") != "completed":
+    if ended is not None and (
+        ended.field("state") != "completed" or ended.field("high_score") is None
+    ):
         return None
     return record
 
@@ -99,27 +103,28 @@ async def finish_rotation(services: LoopServices, rotation: StoredEvent) -> None
         )
     record = await _baseline_record(services, rotation)
     if record is None:
-        run_id, submitted = await services.submitter.reuse_or_submit(
-            config, "seed rotation", crash_after_submit="rotation_after_submit"
-        )
-        record_id = await log.log(
-            "simulation_submitted",
-            {
-                "run_id": run_id,
-                "config": config,
-                "purpose": "seed_rotation",
-                "reused": not submitted,
-            },
-            process_id=run_id,
-            parent_event_id=rotation.event_id,
+        run_id, record_id = await next_baseline_run(
+            services,
+            config,
+            what=f"seed {new_seed} baseline",
+            purpose="seed_rotation",
             source_name=SOURCE,
+            parent_event_id=rotation.event_id,
+            crash_after_submit="rotation_after_submit",
         )
     else:
         run_id, record_id = str(record.process_id), record.event_id
     status.set_phase(Phase.ROTATING, run_id=run_id)
-    outcome = await services.waiter.wait(run_id, record_id, crash_at="rotation_waiting")
+    outcome = await services.waiter.wait(
+        run_id,
+        record_id,
+        crash_at="rotation_waiting",
+        deadline=services.settings.run_deadline_seconds,
+    )
     if not outcome.scored:
-        raise StepFailed(f"the seed {new_seed} baseline run {run_id} ended {outcome.state}")
+        raise StepFailed(
+            f"the seed {new_seed} baseline run {run_id} ended {outcome.state}: {outcome.error}"
+        )
     assert outcome.high_score is not None
     previous = rotation.field("golden_high_score")
     await create_golden(

@@ -3,7 +3,8 @@
 With no golden configuration yet, the default config is submitted once (or an existing run of
 it is reused, found by its configuration) and the submission recorded; the run is waited on and
 accepted as the first golden once its score exists. A restart resumes the recorded submission.
-A seeding run that failed is submitted again after a backoff.
+A seeding run that ended without a high score (``completed`` without one included) is submitted
+again after a backoff, within the bounds of ``ax3l.orchestrator.baselines``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ax3l.orchestrator.baselines import next_baseline_run
 from ax3l.orchestrator.event_reads import StoredEvent, latest
 from ax3l.orchestrator.golden import create_golden
 from ax3l.orchestrator.services import LoopServices, StepFailed
@@ -30,8 +32,10 @@ async def _usable_record(services: LoopServices) -> StoredEvent | None:
     ended = await latest(
         services.db, sorted(set(TERMINAL_EVENTS.values())), process_id=record.process_id
     )
-    if ended is not None and ended.field("state") != "completed":
-        return None  # that run failed: seeding starts over with a new submission
+    if ended is not None and (
+        ended.field("state") != "completed" or ended.field("high_score") is None
+    ):
+        return None  # that run has no score: seeding starts over with a new submission
     return record
 
 
@@ -62,20 +66,25 @@ async def seed(services: LoopServices) -> None:
                 " with a run of the default configuration (reused if one exists)",
                 existing,
             )
-        run_id, submitted = await services.submitter.reuse_or_submit(
-            config, "initial seeding", crash_after_submit="seeding_after_submit"
-        )
-        record_id = await log.log(
-            "simulation_submitted",
-            {"run_id": run_id, "config": config, "purpose": "seeding", "reused": not submitted},
-            process_id=run_id,
+        run_id, record_id = await next_baseline_run(
+            services,
+            config,
+            what="initial seeding",
+            purpose="seeding",
             source_name=SOURCE,
+            parent_event_id=None,
+            crash_after_submit="seeding_after_submit",
         )
     else:
         run_id, record_id = str(record.process_id), record.event_id
     print(f"ax3l-orchestrator: seeding with run {run_id}", flush=True)
     status.set_phase(Phase.SEEDING, run_id=run_id)
-    outcome = await services.waiter.wait(run_id, record_id, crash_at="seeding_waiting")
+    outcome = await services.waiter.wait(
+        run_id,
+        record_id,
+        crash_at="seeding_waiting",
+        deadline=services.settings.run_deadline_seconds,
+    )
     if not outcome.scored:
         raise StepFailed(f"the seeding run {run_id} ended {outcome.state}: {outcome.error}")
     assert outcome.high_score is not None

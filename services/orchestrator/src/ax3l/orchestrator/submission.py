@@ -32,6 +32,11 @@ class SubmissionRefused(RuntimeError):
     """SnakeLab refused the configuration (a schema mismatch between Ax3l and SnakeLab)."""
 
 
+class BaselineFailed(SubmissionRefused):
+    """A seeding or seed-rotation baseline failed as often as the settings allow: like a refused
+    configuration, this stops the loop, since no baseline means no comparison; the user acts."""
+
+
 class OnceSubmitter:
     """Finds a usable run of a configuration, or submits it exactly once."""
 
@@ -50,7 +55,8 @@ class OnceSubmitter:
         self.status = status
 
     async def usable_run(self, config: dict[str, Any]) -> str | None:
-        """The newest stored run of ``config`` that has not failed or been cancelled."""
+        """The newest stored run of ``config`` that has not failed, been cancelled or completed
+        without a high score (such a run can never become a baseline)."""
         run_ids = await self.index.find_runs(config)
         if not run_ids:
             return None
@@ -58,6 +64,7 @@ class OnceSubmitter:
         row = await self.db.fetchone(
             f"SELECT run_id FROM {self.db.sl('simulation_runs')}"
             f" WHERE run_id IN ({placeholders}) AND status NOT IN (%s, %s)"
+            " AND NOT (status = 'completed' AND high_score IS NULL)"
             " ORDER BY id DESC LIMIT 1",
             (*run_ids, *UNUSABLE_STATES),
             doing="looking for a usable run of a configuration",

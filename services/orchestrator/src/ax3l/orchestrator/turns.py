@@ -4,18 +4,23 @@ A turn is the entry at the latest checkpoint's index, or the one after it once t
 produced an accepted proposal or an exhaustion skip. Nothing else moves the position, so golden
 and seed changes keep it, a restart mid-conversation resumes the same entry, and an accepted
 proposal whose MCP reply was lost still advances exactly once.
+
+A proposal belongs to the checkpoint its content names (``checkpoint_event_id``, written by the
+broker); one without that key belongs to the latest checkpoint before it. A proposal of another
+turn (a submission intent adopted late, a stray client) neither moves the turn nor is finished.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ax3l.orchestrator.event_reads import StoredEvent, latest
+from ax3l.orchestrator.event_reads import StoredEvent, latest, select
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.registry import ENTRIES, PARAMETER_ORDER, Entry
 
 ADVANCING_EVENTS = ("proposal_accepted", "parameter_space_exhausted")
+PROPOSAL = "proposal_accepted"
 
 
 class ParameterOrderChanged(RuntimeError):
@@ -66,9 +71,30 @@ async def next_turn(db: Database) -> Turn:
     if problem:
         raise ParameterOrderChanged(problem)
     index = int(checkpoint.field("index"))
-    if await latest(db, ADVANCING_EVENTS, after=checkpoint.event_id) is not None:
+    if await turn_answered(db, checkpoint):
         return Turn((index + 1) % len(PARAMETER_ORDER))
     return Turn(index)
+
+
+def belongs_to(proposal: StoredEvent, checkpoint: StoredEvent) -> bool:
+    """Whether ``proposal`` (written after ``checkpoint``) was made for that checkpoint's turn."""
+    named = proposal.field("checkpoint_event_id")
+    if type(named) is int:
+        return named == checkpoint.event_id
+    return proposal.event_id > checkpoint.event_id
+
+
+async def turn_proposals(db: Database, checkpoint: StoredEvent) -> list[StoredEvent]:
+    """The accepted proposals of ``checkpoint``'s turn, oldest first (normally at most one)."""
+    after = await select(db, PROPOSAL, after=checkpoint.event_id)
+    return [proposal for proposal in after if belongs_to(proposal, checkpoint)]
+
+
+async def turn_answered(db: Database, checkpoint: StoredEvent) -> bool:
+    """The checkpoint's turn has its accepted proposal or its exhaustion skip."""
+    if await latest(db, "parameter_space_exhausted", after=checkpoint.event_id) is not None:
+        return True
+    return bool(await turn_proposals(db, checkpoint))
 
 
 async def check_stored_order(db: Database) -> None:

@@ -4,6 +4,11 @@ SnakeLab only knows the runs of its current process: after a SnakeLab restart th
 ``run_not_found`` and the run's status is read from SnakeLab's tables instead. A run that
 neither knows is vanished. Every stage is logged once per run, so a restart mid-wait neither
 repeats nor skips one.
+
+A run that is not terminal ``deadline`` seconds after its recorded submission (a run whose end
+SnakeLab could not store stays ``running`` in its table for ever) is logged as failed, with
+``timed_out`` in the event, and SnakeLab is asked, best effort, to cancel it. The clock starts
+at the ``simulation_submitted`` event, so a restart does not reset it.
 """
 
 from __future__ import annotations
@@ -11,8 +16,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
+from ax3l.orchestrator.attempts import never_trained
 from ax3l.orchestrator.crash_points import crash_point
 from ax3l.orchestrator.event_reads import latest
 from ax3l.orchestrator.status import LoopStatus
@@ -51,10 +58,25 @@ class RunOutcome:
     error: str | None
     config: dict[str, Any] | None
     event_id: int
+    episode_count: int | None = None
 
     @property
     def scored(self) -> bool:
         return self.state == "completed" and self.high_score is not None
+
+    @property
+    def never_trained(self) -> bool:
+        """SnakeLab failed or lost the run before its first episode: nothing was tested."""
+        return never_trained(self.state, self.high_score, self.episode_count)
+
+
+@dataclass
+class _Progress:
+    """What one wait has seen so far."""
+
+    started: bool
+    missing: int = 0  # run_not_found with no row, polls in a row
+    state: str | None = None  # the last state SnakeLab or its tables gave
 
 
 class RunWaiter:
@@ -77,9 +99,14 @@ class RunWaiter:
         self.status = status
 
     async def wait(
-        self, run_id: str, parent_event_id: int | None, crash_at: str | None = None
+        self,
+        run_id: str,
+        parent_event_id: int | None,
+        crash_at: str | None = None,
+        deadline: float | None = None,
     ) -> RunOutcome:
-        """Wait until ``run_id`` ends and return how; safe to call again after a restart."""
+        """Wait until ``run_id`` ends (or ``deadline`` seconds after its submission passed) and
+        return how; safe to call again after a restart."""
         ended = await latest(self.db, sorted(set(TERMINAL_EVENTS.values())), process_id=run_id)
         if ended is not None:
             row = await run_with_config(self.db, self.schema, run_id)
@@ -90,46 +117,89 @@ class RunWaiter:
                 ended.field("error"),
                 None if row is None else row["config"],
                 ended.event_id,
+                ended.field("episode_count"),
             )
-        started = await latest(self.db, "simulation_started", process_id=run_id) is not None
-        missing = 0
+        progress = _Progress(
+            started=await latest(self.db, "simulation_started", process_id=run_id) is not None
+        )
+        submitted_at = await self._submitted_at(run_id) if deadline is not None else None
         first = True
         while True:
             if not first:
                 await asyncio.sleep(self.interval)
             first = False
-            state, error = await self._state(run_id)
-            if crash_at:
-                crash_point(crash_at)
-            if state is None:
-                continue
-            if state == "missing":
-                missing += 1
-                if missing < VANISHED_AFTER:
-                    continue
-                state = "vanished"
-            else:
-                missing = 0
-            row = (
-                None if state == "vanished" else await run_with_config(self.db, self.schema, run_id)
-            )
-            if (
-                state in TERMINAL_STATES
-                and row is not None
-                and row["status"] not in TERMINAL_STATES
-            ):
-                continue  # the reply raced ahead of SnakeLab's commit: read again next poll
-            if not started and state != "vanished" and state != "queued":
-                if state in STARTED_STATES or (row is not None and row.get("started_at")):
-                    await self.log.log(
-                        "simulation_started",
-                        {"run_id": run_id, "state": state},
-                        process_id=run_id,
-                        parent_event_id=parent_event_id,
-                    )
-                    started = True
-            if state in TERMINAL_STATES or state == "vanished":
-                return await self._finish(run_id, state, error, row, parent_event_id)
+            # Measured before the poll: a run that ended while nobody watched is still read.
+            overdue = deadline is not None and _elapsed(submitted_at) > deadline
+            outcome = await self._poll(run_id, parent_event_id, progress, crash_at)
+            if outcome is not None:
+                return outcome
+            if overdue:
+                assert deadline is not None
+                return await self._time_out(run_id, deadline, progress.state, parent_event_id)
+
+    async def _poll(
+        self,
+        run_id: str,
+        parent_event_id: int | None,
+        progress: _Progress,
+        crash_at: str | None,
+    ) -> RunOutcome | None:
+        """One look at the run: its outcome once it ended, else None."""
+        state, error = await self._state(run_id)
+        progress.state = state or progress.state
+        if crash_at:
+            crash_point(crash_at)
+        if state is None:
+            return None
+        if state == "missing":
+            progress.missing += 1
+            if progress.missing < VANISHED_AFTER:
+                return None
+            state = "vanished"
+        else:
+            progress.missing = 0
+        row = None if state == "vanished" else await run_with_config(self.db, self.schema, run_id)
+        if state in TERMINAL_STATES and row is not None and row["status"] not in TERMINAL_STATES:
+            return None  # the reply raced ahead of SnakeLab's commit: read again next poll
+        if not progress.started and state != "vanished" and state != "queued":
+            if state in STARTED_STATES or (row is not None and row.get("started_at")):
+                await self.log.log(
+                    "simulation_started",
+                    {"run_id": run_id, "state": state},
+                    process_id=run_id,
+                    parent_event_id=parent_event_id,
+                )
+                progress.started = True
+        if state in TERMINAL_STATES or state == "vanished":
+            return await self._finish(run_id, state, error, row, parent_event_id)
+        return None
+
+    async def _submitted_at(self, run_id: str) -> datetime:
+        """When the run's submission was recorded (now, for a run recorded nowhere)."""
+        row = await self.db.fetchone(
+            "SELECT MIN(occurred_at) AS at FROM events"
+            " WHERE name = 'simulation_submitted' AND process_id = %s",
+            (run_id,),
+            doing=f"reading when run {run_id} was submitted",
+        )
+        at = None if row is None else row["at"]
+        return at if isinstance(at, datetime) else _utc_now()
+
+    async def _time_out(
+        self, run_id: str, deadline: float, last_state: str | None, parent_event_id: int | None
+    ) -> RunOutcome:
+        error = (
+            f"the run was not terminal {deadline:.0f} s after its submission"
+            f" (last state: {last_state or 'unknown'}); treated as failed"
+        )
+        logger.error("run %s: %s", run_id, error)
+        self.status.error(f"run {run_id}: {error}")
+        try:
+            await self.client.cancel(run_id)
+        except (SnakeLabError, SnakeLabUnavailable, SnakeLabProtocolError) as exc:
+            logger.info("run %s: cancelling after the deadline: %s", run_id, exc)
+        row = await run_with_config(self.db, self.schema, run_id)
+        return await self._finish(run_id, "failed", error, row, parent_event_id, timed_out=True)
 
     async def _state(self, run_id: str) -> tuple[str | None, str | None]:
         """SnakeLab's state of the run, ``missing`` when nobody knows it, None when unknown now."""
@@ -159,23 +229,43 @@ class RunWaiter:
         error: str | None,
         row: dict[str, Any] | None,
         parent_event_id: int | None,
+        timed_out: bool = False,
     ) -> RunOutcome:
         high_score = None if row is None or row["high_score"] is None else int(row["high_score"])
-        if row is not None and row.get("error_message"):
+        if row is not None and row.get("error_message") and not timed_out:
             error = str(row["error_message"])
         if state == "vanished":
             error = "the run is known neither to SnakeLab nor to its database"
-        content = {
+        episode_count = None if row is None else row.get("episode_count")
+        content: dict[str, Any] = {
             "run_id": run_id,
             "state": state,
             "high_score": high_score,
-            "episode_count": None if row is None else row.get("episode_count"),
+            "episode_count": episode_count,
             "error": error,
         }
+        if timed_out:
+            content["timed_out"] = True
+        if never_trained(state, high_score, episode_count):
+            content["never_trained"] = True
         event_id = await self.log.log(
             TERMINAL_EVENTS[state], content, process_id=run_id, parent_event_id=parent_event_id
         )
         logger.info("run %s ended: %s, high score %s", run_id, state, high_score)
         return RunOutcome(
-            run_id, state, high_score, error, None if row is None else row["config"], event_id
+            run_id,
+            state,
+            high_score,
+            error,
+            None if row is None else row["config"],
+            event_id,
+            None if episode_count is None else int(episode_count),
         )
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)  # events store naive UTC
+
+
+def _elapsed(since: datetime | None) -> float:
+    return 0.0 if since is None else (_utc_now() - since).total_seconds()

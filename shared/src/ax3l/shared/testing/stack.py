@@ -456,13 +456,11 @@ def check_history(stack: Stack) -> HistorySummary:
     events = stack.events()
     runs = stack.runs()
     columns = [c for c in runs[0] if c not in ("run_id", "status", "high_score")] if runs else []
-    configs = [tuple(run[c] for c in columns) for run in runs]
-    assert len(set(configs)) == len(configs), "a configuration was submitted twice"
-
     by_run: dict[str, list[Ev]] = {}
     for event in events:
         if event.process_id:
             by_run.setdefault(event.process_id, []).append(event)
+    _check_repeats(runs, columns, by_run)
     for run in runs:
         names = [e.name for e in by_run.get(run["run_id"], [])]
         assert names.count("simulation_submitted") == 1, (run["run_id"], names)
@@ -525,6 +523,30 @@ def check_history(stack: Stack) -> HistorySummary:
 
 
 PARAMETERS = tuple(TUNED_COLUMNS)
+
+
+def _check_repeats(
+    runs: list[dict[str, Any]], columns: list[str], by_run: dict[str, list[Ev]]
+) -> None:
+    """A configuration stored twice only as the loop's own attempt after a run without a score
+    (a baseline run again, or the retry of a run that never trained), recorded as attempt n."""
+    seen: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for run in runs:
+        key = tuple(run[c] for c in columns)
+        earlier = seen.setdefault(key, [])
+        if earlier:
+            submitted = [
+                e for e in by_run.get(run["run_id"], []) if e.name == "simulation_submitted"
+            ]
+            assert submitted and submitted[0].get("attempt") == len(earlier) + 1, (
+                "a configuration was submitted twice",
+                run["run_id"],
+                [e.content for e in submitted],
+            )
+            assert all(
+                r["status"] in ("failed", "cancelled") or r["high_score"] is None for r in earlier
+            ), ("a configuration was submitted again after a scored run", run["run_id"])
+        earlier.append(run)
 
 
 # Every setting but hidden size fixed to its default: those entries are exhausted at once.

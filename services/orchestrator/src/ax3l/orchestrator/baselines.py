@@ -1,0 +1,96 @@
+"""The runs of a baseline (seeding's defaults, a seed rotation's golden on the new seed), bounded.
+
+A baseline run that ends without a high score (failed, cancelled, or ``completed`` without one)
+is run again, but not for ever: after ``AX3L_BASELINE_MAX_ATTEMPTS`` such runs that trained, or
+more than ``AX3L_INFRA_RETRY_MAX`` that SnakeLab failed before their first episode, the loop
+stops with ``BaselineFailed`` naming the last run and its error. The attempts are SnakeLab's
+stored runs of the configuration, so a restart counts the same. A stored run whose submission
+was never recorded (a crash right after the submit) is recorded and waited for before anything
+new is submitted; a new run goes through ``OnceSubmitter``, which never resends blindly.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ax3l.orchestrator.attempts import StoredRun, attempt_number, stored_runs, unrecorded_runs
+from ax3l.orchestrator.services import LoopServices
+from ax3l.orchestrator.submission import BaselineFailed
+
+logger = logging.getLogger(__name__)
+
+
+def _give_up_problem(services: LoopServices, runs: list[StoredRun], what: str) -> str | None:
+    """Why no further run of the baseline may be made, or None while the budget allows one."""
+    if not runs or not all(run.ended_unscored for run in runs):
+        return None  # nothing failed yet, or a run is still usable
+    settings = services.settings
+    trained = [run for run in runs if not run.never_trained]
+    never = [run for run in runs if run.never_trained]
+    if len(trained) < settings.baseline_max_attempts and len(never) <= settings.infra_retry_max:
+        return None
+    last = runs[-1]
+    return (
+        f"the {what} run {last.run_id} ended {last.status}"
+        f"{'' if last.high_score is None else f' with high score {last.high_score}'}"
+        f": {last.error or 'no high score'}. Its configuration has run {len(runs)} times without"
+        f" a high score ({len(trained)} after training, AX3L_BASELINE_MAX_ATTEMPTS="
+        f"{settings.baseline_max_attempts}; {len(never)} failed by SnakeLab before the first"
+        f" episode, AX3L_INFRA_RETRY_MAX={settings.infra_retry_max}). Find out why SnakeLab"
+        " fails it (its log and simulation_runs.error_message), then raise the setting and"
+        " restart the orchestrator"
+    )
+
+
+async def next_baseline_run(
+    services: LoopServices,
+    config: dict[str, Any],
+    *,
+    what: str,
+    purpose: str,
+    source_name: str,
+    parent_event_id: int | None,
+    crash_after_submit: str,
+) -> tuple[str, int]:
+    """``(run_id, simulation_submitted event id)`` of the baseline run to wait for now.
+
+    Call only when no recorded run of this baseline is still usable.
+    """
+    runs = await stored_runs(services, config)
+    lost = await unrecorded_runs(services, runs)
+    if lost:
+        run_id, reused = lost[0].run_id, True
+        logger.warning("%s: run %s was submitted but never recorded; recording it", what, run_id)
+    else:
+        problem = _give_up_problem(services, runs, what)
+        if problem:
+            raise BaselineFailed(problem)
+        run_id, submitted = await services.submitter.reuse_or_submit(
+            config, what, crash_after_submit=crash_after_submit
+        )
+        reused = not submitted
+    attempt = attempt_number(runs, run_id)
+    content: dict[str, Any] = {
+        "run_id": run_id,
+        "config": config,
+        "purpose": purpose,
+        "reused": reused,
+        "attempt": attempt,
+    }
+    earlier = [run for run in runs if run.run_id != run_id and run.ended_unscored]
+    if earlier:
+        content.update(
+            reason="retry",
+            retry_of=earlier[-1].run_id,
+            infrastructure_failure=earlier[-1].never_trained,
+        )
+    record_id = await services.log.log(
+        "simulation_submitted",
+        content,
+        level="WARNING" if earlier else None,
+        process_id=run_id,
+        parent_event_id=parent_event_id,
+        source_name=source_name,
+    )
+    return run_id, record_id

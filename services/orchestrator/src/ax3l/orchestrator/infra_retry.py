@@ -1,0 +1,102 @@
+"""A proposal's run that SnakeLab failed before its first episode is run again, as the same step.
+
+Such a run tested nothing (SnakeLab could not store or start it, or restarted before the first
+episode), so it does not complete the round-robin step: the proposal's configuration is
+submitted again, at most ``AX3L_INFRA_RETRY_MAX`` times, and the new run becomes the step's run.
+Each retry is a ``simulation_submitted`` event (level WARNING, ``source_name`` InfraRetry,
+parent = the ``proposal_accepted`` event) with ``reason: "retry"``, ``retry_of`` (the failed
+run) and ``attempt`` (2 for the first retry) in its content. Only when the budget is spent does
+the last run complete the step as a failed comparison, like any other failed run.
+
+This is the loop resubmitting its own step, not a new proposal: the broker's duplicate check
+(every stored run counts, any status) stays as it is and never sees it. Retries count SnakeLab's
+stored runs of the configuration, and a run submitted just before a crash but never recorded
+becomes the retry on restart, so no attempt is ever submitted twice (``OnceSubmitter`` looks the
+configuration up before each submit and never resends blindly).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ax3l.orchestrator.attempts import attempt_number, stored_runs, unrecorded_runs
+from ax3l.orchestrator.event_reads import StoredEvent, select
+from ax3l.orchestrator.services import LoopServices
+from ax3l.orchestrator.waiting import RunOutcome
+
+logger = logging.getLogger(__name__)
+
+SOURCE = "InfraRetry"
+
+
+async def retry_never_trained(
+    services: LoopServices,
+    accepted: StoredEvent,
+    outcome: RunOutcome,
+    parameter: str | None,
+) -> str | None:
+    """Resubmit ``accepted``'s configuration if ``outcome`` tested nothing and the budget allows;
+    returns the retry's run id (the step goes on with it), or None: the step completes."""
+    if not outcome.never_trained:
+        return None
+    config: dict[str, Any] | None = accepted.field("config") or outcome.config
+    if not isinstance(config, dict):
+        logger.warning("proposal %s has no configuration to retry", accepted.event_id)
+        return None
+    runs = await stored_runs(services, config)
+    # A vanished run left no row, so the recorded retries count too.
+    recorded = len(await select(services.db, "simulation_submitted", parent=accepted.event_id))
+    made = max(len(runs) - 1, recorded - 1, 0)
+    lost = [run for run in await unrecorded_runs(services, runs) if run.run_id != outcome.run_id]
+    if lost:
+        run_id, reused = lost[0].run_id, True
+        logger.warning("retry run %s was submitted but never recorded; recording it", run_id)
+    else:
+        retries = made
+        limit = services.settings.infra_retry_max
+        if retries >= limit:
+            logger.warning(
+                "run %s failed before its first episode (%s); %d retries made"
+                " (AX3L_INFRA_RETRY_MAX=%d): the step completes as failed",
+                outcome.run_id,
+                outcome.error,
+                retries,
+                limit,
+            )
+            return None
+        run_id, submitted = await services.submitter.reuse_or_submit(
+            config,
+            f"retry of run {outcome.run_id}",
+            crash_after_submit="retry_after_submit",
+        )
+        reused = not submitted
+    attempt = max(attempt_number(runs, run_id), made + 2)
+    await services.log.log(
+        "simulation_submitted",
+        {
+            "run_id": run_id,
+            "config": config,
+            "purpose": "retry",
+            "reason": "retry",
+            "retry_of": outcome.run_id,
+            "attempt": attempt,
+            "proposal_event_id": accepted.event_id,
+            "proposal_run_id": accepted.field("run_id") or accepted.process_id,
+            "failed_error": outcome.error,
+            "reused": reused,
+        },
+        level="WARNING",
+        process_id=run_id,
+        parent_event_id=accepted.event_id,
+        source_name=SOURCE,
+        parameter=parameter,
+    )
+    logger.warning(
+        "run %s failed before its first episode (%s): retrying the step as run %s (attempt %d)",
+        outcome.run_id,
+        outcome.error,
+        run_id,
+        attempt,
+    )
+    return run_id
