@@ -111,6 +111,8 @@ def reports_settings(dbs: TestDatabases, **overrides: Any) -> ReportsSettings:
         "AX3L_SNAKELAB_DB_NAME": dbs.snakelab_db,
         # Nothing listens here unless a test passes a fake SnakeLab's endpoint.
         "AX3L_SNAKELAB_ENDPOINT": f"tcp://127.0.0.1:{free_port()}",
+        # Nor here: a developer's running orchestrator must not leak into the tests.
+        "AX3L_ORCHESTRATOR_URL": f"http://127.0.0.1:{free_port()}",
         "AX3L_REPORTS_STATUS_TIMEOUT": 0.3,
         "AX3L_REPORTS_STATUS_INTERVAL": 0.2,
     }
@@ -136,7 +138,10 @@ class Server:
 
 @contextlib.contextmanager
 def reports_server(
-    dbs: TestDatabases, log_path: Path, snakelab_endpoint: str | None = None
+    dbs: TestDatabases,
+    log_path: Path,
+    snakelab_endpoint: str | None = None,
+    orchestrator_url: str | None = None,
 ) -> Iterator[Server]:
     """``ax3l-reports`` as a real subprocess (uvicorn) on a free port; stopped afterwards."""
     port = free_port()
@@ -146,6 +151,7 @@ def reports_server(
         "AX3L_HTTP_HOST": "127.0.0.1",
         "AX3L_REPORTS_PORT": str(port),
         "AX3L_SNAKELAB_ENDPOINT": snakelab_endpoint or f"tcp://127.0.0.1:{free_port()}",
+        "AX3L_ORCHESTRATOR_URL": orchestrator_url or f"http://127.0.0.1:{free_port()}",
         "AX3L_REPORTS_STATUS_TIMEOUT": "0.3",
         "AX3L_REPORTS_STATUS_INTERVAL": "0.5",
     }

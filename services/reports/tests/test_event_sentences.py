@@ -122,6 +122,7 @@ def test_conversation_end_says_accepted_or_why_it_failed():
     )
     failed = {"proposer": "llm", "parameter": "gamma", "outcome": "failed", "error": "model x"}
     assert said("conversation_ended", failed) == "llm conversation for gamma failed: model x"
+    assert said("conversation_ended", {"reason": "done"}) == "Conversation ended: done"
 
 
 def test_prompts_and_replies_read_as_sentences():
@@ -161,6 +162,9 @@ def test_proposals_read_with_their_values():
     assert said("proposal_accepted", accepted) == (
         "Proposal accepted: hidden_size = 272 (run 3f2a1b9c)"
     )
+    assert said("proposal_accepted", {"parameter": "gamma", "run_id": RUN}) == (
+        "Proposal accepted for gamma (run 3f2a1b9c)"
+    )
     duplicate = {
         "parameter": "hidden_size",
         "values": {"value": "272"},
@@ -189,6 +193,9 @@ def test_tool_events_read_as_sentences():
     )
     assert said("tool_request_received", {"size_bytes": 5, "text": "{oops"}) == (
         "Tool request received (5 bytes, unreadable)"
+    )
+    assert said("tool_request_received", {"method": "submit_single_value"}) == (
+        "Tool request submit_single_value"
     )
     started = {"method": "submit_single_value", "parameter": "gamma"}
     assert said("tool_execution_started", started) == "Executing submit_single_value for gamma"

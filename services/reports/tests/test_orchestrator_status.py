@@ -100,7 +100,7 @@ async def test_status_bar_shows_the_loop_from_the_real_status_api(experiment):
             page = (await client.get("/")).text
             assert 'id="loop-state"' in page and "Backing off" in page
             assert "hidden_size (entry 1) · llm" in page and "retry at" in page
-            assert 'id="last-error"' in page and "Last error · 2 min ago" in page
+            assert 'id="last-error"' in page and "2 min ago · " in page
     finally:
         api.close()
 

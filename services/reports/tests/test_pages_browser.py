@@ -4,13 +4,14 @@ the user's real runs and a replayed history."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
-from reports_testing import FakeSnakeLab, Server, reports_server, running_status
+from reports_testing import FakeSnakeLab, Server, StatusServer, reports_server, running_status
 
 from ax3l.shared.testing.plugin import wait_until
 
@@ -324,3 +325,72 @@ def test_simulation_page_draws_the_best_game(server, experiment, page):
     assert config["training.learning_rate"] == str(run.flat["training_learning_rate"])
     p.wait_for_selector("#episodes-plot[data-ready=true]", timeout=15000)
     assert page.problems == []
+
+
+def test_status_bar_shows_the_loop_and_its_outage(
+    experiment, snakelab, page, tmp_path, test_output_dir
+):
+    """In a real browser the bar shows the orchestrator's phase, entry, failure streak,
+    fallback and last error, then "orchestrator unavailable since" once it stops answering;
+    an event row's sentence opens to its JSON."""
+    status = {
+        "phase": "conversing",
+        "parameter": "gamma",
+        "index": 4,
+        "proposer": "llm",
+        "failure_streak": 2,
+        "fallback_proposer": "tpe",
+        "llm_fallback_after": 3,
+        "last_error": "gamma: model timeout: no reply within the timeout",
+        "last_error_at": time.time() - 42,
+    }
+    orchestrator = StatusServer(status)
+    stopped = False
+    try:
+        with reports_server(
+            experiment.dbs, tmp_path / "reports.log", snakelab.endpoint, orchestrator.url
+        ) as server:
+            p = page.page
+            wait_until(
+                lambda: (
+                    p.goto(server.url + "/")
+                    and "Conversing" in p.locator("#loop-state").inner_text()
+                ),
+                timeout=10,
+                what="the loop on the status bar",
+            )
+            assert "gamma (entry 5) · llm" in p.locator("#loop-state").inner_text()
+            streak = p.locator("#failure-streak")
+            assert streak.is_visible() and "2 / 3" in streak.inner_text()
+            assert "tpe takes over at 3" in streak.inner_text()
+            error = p.locator("#last-error")
+            assert error.is_visible() and "model timeout" in error.inner_text()
+            assert re.fullmatch(
+                r"\d+ s ago · [-\d]+ [:\d]+ UTC", p.locator("#last-error-age").inner_text()
+            )
+            row = p.locator("#events tr[data-name=configuration_compared] details.content").first
+            assert row.locator("summary").inner_text().startswith("High score: ")
+            assert not row.locator("pre").is_visible()
+            row.locator("summary").click()
+            assert '"reason"' in row.locator("pre").inner_text()
+            p.locator("#status-bar").screenshot(path=str(test_output_dir / "status-bar-loop.png"))
+            p.screenshot(path=str(test_output_dir / "event-log-sentences.png"))
+
+            orchestrator.close()
+            stopped = True
+            wait_until(
+                lambda: (
+                    p.goto(server.url + "/")
+                    and "orchestrator unavailable since" in p.locator("#loop-state").inner_text()
+                ),
+                timeout=10,
+                what="the orchestrator shown unavailable",
+            )
+            assert p.locator("#failure-streak").count() == 0
+            p.locator("#status-bar").screenshot(
+                path=str(test_output_dir / "status-bar-orchestrator-down.png")
+            )
+            assert page.problems == []
+    finally:
+        if not stopped:
+            orchestrator.close()

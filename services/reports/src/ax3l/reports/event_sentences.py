@@ -109,10 +109,11 @@ def conversation_ended(c: Content, parameter: str | None) -> str | None:
     if outcome == "accepted":
         run = _run(c)
         return f"{who}{_for(parameter)} ended: {run + ' ' if run else ''}accepted"
-    error = _text(c, "error") or _text(c, "reason")
+    error = _text(c, "error")
     if outcome == "failed" or error:
         return f"{who}{_for(parameter)} failed" + (f": {_short(error)}" if error else "")
-    return f"{who}{_for(parameter)} ended" + (f" ({outcome})" if outcome else "")
+    said = _text(c, "reason") or outcome
+    return f"{who}{_for(parameter)} ended" + (f": {_short(said)}" if said else "")
 
 
 def prompt_sent(text: str, parameter: str | None, source: str | None) -> str:
@@ -152,7 +153,8 @@ def llm_request_failed(c: Content, parameter: str | None) -> str | None:
 def tool_request_received(c: Content, parameter: str | None) -> str | None:
     text = c.get("text")
     if not isinstance(text, str):
-        return None
+        method = _text(c, "method")
+        return None if method is None else f"Tool request {_short(method, 60)}{_for(parameter)}"
     try:
         request = json.loads(text)
     except ValueError:
@@ -253,9 +255,11 @@ def round_robin_checkpoint(c: Content, parameter: str | None) -> str | None:
 def proposal_accepted(c: Content, parameter: str | None) -> str | None:
     parameter = _text(c, "parameter") or parameter
     proposed = values_text(parameter, c.get("values"))
-    if proposed is None:
-        return None
     run = _run(c)
+    if proposed is None:
+        if parameter is None or run is None:
+            return None
+        return f"Proposal accepted for {parameter} ({run})"
     return f"Proposal accepted: {proposed}" + (f" ({run})" if run else "")
 
 
