@@ -1,9 +1,11 @@
-"""Submitting the loop's own runs (seeding, seed baselines) at most once.
+"""Submitting the loop's own runs (seeding, seed baselines, infrastructure retries) at most once.
 
 A submission that timed out may have been processed, and SnakeLab runs every valid submit, so
 nothing is ever resent blindly: before each submit the configuration is looked up in SnakeLab's
 tables, and after a timeout the loop waits until SnakeLab answers again and looks once more.
-Only when every stored run of the configuration failed or was cancelled is it submitted anew.
+Only when every stored run of the configuration failed, was cancelled or completed without a
+high score is it submitted anew (a baseline's next attempt, or the retry of a run that never
+trained; ``baselines`` and ``infra_retry`` bound how often).
 """
 
 from __future__ import annotations
