@@ -30,7 +30,7 @@ from ax3l.orchestrator.services import LoopServices, StepFailed
 from ax3l.orchestrator.status import Phase
 from ax3l.orchestrator.submission import SubmissionRefused
 from ax3l.orchestrator.turns import ParameterOrderChanged, next_turn, write_checkpoint
-from ax3l.shared.db.errors import DatabaseError
+from ax3l.shared.db.errors import DatabaseError, DatabaseTimeout
 from ax3l.shared.db.reads import current_golden
 
 logger = logging.getLogger(__name__)
@@ -84,6 +84,10 @@ class ExperimentLoop:
     async def _guarded_step(self) -> None:
         try:
             await self.step()
+        except DatabaseTimeout as exc:
+            # A hung query fails the step, not the loop: the step is derived again.
+            self.services.status.error(str(exc))
+            raise StepFailed(str(exc)) from exc
         except FATAL:
             raise
         except (StepFailed, ConversationFailed) as exc:

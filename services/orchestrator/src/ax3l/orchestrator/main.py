@@ -4,7 +4,13 @@
 
 Without a model URL (``--url`` or ``AX3L_LLM_URL``) the built-in ``tpe`` proposer runs the
 experiment. The status API listens on ``AX3L_HTTP_HOST``:``AX3L_ORCHESTRATOR_PORT`` (28871).
-Exit codes: 0 stopped by a signal, 1 a fatal error (message on stderr), 2 bad configuration.
+Exit codes: 0 stopped by a signal, 1 a fatal error (message on stderr), 2 bad configuration
+(including database errors no wait can fix: credentials, privileges, schema version).
+
+A database outage is a pause: at startup the orchestrator waits for the database with backoff
+(``/api/status`` and ``/ready`` say "waiting for the database since ..."), then continues
+where the events say. Once the loop runs, a database error stops it (exit 1), as the spec
+says; the supervisor restarts the process, which waits again.
 """
 
 from __future__ import annotations
@@ -33,9 +39,10 @@ from ax3l.orchestrator.submission import OnceSubmitter
 from ax3l.orchestrator.waiting import RunWaiter
 from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema, SchemaFileError, load_schema
+from ax3l.shared.db.availability import wait_for_database
 from ax3l.shared.db.cli import ensure_schema
 from ax3l.shared.db.database import Database
-from ax3l.shared.db.errors import DatabaseError
+from ax3l.shared.db.errors import DatabaseMisconfigured, DatabaseUnavailable
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.settings import Settings
 from ax3l.shared.snakelab_client import SnakeLabClient
@@ -167,9 +174,17 @@ async def run(settings: Settings, schema: ConfigSchema, proposer_name: str) -> i
         if experiment in done:
             error = experiment.exception()
             if error is not None:
-                code = 1
+                code = 2 if isinstance(error, DatabaseMisconfigured) else 1
                 status.stop_reason = str(error)
                 print(f"ax3l-orchestrator: stopped: {error}", file=sys.stderr, flush=True)
+                if isinstance(error, DatabaseUnavailable):
+                    print(
+                        "ax3l-orchestrator: database errors stop the loop; started again, the"
+                        " orchestrator waits for the database and continues where the events"
+                        " say",
+                        file=sys.stderr,
+                        flush=True,
+                    )
         elif api in done:
             code = 1
             print(
@@ -191,9 +206,21 @@ async def run(settings: Settings, schema: ConfigSchema, proposer_name: str) -> i
     return code
 
 
+async def _startup(services: LoopServices) -> None:
+    """Check the schema and prepare, waiting out a database that is not there (yet)."""
+    settings, db = services.settings, services.db
+
+    async def check_schema() -> None:
+        summary = await asyncio.to_thread(ensure_schema, settings)
+        print(f"ax3l-orchestrator: {summary}", flush=True)
+
+    await wait_for_database(check_schema, db.outage, pause_max=settings.db_wait_max)
+    await wait_for_database(lambda: prepare(services), db.outage, pause_max=settings.db_wait_max)
+
+
 async def _experiment(services: LoopServices, proposer: Proposer) -> None:
     try:
-        await prepare(services)
+        await _startup(services)
         await ExperimentLoop(services, proposer).run()
     except FATAL as exc:
         logger.error("the loop stopped: %s", exc)
@@ -222,11 +249,6 @@ def main(argv: list[str] | None = None) -> int:
             "ax3l-orchestrator: raw capture is off (AX3L_RAW_LOGS_ENABLED); --output is unused",
             flush=True,
         )
-    try:
-        print(f"ax3l-orchestrator: {ensure_schema(settings)}", flush=True)
-    except DatabaseError as exc:
-        print(f"ax3l-orchestrator: {exc}", file=sys.stderr)
-        return 1
     return asyncio.run(run(settings, schema, proposer_name))
 
 

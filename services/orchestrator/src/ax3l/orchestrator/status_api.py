@@ -47,12 +47,12 @@ async def health() -> dict[str, str]:
 
 @router.get("/ready")
 async def ready(resources: ResourcesDep) -> JSONResponse:
-    """Both databases and SnakeLab answer."""
+    """Both databases and SnakeLab answer (during an outage: since when it is waited for)."""
     problems = {}
     try:
         await resources.db.ping()
     except DatabaseError as exc:
-        problems["database"] = str(exc)
+        problems["database"] = resources.db.outage.describe() or str(exc)
     try:
         await resources.snakelab.health()
     except (SnakeLabUnavailable, SnakeLabProtocolError, SnakeLabError) as exc:
@@ -66,13 +66,21 @@ async def ready(resources: ResourcesDep) -> JSONResponse:
 
 @router.get("/api/status")
 async def status(resources: ResourcesDep) -> dict[str, Any]:
-    """What the loop is doing: phase, entry, cycles, seed, golden run, SnakeLab runs, errors."""
+    """What the loop is doing: phase, entry, cycles, seed, golden run, SnakeLab runs, errors.
+
+    ``database`` says whether the database answers; during an outage ``waiting`` reads
+    "waiting for the database since <time>: <error>".
+    """
     data = resources.status.as_dict()
     try:
         data["snakelab_runs"] = await count_simulations(resources.db)
     except DatabaseError as exc:
         data["snakelab_runs"] = None
         data["database_error"] = str(exc)
+    outage = resources.db.outage
+    data["database"] = outage.as_dict()
+    if outage.active:
+        data["waiting"] = outage.describe()
     return data
 
 

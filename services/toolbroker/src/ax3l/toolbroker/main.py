@@ -4,6 +4,11 @@ The listener binds ``--zmq-endpoint``, else ``AX3L_ZMQ_ENDPOINT``, else the zmq 
 Ax3l's config file, else tcp://127.0.0.1:61970. REST listens on ``AX3L_HTTP_HOST`` and
 ``AX3L_TOOLBROKER_PORT`` (28872). At startup pending submission intents are reconciled, so a
 run a crashed broker left behind is adopted before anything new is submitted.
+
+A database outage is waited out in place: the listener and REST keep answering (tool requests
+get a clear tool error, ``/ready`` is 503 with "waiting for the database since ..."), the schema
+check and reconciliation are retried with backoff until the database answers. Only errors no
+wait can fix (credentials, privileges, schema version) stop the broker (exit 2).
 """
 
 from __future__ import annotations
@@ -23,9 +28,10 @@ from fastapi import FastAPI
 from ax3l.shared import intents
 from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema, SchemaFileError, cached_schema
+from ax3l.shared.db.availability import wait_for_database
 from ax3l.shared.db.cli import ensure_schema
 from ax3l.shared.db.database import Database
-from ax3l.shared.db.errors import DatabaseError, SchemaMismatch
+from ax3l.shared.db.errors import DatabaseError, DatabaseMisconfigured, DatabaseUnavailable
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.settings import Settings, get_settings
 from ax3l.shared.snakelab_client import SnakeLabClient
@@ -81,17 +87,43 @@ class Broker:
             context=context,
         )
 
-    async def start(self) -> str:
+    async def start(self, reconcile: bool = True) -> str:
         """Reconcile pending intents and bind the tool endpoint; returns the bound endpoint."""
-        try:
-            adopted = await intents.reconcile(self.db, self.schema, self.log, index=self.index)
-            if adopted:
-                logger.warning("adopted runs of interrupted submissions: %s", ", ".join(adopted))
-        except DatabaseError as exc:
-            # Submissions reconcile again first, so a database that is down now is no risk.
-            logger.warning("startup reconciliation skipped: %s", exc)
+        if reconcile:
+            try:
+                await self.reconcile()
+            except DatabaseError as exc:
+                # Submissions reconcile again first, so a database that is down now is no risk.
+                logger.warning("startup reconciliation skipped: %s", exc)
         self.status.endpoint = self.listener.bind()
         return self.status.endpoint
+
+    async def reconcile(self) -> None:
+        adopted = await intents.reconcile(self.db, self.schema, self.log, index=self.index)
+        if adopted:
+            logger.warning("adopted runs of interrupted submissions: %s", ", ".join(adopted))
+
+    async def wait_for_database(self) -> None:
+        """Check the schema and reconcile once the database answers, with backoff meanwhile.
+
+        Returns when both are done; raises ``DatabaseMisconfigured`` when no wait can help.
+        """
+        pause = self.settings.db_wait_max
+        while True:
+            try:
+                summary = await wait_for_database(
+                    lambda: asyncio.to_thread(ensure_schema, self.settings),
+                    self.db.outage,
+                    pause_max=pause,
+                )
+                logger.info("the database answers: %s", summary)
+                await wait_for_database(self.reconcile, self.db.outage, pause_max=pause)
+                return
+            except DatabaseMisconfigured:
+                raise
+            except DatabaseError as exc:
+                logger.warning("database check failed (%s); retrying in %g s", exc, pause)
+                await asyncio.sleep(pause)
 
     async def serve(self) -> None:
         await self.listener.serve()
@@ -117,15 +149,19 @@ async def run(settings: Settings, endpoint: str | None, host: str, port: int) ->
     except SchemaFileError as exc:
         print(f"ax3l-toolbroker: {exc}", file=sys.stderr)
         return 2
+    database_ready = True
     try:
         await asyncio.to_thread(ensure_schema, settings)
-    except SchemaMismatch as exc:
+    except DatabaseMisconfigured as exc:
         print(f"ax3l-toolbroker: {exc}", file=sys.stderr)
-        return 1
+        return 2
     except DatabaseError as exc:
-        logger.warning("could not check Ax3l's tables now: %s", exc)
+        logger.warning("could not check Ax3l's tables now (%s); waiting for the database", exc)
+        if isinstance(exc, DatabaseUnavailable):
+            broker.db.outage.begin(exc)
+        database_ready = False
     try:
-        bound = await broker.start()
+        bound = await broker.start(reconcile=database_ready)
     except OSError as exc:
         print(f"ax3l-toolbroker: {exc}", file=sys.stderr)
         await broker.close()
@@ -138,15 +174,30 @@ async def run(settings: Settings, endpoint: str | None, host: str, port: int) ->
         loop.add_signal_handler(sig, setattr, server, "should_exit", True)
     listener = asyncio.create_task(broker.serve(), name="tool-listener")
     api = asyncio.create_task(server.serve(), name="rest-api")
+    running = {listener, api}
+    waiter: asyncio.Task[None] | None = None
+    if not database_ready:
+        waiter = asyncio.create_task(broker.wait_for_database(), name="database-wait")
+        running.add(waiter)
     logger.info("listening on %s; REST on http://%s:%d", bound, host, port)
     try:
-        done, _ = await asyncio.wait({listener, api}, return_when=asyncio.FIRST_COMPLETED)
+        while True:
+            done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            if waiter in done and waiter.exception() is None:
+                running.discard(waiter)
+                continue
+            break
     finally:
         server.should_exit = True
         await stop_task(listener)
+        if waiter is not None:
+            await stop_task(waiter)
         with contextlib.suppress(asyncio.CancelledError):
             await api
         await broker.close()
+    if waiter is not None and waiter in done and waiter.exception() is not None:
+        print(f"ax3l-toolbroker: {waiter.exception()}", file=sys.stderr)
+        return 2
     if listener in done and listener.exception() is not None:
         logger.error("the tool listener stopped: %s", listener.exception())
         return 1

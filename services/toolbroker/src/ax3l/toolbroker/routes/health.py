@@ -28,7 +28,7 @@ async def ready(resources: ResourcesDep) -> dict[str, Any] | JSONResponse:
         await resources.db.ping()
         checks["database"] = "ok"
     except DatabaseError as exc:
-        checks["database"] = str(exc)
+        checks["database"] = resources.db.outage.describe() or str(exc)
     try:
         await resources.snakelab.health()
         checks["snakelab"] = "ok"
