@@ -48,6 +48,26 @@ def _pid_state(pid: int) -> str | None:
     return text.rpartition(")")[2].split()[0]
 
 
+def _descendants(root: int) -> list[int]:
+    """Every live descendant of ``root``, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rpartition(")")[2].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
 def _alive(pid: int | None) -> bool:
     return pid is not None and _pid_state(pid) not in (None, "Z")
 
@@ -177,10 +197,16 @@ class ServiceProcess:
         return self.popen.poll() if self.popen is not None else None
 
     def kill9(self) -> None:
+        """SIGKILL the process, its session and every descendant (the MCP SDK starts its
+        children in sessions of their own), as a control-group kill would."""
         if self.popen is None:
             return
+        descendants = _descendants(self.popen.pid)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.popen.pid, signal.SIGKILL)
+        for pid in descendants:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         self.reap()
 
     def reap(self) -> None:

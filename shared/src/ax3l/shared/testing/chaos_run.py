@@ -3,7 +3,7 @@
     uv run python -m ax3l.shared.testing.chaos_run          # the same as `make test-chaos`
 
 Settings (environment): ``AX3L_CHAOS_SEED`` (default 11), ``AX3L_CHAOS_KILLS`` (52),
-``AX3L_CHAOS_INTERVAL`` ("1.5,6.5": seconds between kills, uniform), ``AX3L_CHAOS_RUN_SECONDS``
+``AX3L_CHAOS_INTERVAL`` ("2,8": seconds between kills, uniform), ``AX3L_CHAOS_RUN_SECONDS``
 (1.5: surrogate run time), ``AX3L_CHAOS_STAGNANT_ROUNDS`` (2, so seed rotations happen),
 ``AX3L_CHAOS_RECOVERY_DEADLINE`` (90 s for 3 new steps after the last kill). The first half of
 the kills runs the ``tpe`` proposer, the second half the scripted model (``llm``).
@@ -52,7 +52,7 @@ MUST_NOT_DIE = ("toolbroker", "snakelab", "scripted-model")
 class ChaosConfig:
     seed: int = 11
     kills: int = 52
-    interval: tuple[float, float] = (1.5, 6.5)
+    interval: tuple[float, float] = (2.0, 8.0)
     run_seconds: float = 1.5
     stagnant_rounds: int = 2
     recovery_deadline: float = 90.0
@@ -63,7 +63,7 @@ class ChaosConfig:
     @classmethod
     def from_env(cls) -> ChaosConfig:
         env = os.environ
-        interval = tuple(float(x) for x in env.get("AX3L_CHAOS_INTERVAL", "1.5,6.5").split(","))
+        interval = tuple(float(x) for x in env.get("AX3L_CHAOS_INTERVAL", "2,8").split(","))
         return cls(
             seed=int(env.get("AX3L_CHAOS_SEED", "11")),
             kills=int(env.get("AX3L_CHAOS_KILLS", "52")),
@@ -434,14 +434,14 @@ def _drive(
                 t for t in TARGETS if services[t].alive()
             ]
             target = target if number == switch_at and target in up else rng.choice(up)
-        status = chaos.get_status(stack.status_url)
+        status = chaos.get_status(stack.status_url, timeout=1.0)
         phase = (
             str(status.get("phase"))
             if status
             else (
                 "orchestrator down"
                 if not services["orchestrator"].alive()
-                else "status unavailable"
+                else "orchestrator starting (no status yet)"
             )
         )
         proposer = str(status.get("proposer")) if status else stack.proposer
