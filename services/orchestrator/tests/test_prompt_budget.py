@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 import threading
@@ -340,17 +341,19 @@ def insert_runs(databases: TestDatabases, rows: list[Row]) -> None:
 async def test_the_history_loader_reads_only_comparable_runs_in_linear_time(
     snakelab_tables: TestDatabases,
 ) -> None:
-    """Runs differing in another setting are skipped, order is kept, and 20,000 rows load fast."""
+    """Runs differing in another setting are skipped, order is kept, and 5,000 rows load fast."""
     entry = BY_NAME["learning_rate"]
     golden = SCHEMA.flatten(DEFAULTS)
     rng = random.Random(2)
     rows: list[Row] = []
-    for i in range(20_000):
+    for i in range(5_000):
         flat = dict(golden)
         flat["training_learning_rate"] = round(rng.uniform(0.0005, 0.005), 5)
         flat["seed"] = SEED - i % 3
         if i % 10 == 0:
             flat["training_gamma"] = 0.5  # a different setting: not comparable
+        if i % 10 == 5:
+            flat["model_layers"] = int(flat["model_layers"]) + 1  # likewise
         rows.append((str(uuid.UUID(int=rng.getrandbits(128))), "completed", i % 50, flat))
     insert_runs(snakelab_tables, rows)
     db = await Database(snakelab_tables.settings()).open()
@@ -360,9 +363,35 @@ async def test_the_history_loader_reads_only_comparable_runs_in_linear_time(
         seconds = time.perf_counter() - started
     finally:
         await db.close()
-    assert len(history.runs) == 18_000
-    assert [run.run_id for run in history.runs] == [r[0] for i, r in enumerate(rows) if i % 10]
+    assert len(history.runs) == 4_000
+    assert [run.run_id for run in history.runs] == [
+        r[0] for i, r in enumerate(rows) if i % 10 not in (0, 5)
+    ]
     started = time.perf_counter()
     prompts = conversation_prompts(context(history), BUDGET)
     assert prompts_tokens(prompts) <= BUDGET
     assert seconds + time.perf_counter() - started < 10
+
+
+async def test_the_history_loader_compares_floats_exactly(snakelab_tables: TestDatabases) -> None:
+    """A float one ulp away is another setting; the same float matches, however it was computed."""
+    entry = BY_NAME["learning_rate"]
+    gamma = 0.93 + 0.008  # 0.9380000000000001, not the 0.938 a person writes
+    config = SCHEMA.with_values(DEFAULTS, {"training.gamma": gamma})
+    golden = SCHEMA.flatten(config)
+    stored = {
+        "same": gamma,
+        "recomputed": float("0.9380000000000001"),
+        "person": 0.938,
+        "ulp": math.nextafter(gamma, 1.0),
+    }
+    rows: list[Row] = []
+    for run_id, value in stored.items():
+        rows.append((run_id, "completed", 40, {**golden, "training_gamma": value}))
+    insert_runs(snakelab_tables, rows)
+    db = await Database(snakelab_tables.settings()).open()
+    try:
+        history = await load_history(db, SCHEMA, entry, config)
+    finally:
+        await db.close()
+    assert [run.run_id for run in history.runs] == ["same", "recomputed"]

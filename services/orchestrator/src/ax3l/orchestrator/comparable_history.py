@@ -266,20 +266,6 @@ class _ExactNumbers:
         return rank
 
 
-def _cached_key(
-    values: tuple[Any, ...], memo: dict[tuple[type, Any], Fraction]
-) -> tuple[Fraction, ...]:
-    key = []
-    for value in values:
-        # Keyed by type too: True == 1 but a boolean is no number.
-        memo_key = (type(value), value)
-        exact = memo.get(memo_key)
-        if exact is None:
-            exact = memo[memo_key] = canonical_number(value)
-        key.append(exact)
-    return tuple(key)
-
-
 async def load_history(
     db: Database, schema: ConfigSchema, entry: Entry, golden_config: Mapping[str, Any]
 ) -> ComparableHistory:
@@ -287,27 +273,26 @@ async def load_history(
     golden_flat = schema.flatten(dict(golden_config))
     own = set(entry.columns)
     others = [c for c in schema.columns if c not in own and c != SEED_COLUMN]
-    # Integer settings narrow the scan in SQL exactly; the rest is compared as fractions below.
-    narrowing = [c for c in others if schema.by_column[c].type == "integer"]
-    where = " AND ".join(f"c.{c} = %s" for c in narrowing) or "1 = 1"
-    checked = [c for c in others if c not in narrowing]
-    columns = ", ".join(f"c.{c}" for c in dict.fromkeys([SEED_COLUMN, *entry.columns, *checked]))
+    # Every other setting is compared in SQL, and exactly: integers as integers, and numbers
+    # as DOUBLEs against the golden's float sent as a double literal (pymysql writes
+    # ``repr(x)e0``), which parses back to that very float. Two floats are equal exactly when
+    # their shortest decimals are, so this is the canonical equality of ``canonical_number``,
+    # and only comparable rows (with the few columns the history needs) leave the server.
+    where = " AND ".join(f"c.{c} = %s" for c in others) or "1 = 1"
+    wanted = [schema.coerce(schema.by_column[c], golden_flat[c]) for c in others]
+    columns = ", ".join(f"c.{c}" for c in [SEED_COLUMN, *entry.columns])
     rows = await db.fetchall(
         f"SELECT r.run_id, r.status, r.high_score, {columns}"
         f" FROM {db.sl('simulation_runs')} r JOIN {db.sl('configurations')} c"
         f" ON c.run_id = r.run_id WHERE {where} ORDER BY r.id",
-        [int(golden_flat[c]) for c in narrowing],
+        wanted,
         doing=f"reading the comparable history of {entry.name}",
     )
-    wanted = tuple(canonical_number(golden_flat[c]) for c in checked)
-    # Rows mostly repeat the same few numbers: each distinct one is made exact only once.
-    memo: dict[tuple[type, Any], Fraction] = {}
+    leaves = [schema.by_column[c] for c in entry.columns]
     runs = []
     for row in rows:
         try:
-            if _cached_key(tuple(row[c] for c in checked), memo) != wanted:
-                continue
-            values = tuple(schema.coerce(schema.by_column[c], row[c]) for c in entry.columns)
+            values = tuple(schema.coerce(leaf, row[leaf.column]) for leaf in leaves)
         except (TypeError, ValueError):
             continue  # a row that is not numbers cannot be comparable
         runs.append(
