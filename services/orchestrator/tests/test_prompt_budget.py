@@ -151,7 +151,8 @@ def test_a_single_seed_value_with_many_runs_lists_its_latest_and_sums_up_the_res
         assert len(group["current_seed"]) == CURRENT_RUNS_SHOWN
         assert group["current_seed_older"]["runs"] == 5_000 - CURRENT_RUNS_SHOWN
         assert group["earlier_seeds"] == {"runs": 0, "best": None, "mean": None}
-    assert groups[0]["current_seed"][-1]["run_id"] == "r09999"
+    assert groups[0]["current_seed"][-1] == {"status": "completed", "high_score": 9_999 % 50}
+    assert "run_id" not in json.dumps(groups)
 
 
 def test_earlier_seeds_are_aggregated_per_value_before_any_value_is_left_out() -> None:
@@ -166,7 +167,7 @@ def test_earlier_seeds_are_aggregated_per_value_before_any_value_is_left_out() -
     prompts = conversation_prompts(context(history), 4_000)
     groups = report_json(prompts)
     assert [g["value"] for g in groups] == [224, 240, 256]
-    assert groups[0]["current_seed"] == [{"run_id": "now", "status": "completed", "high_score": 41}]
+    assert groups[0]["current_seed"] == [{"status": "completed", "high_score": 41}]
     assert groups[0]["earlier_seeds"] == {"runs": 1000, "best": 39, "mean": 34.5}
     assert "best and mean high score" in prompts[1].text
     assert "Left out" not in prompts[1].text
@@ -181,8 +182,9 @@ def test_values_kept_are_the_current_seeds_best_and_latest() -> None:
     )
     history = ComparableHistory(entry, SEED, (0.001,), runs)
     groups = report_json(conversation_prompts(context(history), 3_000))
-    ids = {run["run_id"] for group in groups for run in group["current_seed"]}
-    assert "r7" in ids and "r3999" in ids and "r3998" in ids
+    shown = {group["value"] for group in groups}
+    assert {runs[7].values[0], runs[3999].values[0], runs[3998].values[0]} <= shown
+    assert runs[0].values[0] not in shown  # neither among the best nor recent
     assert 0 < len(groups) < 4_000
     assert [g["value"] for g in groups] == sorted(g["value"] for g in groups)
 

@@ -140,7 +140,8 @@ class ComparableHistory:
     def summary(self, summarised: bool = False, keep: int | None = None) -> HistorySummary:
         """What a prompt shows: every value, or the ``keep`` first in ``priority`` (shown in
         value order). ``summarised``: earlier seeds aggregated per value, and of a value's
-        current-seed runs only the latest ``CURRENT_RUNS_SHOWN`` listed, the older aggregated."""
+        current-seed runs only the latest ``CURRENT_RUNS_SHOWN`` listed (status and score, no
+        run id), the older aggregated."""
         groups = self.value_groups
         keep = len(groups) if keep is None else min(max(keep, 0), len(groups))
         kept = range(len(groups)) if keep == len(groups) else sorted(self.priority[:keep])
@@ -179,8 +180,12 @@ class ValueGroup:
         else:
             group = dict(zip(entry.paths, self.values, strict=True))
         listed = self.current[-CURRENT_RUNS_SHOWN:] if summarised else self.current
+        # Summarised, a run is its status and score: a run id tells the model nothing and
+        # costs as many tokens as the rest of the run.
         group["current_seed"] = [
-            {"run_id": run.run_id, "status": run.status, "high_score": run.high_score}
+            {"status": run.status, "high_score": run.high_score}
+            if summarised
+            else {"run_id": run.run_id, "status": run.status, "high_score": run.high_score}
             for run in listed
         ]
         if len(listed) < len(self.current):
