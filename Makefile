@@ -38,6 +38,18 @@ system-deps: ## install the Debian packages the tests need (MariaDB, Chromium, d
 test: system-deps install db-start ## run every test suite against a real MariaDB
 	$(UV) run --frozen pytest $(PYTEST_ARGS)
 
+.PHONY: llm-start
+llm-start: ## build (once, cached in ~/.cache/ax3l) and start a real llama-server with a tiny model on :27770
+	scripts/llama-server.sh start
+
+.PHONY: llm-stop
+llm-stop: ## stop that llama-server
+	scripts/llama-server.sh stop
+
+.PHONY: test-llm
+test-llm: system-deps install db-start llm-start ## the real-model tier: the stack against the real llama-server
+	AX3L_TEST_LLM_URL=http://127.0.0.1:$${AX3L_LLAMA_PORT:-27770} $(UV) run --frozen pytest tests/llm -s $(PYTEST_ARGS)
+
 .PHONY: test-chaos
 test-chaos: install ## the chaos test: the whole stack kill -9'd at random (minutes; AX3L_CHAOS_SEED, AX3L_CHAOS_KILLS)
 	$(UV) run --frozen pytest tests/chaos -m chaos -s $(PYTEST_ARGS)

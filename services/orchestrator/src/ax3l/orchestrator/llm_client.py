@@ -34,11 +34,20 @@ CONTEXT_OVERFLOW_MARKERS = ("exceed_context_size", "exceeds the available contex
 class ModelFailure(RuntimeError):
     """The model's answer cannot be used; ``kind`` says how (also stored in the event)."""
 
-    def __init__(self, kind: str, detail: str, reply: Any = None, http_status: int | None = None):
+    def __init__(
+        self,
+        kind: str,
+        detail: str,
+        reply: Any = None,
+        http_status: int | None = None,
+        facts: dict[str, Any] | None = None,
+    ):
         self.kind = kind
         self.detail = detail
         self.reply = reply
         self.http_status = http_status
+        # Figures the event log reads as a sentence ("timed out after 300 s").
+        self.facts = facts or {}
         super().__init__(f"{kind}: {detail}")
 
     @property
@@ -96,7 +105,9 @@ class ModelClient:
             async with asyncio.timeout(seconds):
                 response = await self._http.post(self.url, json=body)
         except (httpx.TimeoutException, TimeoutError) as exc:
-            raise ModelFailure("timeout", f"no reply within {seconds:g} s") from exc
+            raise ModelFailure(
+                "timeout", f"no reply within {seconds:g} s", facts={"timeout_seconds": seconds}
+            ) from exc
         except httpx.HTTPError as exc:
             raise ModelFailure("connection_error", f"{type(exc).__name__}: {exc}") from exc
         if response.status_code >= 400:
@@ -141,6 +152,7 @@ def extract_tool_call(reply: dict[str, Any], tool: ToolDefinition) -> ToolCall:
             "length",
             f"the reply was cut at the max_tokens cap ({tokens} completion tokens)",
             reply,
+            facts={"max_tokens": tokens},
         )
     calls = message.get("tool_calls") or []
     if not calls:

@@ -77,6 +77,7 @@ class LlmProposer(Proposer):
                 "parameter": parameter,
                 "url": self.model.url,
                 "correctable": exc.correctable,
+                **exc.facts,
             },
             process_id=conversation_id,
             parent_event_id=parent,
@@ -130,10 +131,11 @@ class _Conversation:
     async def _request(self) -> dict[str, Any]:
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
+            limit = self.deps.settings.conversation_timeout
             raise ModelFailure(
                 "timeout",
-                f"the conversation ran past its {self.deps.settings.conversation_timeout:g} s"
-                " deadline",
+                f"the conversation ran past its {limit:g} s deadline",
+                facts={"timeout_seconds": limit},
             )
         body = self.proposer.model.request_body(self.messages, self.session.tool)
         self.deps.capture.record(self.conversation_id, "request", body)
@@ -147,8 +149,8 @@ class _Conversation:
         limit = self.deps.settings.max_corrections
         if self.corrections > limit:
             raise ConversationFailed(
-                f"{self.corrections} proposals rejected, more than the {limit} corrections"
-                f" allowed; last: {what}"
+                f"{self.corrections} replies needed a correction, more than the {limit}"
+                f" corrections allowed; last: {what}"
             )
 
     async def run(self, prompt_ctx: PromptContext, started_event_id: int) -> str:
