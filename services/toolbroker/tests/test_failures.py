@@ -61,7 +61,8 @@ async def test_nothing_runs_when_the_request_cannot_be_logged(databases, lab, go
 
 async def test_snakelab_timeout_leaves_an_intent_that_is_adopted_later(databases, lab, golden):
     """A SnakeLab timeout says the state is unknown, is not retried, and its run is adopted
-    as the turn's one proposal: the retried turn's resubmission is refused, naming the run."""
+    as that turn's one proposal: a resubmission in the turn is refused naming the run, and in a
+    later turn the stored run makes it a duplicate."""
     silent = ScriptedSnakeLab(reply=None)
     try:
         async with running_broker(
@@ -77,9 +78,11 @@ async def test_snakelab_timeout_leaves_an_intent_that_is_adopted_later(databases
             # SnakeLab had in fact accepted it (it answered too late):
             candidate = SCHEMA.with_values(golden["config"], {"training.gamma": 0.955})
             run_id = lab.insert_run(candidate, status="queued")
-            again = (await broker.single("gamma", 0.955))["error"]
+            again = (await broker.single("gamma", 0.955, open_turn=False))["error"]
             assert again["code"] == "handler_error" and run_id in again["message"]
             assert "already has its accepted proposal" in again["message"]
+            later = await broker.single("gamma", 0.955)
+            assert later["code"] == "duplicate_config" and run_id in later["reason"]
     finally:
         await silent.close()
     adopted = events(databases, "proposal_accepted", "simulation_submitted")

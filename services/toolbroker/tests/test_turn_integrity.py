@@ -7,7 +7,6 @@ import pytest
 from broker_harness import SCHEMA, events, mcp_session, open_turn, sql, text_of
 
 from ax3l.shared import intents
-from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 
 
@@ -19,6 +18,25 @@ def proposal_events(dbs):
 
 def refusals(dbs):
     return [e for e in events(dbs, "tool_execution_failed") if "turn_refusal" in e["content"]]
+
+
+async def pending_intent(broker, golden, gamma, checkpoint):
+    """A pending intent for gamma = ``gamma`` admitted in ``checkpoint``'s turn, as a broker
+    leaves behind when SnakeLab's answer is lost; returns its id and configuration."""
+    config = SCHEMA.with_values(golden["config"], {"training.gamma": gamma})
+    intent_id = await intents.record_intent(
+        broker.broker.db,
+        entry="gamma",
+        config=config,
+        values={"value": gamma},
+        changes={"training.gamma": gamma},
+        fingerprint=broker.broker.index.fingerprint(config),
+        golden_run_id=golden["run_id"],
+        golden_event_id=None,
+        after_id=await broker.broker.index.position(),
+        checkpoint_event_id=checkpoint,
+    )
+    return intent_id, config
 
 
 def error_of(result):
@@ -144,20 +162,7 @@ async def test_an_unknown_outcome_holds_the_turn_until_reconciled(databases, lab
     """While an earlier submission's outcome is unknown the turn is refused; once its intent is
     abandoned (no run appeared), the resubmission is accepted exactly once."""
     checkpoint = await broker.open_turn("gamma")
-    lost = SCHEMA.with_values(golden["config"], {"training.gamma": 0.923})
-    async with Database(databases.settings(AX3L_SNAKELAB_DB_NAME=lab.db_name)) as db:
-        intent_id = await intents.record_intent(
-            db,
-            entry="gamma",
-            config=lost,
-            values={"value": 0.923},
-            changes={"training.gamma": 0.923},
-            fingerprint=broker.broker.index.fingerprint(lost),
-            golden_run_id=golden["run_id"],
-            golden_event_id=None,
-            after_id=await broker.broker.index.position(),
-            checkpoint_event_id=checkpoint,
-        )
+    intent_id, _ = await pending_intent(broker, golden, 0.923, checkpoint)
     reply = await broker.single("gamma", 0.924, open_turn=False)
     message = reply["error"]["message"]
     assert f"submission intent {intent_id} is still unknown" in message
@@ -176,31 +181,33 @@ async def test_an_unknown_outcome_holds_the_turn_until_reconciled(databases, lab
     assert proposal["content"]["checkpoint_event_id"] == checkpoint
 
 
-async def test_an_adopted_run_carries_its_own_checkpoint(databases, lab, golden, broker):
-    """A run adopted by reconciliation names the checkpoint it was admitted for, even when a
-    newer checkpoint was stored meanwhile, and that newer turn counts as answered."""
+async def test_a_late_adopted_run_answers_only_its_own_checkpoint(databases, lab, golden, broker):
+    """A run adopted after a newer checkpoint names the checkpoint it was admitted for and does
+    not answer the newer turn (the orchestrator's rule), whose own proposal is then accepted."""
     first = await broker.open_turn("gamma")
-    candidate = SCHEMA.with_values(golden["config"], {"training.gamma": 0.927})
-    settings = databases.settings(AX3L_SNAKELAB_DB_NAME=lab.db_name)
-    async with Database(settings) as db:
-        await intents.record_intent(
-            db,
-            entry="gamma",
-            config=candidate,
-            values={"value": 0.927},
-            changes={"training.gamma": 0.927},
-            fingerprint=broker.broker.index.fingerprint(candidate),
-            golden_run_id=golden["run_id"],
-            golden_event_id=None,
-            after_id=await broker.broker.index.position(),
-            checkpoint_event_id=first,
-        )
-        run_id = lab.insert_run(candidate, status="queued")
-        second = await broker.open_turn("gamma")
-        assert await intents.reconcile(db, SCHEMA, EventLog(db)) == [run_id]
-    (proposal,) = proposal_events(databases)
-    assert proposal["content"]["adopted"] is True
-    assert proposal["content"]["checkpoint_event_id"] == first
-    reply = await broker.single("gamma", 0.928, open_turn=False)
-    assert f"checkpoint event {second}" in reply["error"]["message"]
-    assert run_id in reply["error"]["message"]
+    _, candidate = await pending_intent(broker, golden, 0.927, first)
+    run_id = lab.insert_run(candidate, status="queued")
+    second = await broker.open_turn("gamma")
+    db = broker.broker.db
+    assert await intents.reconcile(db, SCHEMA, EventLog(db)) == [run_id]
+    (adopted,) = proposal_events(databases)
+    assert adopted["content"]["adopted"] is True
+    assert adopted["content"]["checkpoint_event_id"] == first
+    own = await broker.single("gamma", 0.928, open_turn=False)
+    assert own["status"] == "ok"
+    assert proposal_events(databases)[-1]["content"]["checkpoint_event_id"] == second
+    late = await broker.single("gamma", 0.929, open_turn=False)
+    assert f"checkpoint event {second}" in late["error"]["message"]
+    assert own["run_id"] in late["error"]["message"]
+
+
+async def test_a_pending_intent_of_an_older_turn_does_not_hold_the_live_one(
+    databases, lab, golden, broker
+):
+    """An unknown outcome from an earlier checkpoint cannot answer the live turn, so the live
+    turn's proposal is accepted while that intent is still pending."""
+    older = await broker.open_turn("gamma")
+    intent_id, _ = await pending_intent(broker, golden, 0.933, older)
+    assert (await broker.single("gamma", 0.934))["status"] == "ok"
+    states = dict(sql(databases, "SELECT intent_id, state FROM submission_intents"))
+    assert states[intent_id] == "pending"

@@ -1,8 +1,11 @@
 """The live round-robin turn as the events record it: the latest ``round_robin_checkpoint`` and
 whether it has already been answered.
 
-A checkpoint is answered by the first ``proposal_accepted`` or ``parameter_space_exhausted``
-written after it (event id order), the same rule the orchestrator's turn selection uses. The
+A checkpoint is answered by a ``parameter_space_exhausted`` written after it, or by a
+``proposal_accepted`` written after it that belongs to it: one naming it as its
+``checkpoint_event_id``, or one without that key (then it belongs to the latest checkpoint
+before it). A proposal after it that names an older checkpoint (a submission intent adopted
+late) does not answer it. This is the orchestrator's rule (``ax3l.orchestrator.turns``). The
 toolbroker reads this before handling a proposal: it accepts one only for the entry of an
 unanswered latest checkpoint.
 """
@@ -65,6 +68,20 @@ def _parsed(text: str | None) -> Any:
         return None
 
 
+def _answer(row: dict[str, Any], checkpoint_id: int) -> Answer | None:
+    """The answer ``row`` (an event after the checkpoint) gives it, if any."""
+    if row["name"] != "proposal_accepted":
+        return Answer(int(row["event_id"]), str(row["name"]), None)
+    content = _parsed(row["content"])
+    content = content if isinstance(content, dict) else {}
+    named = content.get("checkpoint_event_id")
+    if type(named) is int and named != checkpoint_id:
+        return None
+    run_id = content.get("run_id")
+    run_id = run_id if isinstance(run_id, str) else row["process_id"]
+    return Answer(int(row["event_id"]), "proposal_accepted", run_id)
+
+
 async def latest_turn_state(db: Database) -> TurnState | None:
     """The latest checkpoint and its answer, or None before the first checkpoint."""
     row = await db.fetchone(
@@ -79,21 +96,17 @@ async def latest_turn_state(db: Database) -> TurnState | None:
     content = _parsed(row["content"])
     content = content if isinstance(content, dict) else {}
     marks = ", ".join(["%s"] * len(ANSWERING_EVENTS))
-    answered = await db.fetchone(
+    # Only the events of the latest turn are read: a handful.
+    after = await db.fetchall(
         "SELECT e.event_id, e.name, e.process_id, m.content FROM events e"
         " LEFT JOIN event_messages m ON m.event_id = e.event_id"
-        f" WHERE e.event_id > %s AND e.name IN ({marks}) ORDER BY e.event_id LIMIT 1",
+        f" WHERE e.event_id > %s AND e.name IN ({marks}) ORDER BY e.event_id",
         (checkpoint_id, *ANSWERING_EVENTS),
         doing="reading whether the round-robin turn has its proposal",
     )
-    answer = None
-    if answered is not None:
-        run_id = None
-        if answered["name"] == "proposal_accepted":
-            found = _parsed(answered["content"])
-            run_id = found.get("run_id") if isinstance(found, dict) else None
-            run_id = run_id if isinstance(run_id, str) else answered["process_id"]
-        answer = Answer(int(answered["event_id"]), str(answered["name"]), run_id)
+    answer = next(
+        (found for row in after if (found := _answer(row, checkpoint_id)) is not None), None
+    )
     return TurnState(
         checkpoint_event_id=checkpoint_id,
         index=content.get("index"),

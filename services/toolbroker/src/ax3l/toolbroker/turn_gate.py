@@ -6,11 +6,13 @@ stray client (a standalone MCP session bound to another entry, a late second sub
 after acceptance, a submission before the orchestrator opened any turn) can neither steer the
 experiment nor leave proposal events on a turn that is not its own.
 
-Pending submission intents are reconciled first: a run a crashed or timed-out submission left
-behind is adopted before the check, so it counts as the turn's accepted proposal and a
-resubmission is refused instead of becoming a second run for the same turn. While an intent
-is still pending (SnakeLab's answer was lost and its run has not appeared yet) the turn's
-outcome is unknown, and proposals wait until reconciliation decides it.
+Pending submission intents are reconciled first: a run a crashed or timed-out submission of
+this turn left behind is adopted before the check, so it counts as the turn's accepted
+proposal and a resubmission is refused instead of becoming a second run for the same turn.
+While an intent of this turn is still pending (SnakeLab's answer was lost and its run has not
+appeared yet) the turn's outcome is unknown, and proposals wait until reconciliation decides
+it. An intent of an older checkpoint does not hold the live turn: adopted, it names its own
+checkpoint and does not answer this one (the orchestrator's rule too).
 """
 
 from __future__ import annotations
@@ -92,7 +94,11 @@ class TurnGate:
                 f"the current turn is {describe(state)}; only a proposal for"
                 f" {state.parameter} is accepted now, not one for {requested}; " + NOTHING_DONE,
             )
-        pending = await intents.pending_intents(self.db)
+        pending = [
+            intent
+            for intent in await intents.pending_intents(self.db)
+            if intent.checkpoint_event_id in (None, state.checkpoint_event_id)
+        ]
         if pending:
             ids = ", ".join(str(intent.intent_id) for intent in pending)
             raise self._refuse(
