@@ -451,10 +451,10 @@ class Invariant:
     checked: int = 0
     violations: list[str] = field(default_factory=list)
 
-    def check(self, ok: bool, problem: Callable[[], str]) -> None:
+    def check(self, ok: bool, problem: str) -> None:
         self.checked += 1
         if not ok:
-            self.violations.append(problem())
+            self.violations.append(problem)
 
     @property
     def passed(self) -> bool:
@@ -556,7 +556,7 @@ def check_invariants(conn: Any, snakelab_db: str) -> tuple[list[Invariant], dict
         retried += len(earlier)
         unique.check(
             all(never_started(r) for r in earlier),
-            lambda group=group: "config stored {}x: {}".format(
+            "config stored {}x: {}".format(
                 len(group),
                 ", ".join(
                     f"{r['run_id'][:8]} {r['status']} started={r['started']}"
@@ -574,9 +574,7 @@ def check_invariants(conn: Any, snakelab_db: str) -> tuple[list[Invariant], dict
         e.get("run_id") or e.process_id for e in events if e.name == "simulation_submitted"
     )
     for run_id, n in submitted.items():
-        once.check(
-            n == 1, lambda run_id=run_id, n=n: f"run {run_id} has {n} simulation_submitted events"
-        )
+        once.check(n == 1, f"run {run_id} has {n} simulation_submitted events")
     checkpoint_of: dict[int, Ev] = {}
     current: Ev | None = None
     accepted_per_checkpoint: dict[int, list[Ev]] = {}
@@ -588,10 +586,10 @@ def check_invariants(conn: Any, snakelab_db: str) -> tuple[list[Invariant], dict
             if event.name == "proposal_accepted":
                 accepted_per_checkpoint.setdefault(current.event_id, []).append(event)
     for checkpoint_id, accepted in accepted_per_checkpoint.items():
-        earlier = [by_run_id.get(a.get("run_id") or a.process_id) for a in accepted[:-1]]
+        earlier_runs = [by_run_id.get(a.get("run_id") or a.process_id) for a in accepted[:-1]]
         once.check(
-            all(r is not None and never_started(r) for r in earlier),
-            lambda checkpoint_id=checkpoint_id, accepted=accepted: (
+            all(r is not None and never_started(r) for r in earlier_runs),
+            (
                 f"checkpoint {checkpoint_id} has {len(accepted)} accepted proposals: "
                 + ", ".join(
                     f"{a.event_id}:{(a.get('run_id') or '')[:8]}:{a.get('parameter')}"
@@ -607,7 +605,7 @@ def check_invariants(conn: Any, snakelab_db: str) -> tuple[list[Invariant], dict
     for run in runs:
         accounted.check(
             run["run_id"] in known,
-            lambda run=run: (
+            (
                 f"run {run['run_id']} ({run['status']}, SnakeLab id {run['id']})"
                 " has no simulation_submitted event"
             ),
@@ -626,7 +624,7 @@ def check_invariants(conn: Any, snakelab_db: str) -> tuple[list[Invariant], dict
         done = completions_after[checkpoint.event_id]
         at_most_one.check(
             len(done) <= 1 and all(d.get("index") == checkpoint.get("index") for d in done),
-            lambda checkpoint=checkpoint, done=done: (
+            (
                 f"checkpoint {checkpoint.event_id} (index {checkpoint.get('index')}) followed by "
                 + ", ".join(f"{d.name}#{d.event_id}(index {d.get('index')})" for d in done)
             ),
@@ -640,7 +638,7 @@ def check_invariants(conn: Any, snakelab_db: str) -> tuple[list[Invariant], dict
         expected = (first.get("index") + 1) % 7 if completed else first.get("index")
         advance.check(
             second.get("index") == expected,
-            lambda first=first, second=second, completed=completed: (
+            (
                 f"checkpoint {first.event_id} index {first.get('index')} ->"
                 f" {second.event_id} index {second.get('index')}"
                 f" ({'after' if completed else 'without'} a completed step)"
@@ -659,14 +657,14 @@ def check_invariants(conn: Any, snakelab_db: str) -> tuple[list[Invariant], dict
     for proposal in accepted_all:
         run_id = proposal.get("run_id") or proposal.process_id
         n = comparisons.get(run_id, 0)
-        run = by_run_id.get(run_id)
+        proposal_run = by_run_id.get(run_id)
         pending = proposal.event_id > last_completion and n == 0
-        skipped_retry = n == 0 and run is not None and never_started(run)
+        skipped_retry = n == 0 and proposal_run is not None and never_started(proposal_run)
         compared_exactly_once.check(
             n == 1 or pending or skipped_retry,
-            lambda run_id=run_id, n=n, run=run: (
-                f"proposal for run {run_id} ({run['status'] if run else 'no SnakeLab run'})"
-                f" compared {n}x"
+            (
+                f"proposal for run {run_id}"
+                f" ({proposal_run['status'] if proposal_run else 'no SnakeLab run'}) compared {n}x"
             ),
         )
     results.append(compared_exactly_once)
@@ -681,7 +679,7 @@ def check_invariants(conn: Any, snakelab_db: str) -> tuple[list[Invariant], dict
         snapshot = snapshots.get(golden.event_id)
         increasing.check(
             snapshot == (golden.get("high_score"), seed),
-            lambda golden=golden, snapshot=snapshot: (
+            (
                 f"golden {golden.event_id} score/seed {golden.get('high_score')}/"
                 f"{golden.get('seed')} but snapshot {snapshot}"
             ),
@@ -689,7 +687,7 @@ def check_invariants(conn: Any, snakelab_db: str) -> tuple[list[Invariant], dict
         if previous is not None and previous.get("seed") == seed:
             increasing.check(
                 golden.get("high_score") > previous.get("high_score"),
-                lambda golden=golden, previous=previous: (
+                (
                     f"seed {golden.get('seed')}: golden {golden.event_id}"
                     f" ({golden.get('kind')}) score {golden.get('high_score')} after"
                     f" {previous.event_id} score {previous.get('high_score')}"
@@ -698,7 +696,7 @@ def check_invariants(conn: Any, snakelab_db: str) -> tuple[list[Invariant], dict
         elif previous is not None:
             increasing.check(
                 seed not in seen_seeds,
-                lambda golden=golden: f"seed {golden.get('seed')} came back at {golden.event_id}",
+                f"seed {golden.get('seed')} came back at {golden.event_id}",
             )
         seen_seeds.append(seed)
         previous = golden

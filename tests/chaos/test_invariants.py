@@ -1,0 +1,214 @@
+"""The chaos test's invariant checks, on hand-made histories (fast: part of `make test`)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from ax3l.shared.testing.chaos import check_invariants
+
+CONFIG_COLUMNS = (
+    "epochs seed game_board_width game_board_height game_initial_snake_length"
+    " game_max_moves_multiplier game_rewards_food game_rewards_wall game_rewards_snake"
+    " game_rewards_max_moves game_rewards_empty game_rewards_closer_to_food"
+    " game_rewards_further_from_food model_hidden_size model_layers model_dropout"
+    " training_sequence_length training_batch_size training_replay_max_frames"
+    " training_learning_rate training_gamma training_tau training_max_gradient_norm"
+    " epsilon_initial epsilon_minimum epsilon_decay"
+).split()
+
+UNIQUE = "no configuration stored twice in SnakeLab (retry of a never-started run excepted)"
+ONCE = "no run submitted twice"
+ACCOUNTED = "every SnakeLab run accounted for by an Ax3l event"
+AT_MOST_ONE = "each checkpoint followed by at most one completed step (its own)"
+ADVANCE = "consecutive checkpoints advance by one entry after a completed step, else not"
+COMPARED = "every accepted proposal compared exactly once"
+GOLDEN = "golden scores strictly increasing within a seed"
+
+
+class History:
+    """Writes events and SnakeLab runs straight into the test databases."""
+
+    def __init__(self, databases: Any):
+        self.databases = databases
+        self.conn = databases.connect("admin")
+
+    def run(
+        self,
+        hidden_size: int,
+        status: str = "completed",
+        started: bool = True,
+        episodes: int = 1,
+        score: int = 40,
+        submitted: bool = True,
+        run_id: str | None = None,
+        seed: int = 1,
+    ) -> str:
+        run_id = run_id or str(uuid.uuid4())
+        db = self.databases.snakelab_db
+        now = datetime.now()
+        with self.conn.cursor() as cur:
+            cur.execute(
+                f"INSERT INTO `{db}`.simulation_runs (run_id, project_version, config_hash,"
+                " status, high_score, created_at, started_at)"
+                " VALUES (%s, 'v', 'h', %s, %s, %s, %s)",
+                (run_id, status, score, now, now if started else None),
+            )
+            values = {c: 1 for c in CONFIG_COLUMNS} | {
+                "model_hidden_size": hidden_size,
+                "seed": seed,
+            }
+            cur.execute(
+                f"INSERT INTO `{db}`.configurations (run_id, {', '.join(CONFIG_COLUMNS)})"
+                f" VALUES (%s, {', '.join(['%s'] * len(CONFIG_COLUMNS))})",
+                (run_id, *(values[c] for c in CONFIG_COLUMNS)),
+            )
+            for episode in range(episodes):
+                cur.execute(
+                    f"INSERT INTO `{db}`.simulation_episodes (run_id, episode, score, steps)"
+                    " VALUES (%s, %s, 1, 1)",
+                    (run_id, episode),
+                )
+        if submitted:
+            self.event("simulation_submitted", {"run_id": run_id}, run_id)
+        return run_id
+
+    def event(self, name: str, content: dict[str, Any], process_id: str | None = None) -> int:
+        with self.conn.cursor() as cur:
+            cur.execute(
+                f"INSERT INTO `{self.databases.ax3l_db}`.events (occurred_at, name, category,"
+                " log_level, process_id) VALUES (%s, %s, 'test', 'INFO', %s)",
+                (datetime.now(), name, process_id),
+            )
+            event_id = int(cur.lastrowid)
+            cur.execute(
+                f"INSERT INTO `{self.databases.ax3l_db}`.event_messages (event_id, content)"
+                " VALUES (%s, %s)",
+                (event_id, json.dumps(content)),
+            )
+        return event_id
+
+    def golden(self, run_id: str, score: int, seed: int = 1) -> None:
+        event_id = self.event(
+            "golden_config_created", {"run_id": run_id, "high_score": score, "seed": seed}
+        )
+        with self.conn.cursor() as cur:
+            cur.execute(
+                f"INSERT INTO `{self.databases.ax3l_db}`.experiment_highscores"
+                " (event_id, simulations, score, seed) VALUES (%s, 1, %s, %s)",
+                (event_id, score, seed),
+            )
+
+    def checkpoint(self, index: int) -> None:
+        self.event("round_robin_checkpoint", {"index": index})
+
+    def step(self, index: int, hidden_size: int, score: int, golden_score: int) -> str:
+        """A checkpoint, an accepted proposal, its run and its comparison."""
+        self.checkpoint(index)
+        run_id = self.accept(hidden_size, score)
+        self.compare(run_id, index)
+        if score > golden_score:
+            self.golden(run_id, score)
+        return run_id
+
+    def accept(self, hidden_size: int, score: int = 40, **run: Any) -> str:
+        run_id = str(uuid.uuid4())
+        self.event("proposal_accepted", {"run_id": run_id}, run_id)
+        return self.run(hidden_size, score=score, run_id=run_id, **run)
+
+    def compare(self, run_id: str, index: int) -> None:
+        self.event("configuration_compared", {"latest_run_id": run_id, "index": index}, run_id)
+
+    def failing(self) -> dict[str, list[str]]:
+        with self.databases.connect("admin", self.databases.ax3l_db) as conn:
+            invariants, _ = check_invariants(conn, self.databases.snakelab_db)
+        return {i.name: i.violations for i in invariants if not i.passed}
+
+
+@pytest.fixture
+def history(snakelab_tables: Any) -> Any:
+    """A clean history: seeding, a promoted step 0, a retained step 1, checkpoint 2 open."""
+    made = History(snakelab_tables)
+    seed_run = made.run(224, score=40)
+    made.golden(seed_run, 40)
+    made.step(0, 240, score=45, golden_score=40)
+    made.step(1, 256, score=30, golden_score=45)
+    made.checkpoint(2)
+    yield made
+    made.conn.close()
+
+
+def test_a_clean_history_keeps_every_invariant(history: History) -> None:
+    """Seeding, a promotion, a retention and an open checkpoint violate nothing."""
+    assert history.failing() == {}
+
+
+def test_a_pending_proposal_and_a_retried_never_started_run_are_allowed(history: History) -> None:
+    """The open turn's run (not compared yet) and the retry of a run that never trained, with
+    the same configuration, are not violations."""
+    history.accept(272, status="failed", started=False, episodes=0)
+    history.accept(272)
+    assert history.failing() == {}
+
+
+def test_a_configuration_stored_twice_is_found(history: History) -> None:
+    """A second run of a configuration that trained (and was not a retry) is reported."""
+    history.run(240)
+    failing = history.failing()
+    assert set(failing) == {UNIQUE}
+    assert "stored 2x" in failing[UNIQUE][0]
+
+
+def test_two_accepted_proposals_in_one_turn_are_found(history: History) -> None:
+    """Two accepted proposals after one checkpoint is a step submitted twice."""
+    history.accept(272)
+    history.accept(288)
+    assert set(history.failing()) == {ONCE}
+
+
+def test_a_snakelab_run_without_an_event_is_found(history: History) -> None:
+    """A run SnakeLab holds that no Ax3l event names is unaccounted for."""
+    history.run(400, submitted=False)
+    assert set(history.failing()) == {ACCOUNTED}
+
+
+def test_checkpoints_that_skip_or_repeat_are_found(history: History) -> None:
+    """A checkpoint that moves on without a completed step breaks the round robin."""
+    history.checkpoint(3)
+    assert set(history.failing()) == {ADVANCE}
+
+
+def test_a_checkpoint_completed_twice_is_found(history: History) -> None:
+    """Two completed steps after one checkpoint (and a comparison of another index)."""
+    run_id = history.accept(272)
+    history.compare(run_id, 2)
+    history.event("parameter_space_exhausted", {"index": 2})
+    assert set(history.failing()) == {AT_MOST_ONE}
+
+
+def test_a_proposal_compared_twice_is_found(history: History) -> None:
+    """A second comparison of a run already compared."""
+    with history.conn.cursor() as cur:
+        cur.execute(
+            f"SELECT process_id FROM `{history.databases.ax3l_db}`.events"
+            " WHERE name = 'configuration_compared' ORDER BY event_id LIMIT 1"
+        )
+        first = cur.fetchone()[0]
+    history.compare(first, 0)
+    assert COMPARED in history.failing()
+
+
+def test_a_golden_score_that_does_not_rise_is_found(history: History) -> None:
+    """Within one seed a new golden must beat the last; a new seed may start lower."""
+    history.golden(history.run(512, score=44), 44)
+    assert set(history.failing()) == {GOLDEN}
+
+
+def test_a_lower_baseline_on_a_new_seed_is_allowed(history: History) -> None:
+    """A seed rotation's fresh baseline may be lower than the last golden."""
+    history.golden(history.run(224, score=20, seed=2), 20, seed=2)
+    assert history.failing() == {}
