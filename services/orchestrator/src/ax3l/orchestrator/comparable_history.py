@@ -63,34 +63,37 @@ class ComparableHistory:
     def value_groups(self) -> tuple[ValueGroup, ...]:
         """The runs grouped by tested value, in value order (one pass over the runs)."""
         exact = _ExactNumbers()
-        first: dict[tuple[int, ...], HistoryRun] = {}
-        current: dict[tuple[int, ...], list[HistoryRun]] = {}
-        earlier: dict[tuple[int, ...], list[HistoryRun]] = {}
-        latest: dict[tuple[int, ...], int] = {}
-        latest_current: dict[tuple[int, ...], int] = {}
+        exact_id = exact.id
+        seed = self.seed
+        # Per value: its first run, current-seed runs, earlier-seed runs, latest positions.
+        found: dict[
+            tuple[int, ...], tuple[HistoryRun, list[HistoryRun], list[HistoryRun], list[int]]
+        ]
+        found = {}
         for position, run in enumerate(self.runs):
-            ids = tuple(exact.id(value) for value in run.values)
-            if ids not in first:
-                first[ids] = run
-                current[ids] = []
-                earlier[ids] = []
-            latest[ids] = position
-            if run.seed == self.seed:
-                current[ids].append(run)
-                latest_current[ids] = position
+            ids = tuple(map(exact_id, run.values))
+            group = found.get(ids)
+            if group is None:
+                group = found[ids] = (run, [], [], [position, -1])
+            group[3][0] = position
+            if run.seed == seed:
+                group[1].append(run)
+                group[3][1] = position
             else:
-                earlier[ids].append(run)
+                group[2].append(run)
         rank = exact.ranks()
         return tuple(
             ValueGroup(
                 key=tuple(exact.numbers[i] for i in ids),
-                values=first[ids].values,
-                current=tuple(current[ids]),
-                earlier=tuple(earlier[ids]),
-                latest=latest[ids],
-                latest_current=latest_current.get(ids, -1),
+                values=first.values,
+                current=tuple(current),
+                earlier=tuple(earlier),
+                latest=latest[0],
+                latest_current=latest[1],
             )
-            for ids in sorted(first, key=lambda ids: tuple(rank[i] for i in ids))
+            for ids, (first, current, earlier, latest) in sorted(
+                found.items(), key=lambda item: tuple(rank[i] for i in item[0])
+            )
         )
 
     @cached_property
@@ -235,6 +238,10 @@ def _alternate(first: list[int], second: list[int]) -> list[int]:
                 seen.add(item)
                 order.append(item)
     return order
+
+
+# A value's first run, current-seed runs, earlier-seed runs and [latest, latest current] position.
+_Found = tuple[HistoryRun, list[HistoryRun], list[HistoryRun], list[int]]
 
 
 class _ExactNumbers:
