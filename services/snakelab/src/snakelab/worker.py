@@ -17,6 +17,10 @@ transactions instead of 1500:
   database follow the run episode by episode;
 * when they arrive faster, they are written at least every ``FLUSH_SECONDS``;
 * always before the run blocks on a pause, and with the terminal state at the end.
+
+During a database outage the writers retry their write until it lands (``run_store.py``):
+the queue fills, the trainer blocks on it and so waits in place, and the run goes on where it
+was once the database is back. Only a write that no wait can fix fails its run.
 """
 
 from __future__ import annotations
@@ -256,7 +260,8 @@ class RunDriver:
                         self.start_pending,
                     )
                 except DatabaseError as exc:
-                    # The row keeps a non-terminal status; the next startup marks it failed.
+                    # Not an outage (the store waits those out) or given up at shutdown: the
+                    # row keeps a non-terminal status; the next startup marks it failed.
                     log.error("could not store the end of run %s: %s", run.run_id, exc)
                     state, error, snapshot = "failed", str(exc), None
                 except Exception as exc:  # e.g. a trainer's snapshot that is not JSON
