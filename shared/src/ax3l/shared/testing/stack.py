@@ -163,6 +163,7 @@ class Stack:
         self.schema_path: Path | None = None
         self.snakelab: SnakeLabProcess | None = None
         self.broker: Proc | None = None
+        self.broker_port = 0  # the latest broker's REST port
         self.broker_endpoint = f"tcp://127.0.0.1:{free_port()}"
         self.procs: list[Proc] = []
         self.models: list[ModelServer] = []
@@ -231,6 +232,7 @@ class Stack:
         )
         self.procs.append(proc)
         self.broker = proc
+        self.broker_port = port
         return port
 
     def start_broker(self) -> Proc:
@@ -330,6 +332,12 @@ class Stack:
             self._conn.close()
 
     # -- reading the databases ------------------------------------------------------------
+
+    def reconnect(self) -> None:
+        """Drop the connection the helpers read with (after a database restart)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     def _cursor(self) -> Any:
         if self._conn is None:

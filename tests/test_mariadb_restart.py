@@ -1,0 +1,275 @@
+"""A MariaDB restart mid-run is a pause: every service waits it out and the experiment goes on.
+
+The test runs its own private MariaDB (``scripts/mariadb.sh`` with a temporary run directory
+and a free port), so the instance the other tests share is never stopped. The broker, the
+report server and the reference SnakeLab must survive each restart in place; the orchestrator's
+loop ends its process on a database error (the spec: "Database errors stop the loop"), and the
+test restarts it as the supervisor would: the new process waits for the database at startup
+and continues where the events say.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ax3l.shared.db.cli import ensure_schema
+from ax3l.shared.testing.plugin import TestDatabases, free_port, read_env_file
+from ax3l.shared.testing.stack import Proc, Stack, check_history
+
+REPO = Path(__file__).resolve().parent.parent
+MARIADB = REPO / "scripts" / "mariadb.sh"
+RESTARTS = 3
+RUN_SECONDS = 1.0
+
+
+class PrivateMariaDB:
+    """A second private MariaDB: its own data directory, socket and port."""
+
+    def __init__(self, run_dir: Path, port: int):
+        self.run_dir = run_dir
+        self.port = port
+        self.env = {**os.environ, "AX3L_RUN_DIR": str(run_dir), "AX3L_DEV_DB_PORT": str(port)}
+
+    def run(self, command: str) -> None:
+        done = subprocess.run(
+            ["bash", str(MARIADB), command],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, f"mariadb.sh {command}: {done.stdout}{done.stderr}"
+
+    def db_env(self) -> dict[str, str]:
+        return read_env_file(self.run_dir / "db.env")
+
+
+@pytest.fixture(scope="module")
+def second_mariadb() -> Iterator[PrivateMariaDB]:
+    """A MariaDB of this module's own, stopped and deleted afterwards."""
+    if shutil.which("mariadbd") is None and not Path("/usr/sbin/mariadbd").exists():
+        pytest.skip("mariadb-server is not installed")
+    # A short path: the server's Unix socket lives in it (at most 107 bytes).
+    run_dir = Path(tempfile.mkdtemp(prefix="ax3l-db-"))
+    server = PrivateMariaDB(run_dir, free_port())
+    try:
+        server.run("start")
+        yield server
+    finally:
+        subprocess.run(["bash", str(MARIADB), "stop"], env=server.env, capture_output=True)
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def restart_databases(second_mariadb: PrivateMariaDB) -> TestDatabases:
+    """The instance's own ``ax3l`` and ``snakelab`` databases (mariadb.sh made the grants)."""
+    env = second_mariadb.db_env()
+    dbs = TestDatabases(
+        host=env["DB_HOST"],
+        port=int(env["DB_PORT"]),
+        ax3l_db=env["AX3L_DB_NAME"],
+        snakelab_db=env["SNAKELAB_DB_NAME"],
+        ax3l_user=env["DB_USER"],
+        ax3l_password=env["DB_PASSWORD"],
+        snakelab_user=env["SNAKELAB_DB_USER"],
+        snakelab_password=env["SNAKELAB_DB_PASSWORD"],
+        admin_user=env["AX3L_DB_ADMIN_USER"],
+        admin_password=env["AX3L_DB_ADMIN_PASSWORD"],
+    )
+    ensure_schema(dbs.settings())
+    return dbs
+
+
+def _get(url: str) -> tuple[int, Any]:
+    """(status, JSON body) of a GET; (0, None) when nothing answers."""
+    import json
+
+    try:
+        with urllib.request.urlopen(url, timeout=3) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as error:
+        try:
+            return error.code, json.loads(error.read())
+        except ValueError:
+            return error.code, None
+    except (urllib.error.URLError, OSError, ValueError):
+        return 0, None
+
+
+class Supervisor:
+    """Restarts the orchestrator after its loop ends it, as scripts/stack.py and compose do."""
+
+    def __init__(self, stack: Stack):
+        self.stack = stack
+        self.proc = stack.orchestrator("tpe")
+        self.restarts = 0
+        self.exit_codes: list[int] = []
+
+    def tend(self) -> bool:
+        """Restart the orchestrator if it has exited; True when it did."""
+        if self.proc.alive():
+            return False
+        code = self.proc.popen.returncode
+        self.exit_codes.append(code)
+        assert code == 1, f"orchestrator exited with {code}:\n{self.proc.log_tail()}"
+        self.proc = self.stack.orchestrator("tpe")
+        self.restarts += 1
+        return True
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.stack.api_port}{path}"
+
+
+def _completed_steps(stack: Stack) -> int:
+    return stack.count("configuration_compared", "parameter_space_exhausted")
+
+
+def _wait(condition: Any, timeout: float, what: str, supervisor: Supervisor) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        supervisor.tend()
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(
+                f"timed out after {timeout}s waiting for {what}\n{supervisor.proc.log_tail()}"
+            )
+        time.sleep(0.05)
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def test_a_mariadb_restart_mid_run_is_a_pause(
+    second_mariadb: PrivateMariaDB, restart_databases: TestDatabases, tmp_path: Path
+) -> None:
+    """MariaDB stops and starts three times while the experiment runs: broker, reports and
+    SnakeLab never exit, the orchestrator exits (code 1) and its restart waits for the database,
+    and new steps complete after every restart without breaking the history's invariants."""
+    stack = Stack(restart_databases, tmp_path)
+    try:
+        stack.start(surrogate_seconds=RUN_SECONDS)
+        assert stack.broker is not None and stack.snakelab is not None
+        reports_port = free_port()
+        reports = Proc(
+            "reports",
+            [
+                sys.executable,
+                "-c",
+                "import sys; from ax3l.reports.main import main; sys.exit(main())",
+                "--port",
+                str(reports_port),
+            ],
+            {**stack.base_env(), "AX3L_REPORTS_PORT": str(reports_port)},
+            tmp_path / "reports.log",
+        )
+        stack.procs.append(reports)
+        broker_rest = stack.broker_port
+        supervisor = Supervisor(stack)
+        _wait(lambda: _completed_steps(stack) >= 2, 120, "two completed steps", supervisor)
+        _wait(
+            lambda: _get(f"http://127.0.0.1:{reports_port}/ready")[0] == 200,
+            30,
+            "the report server",
+            supervisor,
+        )
+
+        ready_after: list[float] = []
+        loop_after: list[float] = []
+        step_after: list[float] = []
+        waited_at_startup = 0
+        for _ in range(RESTARTS):
+            steps_before = _completed_steps(stack)
+            second_mariadb.run("stop")
+            stack.reconnect()
+            # While it is down: the broker and the reports say so on /ready, and a restarted
+            # orchestrator waits for the database instead of exiting again.
+            deadline = time.monotonic() + 15
+            while supervisor.proc.alive() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if supervisor.tend():
+                status = _wait(
+                    lambda: (_get(supervisor.url("/api/status"))[1] or {}).get("waiting"),
+                    30,
+                    "the orchestrator's database wait",
+                    supervisor,
+                )
+                assert status.startswith("waiting for the database since"), status
+                code, body = _get(supervisor.url("/ready"))
+                assert code == 503 and "waiting for the database" in str(body), body
+                waited_at_startup += 1
+            code, body = _get(f"http://127.0.0.1:{broker_rest}/ready")
+            assert code == 503 and "database" in str(body), body
+            code, body = _get(f"http://127.0.0.1:{reports_port}/")
+            assert code == 503, (code, body)
+
+            second_mariadb.run("start")
+            back = time.monotonic()
+            _wait(
+                lambda: all(
+                    _get(url)[0] == 200
+                    for url in (
+                        f"http://127.0.0.1:{broker_rest}/ready",
+                        f"http://127.0.0.1:{reports_port}/ready",
+                        supervisor.url("/ready"),
+                    )
+                ),
+                60,
+                "every service ready again",
+                supervisor,
+            )
+            ready_after.append(time.monotonic() - back)
+            _wait(
+                lambda: (
+                    (_get(supervisor.url("/api/status"))[1] or {}).get("phase")
+                    not in (None, "starting", "stopped")
+                ),
+                60,
+                "the loop past its startup",
+                supervisor,
+            )
+            loop_after.append(time.monotonic() - back)
+            _wait(
+                lambda before=steps_before: _completed_steps(stack) > before,
+                120,
+                "a step completed after the restart",
+                supervisor,
+            )
+            step_after.append(time.monotonic() - back)
+            for proc in (stack.broker, reports):
+                assert proc.alive(), f"{proc.name} exited:\n{proc.log_tail()}"
+            assert stack.snakelab.process is not None
+            assert stack.snakelab.process.poll() is None, stack.snakelab.log_tail()
+
+        assert waited_at_startup >= 1, "no restarted orchestrator met the outage"
+        check_history(stack)
+        figures = (
+            f"MariaDB restarts: {RESTARTS}; orchestrator restarts: {supervisor.restarts}"
+            f" (exit codes {supervisor.exit_codes}); all /ready again after"
+            f" p50 {statistics.median(ready_after):.2f} s,"
+            f" p95 {_percentile(ready_after, 0.95):.2f} s;"
+            f" the loop stepping again after p50 {statistics.median(loop_after):.2f} s,"
+            f" p95 {_percentile(loop_after, 0.95):.2f} s;"
+            f" first new step after p50 {statistics.median(step_after):.2f} s,"
+            f" p95 {_percentile(step_after, 0.95):.2f} s (runs of {RUN_SECONDS:g} s)"
+        )
+        print(figures)
+        (tmp_path / "recovery.txt").write_text(figures + "\n")
+    finally:
+        stack.close()
