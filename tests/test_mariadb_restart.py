@@ -273,3 +273,37 @@ def test_a_mariadb_restart_mid_run_is_a_pause(
         (tmp_path / "recovery.txt").write_text(figures + "\n")
     finally:
         stack.close()
+
+
+def test_errors_no_wait_can_fix_stop_each_service_with_advice(databases, tmp_path: Path) -> None:
+    """A refused login is not an outage: the orchestrator, the broker and the report server
+    exit 2 at once with a message that names the settings to check."""
+    stack = Stack(databases, tmp_path)
+    wrong = {**stack.base_env(), "DB_PASSWORD": "wrong"}
+    commands = {
+        "orchestrator": [sys.executable, "-m", "ax3l.orchestrator"],
+        "toolbroker": [sys.executable, "-m", "ax3l.toolbroker"],
+        "reports": [
+            sys.executable,
+            "-c",
+            "import sys; from ax3l.reports.main import main; sys.exit(main())",
+        ],
+    }
+    ports = {
+        "AX3L_ORCHESTRATOR_PORT": str(free_port()),
+        "AX3L_TOOLBROKER_PORT": str(free_port()),
+        "AX3L_REPORTS_PORT": str(free_port()),
+        "AX3L_ZMQ_ENDPOINT": f"tcp://127.0.0.1:{free_port()}",
+    }
+    procs = [
+        Proc(name, args, {**wrong, **ports}, tmp_path / f"{name}.log")
+        for name, args in commands.items()
+    ]
+    try:
+        for proc in procs:
+            code = proc.wait(60)
+            assert code == 2, f"{proc.name} exited {code}:\n{proc.log_tail()}"
+            assert "DB_PASSWORD" in proc.log_tail(), proc.log_tail()
+    finally:
+        for proc in procs:
+            proc.kill()
