@@ -21,7 +21,10 @@ CONFIG_COLUMNS = (
     " epsilon_initial epsilon_minimum epsilon_decay"
 ).split()
 
-UNIQUE = "no configuration stored twice in SnakeLab (retry of a never-started run excepted)"
+UNIQUE = (
+    "no configuration stored twice in SnakeLab (retry after a never-started run, or a"
+    " recorded baseline attempt after a failed one, excepted)"
+)
 ONCE = "no run submitted twice"
 ACCOUNTED = "every SnakeLab run accounted for by an Ax3l event"
 AT_MOST_ONE = "each checkpoint followed by at most one completed step (its own)"
@@ -47,6 +50,7 @@ class History:
         submitted: bool = True,
         run_id: str | None = None,
         seed: int = 1,
+        attempt: int | None = None,
     ) -> str:
         run_id = run_id or str(uuid.uuid4())
         db = self.databases.snakelab_db
@@ -74,7 +78,10 @@ class History:
                     (run_id, episode),
                 )
         if submitted:
-            self.event("simulation_submitted", {"run_id": run_id}, run_id)
+            content: dict[str, Any] = {"run_id": run_id}
+            if attempt is not None:
+                content["attempt"] = attempt
+            self.event("simulation_submitted", content, run_id)
         return run_id
 
     def event(self, name: str, content: dict[str, Any], process_id: str | None = None) -> int:
@@ -161,6 +168,16 @@ def test_a_configuration_stored_twice_is_found(history: History) -> None:
     failing = history.failing()
     assert set(failing) == {UNIQUE}
     assert "stored 2x" in failing[UNIQUE][0]
+
+
+def test_a_recorded_baseline_attempt_after_a_failed_run_is_allowed(history: History) -> None:
+    """A baseline that failed after training may run again as the loop's recorded attempt 2
+    (issue 11 item 5); the same repeat without the attempt is a violation."""
+    history.run(600, status="failed", episodes=3)
+    history.run(600, attempt=2)
+    assert history.failing() == {}
+    history.run(600)
+    assert set(history.failing()) == {UNIQUE}
 
 
 def test_two_accepted_proposals_in_one_turn_are_found(history: History) -> None:

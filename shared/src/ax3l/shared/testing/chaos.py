@@ -543,28 +543,52 @@ def check_invariants(conn: Any, snakelab_db: str) -> tuple[list[Invariant], dict
     by_run_id = {run["run_id"]: run for run in runs}
     results: list[Invariant] = []
 
-    # 1. No configuration stored twice, except the retry of a run that never started.
+    # 1. No configuration stored twice, except the loop's own rerun after a run that failed:
+    #    the retry of a run that never trained (item 6), or a seeding/baseline run again after
+    #    a failure (item 5), the latter recorded as ``attempt`` n on its submission.
     unique = Invariant(
-        "no configuration stored twice in SnakeLab (retry of a never-started run excepted)"
+        "no configuration stored twice in SnakeLab (retry after a never-started run, or a"
+        " recorded baseline attempt after a failed one, excepted)"
     )
+    attempts = {
+        e.get("run_id") or e.process_id: e.get("attempt")
+        for e in events
+        if e.name == "simulation_submitted"
+    }
     by_config: dict[Any, list[dict[str, Any]]] = {}
     for run in runs:
         by_config.setdefault(run["config"], []).append(run)
-    retried = 0
+    repeats: Counter[str] = Counter()
     for group in by_config.values():
-        earlier = group[:-1]
-        retried += len(earlier)
-        unique.check(
-            all(never_started(r) for r in earlier),
-            "config stored {}x: {}".format(
-                len(group),
-                ", ".join(
-                    f"{r['run_id'][:8]} {r['status']} started={r['started']}"
-                    f" episodes={r['episodes']} error={(r['error'] or '')[:80]!r}"
-                    for r in group
+        for position, run in enumerate(group[1:], start=1):
+            earlier = group[:position]
+            if all(never_started(r) for r in earlier):
+                kind = "after a never-started run"
+            elif (
+                all(
+                    r["status"] in ("failed", "cancelled") or r["high_score"] is None
+                    for r in earlier
+                )
+                and attempts.get(run["run_id"]) == position + 1
+            ):
+                kind = "recorded attempt after a failed run"
+            else:
+                kind = "VIOLATION"
+            repeats[kind] += 1
+            unique.check(
+                kind != "VIOLATION",
+                "config stored {}x: {}".format(
+                    len(group),
+                    ", ".join(
+                        f"{r['run_id'][:8]} {r['status']} started={r['started']}"
+                        f" episodes={r['episodes']} attempt={attempts.get(r['run_id'])}"
+                        f" error={(r['error'] or '')[:80]!r}"
+                        for r in group
+                    ),
                 ),
-            ),
-        )
+            )
+        if len(group) == 1:
+            unique.check(True, "")
     results.append(unique)
 
     # 2. No run submitted twice: one simulation_submitted per run id, one accepted proposal
@@ -578,13 +602,20 @@ def check_invariants(conn: Any, snakelab_db: str) -> tuple[list[Invariant], dict
     checkpoint_of: dict[int, Ev] = {}
     current: Ev | None = None
     accepted_per_checkpoint: dict[int, list[Ev]] = {}
+    late_adoptions = 0
     for event in events:
         if event.name == "round_robin_checkpoint":
             current = event
         elif current is not None:
             checkpoint_of[event.event_id] = current
             if event.name == "proposal_accepted":
-                accepted_per_checkpoint.setdefault(current.event_id, []).append(event)
+                # A proposal answers the checkpoint it names (a late adoption names an older
+                # one), else the latest before it: the orchestrator's rule.
+                named = event.get("checkpoint_event_id")
+                if isinstance(named, int) and named != current.event_id:
+                    late_adoptions += 1
+                owner = named if isinstance(named, int) else current.event_id
+                accepted_per_checkpoint.setdefault(owner, []).append(event)
     for checkpoint_id, accepted in accepted_per_checkpoint.items():
         earlier_runs = [by_run_id.get(a.get("run_id") or a.process_id) for a in accepted[:-1]]
         once.check(
@@ -707,10 +738,11 @@ def check_invariants(conn: Any, snakelab_db: str) -> tuple[list[Invariant], dict
         "snakelab_runs": len(runs),
         "runs_by_status": dict(Counter(r["status"] for r in runs)),
         "never_started_failed_runs": sum(1 for r in runs if never_started(r)),
-        "configs_repeated": retried,
+        "configs_repeated": dict(repeats),
         "checkpoints": len(checkpoints),
         "completed_steps": sum(1 for e in events if e.name in STEP_EVENTS),
         "accepted_proposals": len(accepted_all),
+        "accepted_after_a_newer_checkpoint": late_adoptions,
         "goldens": len(goldens),
         "seeds": sorted({g.get("seed") for g in goldens if g.get("seed") is not None}),
         "seed_rotations": sum(1 for e in events if e.name == "seed_rotation_started"),
