@@ -320,6 +320,12 @@ async def broker_throughput(
             },
             highscore=HighscoreRow(1, 40, golden["seed"]),
         )
+        # The broker handles proposals only for the live turn: open hidden_size's.
+        await EventLog(db).log(
+            "round_robin_checkpoint",
+            {"parameter_order": list(registry.PARAMETER_ORDER), "index": 0},
+            parameter="hidden_size",
+        )
     values = [v for v in choices if v != golden["model"]["hidden_size"]]
     zmq_endpoint = f"tcp://127.0.0.1:{free_port()}"
     port = free_port()

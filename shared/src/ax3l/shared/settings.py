@@ -88,6 +88,11 @@ class Settings(BaseSettings):
         gt=0,
         description="seconds one model conversation may last, corrections included",
     )
+    llm_constrained: bool = Field(
+        True,
+        validation_alias="AX3L_LLM_CONSTRAINED",
+        description="narrow the tool schema sent to the model to the values still open",
+    )
     llm_fallback: str = Field(
         "tpe",
         validation_alias="AX3L_LLM_FALLBACK",

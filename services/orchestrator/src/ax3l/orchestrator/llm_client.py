@@ -22,13 +22,12 @@ from typing import Any
 import httpx
 
 from ax3l.orchestrator.mcp_session import ToolDefinition
+from ax3l.orchestrator.prompt_budget import is_context_overflow
 
 BODY_EXCERPT = 500
 
 # Mistakes of the model that a correction prompt in the same conversation may fix.
 CORRECTABLE = frozenset({"no_tool_call", "wrong_tool", "wrong_arguments", "length"})
-# llama-server's 400 when the prompt does not fit its context ("exceed_context_size_error").
-CONTEXT_OVERFLOW_MARKERS = ("exceed_context_size", "exceeds the available context", "context size")
 
 
 class ModelFailure(RuntimeError):
@@ -112,11 +111,10 @@ class ModelClient:
             raise ModelFailure("connection_error", f"{type(exc).__name__}: {exc}") from exc
         if response.status_code >= 400:
             text = response.text[:BODY_EXCERPT]
-            overflow = response.status_code == 400 and any(
-                marker in text for marker in CONTEXT_OVERFLOW_MARKERS
-            )
             raise ModelFailure(
-                "context_overflow" if overflow else "http_error",
+                "context_overflow"
+                if is_context_overflow(response.status_code, text)
+                else "http_error",
                 f"HTTP {response.status_code}: {text}",
                 http_status=response.status_code,
             )

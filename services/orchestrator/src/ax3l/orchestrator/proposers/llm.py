@@ -22,6 +22,13 @@ from ax3l.orchestrator.event_reads import latest
 from ax3l.orchestrator.llm_client import ModelClient, ModelFailure, ToolCall, extract_tool_call
 from ax3l.orchestrator.mcp_session import BoundSession, bound_session
 from ax3l.orchestrator.model_corrections import correction_for, prose_of
+from ax3l.orchestrator.open_values import OpenValues, constrained_tool, open_values
+from ax3l.orchestrator.prompt_budget import (
+    DEFAULT_CONTEXT_TOKENS,
+    context_tokens,
+    estimate_tokens,
+    prompt_token_budget,
+)
 from ax3l.orchestrator.prompts import Prompt, PromptContext, conversation_prompts
 from ax3l.orchestrator.proposers.base import (
     ConversationFailed,
@@ -35,6 +42,8 @@ CORRECTION_NAMES = {"invalid_value": "InvalidValue", "duplicate_config": "NoDupe
 PROSE_LIMIT = 2000
 # How often a context overflow may shrink the opening prompts before the conversation fails.
 SHRINK_RETRIES = 1
+# Seconds to wait for llama-server's /props (the context size) before assuming the default.
+PROPS_TIMEOUT = 5.0
 
 
 class LlmProposer(Proposer):
@@ -49,8 +58,23 @@ class LlmProposer(Proposer):
             settings.llm_url, settings.llm_timeout, settings.llm_model, settings.llm_max_tokens
         )
 
+        self._context_tokens: int | None = None
+
     async def close(self) -> None:
         await self.model.close()
+
+    async def context_tokens(self) -> int:
+        """The model's context per request: the setting, else llama-server's /props (asked once
+        it answers), else 16,384."""
+        settings = self.deps.settings
+        if self._context_tokens is None:
+            found = await context_tokens(
+                settings.llm_context_tokens, settings.llm_url, PROPS_TIMEOUT
+            )
+            if settings.llm_context_tokens is not None or found != DEFAULT_CONTEXT_TOKENS:
+                self._context_tokens = found
+            return found
+        return self._context_tokens
 
     async def _prompt(
         self, prompt: Prompt, conversation_id: str, parameter: str, parent: int
@@ -100,30 +124,60 @@ class LlmProposer(Proposer):
                 tool_name=session.tool.name,
                 argument_names=session.tool.argument_names,
             )
-            conversation = _Conversation(self, session, conversation_id, entry.name)
-            return await conversation.run(prompt_ctx, started_event_id)
+            conversation = _Conversation(self, session, conversation_id, prompt_ctx)
+            return await conversation.run(started_event_id)
 
 
 class _Conversation:
     """One conversation's messages, deadline and corrections."""
 
     def __init__(
-        self, proposer: LlmProposer, session: BoundSession, conversation_id: str, parameter: str
+        self,
+        proposer: LlmProposer,
+        session: BoundSession,
+        conversation_id: str,
+        prompt_ctx: PromptContext,
     ):
         self.proposer = proposer
         self.deps = proposer.deps
         self.session = session
         self.conversation_id = conversation_id
-        self.parameter = parameter
+        self.prompt_ctx = prompt_ctx
+        self.parameter = prompt_ctx.entry.name
         self.deadline = time.monotonic() + self.deps.settings.conversation_timeout
         self.messages: list[dict[str, Any]] = []
         self.corrections = 0
+        self.tool = session.tool  # as sent to the model: narrowed to the open values
 
-    async def _open(self, prompt_ctx: PromptContext, parent: int, shrink: int) -> int:
-        """Send the opening prompts (smaller for each ``shrink``); the last prompt's event id."""
+    async def _open_values(self) -> OpenValues | None:
+        """The entry's untested values now (None when constrained proposals are off)."""
+        if not self.deps.settings.llm_constrained:
+            return None
+        ctx = self.prompt_ctx
+        tested = await self.deps.index.existing_values(ctx.entry, ctx.golden.config)
+        return open_values(ctx.schema, ctx.entry, tested)
+
+    async def _open(self, parent: int, shrink: int) -> int:
+        """Send the opening prompts, fitted to the model's context (smaller for each ``shrink``
+        after a context overflow); the last prompt's event id."""
+        settings = self.deps.settings
         self.messages = []
+        values = await self._open_values()
+        open_line = "" if values is None else values.describe()
+        if values is not None:
+            self.tool = constrained_tool(self.session.tool, values)
+        budget = prompt_token_budget(
+            await self.proposer.context_tokens(),
+            settings.llm_max_tokens,
+            self.tool.for_model(),
+            settings.max_corrections,
+        ) - estimate_tokens(open_line)
+        prompts = conversation_prompts(self.prompt_ctx, max(budget, 1), shrink)
+        if open_line:
+            last_prompt = prompts[-1]
+            prompts[-1] = Prompt(last_prompt.source_name, f"{last_prompt.text}\n\n{open_line}")
         last = parent
-        for prompt in opening_prompts(prompt_ctx, shrink):
+        for prompt in prompts:
             self.messages.append({"role": prompt.role, "content": prompt.text})
             last = await self.proposer._prompt(prompt, self.conversation_id, self.parameter, parent)
         return last
@@ -137,7 +191,7 @@ class _Conversation:
                 f"the conversation ran past its {limit:g} s deadline",
                 facts={"timeout_seconds": limit},
             )
-        body = self.proposer.model.request_body(self.messages, self.session.tool)
+        body = self.proposer.model.request_body(self.messages, self.tool)
         self.deps.capture.record(self.conversation_id, "request", body)
         crash_point("model_call")
         reply = await self.proposer.model.complete(body, deadline=remaining)
@@ -153,10 +207,10 @@ class _Conversation:
                 f" corrections allowed; last: {what}"
             )
 
-    async def run(self, prompt_ctx: PromptContext, started_event_id: int) -> str:
+    async def run(self, started_event_id: int) -> str:
         deps, proposer = self.deps, self.proposer
         shrink = 0
-        last_prompt = await self._open(prompt_ctx, started_event_id, shrink)
+        last_prompt = await self._open(started_event_id, shrink)
         while True:
             try:
                 reply = await self._request()
@@ -164,7 +218,7 @@ class _Conversation:
                 await proposer._failed(exc, self.conversation_id, self.parameter, last_prompt)
                 if exc.kind == "context_overflow" and shrink < SHRINK_RETRIES:
                     shrink += 1
-                    last_prompt = await self._open(prompt_ctx, started_event_id, shrink)
+                    last_prompt = await self._open(started_event_id, shrink)
                     continue
                 raise ConversationFailed(f"model {exc.kind}: {exc.detail}") from exc
             reply_event = await deps.log.log(
@@ -218,11 +272,9 @@ class _Conversation:
         self.messages.append(call.message)
         self.messages.append({"role": "tool", "tool_call_id": call.call_id, "content": result.text})
         self.messages.append({"role": correction.role, "content": correction.text})
+        values = await self._open_values()
+        if values is not None:
+            self.tool = constrained_tool(self.session.tool, values)
         return None, await self.proposer._prompt(
             correction, self.conversation_id, self.parameter, reply_event
         )
-
-
-def opening_prompts(prompt_ctx: PromptContext, shrink: int) -> list[Prompt]:
-    """The opening prompts; ``shrink`` > 0 after a context overflow (smaller history)."""
-    return conversation_prompts(prompt_ctx)
