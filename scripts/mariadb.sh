@@ -123,7 +123,8 @@ SQL
 
 start() {
   install_if_missing
-  mkdir -p "$base"
+  # A temporary directory of its own: servers sharing /tmp have collided on temp table names.
+  mkdir -p "$base/tmp"
   if running; then
     # Maybe started a moment ago by someone else: wait until it answers, then make sure the
     # users of this version exist.
@@ -138,11 +139,11 @@ start() {
   fi
   if [ ! -d "$data/mysql" ]; then
     log "initialising $data"
-    mariadb-install-db --no-defaults --datadir="$data" --user="$(id -un)" \
+    mariadb-install-db --no-defaults --datadir="$data" --tmpdir="$base/tmp" --user="$(id -un)" \
       --auth-root-authentication-method=socket --skip-test-db >"$base/install.log" 2>&1 \
       || { cat "$base/install.log" >&2; exit 1; }
   fi
-  mariadbd --no-defaults --datadir="$data" --socket="$sock" --port="$port" \
+  mariadbd --no-defaults --datadir="$data" --tmpdir="$base/tmp" --socket="$sock" --port="$port" \
     --bind-address=127.0.0.1 --pid-file="$pidfile" --log-error="$base/error.log" \
     --user="$(id -un)" --skip-name-resolve --max-connections=500 \
     --innodb-buffer-pool-size=512M --innodb-flush-log-at-trx-commit=2 \
