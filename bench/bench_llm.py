@@ -6,7 +6,12 @@
 ``history_load()``: how long ``load_history`` takes to read 100,000 comparable runs (plus
 10,000 that differ in another setting) from SnakeLab's tables in the private MariaDB.
 
-    uv run python bench/bench_llm.py [--runs 100000]
+``real_model()``: the stack against a real llama-server (``make llm-start``) for ``--turns``
+turns on 1 s surrogate runs: accepted proposals per hour, model requests per accepted model
+proposal (wasted turns), the share of turns the fallback took, seconds and completion tokens
+per model request.
+
+    uv run python bench/bench_llm.py [--runs 100000] [--url http://127.0.0.1:27770 --turns 30]
 """
 
 from __future__ import annotations
@@ -205,14 +210,103 @@ def history_load(runs: int = 100_000) -> None:
     assert loaded == again == runs
 
 
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def real_model(url: str, turns: int, max_tokens: int = 256) -> dict[str, float]:
+    """The loop against the real model server until ``turns`` proposals were accepted."""
+    import statistics
+    import subprocess
+    import tempfile
+
+    from ax3l.shared.testing.plugin import read_env_file
+    from ax3l.shared.testing.stack import Stack
+
+    subprocess.run([str(REPO / "scripts" / "mariadb.sh"), "start"], check=True)
+    env = {
+        "AX3L_LLM_MAX_TOKENS": str(max_tokens),
+        "AX3L_LLM_TIMEOUT": "120",
+        "AX3L_CONVERSATION_TIMEOUT": "300",
+    }
+    with (
+        scratch_databases(read_env_file(REPO / ".run" / "db.env"), prefix="b") as dbs,
+        tempfile.TemporaryDirectory() as folder,
+    ):
+        stack = Stack(dbs, Path(folder))
+        try:
+            stack.start(surrogate_seconds=1.0)
+            began = time.monotonic()
+            proc = stack.orchestrator("llm", url=url, env=env)
+            stack.wait_for(
+                lambda: stack.count("proposal_accepted") >= turns, 6 * 3600, "the turns", proc
+            )
+            hours = (time.monotonic() - began) / 3600
+            proc.stop()
+            started = {e.process_id: e for e in stack.events("conversation_started")}
+            accepted = stack.events("proposal_accepted")
+            ended = [
+                e for e in stack.events("conversation_ended") if e.get("outcome") == "accepted"
+            ]
+            by_fallback = [e for e in ended if started[e.process_id].get("fallback_for")]
+            by_model = [e for e in ended if not started[e.process_id].get("fallback_for")]
+            replies = stack.events("reply_received")
+            failures = stack.events("llm_request_failed")
+            unanswered = [f for f in failures if not f.get("correctable")]
+            requests = len(replies) + len(unanswered)
+            seconds = [
+                (r.content.get("timings") or {}).get("predicted_ms", 0) / 1000
+                + (r.content.get("timings") or {}).get("prompt_ms", 0) / 1000
+                for r in replies
+            ]
+            tokens = [float(r.content["usage"]["completion_tokens"]) for r in replies]
+            kinds: dict[str, int] = {}
+            for failure in failures:
+                kinds[failure.get("kind")] = kinds.get(failure.get("kind"), 0) + 1
+        finally:
+            stack.close()
+    figures = {
+        "turns": float(len(accepted)),
+        "accepted_per_hour": len(accepted) / hours,
+        "model_requests_per_model_proposal": requests / max(1, len(by_model)),
+        "fallback_share": len(by_fallback) / max(1, len(ended)),
+        "request_seconds_p50": statistics.median(seconds) if seconds else 0.0,
+        "request_seconds_p95": _percentile(seconds, 0.95) if seconds else 0.0,
+        "completion_tokens_p50": statistics.median(tokens) if tokens else 0.0,
+        "completion_tokens_mean": statistics.fmean(tokens) if tokens else 0.0,
+    }
+    print(
+        f"real model ({url}, max_tokens {max_tokens}): {len(accepted)} turns in"
+        f" {hours * 60:.1f} min = {figures['accepted_per_hour']:.1f} accepted/h;"
+        f" {len(by_model)} by the model, {len(by_fallback)} by the fallback"
+        f" ({figures['fallback_share']:.0%}); {requests} model requests"
+        f" ({figures['model_requests_per_model_proposal']:.1f} per model proposal;"
+        f" {len(unanswered)} without a reply); failures {kinds}"
+    )
+    print(
+        f"  seconds per answered request p50 {figures['request_seconds_p50']:.1f}"
+        f" p95 {figures['request_seconds_p95']:.1f}; completion tokens per request"
+        f" p50 {figures['completion_tokens_p50']:.0f} mean {figures['completion_tokens_mean']:.0f}"
+    )
+    return figures
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--runs", type=int, default=100_000, help="rows for the load bench")
     parser.add_argument("--no-db", action="store_true", help="skip the database load bench")
+    parser.add_argument("--url", help="a real llama-server: also measure the loop against it")
+    parser.add_argument("--turns", type=int, default=30, help="accepted turns for --url")
+    parser.add_argument("--max-tokens", type=int, default=256, help="AX3L_LLM_MAX_TOKENS")
+    parser.add_argument("--only-model", action="store_true", help="only the real-model bench")
     args = parser.parse_args(argv)
-    prompt_sizes()
-    if not args.no_db:
-        history_load(args.runs)
+    if not args.only_model:
+        prompt_sizes()
+        if not args.no_db:
+            history_load(args.runs)
+    if args.url:
+        real_model(args.url, args.turns, args.max_tokens)
     return 0
 
 
