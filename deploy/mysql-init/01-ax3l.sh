@@ -1,10 +1,10 @@
 #!/bin/bash
-# Runs once, when the MySQL data volume is new: both databases, Ax3l's and SnakeLab's users,
+# Runs once, when the database volume is new: both databases, Ax3l's and SnakeLab's users,
 # Ax3l's SELECT-only grant on SnakeLab's tables, and the report server's SELECT-only user on
 # both (the same grants as `ax3l-db grant-reports`).
 set -euo pipefail
 reports_user=${AX3L_REPORTS_DB_USER:-ax3l_reports}
-mysql --protocol=socket -uroot -p"${MYSQL_ROOT_PASSWORD}" <<SQL
+mariadb --protocol=socket -uroot -p"${MYSQL_ROOT_PASSWORD}" <<SQL
 CREATE DATABASE IF NOT EXISTS ax3l CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;
 CREATE DATABASE IF NOT EXISTS snakelab CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;
 CREATE USER IF NOT EXISTS 'ax3l'@'%' IDENTIFIED BY '${AX3L_DB_PASSWORD}';

@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# Builds local stand-ins, under their official names, for the base images that the project's
+# Dockerfiles and compose files name, on a machine that cannot reach the public image
+# registries (this project's development and CI machines). Users never need it: their
+# `docker compose` pulls the real images.
+#
+#   debian:bookworm-slim                 debootstrap --variant=minbase bookworm | docker import
+#   ghcr.io/astral-sh/uv:<version>       FROM scratch with uv/uvx from PyPI's wheel of that version
+#   python:<3.11 tag>-slim-bookworm      the debian stand-in with Debian's python3 at /usr/local/bin,
+#                                        trusting this machine's extra CAs (deploy/standins/)
+#   mariadb:<series>                     Debian's mariadb-server behind the official entrypoint
+#                                        contract (deploy/standins/mariadb-entrypoint.sh)
+#   ghcr.io/ggml-org/llama.cpp:server-*  scripts/llama-server.sh's binary (only with --llama)
+#
+# Versions are read from services/*/Dockerfile and compose*.yaml. Idempotent: an image that
+# exists is kept, unless it is a stand-in whose inputs changed; a missing one is pulled first
+# and built only when the pull fails. Each stand-in is labelled org.ax3l.standin=<inputs hash>.
+#   scripts/docker-standins.sh [--llama] [--rebuild]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+CACHE=${AX3L_CACHE_DIR:-$HOME/.cache/ax3l}/docker
+STANDINS=$ROOT/deploy/standins
+MIRROR=${AX3L_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+PULL_TIMEOUT=${AX3L_STANDIN_PULL_TIMEOUT:-20}
+llama=0
+rebuild=0
+for arg in "$@"; do
+  case "$arg" in
+    --llama) llama=1 ;;
+    --rebuild) rebuild=1 ;;
+    *) echo "usage: $0 [--llama] [--rebuild]" >&2; exit 2 ;;
+  esac
+done
+export DOCKER_BUILDKIT=0 # the classic builder: BuildKit would fetch its frontend image
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+log() { echo "standins: $*" >&2; }
+
+only() { # the one distinct match of a pattern in files, or fail
+  local found
+  found=$(grep -hoE "$1" "${@:2}" | sort -u)
+  [ "$(wc -l <<<"$found")" = 1 ] && [ -n "$found" ] || { log "expected one '$1', got: $found"; exit 1; }
+  echo "$found"
+}
+PYTHON_IMAGE=$(only 'python:[0-9.]+-slim-bookworm' services/*/Dockerfile)
+UV_IMAGE=$(only 'ghcr.io/astral-sh/uv:[0-9.]+' services/*/Dockerfile)
+UV_VERSION=${UV_IMAGE##*:}
+DB_IMAGE=$(only 'mariadb:[0-9.]+' compose.yaml)
+LLAMA_IMAGE=$(only 'ghcr.io/ggml-org/llama.cpp:server-[A-Za-z0-9.]+' compose.llama.yaml)
+DEBIAN_IMAGE=debian:bookworm-slim
+
+# Keep an existing image, pull a real one, or tell the caller to build (return 1).
+# A stand-in whose label differs from the inputs' hash is rebuilt.
+wanted() {
+  local image=$1 hash=$2 label
+  if label=$(docker image inspect --format '{{ index .Config.Labels "org.ax3l.standin" }}' "$image" 2>/dev/null); then
+    if [ -z "$label" ] || [ "$label" = "<no value>" ]; then
+      log "$image: a real image is present"; return 0
+    fi
+    if [ "$label" = "$hash" ] && [ "$rebuild" = 0 ]; then
+      log "$image: stand-in up to date"; return 0
+    fi
+    log "$image: rebuilding the stand-in"
+    return 1
+  fi
+  if timeout "$PULL_TIMEOUT" docker pull --quiet "$image" >/dev/null 2>&1; then
+    log "$image: pulled the real image"; return 0
+  fi
+  log "$image: cannot be pulled; building a stand-in"
+  return 1
+}
+
+build() { # image hash context dockerfile
+  docker build --label "org.ax3l.standin=$2" -t "$1" -f "$4" "$3" >"$WORK/build.log" 2>&1 || {
+    tail -30 "$WORK/build.log" >&2; exit 1
+  }
+  log "$1: built"
+}
+
+debian() {
+  local hash
+  hash=$(echo "minbase bookworm $MIRROR v1" | sha256sum | cut -c1-16)
+  wanted "$DEBIAN_IMAGE" "$hash" && return
+  command -v debootstrap >/dev/null || {
+    log "installing debootstrap from Debian's packages"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+  }
+  local root=$WORK/debian
+  mkdir -p "$root"
+  debootstrap --variant=minbase bookworm "$root/fs" "$MIRROR" >"$root/debootstrap.log" 2>&1 || {
+    tail -20 "$root/debootstrap.log" >&2; exit 1
+  }
+  # As the official image: updates and security suites, no package lists or caches.
+  rm -f "$root/fs/etc/apt/sources.list"
+  cat >"$root/fs/etc/apt/sources.list.d/debian.sources" <<EOF
+Types: deb
+URIs: $MIRROR
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: ${MIRROR%/debian}/debian-security
+Suites: bookworm-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+  rm -rf "$root/fs/var/lib/apt/lists/"* "$root/fs/var/cache/apt/"*.bin "$root/fs/var/cache/apt/archives/"*.deb
+  tar -C "$root/fs" -c . | docker import --change 'CMD ["bash"]' \
+    --change "LABEL org.ax3l.standin=$hash" - "$DEBIAN_IMAGE" >/dev/null
+  log "$DEBIAN_IMAGE: built"
+}
+
+uv_image() {
+  local hash
+  hash=$(echo "$UV_VERSION" | cat - "$STANDINS/uv.Dockerfile" | sha256sum | cut -c1-16)
+  wanted "$UV_IMAGE" "$hash" && return
+  local ctx=$WORK/uv wheel
+  mkdir -p "$ctx"
+  mkdir -p "$CACHE"
+  wheel=$(ls "$CACHE"/uv-"$UV_VERSION"-*.whl 2>/dev/null | head -1 || true)
+  if [ -z "$wheel" ]; then
+    python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$CACHE" "uv==$UV_VERSION"
+    wheel=$(ls "$CACHE"/uv-"$UV_VERSION"-*.whl | head -1)
+  fi
+  python3 - "$wheel" "$ctx" <<'EOF'
+import sys, zipfile
+from pathlib import Path
+wheel, ctx = sys.argv[1], Path(sys.argv[2])
+with zipfile.ZipFile(wheel) as archive:
+    for name in archive.namelist():
+        if name.split("/")[-2:-1] == ["scripts"] and name.rsplit("/", 1)[-1] in ("uv", "uvx"):
+            target = ctx / name.rsplit("/", 1)[-1]
+            target.write_bytes(archive.read(name))
+            target.chmod(0o755)
+EOF
+  cp "$STANDINS/uv.Dockerfile" "$ctx/Dockerfile"
+  build "$UV_IMAGE" "$hash" "$ctx" "$ctx/Dockerfile"
+}
+
+base_id() { docker image inspect --format '{{.Id}}' "$DEBIAN_IMAGE"; }
+
+python_image() {
+  local ca=(/usr/local/share/ca-certificates/*.crt)
+  [ -e "${ca[0]}" ] || ca=()
+  local hash
+  hash=$( (base_id; cat "$STANDINS/python.Dockerfile" "${ca[@]}") | sha256sum | cut -c1-16)
+  wanted "$PYTHON_IMAGE" "$hash" && return
+  local ctx=$WORK/python
+  mkdir -p "$ctx/ca"
+  [ ${#ca[@]} -eq 0 ] || cp "${ca[@]}" "$ctx/ca/"
+  cp "$STANDINS/python.Dockerfile" "$ctx/Dockerfile"
+  build "$PYTHON_IMAGE" "$hash" "$ctx" "$ctx/Dockerfile"
+}
+
+db_image() {
+  local hash
+  hash=$( (base_id; cat "$STANDINS/mariadb.Dockerfile" "$STANDINS/mariadb-entrypoint.sh") | sha256sum | cut -c1-16)
+  wanted "$DB_IMAGE" "$hash" && return
+  local ctx=$WORK/db
+  mkdir -p "$ctx"
+  cp "$STANDINS/mariadb.Dockerfile" "$ctx/Dockerfile"
+  cp -p "$STANDINS/mariadb-entrypoint.sh" "$ctx/"
+  build "$DB_IMAGE" "$hash" "$ctx" "$ctx/Dockerfile"
+}
+
+llama_image() {
+  local binary
+  binary=$(scripts/llama-server.sh path)
+  [ -x "$binary" ] || { log "no llama-server binary yet: run scripts/llama-server.sh build"; exit 1; }
+  local hash
+  hash=$( (base_id; cat "$STANDINS/llama-server.Dockerfile" "$binary") | sha256sum | cut -c1-16)
+  wanted "$LLAMA_IMAGE" "$hash" && return
+  local ctx=$WORK/llama
+  mkdir -p "$ctx"
+  cp "$binary" "$ctx/llama-server"
+  cp "$STANDINS/llama-server.Dockerfile" "$ctx/Dockerfile"
+  build "$LLAMA_IMAGE" "$hash" "$ctx" "$ctx/Dockerfile"
+}
+
+debian
+uv_image
+python_image
+db_image
+[ "$llama" = 0 ] || llama_image
