@@ -169,3 +169,62 @@ OWN_TABLES.extend(
         ("submission_intents", SUBMISSION_INTENTS),
     ]
 )
+
+# -- proposer comparisons (ax3l-compare; read by the report server's /comparison) -------------
+# Not experiment state: ``ax3l-db reset-events`` keeps them. One row per ``ax3l-compare``
+# invocation and one per repeat (a proposer's whole experiment on throwaway databases);
+# ``best_so_far`` is a JSON list, the best high score among SnakeLab's runs 1..k (null before
+# the first scored run), one value per run up to the budget.
+
+COMPARISONS = f"""
+CREATE TABLE IF NOT EXISTS comparisons (
+  comparison_id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  started_at DATETIME(6) NOT NULL,
+  finished_at DATETIME(6) NULL,
+  state VARCHAR(16) NOT NULL,
+  proposers VARCHAR(255) NOT NULL,
+  repeats INT UNSIGNED NOT NULL,
+  budget INT UNSIGNED NOT NULL,
+  wall_seconds DOUBLE NULL,
+  content LONGTEXT NOT NULL
+) {TABLE_OPTIONS}
+"""
+
+COMPARISON_REPEATS = f"""
+CREATE TABLE IF NOT EXISTS comparison_repeats (
+  comparison_id BIGINT UNSIGNED NOT NULL,
+  proposer VARCHAR(100) NOT NULL,
+  repeat_index INT UNSIGNED NOT NULL,
+  seed BIGINT NOT NULL,
+  state VARCHAR(16) NOT NULL,
+  runs INT UNSIGNED NOT NULL,
+  best_score INT NULL,
+  best_so_far LONGTEXT NOT NULL,
+  accepted_proposals INT UNSIGNED NOT NULL,
+  model_turns INT UNSIGNED NOT NULL,
+  wasted_turns INT UNSIGNED NOT NULL,
+  wall_seconds DOUBLE NOT NULL,
+  finished_at DATETIME(6) NOT NULL,
+  content LONGTEXT NOT NULL,
+  PRIMARY KEY (comparison_id, proposer, repeat_index),
+  CONSTRAINT fk_comparison_repeats_comparison FOREIGN KEY (comparison_id)
+    REFERENCES comparisons (comparison_id) ON DELETE CASCADE
+) {TABLE_OPTIONS}
+"""
+
+OWN_TABLES.extend([("comparisons", COMPARISONS), ("comparison_repeats", COMPARISON_REPEATS)])
+
+# -- seats: outside agents that may take the turns of the ``external`` proposer --------------
+# Only a SHA-256 of each token is stored; the token itself is printed once by ``ax3l-seats``.
+
+SEATS = f"""
+CREATE TABLE IF NOT EXISTS seats (
+  name VARCHAR(64) NOT NULL PRIMARY KEY,
+  token_hash CHAR(64) CHARACTER SET ascii NOT NULL,
+  created_at DATETIME(6) NOT NULL,
+  revoked_at DATETIME(6) NULL,
+  UNIQUE KEY idx_seats_token (token_hash)
+) {TABLE_OPTIONS}
+"""
+
+OWN_TABLES.append(("seats", SEATS))

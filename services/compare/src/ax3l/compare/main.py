@@ -1,0 +1,277 @@
+"""``ax3l-compare``: does a proposer beat another on this problem? Each proposer's experiment is
+run ``--repeats`` times, each for ``--budget`` SnakeLab runs, and compared.
+
+    ax3l-compare --proposers random,tpe --repeats 10 --budget 50 [--parallel N] [--csv out.csv]
+    ax3l-compare --proposers tpe,llm --url http://127.0.0.1:27770 --repeats 2 --budget 10
+
+Every repeat starts from SnakeLab's default configuration on its own seed (``--seed`` plus the
+repeat's number: repeat i of every proposer shares a seed) with its own throwaway databases, a
+reference SnakeLab on the calibrated surrogate (``--surrogate-seconds``, 0 by default), a
+toolbroker and an orchestrator with ``AX3L_PROPOSER`` set to the proposer: the real loop, the
+real MCP path. The budget counts SnakeLab's runs, the seeding run included (run 1). Results go
+to Ax3l's database (``comparisons``, ``comparison_repeats``; the report's ``/comparison``) and,
+with ``--csv``, to a file. Exit 0 when every repeat finished, 1 when one failed, 2 on bad
+arguments or settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ax3l.compare import results
+from ax3l.compare.repeat import RepeatPlan, RepeatResult, run_repeat
+from ax3l.compare.settings import CompareSettings, effective_env, load_settings
+from ax3l.compare.throwaway import AdminLoginMissing, admin_connection
+from ax3l.shared import comparison_stats as stats
+from ax3l.shared.db.cli import connect, ensure_schema
+from ax3l.shared.db.errors import DatabaseError
+
+DEFAULT_SEED = 1970
+BASELINE = "random"
+
+
+def proposer_names() -> tuple[str, ...]:
+    """Whatever the orchestrator accepts as ``AX3L_PROPOSER`` (its list, not a copy of it)."""
+    from ax3l.orchestrator.proposers import PROPOSER_NAMES
+
+    return tuple(PROPOSER_NAMES)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="ax3l-compare", description=(__doc__ or "").splitlines()[0]
+    )
+    parser.add_argument(
+        "--proposers", required=True, help="comma-separated, e.g. random,tpe,llm,llm+tpe"
+    )
+    parser.add_argument("--repeats", type=int, default=10, help="repeats per proposer (10)")
+    parser.add_argument(
+        "--budget", type=int, default=50, help="SnakeLab runs per repeat, seeding included (50)"
+    )
+    parser.add_argument("--url", help="model server for proposers that use one (AX3L_LLM_URL)")
+    parser.add_argument(
+        "--parallel", type=int, help="repeats side by side (AX3L_COMPARE_PARALLEL, else cores/2)"
+    )
+    parser.add_argument("--csv", type=Path, help="also write the results to this CSV file")
+    parser.add_argument(
+        "--seed", type=int, default=DEFAULT_SEED, help="seed of repeat 0; repeat i runs seed+i"
+    )
+    parser.add_argument(
+        "--surrogate-seconds", type=float, default=0.0, help="wall time of one surrogate run (0)"
+    )
+    parser.add_argument(
+        "--repeat-timeout", type=float, default=3600.0, help="seconds one repeat may take (3600)"
+    )
+    parser.add_argument(
+        "--db-env",
+        type=Path,
+        help="read settings from this KEY=value file first (e.g. .run/db.env); exported wins",
+    )
+    parser.add_argument("--logs", type=Path, help="keep every repeat's service logs here")
+    return parser.parse_args(argv)
+
+
+class UsageError(ValueError):
+    pass
+
+
+def check_args(args: argparse.Namespace, env: dict[str, str]) -> list[str]:
+    proposers = [p.strip() for p in args.proposers.split(",") if p.strip()]
+    known = proposer_names()
+    unknown = [p for p in proposers if p not in known]
+    if unknown:
+        raise UsageError(
+            f"unknown proposer {', '.join(unknown)}: the orchestrator accepts {', '.join(known)}"
+        )
+    if len(set(proposers)) != len(proposers) or not proposers:
+        raise UsageError("--proposers needs one or more distinct names")
+    if args.repeats < 1 or args.budget < 1:
+        raise UsageError("--repeats and --budget must be at least 1")
+    if args.parallel is not None and args.parallel < 1:
+        raise UsageError("--parallel must be at least 1")
+    url = args.url or env.get("AX3L_LLM_URL")
+    needing = [p for p in proposers if "llm" in p]
+    if needing and not url:
+        raise UsageError(f"{', '.join(needing)} needs a model server: --url or AX3L_LLM_URL")
+    return proposers
+
+
+def plans(proposers: list[str], repeats: int, budget: int, seed: int) -> list[RepeatPlan]:
+    """Repeat 0 of every proposer, then repeat 1...: partial results stay balanced."""
+    return [
+        RepeatPlan(proposer, index, seed + index, budget)
+        for index in range(repeats)
+        for proposer in proposers
+    ]
+
+
+def summary_lines(done: list[RepeatResult], proposers: list[str], budget: int) -> list[str]:
+    """The table printed at the end (and what the report's /comparison shows)."""
+    finals: dict[str, list[int | None]] = {}
+    lines = [
+        f"{'proposer':<10} {'repeats':>7} {'median best':>11} {'95% band':>13}"
+        f" {'P(beats random)':>15} {'wasted/accepted':>15} {'wall/repeat':>11}"
+    ]
+    for proposer in proposers:
+        mine = [r for r in done if r.plan.proposer == proposer and r.state == "finished"]
+        finals[proposer] = [stats.final_best(r.curve, budget) for r in mine]
+    for proposer in proposers:
+        mine = [r for r in done if r.plan.proposer == proposer and r.state == "finished"]
+        values = [float(v) for v in finals[proposer] if v is not None]
+        beat = (
+            stats.probability_of_beating(finals[proposer], finals[BASELINE])
+            if BASELINE in finals and proposer != BASELINE
+            else None
+        )
+        accepted = sum(r.accepted_proposals for r in mine)
+        wasted = sum(r.wasted_turns for r in mine)
+        walls = [r.wall_seconds for r in mine]
+        lines.append(
+            f"{proposer:<10} {len(mine):>7}"
+            f" {_number(stats.median(values) if values else None):>11}"
+            f" {_band(values):>13}"
+            f" {_number(beat, 2):>15}"
+            f" {_number(wasted / accepted if accepted else None, 3):>15}"
+            f" {_number(stats.median(walls) if walls else None, 1):>10}s"
+        )
+    return lines
+
+
+def _number(value: float | None, digits: int = 1) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def _band(values: list[float]) -> str:
+    if not values:
+        return "–"
+    return f"[{stats.quantile(values, 0.025):.1f}, {stats.quantile(values, 0.975):.1f}]"
+
+
+def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
+    env = effective_env(args.db_env, environ)
+    proposers = check_args(args, env)
+    settings: CompareSettings = load_settings(env)
+    admin_connection(settings).close()  # fail early without a login that can create databases
+    ensure_schema(settings)
+    parallel = args.parallel or settings.default_parallel()
+    url = args.url or env.get("AX3L_LLM_URL")
+    work = [*plans(proposers, args.repeats, args.budget, args.seed)]
+    logs = args.logs or Path(tempfile.mkdtemp(prefix="ax3l-compare-"))
+    content: dict[str, Any] = {
+        "seeds": [args.seed, args.seed + args.repeats - 1],
+        "parallel": parallel,
+        "surrogate_seconds": args.surrogate_seconds,
+        "trainer": "surrogate",
+        "url": url,
+        "llm_model": settings.llm_model,
+        "ax3l_version": settings.ax3l_version,
+        "settings": {k: v for k, v in env.items() if k.startswith(("AX3L_LLM_", "AX3L_MAX_"))},
+    }
+    began = time.monotonic()
+    conn = connect(settings)
+    stop = threading.Event()
+    done: list[RepeatResult] = []
+    comparison_id: int | None = None
+    state = "failed"
+    try:
+        comparison_id = results.create_comparison(
+            conn, proposers, args.repeats, args.budget, content
+        )
+        print(
+            f"comparison {comparison_id}: {', '.join(proposers)} x {args.repeats} repeats x"
+            f" {args.budget} runs, {parallel} side by side; logs in {logs}",
+            flush=True,
+        )
+        with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
+            futures = [
+                pool.submit(
+                    run_repeat,
+                    plan,
+                    settings,
+                    env,
+                    logs / f"{plan.proposer}-{plan.index}",
+                    url=url,
+                    surrogate_seconds=args.surrogate_seconds,
+                    timeout=args.repeat_timeout,
+                    stop=stop,
+                )
+                for plan in work
+            ]
+            try:
+                for future in concurrent.futures.as_completed(futures):
+                    result = future.result()
+                    done.append(result)
+                    results.store_repeat(conn, comparison_id, result)
+                    _report(result, len(done), len(work))
+                    if result.state == "finished" and args.logs is None:
+                        shutil.rmtree(logs / f"{result.plan.proposer}-{result.plan.index}", True)
+            except BaseException:
+                stop.set()  # the running repeats stop their services and drop their databases
+                for future in futures:
+                    future.cancel()
+                raise
+        state = "finished" if all(r.state == "finished" for r in done) else "partial"
+    finally:
+        wall = time.monotonic() - began
+        if comparison_id is not None:
+            results.finish_comparison(conn, comparison_id, state, wall)
+            if args.csv is not None:
+                results.export_csv(conn, comparison_id, args.csv)
+        conn.close()
+    failed = [r for r in done if r.state != "finished"]
+    for line in summary_lines(done, proposers, args.budget):
+        print(line)
+    print(f"wall time of the whole comparison: {wall:.1f} s")
+    if args.csv is not None:
+        print(f"CSV: {args.csv}")
+    if failed:
+        print(f"{len(failed)} repeat(s) failed; their logs are in {logs}", file=sys.stderr)
+        return 1
+    if args.logs is None:
+        shutil.rmtree(logs, True)
+    return 0
+
+
+def _report(result: RepeatResult, number: int, total: int) -> None:
+    plan = result.plan
+    if result.state == "finished":
+        print(
+            f"[{number}/{total}] {plan.proposer} repeat {plan.index} (seed {plan.seed}):"
+            f" best {result.best} after {len(result.scores)} runs, {result.accepted_proposals}"
+            f" accepted, {result.wasted_turns} wasted turns, {result.wall_seconds:.1f} s",
+            flush=True,
+        )
+    else:
+        print(
+            f"[{number}/{total}] {plan.proposer} repeat {plan.index} (seed {plan.seed}) FAILED:"
+            f" {result.error}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        return run_comparison(args, dict(os.environ))
+    except (UsageError, AdminLoginMissing) as exc:
+        print(f"ax3l-compare: {exc}", file=sys.stderr)
+        return 2
+    except DatabaseError as exc:
+        print(f"ax3l-compare: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+"""One repeat's services as real processes: the reference SnakeLab (surrogate trainer), the
+toolbroker and the orchestrator, on free ports of 127.0.0.1.
+
+Each process gets only what it reads (the way ``scripts/stack.py`` does it): what any Python
+process needs, the Ax3l settings the user exported (model server, token cap, constrained
+proposals...), and the repeat's own database login, endpoints and schema file. The admin login
+reaches none of them; SnakeLab's login only SnakeLab, Ax3l's only the broker and orchestrator.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from ax3l.compare.settings import setting_names
+from ax3l.shared.settings import Settings
+from snakelab.healthcheck import ping
+
+# What any Python process needs from the environment; nothing else is inherited.
+PROCESS_KEYS = frozenset(
+    {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "PYTHONPATH"}
+    | {"VIRTUAL_ENV"}
+)
+# Set per repeat, never taken from the user's environment.
+PER_REPEAT = frozenset(
+    {
+        "DB_HOST",
+        "DB_PORT",
+        "DB_USER",
+        "DB_PASSWORD",
+        "AX3L_DB_NAME",
+        "DB_NAME",
+        "AX3L_SNAKELAB_DB_NAME",
+        "AX3L_SNAKELAB_ENDPOINT",
+        "AX3L_ZMQ_ENDPOINT",
+        "AX3L_HTTP_HOST",
+        "AX3L_ORCHESTRATOR_PORT",
+        "AX3L_TOOLBROKER_PORT",
+        "AX3L_REPORTS_PORT",
+        "AX3L_SCHEMA_PATH",
+        "AX3L_PROPOSER",
+        "AX3L_CONVERSATION_PARAMETER",
+        "AX3L_OUTPUT_DIR",
+        "AX3L_RAW_LOGS_ENABLED",
+    }
+)
+# Loop timings for 0 s runs: the defaults (5 s polls) would make the loop, not the proposer,
+# the cost of a repeat. Exported values win.
+FAST_LOOP = {"AX3L_POLL_INTERVAL": "0.05", "AX3L_RETRY_BACKOFF_MAX": "1"}
+START_TIMEOUT = 60.0
+
+
+class ProcessFailed(RuntimeError):
+    """A service of a repeat exited or did not become ready."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def base_env(environ: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in environ.items() if k in PROCESS_KEYS or k.startswith("LC_")}
+
+
+def ax3l_passthrough(environ: Mapping[str, str]) -> dict[str, str]:
+    """The Ax3l settings the user exported that a repeat's services should honour too."""
+    known = setting_names(Settings) - PER_REPEAT
+    return {k: v for k, v in environ.items() if k in known}
+
+
+class Service:
+    """A child process whose output goes to a log file."""
+
+    def __init__(self, name: str, args: list[str], env: dict[str, str], log_path: Path):
+        self.name = name
+        self.log_path = log_path
+        with log_path.open("ab") as log:
+            self.popen = subprocess.Popen(
+                args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def log_tail(self, lines: int = 30) -> str:
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def failure(self, what: str) -> ProcessFailed:
+        return ProcessFailed(f"{self.name} {what} (log {self.log_path}):\n{self.log_tail()}")
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """SIGTERM, then SIGKILL of its process group (the orchestrator's MCP children too)."""
+        if self.alive():
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if self.popen.poll() is None:
+            self.popen.wait(10)
+
+    def wait_ready(self, ready: Callable[[], bool], timeout: float = START_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if not self.alive():
+                raise self.failure(f"exited with {self.popen.returncode} while starting")
+            if time.monotonic() > deadline:
+                raise self.failure(f"not ready after {timeout:g} s")
+            time.sleep(0.05)
+
+
+def http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=0.5) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def start_snakelab(
+    env: dict[str, str], folder: Path, surrogate_seconds: float, schema: Path
+) -> tuple[Service, str]:
+    """The reference SnakeLab on the surrogate trainer; returns it and its control endpoint."""
+    port = free_port()
+    full = {
+        **env,
+        "SNAKELAB_TRAINER": "surrogate",
+        "SNAKELAB_SURROGATE_SECONDS": f"{surrogate_seconds:g}",
+        "SNAKELAB_SCHEMA_PATH": str(schema),
+        "SNAKELAB_LOG_LEVEL": "WARNING",
+        "SNAKELAB_DB_WAIT_SECONDS": "10",
+    }
+    args = [sys.executable, "-m", "snakelab", "--address", "127.0.0.1", "--port", str(port)]
+    args += ["--events-port", "0"]
+    service = Service("snakelab", args, full, folder / "snakelab.log")
+    endpoint = f"tcp://127.0.0.1:{port}"
+    service.wait_ready(lambda: ping(endpoint))
+    return service, endpoint
+
+
+def start_toolbroker(env: dict[str, str], folder: Path, zmq_endpoint: str) -> Service:
+    port = free_port()
+    full = {**env, "AX3L_TOOLBROKER_PORT": str(port), "AX3L_ZMQ_ENDPOINT": zmq_endpoint}
+    service = Service(
+        "toolbroker",
+        [sys.executable, "-m", "ax3l.toolbroker", "--zmq-endpoint", zmq_endpoint],
+        full,
+        folder / "toolbroker.log",
+    )
+    service.wait_ready(lambda: http_ok(f"http://127.0.0.1:{port}/health"))
+    return service
+
+
+def start_orchestrator(env: dict[str, str], folder: Path, proposer: str) -> Service:
+    """The orchestrator with ``AX3L_PROPOSER`` = ``proposer`` (not waited for: it seeds)."""
+    full = {
+        **FAST_LOOP,
+        **env,
+        "AX3L_ORCHESTRATOR_PORT": str(free_port()),
+        "AX3L_PROPOSER": proposer,
+    }
+    return Service(
+        "orchestrator",
+        [sys.executable, "-m", "ax3l.orchestrator"],
+        full,
+        folder / "orchestrator.log",
+    )

@@ -1,0 +1,270 @@
+"""One repeat: a proposer's whole experiment, from the default configuration, on its own seed
+and its own throwaway databases, through the real services and the real round-robin loop.
+
+The budget counts SnakeLab's runs: the seeding run is run 1, and every later run counts
+whoever submitted it (a proposal, a seed rotation's baseline, a retry of a run that never
+trained). The orchestrator is stopped as soon as SnakeLab holds ``budget`` runs; the repeat
+ends when the last of them is terminal. Its best-so-far curve is read from SnakeLab's runs
+(the ``budget`` first, in submission order; a run without a completed high score adds
+nothing), its turns from the events written up to the last run's submission.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pymysql
+
+from ax3l.compare import processes
+from ax3l.compare.settings import CompareSettings
+from ax3l.compare.throwaway import RepeatDatabases, repeat_databases
+from ax3l.shared.comparison_stats import best_so_far
+from ax3l.shared.config_schema import BUNDLED_SCHEMA
+
+TERMINAL = ("completed", "failed", "cancelled")
+WASTED_EVENTS = ("llm_request_failed", "proposal_rejected_invalid", "proposal_rejected_duplicate")
+POLL_SECONDS = 0.05
+NO_SUCH_TABLE = 1146
+
+
+class RepeatStopped(RuntimeError):
+    """The comparison was interrupted."""
+
+
+@dataclass(frozen=True)
+class RepeatPlan:
+    proposer: str
+    index: int
+    seed: int
+    budget: int
+
+
+@dataclass
+class RepeatResult:
+    plan: RepeatPlan
+    state: str  # finished | failed
+    scores: list[int | None] = field(default_factory=list)  # run 1..budget, None: no score
+    accepted_proposals: int = 0
+    model_turns: int = 0
+    wasted_turns: int = 0
+    wasted_kinds: dict[str, int] = field(default_factory=dict)
+    conversations: int = 0
+    fallback_turns: int = 0
+    wall_seconds: float = 0.0
+    setup_seconds: float = 0.0
+    error: str | None = None
+
+    @property
+    def curve(self) -> list[int | None]:
+        return best_so_far(self.scores)
+
+    @property
+    def best(self) -> int | None:
+        curve = self.curve
+        return curve[-1] if curve else None
+
+    def content(self) -> dict[str, Any]:
+        """What the row's ``content`` column keeps beyond its own columns."""
+        found: dict[str, Any] = {
+            "scores": self.scores,
+            "wasted_kinds": self.wasted_kinds,
+            "conversations": self.conversations,
+            "fallback_turns": self.fallback_turns,
+            "setup_seconds": round(self.setup_seconds, 3),
+        }
+        if self.error:
+            found["error"] = self.error
+        return found
+
+
+def schema_document(settings: CompareSettings, seed: int) -> dict[str, Any]:
+    """The schema the services use (``AX3L_SCHEMA_PATH`` or the bundled copy) with the seed's
+    default replaced: seeding then runs the default configuration on the repeat's seed."""
+    if settings.schema_path is not None:
+        text = Path(settings.schema_path).read_text("utf-8")
+    else:
+        text = resources.files("ax3l.shared.schema").joinpath(BUNDLED_SCHEMA).read_text("utf-8")
+    document = dict(json.loads(text))
+    document["properties"]["seed"]["default"] = seed
+    return document
+
+
+def _runs(cur: Any, snakelab_db: str, limit: int) -> list[tuple[str, str, int | None]]:
+    cur.execute(
+        f"SELECT run_id, status, high_score FROM `{snakelab_db}`.simulation_runs"
+        " ORDER BY id LIMIT %s",
+        (limit,),
+    )
+    return [(str(r[0]), str(r[1]), None if r[2] is None else int(r[2])) for r in cur.fetchall()]
+
+
+def _run_count(cur: Any, snakelab_db: str) -> int:
+    try:
+        cur.execute(f"SELECT COUNT(*) FROM `{snakelab_db}`.simulation_runs")
+    except pymysql.err.ProgrammingError as exc:  # SnakeLab creates its tables at startup
+        if exc.args and exc.args[0] == NO_SUCH_TABLE:
+            return 0
+        raise
+    return int(cur.fetchone()[0])
+
+
+def read_turns(cur: Any, last_run_id: str | None, result: RepeatResult) -> None:
+    """Accepted proposals, model turns and wasted turns (by kind) up to the last run."""
+    cutoff: int | None = None
+    if last_run_id is not None:
+        cur.execute("SELECT MIN(event_id) FROM events WHERE process_id = %s", (last_run_id,))
+        row = cur.fetchone()
+        cutoff = None if row is None or row[0] is None else int(row[0])
+    where = "" if cutoff is None else f" AND e.event_id <= {cutoff}"
+    cur.execute(
+        "SELECT e.name, m.content FROM events e LEFT JOIN event_messages m"
+        " ON m.event_id = e.event_id WHERE e.name IN"
+        " ('proposal_accepted', 'reply_received', 'llm_request_failed',"
+        " 'proposal_rejected_invalid', 'proposal_rejected_duplicate', 'conversation_started')"
+        f"{where}"
+    )
+    kinds: Counter[str] = Counter()
+    for name, text in cur.fetchall():
+        content = _json(text) if name in ("llm_request_failed", "conversation_started") else None
+        if name == "proposal_accepted":
+            result.accepted_proposals += 1
+        elif name == "reply_received":
+            result.model_turns += 1
+        elif name == "conversation_started":
+            result.conversations += 1
+            if isinstance(content, dict) and content.get("fallback_for"):
+                result.fallback_turns += 1
+        elif name == "llm_request_failed":
+            kind = content.get("kind") if isinstance(content, dict) else None
+            kinds[f"llm_request_failed:{kind or 'unknown'}"] += 1
+            # A failure of the request itself (no reply came) was a model turn too.
+            if isinstance(content, dict) and content.get("correctable") is False:
+                result.model_turns += 1
+        else:
+            kinds[name] += 1
+    result.wasted_kinds = dict(sorted(kinds.items()))
+    result.wasted_turns = sum(kinds.values())
+
+
+def _json(text: Any) -> Any:
+    try:
+        return json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def run_repeat(
+    plan: RepeatPlan,
+    settings: CompareSettings,
+    environ: dict[str, str],
+    folder: Path,
+    *,
+    url: str | None,
+    surrogate_seconds: float,
+    timeout: float,
+    stop: threading.Event,
+) -> RepeatResult:
+    """Run one repeat to its budget; a failure is returned as a failed result, not raised."""
+    began = time.monotonic()
+    result = RepeatResult(plan, "failed")
+    folder.mkdir(parents=True, exist_ok=True)
+    services: list[processes.Service] = []
+    try:
+        with repeat_databases(settings) as dbs:
+            try:
+                _run(plan, dbs, settings, environ, folder, url, surrogate_seconds, timeout, stop,
+                     services, result, began)  # fmt: skip
+            finally:
+                for service in reversed(services):
+                    service.stop()
+    except Exception as exc:
+        result.state = "failed"
+        result.error = f"{type(exc).__name__}: {exc}"
+    if result.wall_seconds == 0.0:
+        result.wall_seconds = time.monotonic() - began
+    return result
+
+
+def _run(
+    plan: RepeatPlan,
+    dbs: RepeatDatabases,
+    settings: CompareSettings,
+    environ: dict[str, str],
+    folder: Path,
+    url: str | None,
+    surrogate_seconds: float,
+    timeout: float,
+    stop: threading.Event,
+    services: list[processes.Service],
+    result: RepeatResult,
+    began: float,
+) -> None:
+    schema = folder / "schema.json"
+    schema.write_text(json.dumps(schema_document(settings, plan.seed)))
+    base = processes.base_env(environ)
+    snakelab, endpoint = processes.start_snakelab(
+        {**base, **dbs.snakelab_env()}, folder, surrogate_seconds, schema
+    )
+    services.append(snakelab)
+    ax3l_env = {
+        **base,
+        **processes.ax3l_passthrough(environ),
+        **dbs.ax3l_env(),
+        "AX3L_SNAKELAB_ENDPOINT": endpoint,
+        "AX3L_SCHEMA_PATH": str(schema),
+        "AX3L_HTTP_HOST": "127.0.0.1",
+    }
+    if url:
+        ax3l_env["AX3L_LLM_URL"] = url
+    zmq_endpoint = f"tcp://127.0.0.1:{processes.free_port()}"
+    services.append(processes.start_toolbroker(ax3l_env, folder, zmq_endpoint))
+    ax3l_env["AX3L_ZMQ_ENDPOINT"] = zmq_endpoint
+    orchestrator = processes.start_orchestrator(ax3l_env, folder, plan.proposer)
+    services.append(orchestrator)
+    started = time.monotonic()
+    result.setup_seconds = started - began
+    deadline = started + timeout
+    conn = dbs.connect()
+    try:
+        with conn.cursor() as cur:
+            while _run_count(cur, dbs.snakelab_db) < plan.budget:
+                _check(orchestrator, services, deadline, stop, timeout)
+                time.sleep(POLL_SECONDS)
+            # The budget is spent: no further proposal may start.
+            orchestrator.stop()
+            while True:
+                runs = _runs(cur, dbs.snakelab_db, plan.budget)
+                if all(status in TERMINAL for _, status, _ in runs):
+                    break
+                _check(None, services[:-1], deadline, stop, timeout)
+                time.sleep(POLL_SECONDS)
+            result.wall_seconds = time.monotonic() - started
+            result.scores = [score if status == "completed" else None for _, status, score in runs]
+            read_turns(cur, runs[-1][0] if runs else None, result)
+    finally:
+        conn.close()
+    result.state = "finished"
+
+
+def _check(
+    orchestrator: processes.Service | None,
+    services: list[processes.Service],
+    deadline: float,
+    stop: threading.Event,
+    timeout: float,
+) -> None:
+    if stop.is_set():
+        raise RepeatStopped("the comparison was interrupted")
+    for service in services:
+        if not service.alive():
+            raise service.failure(f"exited with {service.popen.returncode}")
+    if time.monotonic() > deadline:
+        what = orchestrator.log_tail(10) if orchestrator else ""
+        raise TimeoutError(f"the budget was not reached within {timeout:g} s\n{what}")

@@ -1,0 +1,76 @@
+"""``ax3l-compare``'s settings: Ax3l's shared ones (where results are stored, what the
+orchestrators inherit) plus the login that may create the throwaway databases.
+
+The admin login and SnakeLab's login are read here and handed on only as far as needed: the
+admin login to no process at all, SnakeLab's only to the reference SnakeLab of each repeat.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, SecretStr
+
+from ax3l.shared.settings import Settings
+
+
+class CompareSettings(Settings):
+    """Shared settings plus the comparison's own (each documents its variable)."""
+
+    admin_user: str | None = Field(
+        None,
+        validation_alias="AX3L_DB_ADMIN_USER",
+        description="a login that may CREATE and DROP databases and GRANT on them (the"
+        " throwaway databases of each repeat); never passed to any process",
+    )
+    admin_password: SecretStr = Field(SecretStr(""), validation_alias="AX3L_DB_ADMIN_PASSWORD")
+    snakelab_db_user: str = Field("snakelab", validation_alias="SNAKELAB_DB_USER")
+    snakelab_db_password: SecretStr = Field(SecretStr(""), validation_alias="SNAKELAB_DB_PASSWORD")
+    parallel: int | None = Field(
+        None,
+        validation_alias=AliasChoices("AX3L_COMPARE_PARALLEL"),
+        ge=1,
+        description="repeats side by side (--parallel); unset: half the cores, at least one",
+    )
+
+    def default_parallel(self) -> int:
+        if self.parallel is not None:
+            return self.parallel
+        return max(1, (os.cpu_count() or 1) // 2)
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """``KEY=value`` lines (``.run/db.env``); blank lines and ``#`` comments skipped."""
+    values: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, _, value = line.partition("=")
+            values[key.strip()] = value.strip()
+    return values
+
+
+def setting_names(model: type[Settings]) -> set[str]:
+    """The environment variables a settings class reads (its validation aliases)."""
+    names: set[str] = set()
+    for info in model.model_fields.values():
+        alias = info.validation_alias
+        if isinstance(alias, str):
+            names.add(alias)
+        elif isinstance(alias, AliasChoices):
+            names.update(choice for choice in alias.choices if isinstance(choice, str))
+    return names
+
+
+def effective_env(env_file: Path | None, environ: Mapping[str, str]) -> dict[str, str]:
+    """The file's values (when given) under the process environment: what is exported wins."""
+    values = read_env_file(env_file) if env_file is not None else {}
+    values.update(environ)
+    return values
+
+
+def load_settings(env: Mapping[str, str]) -> CompareSettings:
+    known = setting_names(CompareSettings)
+    return CompareSettings(**{k: v for k, v in env.items() if k in known})  # type: ignore[arg-type]
