@@ -7,6 +7,7 @@ from fastapi import APIRouter
 from ax3l.reports.routes import (
     api_reference,
     assets,
+    comparison,
     events,
     golden,
     health,
@@ -18,7 +19,7 @@ from ax3l.reports.routes import (
 )
 
 api_router = APIRouter()
-for module in (events, highscores, golden, scores, simulations, proposers):
+for module in (events, highscores, golden, scores, simulations, proposers, comparison):
     api_router.include_router(module.router)
     api_router.include_router(module.pages)
 api_router.include_router(status.router)

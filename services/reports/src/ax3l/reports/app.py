@@ -24,7 +24,8 @@ from ax3l.shared.snakelab_client import SnakeLabClient
 DESCRIPTION = """Read-only pages and JSON over Ax3l's events and SnakeLab's runs.
 
 Pages: `/` (event log), `/events/{id}`, `/experiment-highscores`, `/golden-configurations`,
-`/score-distribution`, `/simulations/{run_id}`, `/proposers`. JSON: everything under `/api/`.
+`/score-distribution`, `/simulations/{run_id}`, `/proposers`, `/comparison`. JSON: everything
+under `/api/`.
 Bad query values are answered with 422 and a `message`.
 """
 

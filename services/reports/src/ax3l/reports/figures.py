@@ -201,3 +201,102 @@ def episodes_figure(episodes: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "yaxis": {"title": {"text": "Score"}},
         },
     }
+
+
+# One colour per proposer of a comparison, in the comparison's order.
+PROPOSER_COLOURS = ("#64748b", "#2563eb", "#16a34a", "#d97706", "#9333ea", "#dc2626")
+
+
+def _rgba(colour: str, alpha: float) -> str:
+    red, green, blue = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({red}, {green}, {blue}, {alpha})"
+
+
+def comparison_trace_names(proposer: str) -> tuple[str, str, str]:
+    """The median, lower-band and upper-band trace names of a proposer."""
+    return f"{proposer} median", f"{proposer} 2.5%", f"{proposer} 97.5%"
+
+
+def comparison_figure(
+    curves: Sequence[tuple[str, Sequence[Any]]], budget: int, target: float | None
+) -> dict[str, Any]:
+    """Per proposer the median best-so-far against simulations, inside its 95% band (a filled
+    area between the 2.5th and 97.5th percentiles over repeats); the picked score as a line.
+
+    ``curves`` is ``(proposer, points)`` with points having ``simulations``, ``median``,
+    ``low``, ``high`` and ``repeats`` (``comparison_stats.CurvePoint``).
+    """
+    data: list[dict[str, Any]] = []
+    for number, (proposer, points) in enumerate(curves):
+        colour = PROPOSER_COLOURS[number % len(PROPOSER_COLOURS)]
+        name = _escape(proposer)
+        median_name, low_name, high_name = comparison_trace_names(name)
+        x = [p.simulations for p in points]
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": high_name,
+                "legendgroup": name,
+                "showlegend": False,
+                "x": x,
+                "y": [p.high for p in points],
+                "line": {"width": 0, "shape": "hv", "color": colour},
+                "hovertemplate": f"{name} 97.5%: %{{y}} after %{{x}} runs<extra></extra>",
+            }
+        )
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": low_name,
+                "legendgroup": name,
+                "showlegend": False,
+                "x": x,
+                "y": [p.low for p in points],
+                "fill": "tonexty",
+                "fillcolor": _rgba(colour, 0.15),
+                "line": {"width": 0, "shape": "hv", "color": colour},
+                "hovertemplate": f"{name} 2.5%: %{{y}} after %{{x}} runs<extra></extra>",
+            }
+        )
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": median_name,
+                "legendgroup": name,
+                "x": x,
+                "y": [p.median for p in points],
+                "customdata": [p.repeats for p in points],
+                "line": {"width": 2.5, "shape": "hv", "color": colour},
+                "hovertemplate": (
+                    f"<b>{name}</b>: median best %{{y}} after %{{x}} runs"
+                    " (%{customdata} repeats)<extra></extra>"
+                ),
+            }
+        )
+    shapes: list[dict[str, Any]] = []
+    if target is not None:
+        shapes.append(
+            {
+                "type": "line",
+                "xref": "paper",
+                "yref": "y",
+                "x0": 0,
+                "x1": 1,
+                "y0": target,
+                "y1": target,
+                "line": {"color": SEED_COLOUR, "width": 1, "dash": "dot"},
+            }
+        )
+    layout = {
+        **LAYOUT_BASE,
+        "xaxis": {
+            "title": {"text": "SnakeLab simulations (seeding is run 1)"},
+            "range": [1, budget],
+        },
+        "yaxis": {"title": {"text": "Best high score so far"}},
+        "shapes": shapes,
+    }
+    return {"data": data, "layout": layout}
