@@ -106,6 +106,33 @@ class Settings(BaseSettings):
         description="failed model conversations in a row on one turn before the fallback",
     )
     mcp_call_timeout: float = Field(45.0, validation_alias="AX3L_MCP_CALL_TIMEOUT", gt=0)
+    seats_host: str = Field(
+        "127.0.0.1",
+        validation_alias="AX3L_SEATS_HOST",
+        description="address the seats' Streamable HTTP MCP endpoint listens on (proposer external)",
+    )
+    seats_port: int = Field(
+        28873, validation_alias="AX3L_SEATS_PORT", ge=0, le=65535, description="its port"
+    )
+    external_deadline: float = Field(
+        300.0,
+        validation_alias="AX3L_EXTERNAL_DEADLINE",
+        gt=0,
+        description="seconds a turn waits for a seat's accepted proposal before the fallback",
+    )
+    seat_rate_limit: int = Field(
+        60,
+        validation_alias="AX3L_SEAT_RATE_LIMIT",
+        ge=1,
+        description="tool calls one seat may make per minute; more are refused",
+    )
+    mcp_prepared_ahead: int = Field(
+        1,
+        validation_alias="AX3L_MCP_PREPARED_AHEAD",
+        ge=0,
+        le=6,
+        description="turns after the current one whose MCP session is started in advance",
+    )
     max_corrections: int = Field(3, validation_alias="AX3L_MAX_CORRECTIONS", ge=0)
     retry_backoff_max: float = Field(60.0, validation_alias="AX3L_RETRY_BACKOFF_MAX", gt=0)
     proposer: str | None = Field(None, validation_alias="AX3L_PROPOSER")

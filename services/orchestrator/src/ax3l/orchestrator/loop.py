@@ -104,6 +104,13 @@ class ExperimentLoop:
             self.services.status.error(text)
             raise StepFailed(text) from exc
 
+    def _prepare(self, index: object, include_current: bool = False) -> None:
+        """Start the MCP sessions of the turns after round-robin ``index`` (and its own), so
+        they are ready when their conversations begin; others prepared earlier are closed."""
+        if type(index) is int:
+            pool = self.proposer.deps.sessions
+            pool.prepare(pool.upcoming(index, include_current))
+
     async def step(self) -> None:
         """Derive the next piece of work from the events and do it."""
         services = self.services
@@ -120,13 +127,17 @@ class ExperimentLoop:
 
         rotation = await pending_rotation(services, golden_event_id)
         if rotation is not None:
+            self._prepare((await next_turn(db)).index, include_current=True)
             await finish_rotation(services, rotation)
             return
         pending = await pending_proposal(services)
         if pending is not None:
+            if pending.checkpoint is not None:
+                self._prepare(pending.checkpoint.field("index"))
             await finish_proposal(services, pending)
             return
         if cycles.stagnant >= settings.seed_stagnant_rounds:
+            self._prepare((await next_turn(db)).index, include_current=True)
             rotation = await start_rotation(services, golden_event_id, golden, cycles.stagnant)
             await finish_rotation(services, rotation)
             return
@@ -136,7 +147,9 @@ class ExperimentLoop:
         checkpoint_id = await write_checkpoint(services.log, turn, services.process_id)
         crash_point("after_checkpoint")
         if await skip_if_exhausted(services, turn, golden, checkpoint_id):
+            self._prepare(turn.index)
             return
+        self._prepare(turn.index, include_current=True)
         status.set_phase(Phase.CONVERSING)
         await self.proposer.propose(
             TurnContext(

@@ -32,6 +32,7 @@ from ax3l.orchestrator.loop import FATAL, ExperimentLoop
 from ax3l.orchestrator.proposers import PROPOSER_NAMES, Proposer, ProposerDeps, make_proposer
 from ax3l.orchestrator.raw_capture import RawCapture
 from ax3l.orchestrator.services import LoopServices
+from ax3l.orchestrator.session_pool import SessionPool
 from ax3l.orchestrator.startup import prepare
 from ax3l.orchestrator.status import LoopStatus, Phase
 from ax3l.orchestrator.status_api import ApiResources, create_app
@@ -102,6 +103,11 @@ def configure(args: argparse.Namespace, settings: Settings) -> tuple[Settings, s
         name = "llm" if settings.llm_url else "tpe"
     if name == "llm":
         note = f"proposer: llm, model server {settings.llm_url}"
+    elif name == "external":
+        note = (
+            f"proposer: external, seats at http://{settings.seats_host}:{settings.seats_port}/mcp"
+            f" (fallback {settings.llm_fallback} after {settings.external_deadline:g} s)"
+        )
     elif settings.llm_url:
         note = f"proposer: {name} (the model server {settings.llm_url} is not used)"
     elif args.proposer or settings.proposer:
@@ -147,8 +153,9 @@ async def run(settings: Settings, schema: ConfigSchema, proposer_name: str) -> i
         submitter=OnceSubmitter(db, snakelab, index, settings.snakelab_poll_interval, status),
         process_id=process_id,
     )
+    sessions = SessionPool(settings)
     proposer = make_proposer(
-        proposer_name, ProposerDeps(db, log, schema, settings, status, capture, index)
+        proposer_name, ProposerDeps(db, log, schema, settings, status, capture, index, sessions)
     )
     server = _Server(
         uvicorn.Config(
@@ -163,6 +170,14 @@ async def run(settings: Settings, schema: ConfigSchema, proposer_name: str) -> i
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    try:
+        await proposer.start()
+    except OSError as exc:
+        print(f"ax3l-orchestrator: {exc}", file=sys.stderr, flush=True)
+        await proposer.close()
+        await db.close()
+        capture.stop()
+        return 2
     api = asyncio.create_task(server.serve(), name="status-api")
     experiment = asyncio.create_task(_experiment(services, proposer), name="experiment")
     stopper = asyncio.create_task(stop.wait(), name="stop-signal")
@@ -200,6 +215,7 @@ async def run(settings: Settings, schema: ConfigSchema, proposer_name: str) -> i
         server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError, SystemExit, Exception):
             await api
+        await sessions.close()
         await proposer.close()
         await db.close()
         capture.stop()

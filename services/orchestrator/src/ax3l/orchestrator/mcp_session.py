@@ -7,6 +7,7 @@ tool is discovered with ``list_tools``; the definition sent to the model is exac
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -28,6 +29,8 @@ MCP_MODULE = "ax3l.app.snakelab.tools"
 # admin login, no test hook.
 PROCESS_KEYS = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR")
 PROCESS_PREFIXES = ("LC_",)
+# Seconds a session opened in advance has to answer before it is handed over.
+PING_TIMEOUT = 5.0
 
 
 class ToolSessionFailed(RuntimeError):
@@ -83,6 +86,20 @@ class BoundSession:
         self.call_timeout = call_timeout
         self.spawn_seconds = spawn
         self.close_seconds: float | None = None
+        # Set by the session pool: started before its conversation, and how long that
+        # conversation waited for it.
+        self.prepared = False
+        self.wait_seconds: float | None = None
+
+    async def alive(self) -> bool:
+        """Whether the child still answers (a fresh tool listing, as the protocol has no ping
+        any more): a session opened in advance may have lost its child while it waited."""
+        try:
+            async with asyncio.timeout(PING_TIMEOUT):
+                await self._client.list_tools(cache_mode="bypass")
+        except Exception:
+            return False  # whatever failed, the session cannot be used
+        return True
 
     async def call(self, arguments: dict[str, Any]) -> ToolReply:
         """Call the bound tool once (never retried: the broker may have acted on it)."""

@@ -10,6 +10,7 @@ from typing import Any
 
 from ax3l.orchestrator.mcp_session import BoundSession, ToolSessionFailed
 from ax3l.orchestrator.raw_capture import RawCapture
+from ax3l.orchestrator.session_pool import SessionPool
 from ax3l.orchestrator.status import LoopStatus
 from ax3l.orchestrator.turns import Turn
 from ax3l.shared.config_index import ConfigIndex
@@ -37,6 +38,7 @@ class ProposerDeps:
     status: LoopStatus
     capture: RawCapture
     index: ConfigIndex
+    sessions: SessionPool
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,9 @@ class Proposer(ABC):
         self.deps = deps
         # The MCP sessions of the current conversation, for the timings in conversation_ended.
         self.sessions: list[BoundSession] = []
+
+    async def start(self) -> None:  # noqa: B027 - most proposers serve nothing
+        """Open what the proposer serves before the loop runs (the seats' endpoint)."""
 
     async def close(self) -> None:  # noqa: B027 - most proposers hold nothing
         """Release what the proposer holds (HTTP clients)."""
@@ -109,11 +114,7 @@ class Proposer(ABC):
             raise ConversationFailed(message) from exc
         finally:
             deps.status.conversation_id = None
-        timings = [
-            {"spawn_seconds": round(s.spawn_seconds, 4), "close_seconds": round(s.close_seconds, 4)}
-            for s in self.sessions
-            if s.close_seconds is not None
-        ]
+        timings = [_timing(s) for s in self.sessions]
         await deps.log.log(
             "conversation_ended",
             {**ended, "outcome": "accepted", "run_id": run_id, "mcp_sessions": timings},
@@ -128,3 +129,17 @@ class Proposer(ABC):
     @abstractmethod
     async def converse(self, ctx: TurnContext, conversation_id: str, started_event_id: int) -> str:
         """The proposer's own conversation; returns the accepted run id."""
+
+
+def _timing(session: BoundSession) -> dict[str, Any]:
+    """A session's timings for ``conversation_ended``: its spawn (in advance when
+    ``prepared``), how long the conversation waited for it, and its close once it is known
+    (a session closes in the background after its conversation)."""
+    timing: dict[str, Any] = {
+        "spawn_seconds": round(session.spawn_seconds, 4),
+        "prepared": session.prepared,
+        "wait_seconds": round(session.wait_seconds or 0.0, 4),
+    }
+    if session.close_seconds is not None:
+        timing["close_seconds"] = round(session.close_seconds, 4)
+    return timing

@@ -20,7 +20,7 @@ from ax3l.orchestrator.comparable_history import load_history
 from ax3l.orchestrator.crash_points import crash_point
 from ax3l.orchestrator.event_reads import latest
 from ax3l.orchestrator.llm_client import ModelClient, ModelFailure, ToolCall, extract_tool_call
-from ax3l.orchestrator.mcp_session import BoundSession, bound_session
+from ax3l.orchestrator.mcp_session import BoundSession
 from ax3l.orchestrator.model_corrections import correction_for, prose_of
 from ax3l.orchestrator.open_values import OpenValues, constrained_tool, open_values
 from ax3l.orchestrator.prompt_budget import (
@@ -114,7 +114,7 @@ class LlmProposer(Proposer):
         entry = ctx.turn.entry
         history = await load_history(deps.db, deps.schema, entry, ctx.golden.config)
         first = await latest(deps.db, "proposal_accepted") is None
-        async with bound_session(entry, deps.settings, self.sessions) as session:
+        async with deps.sessions.session(entry, self.sessions) as session:
             prompt_ctx = PromptContext(
                 entry=entry,
                 schema=deps.schema,

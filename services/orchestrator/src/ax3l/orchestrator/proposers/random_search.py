@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from ax3l.orchestrator.comparable_history import ComparableHistory, load_history
 from ax3l.orchestrator.crash_points import crash_point
-from ax3l.orchestrator.mcp_session import BoundSession, bound_session
+from ax3l.orchestrator.mcp_session import BoundSession
 from ax3l.orchestrator.proposers.base import (
     ConversationFailed,
     Proposer,
@@ -46,7 +46,7 @@ class RandomProposer(Proposer):
         )
         excluded.add(key_of(history.golden_values))
         dims = dimensions(deps.schema, entry)
-        async with bound_session(entry, deps.settings, self.sessions) as session:
+        async with deps.sessions.session(entry, self.sessions) as session:
             rejections = 0
             while True:
                 values = self.choose(dims, history, excluded)
