@@ -139,3 +139,170 @@ async def proposer_stats(db: Database) -> list[ProposerStats]:
         )
     stats.sort(key=lambda s: (s.proposer == UNKNOWN, -s.proposals, s.proposer))
     return stats
+
+
+# -- the model leaderboard --------------------------------------------------------------------
+# A conversation is the model's when the model server answered or failed in it (its replies and
+# failures carry the conversation id as process id); its model is the ``model`` its first reply
+# names, else the configured ``AX3L_LLM_MODEL``, else UNKNOWN_MODEL. The broker's rejections and
+# accepted proposals have process ids of their own: conversations run one at a time, so they
+# belong to the latest conversation started before them. A fallback turn counts for the model
+# of the latest model conversation before it (the one that kept failing the turn).
+
+UNKNOWN_MODEL = "unknown model"
+REJECTIONS = ("proposal_rejected_invalid", "proposal_rejected_duplicate")
+
+
+@dataclass(frozen=True)
+class ModelStats:
+    model: str
+    conversations: int
+    accepted_proposals: int
+    wasted_turns: int
+    wasted_kinds: dict[str, int]
+    fallback_turns: int
+    requests: int
+    median_seconds: float | None
+    p95_seconds: float | None
+    completion_tokens: int
+    completion_tokens_per_accepted: float | None
+    new_goldens: int
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number == number else None  # NaN is no number
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    if low + 1 >= len(ordered):
+        return ordered[-1]
+    return ordered[low] + (ordered[low + 1] - ordered[low]) * (position - low)
+
+
+async def _model_requests(db: Database) -> list[dict[str, Any]]:
+    """Replies (model, completion tokens, server timings) and failed requests, each with the
+    time of the prompt it answered; only these few fields are read from the contents."""
+    return await db.fetchall(
+        "SELECT e.event_id, e.name, e.process_id, e.occurred_at, p.occurred_at AS asked_at,"
+        " CASE WHEN e.name = 'reply_received'"
+        "  THEN JSON_UNQUOTE(JSON_EXTRACT(m.content, '$.model')) END AS model,"
+        " CASE WHEN e.name = 'reply_received'"
+        "  THEN JSON_EXTRACT(m.content, '$.usage.completion_tokens') END AS completion_tokens,"
+        " CASE WHEN e.name = 'reply_received'"
+        "  THEN JSON_EXTRACT(m.content, '$.timings.prompt_ms') END AS prompt_ms,"
+        " CASE WHEN e.name = 'reply_received'"
+        "  THEN JSON_EXTRACT(m.content, '$.timings.predicted_ms') END AS predicted_ms,"
+        " CASE WHEN e.name = 'llm_request_failed'"
+        "  THEN JSON_UNQUOTE(JSON_EXTRACT(m.content, '$.kind')) END AS kind,"
+        " CASE WHEN e.name = 'llm_request_failed'"
+        "  THEN JSON_EXTRACT(m.content, '$.correctable') END AS correctable"
+        " FROM events e LEFT JOIN event_messages m ON m.event_id = e.event_id"
+        " LEFT JOIN events p ON p.event_id = e.parent_event_id"
+        " WHERE e.name IN ('reply_received', 'llm_request_failed') ORDER BY e.event_id",
+        doing="reading the model's requests",
+    )
+
+
+def _seconds(row: dict[str, Any]) -> float | None:
+    """A request's duration: llama-server's timings when the reply has them, else the time
+    from its prompt's event to its own."""
+    prompt_ms, predicted_ms = _number(row.get("prompt_ms")), _number(row.get("predicted_ms"))
+    if prompt_ms is not None and predicted_ms is not None:
+        return (prompt_ms + predicted_ms) / 1000
+    asked, answered = row.get("asked_at"), row.get("occurred_at")
+    if asked is None or answered is None:
+        return None
+    return float((answered - asked).total_seconds())
+
+
+async def model_stats(db: Database, configured_model: str | None = None) -> list[ModelStats]:
+    """One row per model that has been asked, most accepted proposals first."""
+    requests = await _model_requests(db)
+    if not requests:
+        return []
+    model_of: dict[str, str] = {}
+    for row in requests:
+        name = row["model"] if row["name"] == "reply_received" else None
+        conversation = row["process_id"] or ""
+        if isinstance(name, str) and name and conversation not in model_of:
+            model_of[conversation] = name
+    fallback_name = configured_model or UNKNOWN_MODEL
+    for row in requests:
+        model_of.setdefault(row["process_id"] or "", fallback_name)
+
+    wasted: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    seconds: dict[str, list[float]] = defaultdict(list)
+    tokens: dict[str, int] = defaultdict(int)
+    for row in requests:
+        model = model_of[row["process_id"] or ""]
+        if row["name"] == "llm_request_failed":
+            wasted[model][str(row["kind"] or "unknown")] += 1
+            if str(row["correctable"]).lower() == "true":
+                continue  # it judged a reply, whose time is counted already
+        elif (count := _number(row["completion_tokens"])) is not None:
+            tokens[model] += int(count)
+        if (duration := _seconds(row)) is not None:
+            seconds[model].append(duration)
+
+    rows = await _contents(
+        db, ("conversation_started", "proposal_accepted", "golden_config_created", *REJECTIONS)
+    )
+    conversations: dict[str, int] = defaultdict(int)
+    accepted: dict[str, list[str | None]] = defaultdict(list)
+    fallback_turns: dict[str, set[Any]] = defaultdict(set)
+    golden_runs: set[str] = set()
+    current: str | None = None  # the model of the latest conversation, None: not a model's
+    latest_model: str | None = None  # the model of the latest model conversation
+    for row in rows:
+        name = row["name"]
+        if name == "golden_config_created":
+            content = parse(row["content"])
+            if (run_id := _field(content, "run_id")) is not None:
+                golden_runs.add(run_id)
+        elif name == "conversation_started":
+            current = model_of.get(row["process_id"] or "")
+            if current is not None:
+                conversations[current] += 1
+                latest_model = current
+            else:
+                content = parse(row["content"])
+                if _field(content, "fallback_for") and latest_model is not None:
+                    fallback_turns[latest_model].add(_turn(content, row))
+        elif current is None:
+            continue  # a classical proposer's turn
+        elif name == "proposal_accepted":
+            accepted[current].append(_field(parse(row["content"]), "run_id"))
+        else:
+            wasted[current][name] += 1
+
+    stats = []
+    for model in sorted(set(model_of.values())):
+        runs = accepted.get(model, [])
+        kinds = dict(sorted(wasted.get(model, {}).items()))
+        stats.append(
+            ModelStats(
+                model=model,
+                conversations=conversations.get(model, 0),
+                accepted_proposals=len(runs),
+                wasted_turns=sum(kinds.values()),
+                wasted_kinds=kinds,
+                fallback_turns=len(fallback_turns.get(model, ())),
+                requests=len(seconds.get(model, [])),
+                median_seconds=_percentile(seconds.get(model, []), 0.5),
+                p95_seconds=_percentile(seconds.get(model, []), 0.95),
+                completion_tokens=tokens.get(model, 0),
+                completion_tokens_per_accepted=tokens.get(model, 0) / len(runs) if runs else None,
+                new_goldens=sum(1 for run in runs if run is not None and run in golden_runs),
+            )
+        )
+    stats.sort(key=lambda s: (s.model == UNKNOWN_MODEL, -s.accepted_proposals, s.model))
+    return stats

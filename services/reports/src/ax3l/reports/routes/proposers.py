@@ -6,8 +6,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 
-from ax3l.reports.deps import DatabaseDep, TemplatesDep
-from ax3l.reports.queries.proposers import proposer_stats
+from ax3l.reports.deps import DatabaseDep, SettingsDep, TemplatesDep
+from ax3l.reports.queries.proposers import model_stats, proposer_stats
 
 router = APIRouter(prefix="/api/proposers", tags=["proposers"])
 pages = APIRouter(tags=["pages"])
@@ -28,33 +28,60 @@ class ProposerOut(BaseModel):
     )
 
 
+class ModelOut(BaseModel):
+    model: str = Field(
+        description="the `model` the server named in its replies, else AX3L_LLM_MODEL"
+    )
+    conversations: int
+    accepted_proposals: int
+    wasted_turns: int = Field(description="failed model requests and rejected proposals")
+    wasted_kinds: dict[str, int] = Field(
+        description="per `llm_request_failed` kind and per `proposal_rejected_*` event"
+    )
+    fallback_turns: int = Field(description="turns a fallback proposer took from it")
+    requests: int = Field(description="requests with a known duration")
+    median_seconds: float | None = Field(
+        description="per request: llama-server's timings, else prompt to reply event"
+    )
+    p95_seconds: float | None
+    completion_tokens: int
+    completion_tokens_per_accepted: float | None
+    new_goldens: int
+
+
 class ProposersOut(BaseModel):
     proposers: list[ProposerOut]
     compared: bool
+    models: list[ModelOut] = Field(description="the model leaderboard")
 
 
-async def read_proposers(db: DatabaseDep) -> ProposersOut:
+async def read_proposers(db: DatabaseDep, settings: SettingsDep) -> ProposersOut:
     stats = await proposer_stats(db)
+    models = await model_stats(db, settings.llm_model)
     return ProposersOut(
         proposers=[ProposerOut.model_validate(s, from_attributes=True) for s in stats],
         compared=len([s for s in stats if s.proposer != "unknown"]) > 1,
+        models=[ModelOut.model_validate(m, from_attributes=True) for m in models],
     )
 
 
 @router.get("", response_model=ProposersOut)
-async def list_proposers(db: DatabaseDep) -> ProposersOut:
+async def list_proposers(db: DatabaseDep, settings: SettingsDep) -> ProposersOut:
     """Per proposer: conversations, accepted proposals, their completed runs' mean and best
     score, and how many became golden; turns taken as a fallback for a failing model
     (`fallback_turns`, `fallback_proposals`) and turns a model lost to the fallback
-    (`turns_lost_to_fallback`). `compared` is true when more than one was used."""
-    return await read_proposers(db)
+    (`turns_lost_to_fallback`). `compared` is true when more than one was used. `models` is
+    the model leaderboard: per model its conversations, accepted proposals, wasted turns by
+    kind, fallback turns, median/p95 seconds per request, completion tokens per accepted
+    proposal and new goldens."""
+    return await read_proposers(db, settings)
 
 
 @pages.get("/proposers", response_class=HTMLResponse, summary="Proposer comparison page")
 async def proposers_page(
-    request: Request, db: DatabaseDep, templates: TemplatesDep
+    request: Request, db: DatabaseDep, settings: SettingsDep, templates: TemplatesDep
 ) -> HTMLResponse:
-    """A table comparing proposers when more than one has been used."""
+    """A table comparing proposers when more than one has been used, and the models."""
     return templates.TemplateResponse(
-        request, "proposers.html", {"found": await read_proposers(db)}
+        request, "proposers.html", {"found": await read_proposers(db, settings)}
     )
