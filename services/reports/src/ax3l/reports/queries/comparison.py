@@ -8,6 +8,7 @@ comparison: the report server never creates tables.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -153,7 +154,8 @@ async def read_repeats(db: Database, comparison_id: int) -> list[RepeatRow]:
 
 def default_target(comparison: ComparisonRow, repeats: list[RepeatRow]) -> float | None:
     """The score the page asks about unless the user picks one: ``random``'s median best at
-    the budget (what beating the baseline means), else every proposer's."""
+    the budget (what beating the baseline means), else every proposer's; rounded up, as
+    scores are whole numbers."""
     finished = [r for r in repeats if r.state == "finished"]
     pool = [r for r in finished if r.proposer == BASELINE] or finished
     finals = [
@@ -161,7 +163,7 @@ def default_target(comparison: ComparisonRow, repeats: list[RepeatRow]) -> float
         for r in pool
         if (v := stats.final_best(r.best_so_far, comparison.budget)) is not None
     ]
-    return float(round(stats.median(finals))) if finals else None
+    return float(math.ceil(stats.median(finals))) if finals else None
 
 
 def summarise(
