@@ -71,7 +71,8 @@ async def retry_never_trained(
             crash_after_submit="retry_after_submit",
         )
         reused = not submitted
-    attempt = max(attempt_number(runs, run_id), made + 2)
+    # A stored run's place among the configuration's runs; a new one follows every retry made.
+    attempt = attempt_number(runs, run_id) if lost else made + 2
     await services.log.log(
         "simulation_submitted",
         {
