@@ -29,6 +29,9 @@ CATALOG: dict[str, tuple[Category, Level]] = {
     "tool_execution_started": (Category.TOOL, Level.INFO),
     "tool_execution_completed": (Category.TOOL, Level.INFO),
     "tool_execution_failed": (Category.TOOL, Level.ERROR),
+    # A call from a seat (an outside agent) at the Streamable HTTP endpoint, and a refused one.
+    "seat_call": (Category.TOOL, Level.INFO),
+    "seat_call_refused": (Category.TOOL, Level.WARNING),
     "simulation_submitted": (Category.SNAKELAB, Level.INFO),
     "simulation_queued": (Category.SNAKELAB, Level.INFO),
     "simulation_started": (Category.SNAKELAB, Level.INFO),

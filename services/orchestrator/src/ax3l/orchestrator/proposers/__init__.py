@@ -13,7 +13,7 @@ from ax3l.orchestrator.proposers.base import (
     TurnContext,
 )
 
-PROPOSER_NAMES = ("llm", "tpe", "random")
+PROPOSER_NAMES = ("llm", "tpe", "random", "external")
 
 
 def make_proposer(name: str, deps: ProposerDeps) -> Proposer:
@@ -30,6 +30,13 @@ def make_proposer(name: str, deps: ProposerDeps) -> Proposer:
         return ModelWithFallback(
             deps, model, make_proposer(fallback, deps), deps.settings.llm_fallback_after
         )
+    if name == "external":
+        from ax3l.orchestrator.proposers.external import ExternalProposer, ExternalWithFallback
+
+        seats = ExternalProposer(deps)
+        if deps.settings.llm_fallback == "none":
+            return seats
+        return ExternalWithFallback(deps, seats, make_proposer(deps.settings.llm_fallback, deps))
     if name == "random":
         from ax3l.orchestrator.proposers.random_search import RandomProposer
 

@@ -1,0 +1,168 @@
+"""The ``external`` proposer: each turn is offered to the seats (outside agents) over MCP.
+
+The loop opens the turn as for any proposer (checkpoint, exhaustion skip); this proposer then
+logs ``conversation_started`` (proposer ``external``), puts the turn on the seats' board with
+the prompts Ax3l's own model would get, and waits until a seat's submission is accepted or
+``AX3L_EXTERNAL_DEADLINE`` seconds have passed. What answers the turn is read from the events:
+a ``proposal_accepted`` that belongs to the turn's checkpoint (written by the broker), so a seat
+whose MCP reply was lost still wins its turn, and a restart loses nothing (the turn is simply
+opened again). The first accepted submission wins: the board refuses later ones, and the broker
+refuses any proposal for an answered turn.
+
+No accepted submission by the deadline: the turn goes to the fallback proposer
+(``AX3L_LLM_FALLBACK``: ``tpe`` or ``random``; ``none`` opens the turn to the seats again after
+the loop's backoff), whose ``conversation_started`` says ``"fallback_for": "external"``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from ax3l.orchestrator.comparable_history import load_history
+from ax3l.orchestrator.crash_points import crash_point
+from ax3l.orchestrator.event_reads import StoredEvent, latest
+from ax3l.orchestrator.prompts import Prompt, PromptContext, conversation_prompts
+from ax3l.orchestrator.proposers.base import (
+    ConversationFailed,
+    Proposer,
+    ProposerDeps,
+    TurnContext,
+)
+from ax3l.orchestrator.seat_server import OpenTurn, SeatEndpoint, SeatReads, TurnBoard
+from ax3l.orchestrator.seats import SeatDirectory
+from ax3l.orchestrator.turns import turn_proposals
+
+logger = logging.getLogger(__name__)
+
+
+class NoSeatSubmitted(ConversationFailed):
+    """No seat's submission was accepted for the turn before the deadline."""
+
+
+class ExternalProposer(Proposer):
+    """Offers each turn to the seats and waits for the first accepted submission."""
+
+    name = "external"
+
+    def __init__(self, deps: ProposerDeps):
+        super().__init__(deps)
+        self.board = TurnBoard()
+        reads = SeatReads(deps.db, deps.schema, deps.index, SeatDirectory(deps.db))
+        self.endpoint = SeatEndpoint(reads, deps.log, deps.settings, self.board)
+
+    async def start(self) -> None:
+        await self.endpoint.start()
+
+    async def close(self) -> None:
+        await self.endpoint.stop()
+
+    async def _prompts(self, ctx: TurnContext) -> list[Prompt]:
+        deps = self.deps
+        entry = ctx.turn.entry
+        history = await load_history(deps.db, deps.schema, entry, ctx.golden.config)
+        first = await latest(deps.db, "proposal_accepted") is None
+        prompt_ctx = PromptContext(
+            entry=entry,
+            schema=deps.schema,
+            golden=ctx.golden,
+            history=history,
+            first_conversation=first,
+            tool_name=entry.tool_name,
+            argument_names=entry.value_names,
+        )
+        # Seats get the whole history: their context is not the local model's.
+        return conversation_prompts(prompt_ctx)
+
+    async def _answer(self, ctx: TurnContext) -> str | None:
+        """The run id of the turn's accepted proposal, as the events say."""
+        checkpoint = StoredEvent(
+            ctx.checkpoint_event_id, "round_robin_checkpoint", "INFO", None, None, None, None, {}
+        )
+        for proposal in await turn_proposals(self.deps.db, checkpoint):
+            run_id = proposal.field("run_id")
+            if isinstance(run_id, str):
+                return run_id
+        return None
+
+    async def converse(self, ctx: TurnContext, conversation_id: str, started_event_id: int) -> str:
+        settings = self.deps.settings
+        turn = OpenTurn(
+            entry=ctx.turn.entry,
+            index=ctx.turn.index,
+            checkpoint_event_id=ctx.checkpoint_event_id,
+            conversation_id=conversation_id,
+            started_event_id=started_event_id,
+            golden=ctx.golden,
+            prompts=await self._prompts(ctx),
+            deadline_seconds=settings.external_deadline,
+        )
+        self.board.open(turn)
+        poll = settings.snakelab_poll_interval
+        deadline = time.monotonic() + settings.external_deadline
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    await asyncio.wait_for(turn.answered.wait(), min(poll, remaining))
+                except TimeoutError:
+                    pass
+                turn.answered.clear()
+                run_id = await self._answer(ctx)
+                if run_id is not None:
+                    crash_point("after_tool_accepted")
+                    return run_id
+        finally:
+            # Waits for a submission being forwarded right now, so its answer is seen below.
+            await self.board.close(turn)
+        run_id = await self._answer(ctx)
+        if run_id is not None:
+            return run_id
+        raise NoSeatSubmitted(
+            f"no seat's submission for {ctx.turn.entry.name} was accepted within"
+            f" {settings.external_deadline:g} s (AX3L_EXTERNAL_DEADLINE)"
+        )
+
+
+class ExternalWithFallback(Proposer):
+    """The seats first; a turn none of them answered by the deadline goes to ``fallback``."""
+
+    def __init__(self, deps: ProposerDeps, external: ExternalProposer, fallback: Proposer):
+        super().__init__(deps)
+        self.external = external
+        self.fallback = fallback
+        self.name = external.name
+        deps.status.fallback_proposer = fallback.name
+
+    async def start(self) -> None:
+        await self.external.start()
+
+    async def close(self) -> None:
+        try:
+            await self.external.close()
+        finally:
+            await self.fallback.close()
+
+    async def propose(self, ctx: TurnContext, note: dict[str, Any] | None = None) -> str:
+        try:
+            return await self.external.propose(ctx, note)
+        except ConversationFailed as exc:
+            if not isinstance(exc.__cause__, NoSeatSubmitted):
+                raise
+        waited = self.deps.settings.external_deadline
+        logger.warning(
+            "no seat answered %s within %g s: %s proposes this turn",
+            ctx.turn.entry.name,
+            waited,
+            self.fallback.name,
+        )
+        return await self.fallback.propose(
+            ctx, {**(note or {}), "fallback_for": self.external.name, "waited_seconds": waited}
+        )
+
+    async def converse(self, ctx: TurnContext, conversation_id: str, started_event_id: int) -> str:
+        raise NotImplementedError("ExternalWithFallback delegates whole conversations")

@@ -1,0 +1,551 @@
+"""The seats' endpoint: a Streamable HTTP MCP server where outside agents take open turns.
+
+It runs inside the orchestrator while the proposer is ``external``, because the orchestrator is
+the one that opens a turn (writes its checkpoint) and waits for its proposal: the open turn is
+handed over in memory (``TurnBoard``), so the endpoint never guesses which turn is open. It
+holds only what it needs: the seats' hashes (``SeatDirectory``), read access for the turn's
+history and open values, the tool channel to the broker, and the event log. It never talks to
+SnakeLab and never decides a proposal: a submission is forwarded to the broker as the very
+envelope the stdio MCP tool sends, so validation, duplicates, turn integrity, submission and
+their events are exactly the local path's.
+
+Every HTTP request must carry ``Authorization: Bearer <seat token>``; anything else is refused
+with 401 (logged as ``seat_call_refused``) before any MCP message is read. Every tool call is a
+``seat_call`` event (or ``seat_call_refused``) whose ``source_name`` and ``seat`` name the seat;
+no event ever holds a token. A seat may make ``AX3L_SEAT_RATE_LIMIT`` tool calls per minute.
+"""
+
+# No ``from __future__ import annotations``: the tools' ``Annotated`` types are evaluated when
+# the functions are defined.
+
+import asyncio
+import contextlib
+import contextvars
+import json
+import logging
+import math
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent
+from pydantic import StrictFloat, StrictInt, WithJsonSchema
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ax3l.app.snakelab.tools.binding import Binding
+from ax3l.app.snakelab.tools.descriptions import pair_description, single_description
+from ax3l.orchestrator.comparable_history import load_history
+from ax3l.orchestrator.open_values import open_values
+from ax3l.orchestrator.prompts import Prompt
+from ax3l.orchestrator.seats import SeatDirectory
+from ax3l.shared import registry
+from ax3l.shared.config_index import ConfigIndex
+from ax3l.shared.config_schema import ConfigSchema
+from ax3l.shared.db.database import Database
+from ax3l.shared.db.errors import DatabaseError
+from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.db.reads import GoldenRecord, current_golden
+from ax3l.shared.registry import Entry, EntryKind
+from ax3l.shared.settings import Settings
+from ax3l.shared.tool_channel import ToolChannelError, ZMQClient, client_endpoint
+
+logger = logging.getLogger(__name__)
+
+SERVER_NAME = "ax3l-seats"
+MCP_PATH = "/mcp"
+RATE_WINDOW = 60.0
+INSTRUCTIONS = (
+    "Ax3l tunes the hyperparameters of a Snake-playing DQN in a fixed round robin, one single"
+    " parameter or parameter pair per turn. Call current_turn() to see whether a turn is open,"
+    " what it asks for, its prompt, rules and open values; history(entry) for the comparable"
+    " runs; then submit_single_value(value) or submit_pair_values(value_1, value_2) for the"
+    " open turn's entry. Ax3l validates, refuses repeats and starts the SnakeLab run; the first"
+    " accepted submission of any seat wins the turn."
+)
+
+# The seat making the current request (set by ``SeatAuth`` for the request's whole handling).
+CURRENT_SEAT: contextvars.ContextVar[str | None] = contextvars.ContextVar("ax3l_seat", default=None)
+
+
+def _number(description: str) -> object:
+    return Annotated[
+        StrictInt | StrictFloat, WithJsonSchema({"type": "number", "description": description})
+    ]
+
+
+Value = _number("The proposed value of the open turn's single parameter, a JSON number.")
+Value1 = _number("The open pair's first value (see current_turn: value_1), a JSON number.")
+Value2 = _number("The open pair's second value (see current_turn: value_2), a JSON number.")
+
+
+@dataclass
+class OpenTurn:
+    """A turn offered to the seats, from its opening until it is answered or closed."""
+
+    entry: Entry
+    index: int
+    checkpoint_event_id: int
+    conversation_id: str
+    started_event_id: int
+    golden: GoldenRecord
+    prompts: list[Prompt]
+    deadline_seconds: float
+    opened_at: float = field(default_factory=time.monotonic)
+    winner: str | None = None
+    run_id: str | None = None
+    answered: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def age(self) -> float:
+        return time.monotonic() - self.opened_at
+
+    def remaining(self) -> float:
+        return max(0.0, self.deadline_seconds - self.age())
+
+
+class TurnBoard:
+    """The one turn open to the seats (or none); submissions are handled one at a time."""
+
+    def __init__(self) -> None:
+        self.turn: OpenTurn | None = None
+        self.lock = asyncio.Lock()
+
+    def open(self, turn: OpenTurn) -> None:
+        self.turn = turn
+
+    async def close(self, turn: OpenTurn) -> None:
+        """No more submissions for ``turn``; waits for one being forwarded to finish."""
+        async with self.lock:
+            if self.turn is turn:
+                self.turn = None
+
+
+class RateLimiter:
+    """At most ``limit`` calls per seat in any 60 s window."""
+
+    def __init__(self, limit: int, clock: Callable[[], float] = time.monotonic):
+        self.limit = limit
+        self.clock = clock
+        self.calls: dict[str, deque[float]] = {}
+
+    def admit(self, seat: str) -> float | None:
+        """None when the call may go ahead, else the seconds until it could."""
+        now = self.clock()
+        calls = self.calls.setdefault(seat, deque())
+        while calls and calls[0] <= now - RATE_WINDOW:
+            calls.popleft()
+        if len(calls) >= self.limit:
+            return calls[0] + RATE_WINDOW - now
+        calls.append(now)
+        return None
+
+
+@dataclass(frozen=True)
+class SeatReads:
+    """What the endpoint may read: the seats, the turn's history and open values."""
+
+    db: Database
+    schema: ConfigSchema
+    index: ConfigIndex
+    seats: SeatDirectory
+
+
+class SeatAuth:
+    """ASGI middleware: only requests with an active seat's bearer token reach the MCP app."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        seats: SeatDirectory,
+        refused: Callable[[str, str | None, dict[str, Any]], Awaitable[None]],
+    ):
+        self.app = app
+        self.seats = seats
+        self.refused = refused
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        header = Headers(scope=scope).get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        facts = {"http_method": scope.get("method"), "path": scope.get("path")}
+        if scheme.lower() != "bearer" or not token.strip():
+            await self._deny(send, "no_token", None, facts, "send Authorization: Bearer <token>")
+            return
+        try:
+            verdict = await self.seats.verify(token.strip())
+        except DatabaseError as exc:
+            await _json_response(send, 503, {"error": "unavailable", "error_description": str(exc)})
+            return
+        if verdict.seat is None:
+            await self._deny(send, "unknown_token", None, facts, "this token belongs to no seat")
+            return
+        if not verdict.allowed:
+            await self._deny(
+                send,
+                "revoked",
+                verdict.seat.name,
+                facts,
+                f"seat {verdict.seat.name!r} was revoked; ask for a new token",
+            )
+            return
+        reset = CURRENT_SEAT.set(verdict.seat.name)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            CURRENT_SEAT.reset(reset)
+
+    async def _deny(
+        self, send: Send, reason: str, seat: str | None, facts: dict[str, Any], message: str
+    ) -> None:
+        try:
+            await self.refused(reason, seat, facts)
+        except DatabaseError:
+            logger.warning("could not log a refused seat request (%s)", reason)
+        await _json_response(
+            send,
+            401,
+            {"error": "invalid_token", "error_description": f"Ax3l refused the request: {message}"},
+            {"www-authenticate": f'Bearer error="invalid_token", error_description="{message}"'},
+        )
+
+
+async def _json_response(
+    send: Send, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> None:
+    raw = json.dumps(body).encode()
+    head = [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
+    head += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": raw})
+
+
+class SeatEndpoint:
+    """The seats' MCP server: its tools, its HTTP app and its lifetime."""
+
+    def __init__(self, reads: SeatReads, log: EventLog, settings: Settings, board: TurnBoard):
+        self.reads = reads
+        self.log = log
+        self.settings = settings
+        self.board = board
+        self.limiter = RateLimiter(settings.seat_rate_limit)
+        self.client = ZMQClient(client_endpoint(settings), timeout=settings.zmq_timeout)
+        self.mcp = self._build()
+        self._server: uvicorn.Server | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    # -- events ---------------------------------------------------------------------------
+
+    async def _event(
+        self, name: str, seat: str | None, content: dict[str, Any], level: str | None = None
+    ) -> None:
+        turn = self.board.turn
+        await self.log.log(
+            name,
+            {"seat": seat, **content},
+            level=level,
+            process_id=turn.conversation_id if turn else None,
+            parent_event_id=turn.started_event_id if turn else None,
+            source_name=seat,
+            parameter=turn.entry.name if turn else None,
+        )
+
+    async def _refused_request(self, reason: str, seat: str | None, facts: dict[str, Any]) -> None:
+        await self._event("seat_call_refused", seat, {"tool": None, "reason": reason, **facts})
+
+    async def _refuse(self, seat: str, tool: str, reason: str, message: str, **facts: Any) -> None:
+        """Log a refused tool call and raise the tool error the seat reads."""
+        await self._event(
+            "seat_call_refused", seat, {"tool": tool, "reason": reason, "message": message, **facts}
+        )
+        raise ToolError(message)
+
+    async def _admit(self, tool: str) -> str:
+        seat = CURRENT_SEAT.get()
+        if seat is None:  # only reachable without SeatAuth in front
+            raise ToolError("no seat: send Authorization: Bearer <seat token>")
+        wait = self.limiter.admit(seat)
+        if wait is not None:
+            limit = self.settings.seat_rate_limit
+            await self._refuse(
+                seat,
+                tool,
+                "rate_limited",
+                f"seat {seat} made {limit} calls in the last minute, the most allowed"
+                f" (AX3L_SEAT_RATE_LIMIT); try again in {math.ceil(wait)} s",
+            )
+        return seat
+
+    # -- tools ----------------------------------------------------------------------------
+
+    def _build(self) -> MCPServer:
+        mcp = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
+
+        @mcp.tool()
+        async def current_turn() -> dict[str, Any]:
+            """The open turn: its entry, the prompt Ax3l's own model would get, the rules, the
+            open values and the seconds left; ``open`` is false when no turn is offered."""
+            seat = await self._admit("current_turn")
+            return await self.current_turn(seat)
+
+        @mcp.tool()
+        async def history(entry: str) -> dict[str, Any]:
+            """The comparable history of a round-robin entry (hidden_size, sequence_length,
+            batch_size, learning_rate, gamma, epsilon_pair, reward_pair) as JSON: per tested
+            value its current-seed runs and earlier-seed high scores, all other settings equal
+            to the golden configuration."""
+            seat = await self._admit("history")
+            return await self.history(seat, entry)
+
+        @mcp.tool()
+        async def submit_single_value(value: Value) -> CallToolResult:  # type: ignore[valid-type]
+            """Submit one value for the open turn's single parameter. The result is Ax3l's JSON
+            reply: {"status": "ok", "run_id"} or {"status": "rejected", "code", "reason",
+            "prompt"}; a rejection leaves the turn open."""
+            seat = await self._admit("submit_single_value")
+            return await self.submit(seat, "single", {"value": value})
+
+        @mcp.tool()
+        async def submit_pair_values(
+            value_1: Value1,  # type: ignore[valid-type]
+            value_2: Value2,  # type: ignore[valid-type]
+        ) -> CallToolResult:
+            """Submit two values for the open turn's parameter pair (epsilon_pair: initial,
+            decay; reward_pair: closer_to_food, further_from_food). Ax3l's JSON reply as for
+            submit_single_value."""
+            seat = await self._admit("submit_pair_values")
+            return await self.submit(seat, "pair", {"value_1": value_1, "value_2": value_2})
+
+        return mcp
+
+    def _rules(self, entry: Entry) -> list[dict[str, Any]]:
+        schema = self.reads.schema
+        return [
+            {
+                "argument": argument,
+                "setting": path,
+                "description": schema.by_path[path].description,
+                "rules": schema.by_path[path].rules_text(),
+                "golden_value": None,
+            }
+            for argument, path in zip(entry.value_names, entry.paths, strict=True)
+        ]
+
+    async def current_turn(self, seat: str) -> dict[str, Any]:
+        turn = self.board.turn
+        if turn is None or turn.run_id is not None:
+            await self._event("seat_call", seat, {"tool": "current_turn", "open": False})
+            return {
+                "open": False,
+                "message": "No turn is open for the seats right now (the experiment is seeding,"
+                " waiting for a run, comparing, or the turn was just taken). Ask again later.",
+            }
+        entry, schema = turn.entry, self.reads.schema
+        tested = await self.reads.index.existing_values(entry, turn.golden.config)
+        values = open_values(schema, entry, tested)
+        rules = self._rules(entry)
+        for rule in rules:
+            rule["golden_value"] = schema.get(turn.golden.config, rule["setting"])
+        binding = Binding(entry, entry.name)
+        describe = single_description if entry.kind == "single" else pair_description
+        prompt = "\n\n".join(p.text for p in turn.prompts) + f"\n\n{values.describe()}"
+        await self._event(
+            "seat_call",
+            seat,
+            {
+                "tool": "current_turn",
+                "open": True,
+                "checkpoint_event_id": turn.checkpoint_event_id,
+                "seconds_since_turn_opened": round(turn.age(), 3),
+            },
+        )
+        return {
+            "open": True,
+            "entry": entry.name,
+            "kind": entry.kind,
+            "index": turn.index,
+            "checkpoint_event_id": turn.checkpoint_event_id,
+            "tool": entry.tool_name,
+            "arguments": list(entry.value_names),
+            "tool_description": describe(binding, schema),
+            "rules": rules,
+            "golden": {
+                "run_id": turn.golden.run_id,
+                "high_score": turn.golden.high_score,
+                "seed": turn.golden.seed,
+            },
+            "open_values": {
+                "finite": values.finite,
+                "text": values.describe(),
+                "choices": None if values.choices is None else [list(c) for c in values.choices],
+            },
+            "prompt": prompt,
+            "prompts": [{"source_name": p.source_name, "text": p.text} for p in turn.prompts],
+            "seconds_left": round(turn.remaining(), 3),
+        }
+
+    async def history(self, seat: str, name: str) -> dict[str, Any]:
+        entry = registry.BY_NAME.get(name)
+        if entry is None:
+            await self._refuse(
+                seat,
+                "history",
+                "unknown_entry",
+                f"{name!r} is not a round-robin entry; choose one of"
+                f" {', '.join(registry.PARAMETER_ORDER)}",
+            )
+        assert entry is not None
+        turn = self.board.turn
+        golden = turn.golden if turn is not None else None
+        if golden is None:
+            found = await current_golden(self.reads.db)
+            if found is None:
+                await self._refuse(
+                    seat, "history", "no_golden", "there is no golden configuration yet"
+                )
+            assert found is not None
+            golden = found[1]
+        found_history = await load_history(self.reads.db, self.reads.schema, entry, golden.config)
+        await self._event("seat_call", seat, {"tool": "history", "entry": entry.name})
+        return {
+            "entry": entry.name,
+            "settings": list(entry.paths),
+            "golden_run_id": golden.run_id,
+            "golden_high_score": golden.high_score,
+            "seed": golden.seed,
+            "golden_values": list(found_history.golden_values),
+            "history": found_history.report(),
+        }
+
+    async def submit(self, seat: str, kind: EntryKind, values: dict[str, Any]) -> CallToolResult:
+        tool = "submit_single_value" if kind == "single" else "submit_pair_values"
+        for name, value in values.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                await self._refuse(seat, tool, "invalid_number", f"{name} must be a finite number")
+        async with self.board.lock:
+            turn = self.board.turn
+            if turn is None:
+                await self._refuse(
+                    seat,
+                    tool,
+                    "no_turn",
+                    "no turn is open for the seats right now; call current_turn() and submit"
+                    " while it says open",
+                    values=values,
+                )
+            assert turn is not None
+            entry = turn.entry
+            if turn.run_id is not None:
+                await self._refuse(
+                    seat,
+                    tool,
+                    "turn_taken",
+                    f"the turn for {entry.name} was already taken by seat {turn.winner} (run"
+                    f" {turn.run_id}); wait for the next turn",
+                    values=values,
+                )
+            if entry.kind != kind:
+                right = f"{entry.tool_name}({', '.join(entry.value_names)})"
+                await self._refuse(
+                    seat,
+                    tool,
+                    "wrong_kind",
+                    f"the open turn is the {entry.kind} {entry.name}: submit it with {right},"
+                    f" not {tool}",
+                    values=values,
+                )
+            return await self._forward(seat, tool, turn, values)
+
+    async def _forward(
+        self, seat: str, tool: str, turn: OpenTurn, values: dict[str, Any]
+    ) -> CallToolResult:
+        entry = turn.entry
+        key = "parameter" if entry.kind == "single" else "pair"
+        facts = {
+            "tool": tool,
+            "values": values,
+            "checkpoint_event_id": turn.checkpoint_event_id,
+            "seconds_since_turn_opened": round(turn.age(), 3),
+        }
+        try:
+            reply = await self.client.call(tool, {key: entry.name, **values})
+        except ToolChannelError as exc:
+            await self._event(
+                "seat_call", seat, {**facts, "outcome": "not_delivered", "error": str(exc)}, "ERROR"
+            )
+            # The proposer still finds a proposal the broker accepted in the events.
+            turn.answered.set()
+            raise ToolError(f"{tool} could not reach Ax3l: {exc}") from None
+        status = reply.get("status")
+        if status == "ok" and isinstance(reply.get("run_id"), str):
+            turn.winner, turn.run_id = seat, str(reply["run_id"])
+            outcome: dict[str, Any] = {"outcome": "accepted", "run_id": turn.run_id}
+        elif status == "rejected":
+            outcome = {
+                "outcome": "rejected",
+                "code": reply.get("code"),
+                "reason": reply.get("reason"),
+            }
+        else:
+            error = reply.get("error")
+            outcome = {"outcome": "error", "error": error}
+        await self._event(
+            "seat_call", seat, {**facts, **outcome}, "WARNING" if status != "ok" else None
+        )
+        if turn.run_id is not None:
+            turn.answered.set()
+        text = json.dumps(reply, ensure_ascii=False)
+        return CallToolResult(content=[TextContent(text=text)], is_error="error" in reply)
+
+    # -- lifetime -------------------------------------------------------------------------
+
+    def app(self) -> ASGIApp:
+        """The HTTP app: the MCP endpoint at /mcp behind the seat check."""
+        inner = self.mcp.streamable_http_app(
+            streamable_http_path=MCP_PATH,
+            stateless_http=True,
+            json_response=True,
+            host=self.settings.seats_host,
+        )
+        return SeatAuth(inner, self.reads.seats, self._refused_request)
+
+    async def start(self) -> None:
+        """Listen on ``AX3L_SEATS_HOST``:``AX3L_SEATS_PORT`` until ``stop``."""
+        config = uvicorn.Config(
+            self.app(),
+            host=self.settings.seats_host,
+            port=self.settings.seats_port,
+            log_level="warning",
+            lifespan="on",
+        )
+        self._server = _QuietServer(config)
+        self._task = asyncio.create_task(self._server.serve(), name="seat-endpoint")
+        while not self._server.started:
+            if self._task.done():
+                error = self._task.exception()
+                raise OSError(
+                    f"the seat endpoint could not listen on {self.settings.seats_host}:"
+                    f"{self.settings.seats_port}: {error or 'it stopped'}"
+                )
+            await asyncio.sleep(0.02)
+        logger.info("seat endpoint on http://%s:%s%s", config.host, config.port, MCP_PATH)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError, SystemExit, Exception):
+                await asyncio.wait_for(self._task, 10)
+
+
+class _QuietServer(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # The orchestrator owns SIGINT/SIGTERM.
+        yield

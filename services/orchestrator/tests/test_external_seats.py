@@ -1,0 +1,288 @@
+"""Seats: outside agents take the experiment's turns through the Streamable HTTP MCP endpoint.
+
+Every test runs the real stack (reference SnakeLab, broker, orchestrator with the ``external``
+proposer) and talks to it with the MCP SDK's own Streamable HTTP client, as a seat would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult
+
+from ax3l.shared.config_schema import load_schema
+from ax3l.shared.registry import BY_NAME
+from ax3l.shared.testing.plugin import free_port
+from ax3l.shared.testing.stack import Proc, Stack
+
+SCHEMA = load_schema(None)
+
+
+def seats_cli(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ax3l.orchestrator.seats_cli", *args],
+        env=stack.base_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def add_seat(stack: Stack, name: str) -> str:
+    done = seats_cli(stack, "add", name)
+    assert done.returncode == 0, done.stderr
+    token = done.stdout.strip().splitlines()[-1]
+    assert token.startswith("ax3l-seat-")
+    return token
+
+
+def start_external(stack: Stack, **env: str) -> tuple[Proc, str]:
+    """An orchestrator with the external proposer; returns it and the seats' MCP URL."""
+    port = free_port()
+    proc = stack.orchestrator(
+        "external", env={"AX3L_SEATS_PORT": str(port), "AX3L_LLM_FALLBACK": "none", **env}
+    )
+    return proc, f"http://127.0.0.1:{port}/mcp"
+
+
+@asynccontextmanager
+async def seat_client(url: str, token: str) -> AsyncIterator[Client]:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        yield client
+
+
+async def call(url: str, token: str, tool: str, arguments: dict[str, Any]) -> CallToolResult:
+    async with seat_client(url, token) as client:
+        return await client.call_tool(tool, arguments)
+
+
+def text_of(result: CallToolResult) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+def payload(result: CallToolResult) -> dict[str, Any]:
+    if isinstance(result.structured_content, dict):
+        return result.structured_content
+    return dict(json.loads(text_of(result)))
+
+
+def wait_for_turn(stack: Stack, url: str, token: str, proc: Proc) -> dict[str, Any]:
+    def open_turn() -> dict[str, Any] | None:
+        try:
+            turn = payload(asyncio.run(call(url, token, "current_turn", {})))
+        except Exception:  # the endpoint may not listen yet
+            return None
+        return turn if turn.get("open") else None
+
+    return dict(stack.wait_for(open_turn, 60, "an open turn for the seats", proc))
+
+
+def choose(turn: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """What a simple agent proposes: an open choice, else a random legal number."""
+    choices = turn["open_values"]["choices"]
+    if choices:
+        return dict(zip(turn["arguments"], rng.choice(choices), strict=True))
+    entry = BY_NAME[turn["entry"]]
+    values = {}
+    for argument, path in zip(entry.value_names, entry.paths, strict=True):
+        leaf = SCHEMA.by_path[path]
+        assert leaf.minimum is not None and leaf.maximum is not None
+        values[argument] = round(rng.uniform(float(leaf.minimum), float(leaf.maximum)), 5)
+    return values
+
+
+def test_a_seat_takes_seven_turns_and_a_racing_seat_is_refused(stack: Stack) -> None:
+    """A seat's SDK client takes a whole cycle of turns; of two seats racing, only one wins."""
+    stack.start()
+    alice, bob = add_seat(stack, "alice"), add_seat(stack, "bob")
+    proc, url = start_external(stack, AX3L_SEAT_RATE_LIMIT="100000")
+    rng = random.Random(7)
+    for turn_number in range(7):
+        turn = wait_for_turn(stack, url, alice, proc)
+        assert turn["entry"] == BY_NAME[turn["entry"]].name
+        assert turn["index"] == turn_number
+        assert "ProjectContext" in [p["source_name"] for p in turn["prompts"]]
+        history = payload(asyncio.run(call(url, alice, "history", {"entry": turn["entry"]})))
+        assert history["entry"] == turn["entry"] and isinstance(history["history"], list)
+        values = choose(turn, rng)
+        if turn_number == 0:
+            results = asyncio.run(race(url, turn["tool"], values, choose(turn, rng), alice, bob))
+            texts = sorted(text_of(r) for r in results)
+            assert sum(payload_ok(r) for r in results) == 1, texts
+            loser = next(r for r in results if not payload_ok(r))
+            assert loser.is_error and "already taken by seat" in text_of(loser)
+            continue
+        result = asyncio.run(call(url, alice, turn["tool"], values))
+        assert payload_ok(result), text_of(result)
+    stack.wait_for(lambda: stack.count("configuration_compared") >= 7, 60, "seven steps", proc)
+    proc.stop()
+
+    events = stack.events()
+    started = [e for e in events if e.name == "conversation_started"]
+    assert started and all(e.get("proposer") == "external" for e in started)
+    accepted = [e for e in events if e.name == "seat_call" and e.get("outcome") == "accepted"]
+    assert len(accepted) >= 7
+    assert [e.get("checkpoint_event_id") for e in accepted] == [
+        e.get("checkpoint_event_id")
+        for e in events
+        if e.name == "proposal_accepted" and e.get("checkpoint_event_id") is not None
+    ][: len(accepted)]
+    seat_events = [e for e in events if e.name in ("seat_call", "seat_call_refused")]
+    assert all(e.source_name == e.get("seat") for e in seat_events)
+    assert {e.source_name for e in seat_events} == {"alice", "bob"}
+    refused = [e for e in seat_events if e.name == "seat_call_refused"]
+    assert [e.get("reason") for e in refused] == ["turn_taken"]
+    stored = json.dumps([(e.source_name, e.content) for e in events])
+    assert alice not in stored and bob not in stored
+
+
+def payload_ok(result: CallToolResult) -> bool:
+    try:
+        return not result.is_error and payload(result).get("status") == "ok"
+    except ValueError:
+        return False
+
+
+async def race(
+    url: str,
+    tool: str,
+    first: dict[str, Any],
+    second: dict[str, Any],
+    token_1: str,
+    token_2: str,
+) -> list[CallToolResult]:
+    async with seat_client(url, token_1) as one, seat_client(url, token_2) as two:
+        return list(await asyncio.gather(one.call_tool(tool, first), two.call_tool(tool, second)))
+
+
+def test_wrong_and_revoked_tokens_are_refused_before_any_tool_runs(stack: Stack) -> None:
+    """An unknown token, a revoked seat's token and no token get 401; each refusal is logged."""
+    stack.start(surrogate_seconds=30)
+    token = add_seat(stack, "carol")
+    listing = seats_cli(stack, "list")
+    assert "carol" in listing.stdout and "active" in listing.stdout
+    assert token not in listing.stdout
+    proc, url = start_external(stack)
+    stack.wait_for(lambda: _status_code(url, token) == 200, 60, "the seat endpoint", proc)
+
+    assert _status_code(url, "ax3l-seat-not-a-real-token") == 401
+    assert "belongs to no seat" in _answer(url, "ax3l-seat-not-a-real-token")
+    assert _status_code(url, None) == 401
+    revoked = seats_cli(stack, "revoke", "carol")
+    assert revoked.returncode == 0, revoked.stderr
+    assert _status_code(url, token) == 401
+    assert "seat 'carol' was revoked" in _answer(url, token)
+    with pytest.raises(BaseExceptionGroup) as refused:
+        asyncio.run(call(url, token, "current_turn", {}))
+    assert refused.group_contains(MCPError)
+    assert "revoked" in seats_cli(stack, "list").stdout
+    again = seats_cli(stack, "add", "carol")
+    assert again.returncode == 0 and again.stdout.strip().splitlines()[-1] != token
+    proc.stop()
+
+    reasons = [(e.get("reason"), e.source_name) for e in stack.events("seat_call_refused")]
+    assert ("unknown_token", None) in reasons and ("no_token", None) in reasons
+    assert ("revoked", "carol") in reasons
+    assert stack.count("seat_call") == 0  # nothing past the door
+    with stack._cursor() as cur:
+        cur.execute("SELECT token_hash FROM seats")
+        hashes = [row[0] for row in cur.fetchall()]
+    assert len(hashes) == 1 and token not in hashes and len(hashes[0]) == 64
+    assert token not in json.dumps([e.content for e in stack.events()])
+
+
+def _status_code(url: str, token: str | None) -> int:
+    """The HTTP status of an MCP ``initialize`` POST with this bearer token (0: no answer)."""
+    try:
+        return _initialize(url, token).status_code
+    except httpx2.HTTPError:
+        return 0
+
+
+def _answer(url: str, token: str | None) -> str:
+    return str(_initialize(url, token).json()["error_description"])
+
+
+def _initialize(url: str, token: str | None) -> httpx2.Response:
+    headers = {"accept": "application/json, text/event-stream"}
+    if token is not None:
+        headers["authorization"] = f"Bearer {token}"
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"},
+        },
+    }
+    return httpx2.post(url, json=body, headers=headers, timeout=5)
+
+
+def test_no_open_turn_wrong_kind_and_rate_limit_are_clear_tool_errors(stack: Stack) -> None:
+    """No open turn, the wrong tool for the turn and too many calls each get a logged tool
+    error, and none reaches the broker."""
+    stack.start(surrogate_seconds=2)
+    token = add_seat(stack, "dave")
+    proc, url = start_external(stack, AX3L_SEAT_RATE_LIMIT="6")
+    stack.wait_for(lambda: _status_code(url, token) == 200, 60, "the seat endpoint", proc)
+    # The seeding run takes two seconds: no turn is open yet.
+    early = asyncio.run(call(url, token, "submit_single_value", {"value": 208}))
+    assert early.is_error and "no turn is open" in text_of(early)
+    # Waiting from the events keeps the seat's few calls under its rate limit.
+    stack.wait_for(lambda: stack.count("conversation_started") >= 1, 60, "the first turn", proc)
+    turn = payload(asyncio.run(call(url, token, "current_turn", {})))
+    assert turn["open"] and turn["entry"] == "hidden_size"
+    wrong = asyncio.run(call(url, token, "submit_pair_values", {"value_1": 0.9, "value_2": 0.9}))
+    assert wrong.is_error and "submit_single_value(value)" in text_of(wrong)
+    typed = asyncio.run(call(url, token, "submit_single_value", {"value": "208"}))
+    assert typed.is_error
+
+    async def flood() -> list[CallToolResult]:
+        async with seat_client(url, token) as client:
+            return [await client.call_tool("current_turn", {}) for _ in range(6)]
+
+    limited = [r for r in asyncio.run(flood()) if r.is_error]
+    assert limited and "AX3L_SEAT_RATE_LIMIT" in text_of(limited[0])
+    proc.stop()
+
+    reasons = [e.get("reason") for e in stack.events("seat_call_refused")]
+    assert {"no_turn", "wrong_kind", "rate_limited"} <= set(reasons)
+    assert all(e.source_name == "dave" for e in stack.events("seat_call_refused"))
+    assert stack.count("tool_request_received") == 0
+
+
+def test_a_silent_seat_lets_the_turn_fall_back_after_the_deadline(stack: Stack) -> None:
+    """With no seat submitting, each turn goes to the fallback after the deadline, logged so."""
+    stack.start()
+    proc, _ = start_external(stack, AX3L_EXTERNAL_DEADLINE="0.5", AX3L_LLM_FALLBACK="random")
+    stack.wait_for(lambda: stack.count("configuration_compared") >= 2, 60, "two steps", proc)
+    proc.stop()
+
+    events = stack.events()
+    started = [e for e in events if e.name == "conversation_started"]
+    external = [e for e in started if e.get("proposer") == "external"]
+    fallback = [e for e in started if e.get("fallback_for") == "external"]
+    assert len(external) >= 2 and len(fallback) >= 2
+    assert all(e.get("proposer") == "random" and e.get("waited_seconds") == 0.5 for e in fallback)
+    assert all(e.get("checkpoint_event_id") is not None for e in fallback)
+    ended = [
+        e for e in events if e.name == "conversation_ended" and e.get("proposer") == "external"
+    ]
+    assert ended and all("no seat" in (e.get("error") or "") for e in ended)
