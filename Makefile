@@ -60,8 +60,12 @@ lint: install ## ruff and mypy
 	$(UV) run --frozen mypy shared/src services/*/src
 
 .PHONY: bench
-bench: install db-start ## run the benchmarks under bench/ (prints figures)
-	@for b in bench/bench_*.py; do echo "== $$b"; $(UV) run --frozen python $$b || exit 1; done
+bench: install db-start ## run the benchmarks under bench/ (prints figures; the soak: make soak)
+	@for b in bench/bench_*.py; do [ "$$b" = bench/bench_soak.py ] && continue; echo "== $$b"; $(UV) run --frozen python $$b || exit 1; done
+
+.PHONY: soak
+soak: install ## the soak bench: 5,000 steps, flat step time, memory and prompt size (SOAK_ARGS=--steps 1000)
+	$(UV) run --frozen python bench/bench_soak.py $(SOAK_ARGS)
 
 .PHONY: run
 run: install db-start ## the whole stack as local processes in the foreground (Ctrl-C stops it)
