@@ -1,0 +1,128 @@
+"""``ax3l-compare`` end to end (real services on the surrogate, throwaway databases) and its
+argument checks and least-privilege environments."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from itertools import accumulate
+
+from ax3l.compare import main as compare_main
+from ax3l.compare import processes
+from ax3l.compare.settings import load_settings
+from ax3l.compare.throwaway import RepeatDatabases
+from ax3l.orchestrator.proposers import PROPOSER_NAMES
+from ax3l.shared.config_schema import load_schema
+from ax3l.shared.testing.plugin import TestDatabases
+from snakelab.trainers.surrogate import predict_high_score
+
+ADMIN_KEYS = ("AX3L_DB_ADMIN_USER", "AX3L_DB_ADMIN_PASSWORD")
+
+
+def _env(databases: TestDatabases, db_env: dict[str, str]) -> dict[str, str]:
+    """ax3l-compare's environment: results into the test's Ax3l database, the admin login."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DB_", "AX3L_", "SNAKELAB_"))}
+    env.update(databases.env())
+    env.update({k: db_env[k] for k in ADMIN_KEYS})
+    return env
+
+
+def test_a_tiny_comparison_runs_every_repeat_through_the_services_and_stores_it(
+    databases, db_env, tmp_path
+):
+    """2 proposers x 2 repeats x 4 runs, two side by side: every repeat is stored with a
+    4-run best-so-far curve whose run 1 is the surrogate's score of the default configuration
+    on the repeat's seed, and the CSV holds the same runs."""
+    out = tmp_path / "out.csv"
+    args = ["--proposers", "random,tpe", "--repeats", "2", "--budget", "4", "--parallel", "2"]
+    completed = subprocess.run(
+        [sys.executable, "-m", "ax3l.compare", *args, "--csv", str(out)],
+        env=_env(databases, db_env),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "P(beats random)" in completed.stdout
+    assert "wall time of the whole comparison" in completed.stdout
+
+    conn = databases.connect("ax3l", databases.ax3l_db)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT comparison_id, state, proposers, repeats, budget FROM comparisons")
+            [(comparison_id, state, proposers, repeats, budget)] = cur.fetchall()
+            assert (state, proposers, repeats, budget) == ("finished", "random,tpe", 2, 4)
+            cur.execute(
+                "SELECT proposer, repeat_index, seed, state, runs, best_so_far, content,"
+                " accepted_proposals, wasted_turns FROM comparison_repeats"
+                " ORDER BY proposer, repeat_index"
+            )
+            rows = cur.fetchall()
+    finally:
+        conn.close()
+    assert [(r[0], r[1], r[2], r[3], r[4]) for r in rows] == [
+        ("random", 0, 1970, "finished", 4),
+        ("random", 1, 1971, "finished", 4),
+        ("tpe", 0, 1970, "finished", 4),
+        ("tpe", 1, 1971, "finished", 4),
+    ]
+    default = load_schema().default_config()
+    stored_lines = []
+    for proposer, index, seed, _, _, curve_text, content_text, accepted, wasted in rows:
+        curve, scores = json.loads(curve_text), json.loads(content_text)["scores"]
+        assert scores[0] == predict_high_score({**default, "seed": seed})
+        assert curve == list(accumulate(scores, max))
+        assert accepted == 3  # runs 2..4 are proposals (no rotation this early)
+        assert wasted == 0
+        stored_lines += [
+            [str(comparison_id), proposer, str(index), str(seed), str(k), str(s), str(b)]
+            for k, (s, b) in enumerate(zip(scores, curve, strict=True), start=1)
+        ]
+    with out.open() as handle:
+        lines = list(csv.DictReader(handle))
+    columns = ("comparison_id", "proposer", "repeat", "seed", "simulations", "score")
+    assert [[line[c] for c in (*columns, "best_so_far")] for line in lines] == stored_lines
+
+
+def test_unknown_proposers_and_a_model_proposer_without_a_server_are_refused(capsys, monkeypatch):
+    """Names are the orchestrator's own list; llm needs --url or AX3L_LLM_URL (exit 2)."""
+    assert compare_main.main(["--proposers", "random,hillclimb"]) == 2
+    assert f"the orchestrator accepts {', '.join(PROPOSER_NAMES)}" in capsys.readouterr().err
+    monkeypatch.delenv("AX3L_LLM_URL", raising=False)
+    assert compare_main.main(["--proposers", "tpe,llm"]) == 2
+    assert "llm needs a model server" in capsys.readouterr().err
+
+
+def test_services_get_their_own_login_and_never_the_admin_one():
+    """The admin login reaches no service; SnakeLab's login only SnakeLab, Ax3l's only Ax3l's
+    services; the user's Ax3l settings (model server, token cap) pass through."""
+    environ = {
+        "PATH": "/usr/bin",
+        "DB_USER": "ax3l",
+        "DB_PASSWORD": "ax3l-secret",
+        "SNAKELAB_DB_USER": "snakelab",
+        "SNAKELAB_DB_PASSWORD": "snakelab-secret",
+        "AX3L_DB_ADMIN_USER": "root",
+        "AX3L_DB_ADMIN_PASSWORD": "admin-secret",
+        "AX3L_REPORTS_DB_PASSWORD": "reports-secret",
+        "AX3L_LLM_MAX_TOKENS": "256",
+        "AX3L_ORCHESTRATOR_PORT": "28871",
+    }
+    settings = load_settings(environ)
+    pair = RepeatDatabases(settings, "ax3l_cmpx", "snakelab_cmpx")
+    ax3l_env = {
+        **processes.base_env(environ),
+        **processes.ax3l_passthrough(environ),
+        **pair.ax3l_env(),
+    }
+    snakelab_env = {**processes.base_env(environ), **pair.snakelab_env()}
+    assert ax3l_env["AX3L_LLM_MAX_TOKENS"] == "256"
+    assert ax3l_env["AX3L_DB_NAME"] == "ax3l_cmpx" and "AX3L_ORCHESTRATOR_PORT" not in ax3l_env
+    for env, foreign in ((ax3l_env, "snakelab-secret"), (snakelab_env, "ax3l-secret")):
+        values = set(env.values())
+        assert not {"admin-secret", "reports-secret", foreign} & values
+        assert not any(key in env for key in (*ADMIN_KEYS, "AX3L_REPORTS_DB_PASSWORD"))
+    assert snakelab_env["SNAKELAB_DB_PASSWORD"] == "snakelab-secret"
