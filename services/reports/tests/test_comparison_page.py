@@ -113,7 +113,7 @@ def _expected(curves: list[list[int | None]]) -> dict[str, list[Any]]:
     """Median and 2.5/97.5 percentiles at each run count, by the standard library."""
     x, median, low, high = [], [], [], []
     for k in range(BUDGET):
-        values = [c[k] for c in curves if c[k] is not None]
+        values = [v for c in curves if (v := c[k]) is not None]
         cuts = statistics.quantiles(values, n=40, method="inclusive")
         x.append(k + 1)
         median.append(statistics.median(values))
@@ -150,7 +150,9 @@ def test_comparison_plot_points_and_table_are_the_stored_results(
                 assert trace["x"] == expected["x"]
                 assert trace["y"] == pytest.approx(expected[key]), (proposer, suffix)
 
-        finals = {p: [c[-1] for c in curves] for p, curves in stored.items()}
+        finals = {
+            p: [v for c in curves if (v := c[-1]) is not None] for p, curves in stored.items()
+        }
         tpe_row = page.locator('#comparison-table tr[data-proposer="tpe"]')
         assert tpe_row.locator(".final-median").text_content() == (
             f"{statistics.median(finals['tpe']):.1f}"
