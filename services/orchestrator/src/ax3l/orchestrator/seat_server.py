@@ -246,6 +246,8 @@ class SeatEndpoint:
         self, name: str, seat: str | None, content: dict[str, Any], level: str | None = None
     ) -> None:
         turn = self.board.turn
+        if turn is not None:
+            content.setdefault("checkpoint_event_id", turn.checkpoint_event_id)
         await self.log.log(
             name,
             {"seat": seat, **content},

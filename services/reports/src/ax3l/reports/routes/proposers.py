@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from ax3l.reports.deps import DatabaseDep, SettingsDep, TemplatesDep
 from ax3l.reports.queries.proposers import model_stats, proposer_stats
+from ax3l.reports.queries.seats import seat_stats
 
 router = APIRouter(prefix="/api/proposers", tags=["proposers"])
 pages = APIRouter(tags=["pages"])
@@ -49,10 +50,27 @@ class ModelOut(BaseModel):
     new_goldens: int
 
 
+class SeatOut(BaseModel):
+    seat: str = Field(description="the seat's name (an outside agent of the external proposer)")
+    calls: int = Field(description="tool calls at the seats' endpoint, refused ones included")
+    refused_calls: int
+    turns_taken: int = Field(description="turns in which it submitted at least once")
+    accepted_proposals: int
+    wasted_submissions: int = Field(description="submissions rejected or refused")
+    wasted_kinds: dict[str, int] = Field(
+        description="per rejection code (invalid_value, duplicate_config) and refusal reason"
+    )
+    median_seconds_to_submission: float | None = Field(
+        description="from the turn's opening to its accepted submission"
+    )
+    new_goldens: int
+
+
 class ProposersOut(BaseModel):
     proposers: list[ProposerOut]
     compared: bool
     models: list[ModelOut] = Field(description="the model leaderboard")
+    seats: list[SeatOut] = Field(default_factory=list, description="the seat leaderboard")
 
 
 async def read_proposers(db: DatabaseDep, settings: SettingsDep) -> ProposersOut:
@@ -62,6 +80,7 @@ async def read_proposers(db: DatabaseDep, settings: SettingsDep) -> ProposersOut
         proposers=[ProposerOut.model_validate(s, from_attributes=True) for s in stats],
         compared=len([s for s in stats if s.proposer != "unknown"]) > 1,
         models=[ModelOut.model_validate(m, from_attributes=True) for m in models],
+        seats=[SeatOut.model_validate(s, from_attributes=True) for s in await seat_stats(db)],
     )
 
 
@@ -73,7 +92,9 @@ async def list_proposers(db: DatabaseDep, settings: SettingsDep) -> ProposersOut
     (`turns_lost_to_fallback`). `compared` is true when more than one was used. `models` is
     the model leaderboard: per model its conversations, accepted proposals, wasted turns by
     kind, fallback turns, median/p95 seconds per request, completion tokens per accepted
-    proposal and new goldens."""
+    proposal and new goldens. `seats` is the seat leaderboard (outside agents of the
+    `external` proposer): per seat its turns taken, accepted proposals, wasted submissions by
+    kind, median seconds from a turn's opening to its accepted submission and new goldens."""
     return await read_proposers(db, settings)
 
 

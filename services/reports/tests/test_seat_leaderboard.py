@@ -1,0 +1,119 @@
+"""The seat leaderboard on the Proposers page and in /api/proposers."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from reports_testing import private_databases
+
+from ax3l.shared.db.database import Database
+from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.registry import PARAMETER_ORDER
+from ax3l.shared.testing.plugin import TestDatabases
+
+
+@pytest.fixture
+def seat_history(db_env) -> Iterator[TestDatabases]:
+    with private_databases(db_env) as dbs:
+        yield dbs
+
+
+async def _seat(
+    log: EventLog, name: str, seat: str, checkpoint: int | None, **content: Any
+) -> None:
+    if checkpoint is not None:
+        content["checkpoint_event_id"] = checkpoint
+    await log.log(name, {"seat": seat, **content}, source_name=seat, process_id=str(uuid.uuid4()))
+
+
+async def test_seats_count_turns_accepted_wasted_seconds_and_goldens(seat_history, make_client):
+    """Per seat: turns it submitted in, accepted and wasted submissions by kind, the median
+    seconds from a turn's opening to its accepted submission and new goldens; calls without a
+    seat (a bad token) count for nobody."""
+    run_1, run_2 = "00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000002"
+    order = list(PARAMETER_ORDER)
+    async with Database(seat_history.settings()) as db:
+        log = EventLog(db)
+        first = await log.log("round_robin_checkpoint", {"parameter_order": order, "index": 0})
+        await _seat(log, "seat_call_refused", "", None, tool=None, reason="unknown_token")
+        await _seat(log, "seat_call", "alice", first, tool="current_turn", open=True)
+        await _seat(
+            log,
+            "seat_call",
+            "alice",
+            first,
+            tool="submit_single_value",
+            outcome="rejected",
+            code="duplicate_config",
+            seconds_since_turn_opened=1.0,
+        )
+        await _seat(
+            log,
+            "seat_call",
+            "alice",
+            first,
+            tool="submit_single_value",
+            outcome="accepted",
+            run_id=run_1,
+            seconds_since_turn_opened=3.0,
+        )
+        await _seat(
+            log,
+            "seat_call_refused",
+            "bob",
+            first,
+            tool="submit_single_value",
+            reason="turn_taken",
+        )
+        await log.log("golden_config_created", {"run_id": run_1, "high_score": 47})
+        second = await log.log("round_robin_checkpoint", {"parameter_order": order, "index": 1})
+        await _seat(
+            log,
+            "seat_call_refused",
+            "alice",
+            second,
+            tool="submit_pair_values",
+            reason="wrong_kind",
+        )
+        await _seat(
+            log,
+            "seat_call",
+            "alice",
+            second,
+            tool="submit_single_value",
+            outcome="accepted",
+            run_id=run_2,
+            seconds_since_turn_opened=7.0,
+        )
+        await _seat(
+            log, "seat_call_refused", "bob", None, tool="submit_single_value", reason="no_turn"
+        )
+
+    async with make_client(seat_history) as http:
+        seats = {s["seat"]: s for s in (await http.get("/api/proposers")).json()["seats"]}
+        assert set(seats) == {"alice", "bob"}
+        alice, bob = seats["alice"], seats["bob"]
+        assert (alice["turns_taken"], alice["accepted_proposals"], alice["new_goldens"]) == (
+            2,
+            2,
+            1,
+        )
+        assert alice["wasted_kinds"] == {"duplicate_config": 1, "wrong_kind": 1}
+        assert alice["median_seconds_to_submission"] == pytest.approx(5.0)
+        assert (alice["calls"], alice["refused_calls"]) == (5, 1)
+        assert (bob["turns_taken"], bob["accepted_proposals"], bob["wasted_submissions"]) == (
+            1,
+            0,
+            2,
+        )
+        assert bob["wasted_kinds"] == {"no_turn": 1, "turn_taken": 1}
+        assert bob["median_seconds_to_submission"] is None
+
+        page = (await http.get("/proposers")).text
+        row = page[page.index('data-seat="alice"') :].split("</tr>")[0]
+        assert '<td class="num accepted">2</td>' in row
+        assert "duplicate_config 1, wrong_kind 1" in row
+        assert '<td class="num median-seconds">5.00</td>' in row
