@@ -215,7 +215,9 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def real_model(url: str, turns: int, max_tokens: int = 256) -> dict[str, float]:
+def real_model(
+    url: str, turns: int, max_tokens: int = 256, constrained: bool = True
+) -> dict[str, float]:
     """The loop against the real model server until ``turns`` proposals were accepted."""
     import statistics
     import subprocess
@@ -229,6 +231,7 @@ def real_model(url: str, turns: int, max_tokens: int = 256) -> dict[str, float]:
         "AX3L_LLM_MAX_TOKENS": str(max_tokens),
         "AX3L_LLM_TIMEOUT": "120",
         "AX3L_CONVERSATION_TIMEOUT": "300",
+        "AX3L_LLM_CONSTRAINED": "true" if constrained else "false",
     }
     with (
         scratch_databases(read_env_file(REPO / ".run" / "db.env"), prefix="b") as dbs,
@@ -277,7 +280,8 @@ def real_model(url: str, turns: int, max_tokens: int = 256) -> dict[str, float]:
         "completion_tokens_mean": statistics.fmean(tokens) if tokens else 0.0,
     }
     print(
-        f"real model ({url}, max_tokens {max_tokens}): {len(accepted)} turns in"
+        f"real model ({url}, max_tokens {max_tokens}, constrained {constrained}):"
+        f" {len(accepted)} turns in"
         f" {hours * 60:.1f} min = {figures['accepted_per_hour']:.1f} accepted/h;"
         f" {len(by_model)} by the model, {len(by_fallback)} by the fallback"
         f" ({figures['fallback_share']:.0%}); {requests} model requests"
@@ -300,13 +304,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=30, help="accepted turns for --url")
     parser.add_argument("--max-tokens", type=int, default=256, help="AX3L_LLM_MAX_TOKENS")
     parser.add_argument("--only-model", action="store_true", help="only the real-model bench")
+    parser.add_argument(
+        "--unconstrained", action="store_true", help="AX3L_LLM_CONSTRAINED=false for --url"
+    )
     args = parser.parse_args(argv)
     if not args.only_model:
         prompt_sizes()
         if not args.no_db:
             history_load(args.runs)
     if args.url:
-        real_model(args.url, args.turns, args.max_tokens)
+        real_model(args.url, args.turns, args.max_tokens, not args.unconstrained)
     return 0
 
 

@@ -79,8 +79,9 @@ def test_unusable_replies_are_refused_with_their_kind(the_reply: dict[str, Any],
 
 
 def test_the_request_body_follows_the_llama_server_contract() -> None:
-    """The request carries the tool as a function, required tool choice, no parallel calls."""
-    client = ModelClient("http://127.0.0.1:1/", timeout=1.0)
+    """The request carries the tool as a function, required tool choice, no parallel calls and
+    the max_tokens cap."""
+    client = ModelClient("http://127.0.0.1:1/", timeout=1.0, max_tokens=512)
     body = client.request_body([{"role": "user", "content": "hi"}], SINGLE)
     assert client.url == "http://127.0.0.1:1/v1/chat/completions"
     assert body == {
@@ -98,7 +99,52 @@ def test_the_request_body_follows_the_llama_server_contract() -> None:
         "tool_choice": "required",
         "parallel_tool_calls": False,
         "stream": False,
+        "max_tokens": 512,
     }
+
+
+def test_a_reply_cut_at_the_cap_is_a_length_failure_with_its_figure() -> None:
+    """finish_reason "length" is a correctable failure of its own kind, whatever it holds."""
+    cut = reply(("submit_single_value", {"value": 240}))
+    cut["choices"][0]["finish_reason"] = "length"
+    cut["usage"] = {"completion_tokens": 512}
+    with pytest.raises(ModelFailure) as caught:
+        extract_tool_call(cut, SINGLE)
+    assert caught.value.kind == "length" and caught.value.correctable
+    assert caught.value.facts == {"max_tokens": 512}
+
+
+async def test_a_reply_slower_than_its_deadline_is_a_timeout() -> None:
+    """The request's own deadline ends a reply that trickles in, however the bytes arrive."""
+    import asyncio
+
+    async def slow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.read(65536)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n")
+            for _ in range(100):
+                if reader.at_eof():
+                    break
+                writer.write(b" ")
+                await writer.drain()
+                await asyncio.sleep(0.05)
+        except ConnectionError:
+            pass  # the client gave up at its deadline, as it should
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(slow, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = ModelClient(f"http://127.0.0.1:{port}", timeout=60.0)
+    try:
+        with pytest.raises(ModelFailure) as caught:
+            await client.complete({"messages": []}, deadline=0.5)
+        assert caught.value.kind == "timeout" and caught.value.facts["timeout_seconds"] == 0.5
+        assert not caught.value.correctable
+    finally:
+        await client.close()
+        server.close()
+        await server.wait_closed()
 
 
 async def test_an_unreachable_model_server_is_a_connection_error() -> None:
