@@ -2,13 +2,17 @@
 
 1. Overhead: an instant scripted model and 0 s surrogate runs, so a step's wall time is all
    orchestration (checkpoint, history reads, MCP session, model request, broker, waiting,
-   comparison). Reports p50/p95 per step and the share spent spawning and closing MCP sessions.
+   comparison). Reports p50/p95 per step, how long conversations waited for their MCP session,
+   and the ratio of the step to one MCP child spawn measured in the same run (``--ahead``: the
+   values of AX3L_MCP_PREPARED_AHEAD compared; 0 spawns each session when its conversation
+   starts, as before the session pool).
 2. Simulator busy fraction: a scripted model that thinks ``--think`` seconds and surrogate runs
    of ``--run`` seconds (the real system: about 30 s and 300 s; the issue asks for 30 s and
    60 s). The defaults are scaled down (3 s / 6 s) so the bench takes a couple of minutes; the
    ideal for a strictly sequential loop is run / (run + think + overhead).
 
     uv run python bench/bench_orchestrator.py [--steps 14] [--think 3] [--run 6] [--busy-steps 6]
+                                              [--ahead 0,1]
     uv run python bench/bench_orchestrator.py --think 30 --run 60 --busy-steps 6   # full size
 
 Uses the private MariaDB of scripts/mariadb.sh (started if needed) with throwaway databases.
@@ -17,6 +21,7 @@ Uses the private MariaDB of scripts/mariadb.sh (started if needed) with throwawa
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import itertools
 import statistics
@@ -29,6 +34,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ax3l.orchestrator.mcp_session import bound_session
+from ax3l.shared.registry import ENTRIES
+from ax3l.shared.settings import Settings
 from ax3l.shared.testing.plugin import TestDatabases, read_env_file, scratch_databases
 from ax3l.shared.testing.stack import Stack, check_history
 
@@ -75,14 +83,33 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-def overhead(steps: int) -> dict[str, Any]:
+async def _spawns(endpoint: str, count: int) -> list[float]:
+    """Seconds to spawn, initialise and list the tools of one bound MCP child, ``count`` times."""
+    settings = Settings(AX3L_ZMQ_ENDPOINT=endpoint)
+    seconds = []
+    for number in range(count):
+        async with bound_session(ENTRIES[number % len(ENTRIES)], settings) as session:
+            seconds.append(session.spawn_seconds)
+    return seconds
+
+
+def spawn_seconds(stack: Stack, count: int = 5) -> float:
+    """The median spawn of one MCP child, measured now (same machine, same load)."""
+    return statistics.median(asyncio.run(_spawns(stack.base_env()["AX3L_ZMQ_ENDPOINT"], count)))
+
+
+def overhead(steps: int, ahead: int) -> dict[str, Any]:
     """Per-step orchestration time with an instant model and 0 s runs."""
     with throwaway_databases() as dbs, tempfile.TemporaryDirectory() as folder:
         stack = Stack(dbs, Path(folder))
         try:
             stack.start(surrogate_seconds=0)
             model = stack.start_model({"then": {"random_call": RANGES}})
-            proc = stack.orchestrator("llm", url=model.url, env={"AX3L_POLL_INTERVAL": "0.05"})
+            proc = stack.orchestrator(
+                "llm",
+                url=model.url,
+                env={"AX3L_POLL_INTERVAL": "0.05", "AX3L_MCP_PREPARED_AHEAD": str(ahead)},
+            )
             stack.wait_for(
                 lambda: stack.count(*STEP_EVENTS) >= steps + 1,
                 60 + 10 * steps,
@@ -90,6 +117,7 @@ def overhead(steps: int) -> dict[str, Any]:
                 proc,
             )
             proc.stop()
+            spawn = spawn_seconds(stack)
             check_history(stack)
             times = occurred(stack)
             completions = stack.events(*STEP_EVENTS)[: steps + 1]
@@ -103,17 +131,19 @@ def overhead(steps: int) -> dict[str, Any]:
                 e for e in stack.events("conversation_ended") if e.get("outcome") == "accepted"
             ]
             sessions = [s for e in ended[1 : steps + 1] for s in e.get("mcp_sessions", [])]
-            mcp = sum(s["spawn_seconds"] + s["close_seconds"] for s in sessions)
-            spawn = sum(s["spawn_seconds"] for s in sessions)
+            waits = [s.get("wait_seconds", s["spawn_seconds"]) for s in sessions]
             total = sum(durations)
             return {
+                "ahead": ahead,
                 "steps": len(durations),
                 "p50": statistics.median(durations),
                 "p95": percentile(durations, 0.95),
                 "mean": total / len(durations),
-                "mcp_share": mcp / total,
-                "spawn_share": spawn / total,
-                "mcp_per_step": mcp / max(1, len(sessions)),
+                "spawn": spawn,
+                "wait_p50": statistics.median(waits),
+                "wait_p95": percentile(waits, 0.95),
+                "wait_share": sum(waits) / total,
+                "prepared": sum(1 for s in sessions if s.get("prepared")) / max(1, len(sessions)),
                 "sim_share": sim_seconds / total,
                 "requests": len(model.requests()),
             }
@@ -121,7 +151,7 @@ def overhead(steps: int) -> dict[str, Any]:
             stack.close()
 
 
-def busy_fraction(think: float, run: float, steps: int) -> dict[str, Any]:
+def busy_fraction(think: float, run: float, steps: int, ahead: int) -> dict[str, Any]:
     """How much of the wall time SnakeLab spends running simulations."""
     with throwaway_databases() as dbs, tempfile.TemporaryDirectory() as folder:
         stack = Stack(dbs, Path(folder))
@@ -131,7 +161,11 @@ def busy_fraction(think: float, run: float, steps: int) -> dict[str, Any]:
             proc = stack.orchestrator(
                 "llm",
                 url=model.url,
-                env={"AX3L_POLL_INTERVAL": "0.5", "AX3L_LLM_TIMEOUT": str(think * 4 + 30)},
+                env={
+                    "AX3L_POLL_INTERVAL": "0.5",
+                    "AX3L_LLM_TIMEOUT": str(think * 4 + 30),
+                    "AX3L_MCP_PREPARED_AHEAD": str(ahead),
+                },
             )
             stack.wait_for(
                 lambda: stack.count(*STEP_EVENTS) >= steps,
@@ -164,22 +198,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run", type=float, default=6.0, help="surrogate run seconds")
     parser.add_argument("--busy-steps", type=int, default=6, help="runs measured for busy time")
     parser.add_argument("--skip-busy", action="store_true", help="only the overhead part")
+    parser.add_argument("--skip-overhead", action="store_true", help="only the busy part")
+    parser.add_argument(
+        "--ahead", default="0,1", help="AX3L_MCP_PREPARED_AHEAD values to compare (comma list)"
+    )
     args = parser.parse_args(argv)
+    aheads = [int(value) for value in args.ahead.split(",")]
 
     began = time.monotonic()
-    result = overhead(args.steps)
-    print(f"orchestrator overhead per step (instant model, 0 s runs, {result['steps']} steps):")
-    print(f"  p50 {result['p50']:.3f} s   p95 {result['p95']:.3f} s   mean {result['mean']:.3f} s")
-    print(
-        f"  MCP sessions (spawn + close): {result['mcp_share']:.0%} of step time"
-        f" ({result['mcp_per_step']:.3f} s per session; spawning alone {result['spawn_share']:.0%})"
-    )
-    print(f"  simulation time inside the steps: {result['sim_share']:.1%}")
-    if not args.skip_busy:
-        busy = busy_fraction(args.think, args.run, args.busy_steps)
+    for ahead in [] if args.skip_overhead else aheads:
+        result = overhead(args.steps, ahead)
+        print(
+            f"orchestrator overhead per step (instant model, 0 s runs, {result['steps']} steps,"
+            f" AX3L_MCP_PREPARED_AHEAD={ahead}):"
+        )
+        print(
+            f"  p50 {result['p50']:.3f} s   p95 {result['p95']:.3f} s   mean {result['mean']:.3f} s"
+        )
+        print(
+            f"  one MCP child spawn (median of 5, same run): {result['spawn']:.3f} s;"
+            f" step / spawn: p50 {result['p50'] / result['spawn']:.2f},"
+            f" p95 {result['p95'] / result['spawn']:.2f}"
+        )
+        print(
+            f"  conversations waited for their MCP session: p50 {result['wait_p50']:.3f} s,"
+            f" p95 {result['wait_p95']:.3f} s ({result['wait_share']:.0%} of step time;"
+            f" {result['prepared']:.0%} of sessions prepared in advance)"
+        )
+        print(f"  simulation time inside the steps: {result['sim_share']:.1%}")
+    for ahead in [] if args.skip_busy else aheads:
+        busy = busy_fraction(args.think, args.run, args.busy_steps, ahead)
         print(
             f"simulator busy fraction (model {args.think:g} s, runs {args.run:g} s,"
-            f" {busy['runs']} runs, one run every {busy['period']:.2f} s):"
+            f" {busy['runs']} runs, one run every {busy['period']:.2f} s,"
+            f" AX3L_MCP_PREPARED_AHEAD={ahead}):"
         )
         print(
             f"  busy {busy['busy']:.1%}  (ideal for a sequential loop {busy['ideal']:.1%});"
