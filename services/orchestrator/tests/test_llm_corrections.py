@@ -7,18 +7,11 @@ import json
 import time
 from typing import Any
 
+from ax3l.shared.testing.scripted_llm import random_call_ranges
 from ax3l.shared.testing.stack import Stack, check_history
 
 HIDDEN = "submit_single_value"
-RANGES = {
-    "hidden_size": [[64, 384, 16]],
-    "sequence_length": [[4, 48, 4]],
-    "batch_size": [[8, 64, 2]],
-    "learning_rate": [[0.0005, 0.005]],
-    "gamma": [[0.9, 0.99]],
-    "epsilon_pair": [[0.85, 0.999], [0.9, 0.999]],
-    "reward_pair": [[0, 6, 1], [-6, 0, 1]],
-}
+RANGES = random_call_ranges()
 OVERFLOW = {
     "status": 400,
     "body": {

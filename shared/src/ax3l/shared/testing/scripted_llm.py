@@ -134,6 +134,27 @@ def _assigned_entry(spec: dict[str, Any], text: str) -> str | None:
     return None
 
 
+def random_call_ranges(schema_document: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``random_call`` spec of every round-robin entry, from the schema's own ranges:
+    ``[low, high, step]`` for a stepped leaf, ``[low, high]`` for a continuous one."""
+    from ax3l.shared.config_schema import ConfigSchema, load_schema
+    from ax3l.shared.registry import ENTRIES
+
+    schema = load_schema() if schema_document is None else ConfigSchema(schema_document)
+    spec: dict[str, Any] = {}
+    for entry in ENTRIES:
+        ranges = []
+        for path in entry.paths:
+            leaf = schema.by_path[path]
+            low, high = leaf.minimum, leaf.maximum
+            step = leaf.multiple_of or (1 if leaf.type == "integer" else None)
+            if "const" in leaf.schema:
+                low = high = leaf.const
+            ranges.append([low, high] if step is None else [low, high, step])
+        spec[entry.name] = ranges
+    return spec
+
+
 def _random_call(rng: random.Random, spec: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
     tools = body.get("tools") or []
     if not tools:
