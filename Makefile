@@ -54,6 +54,10 @@ test-llm: system-deps install db-start llm-start ## the real-model tier: the sta
 test-chaos: install ## the chaos test: the whole stack kill -9'd at random (minutes; AX3L_CHAOS_SEED, AX3L_CHAOS_KILLS)
 	$(UV) run --frozen pytest tests/chaos -m chaos -s $(PYTEST_ARGS)
 
+.PHONY: test-compose
+test-compose: system-deps install ## docker compose up for real: images built, started, crashed, resumed (root; starts dockerd)
+	AX3L_TEST_COMPOSE=1 $(UV) run --frozen pytest tests/compose -s $(PYTEST_ARGS)
+
 .PHONY: lint
 lint: install ## ruff and mypy
 	$(UV) run --frozen ruff check .
