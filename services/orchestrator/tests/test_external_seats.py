@@ -286,3 +286,64 @@ def test_a_silent_seat_lets_the_turn_fall_back_after_the_deadline(stack: Stack) 
         e for e in events if e.name == "conversation_ended" and e.get("proposer") == "external"
     ]
     assert ended and all("no seat" in (e.get("error") or "") for e in ended)
+
+
+def test_hostile_calls_are_refused_or_answered_without_a_crash_or_a_submission(
+    stack: Stack,
+) -> None:
+    """Hundreds of malformed, mistyped, oversized and unauthenticated requests: every one gets
+    a 4xx or a tool error, the endpoint keeps answering, and nothing reaches the broker."""
+    stack.start(surrogate_seconds=30)
+    token = add_seat(stack, "eve")
+    proc, url = start_external(stack, AX3L_SEAT_RATE_LIMIT="100000")
+    stack.wait_for(lambda: _status_code(url, token) == 200, 60, "the seat endpoint", proc)
+    rng = random.Random(15)
+    good = {"authorization": f"Bearer {token}", "accept": "application/json, text/event-stream"}
+
+    def call_body(arguments: Any, tool: str = "submit_single_value") -> Any:
+        return {
+            "jsonrpc": "2.0",
+            "id": rng.randrange(10**6),
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments},
+        }
+
+    hostile: list[tuple[dict[str, str], bytes]] = []
+    for _ in range(40):
+        junk = rng.choice(
+            [b"{", b"[]", b"null", b'"x"', bytes(rng.randrange(256) for _ in range(64))]
+        )
+        hostile.append((good, junk))
+        hostile.append(
+            (good, json.dumps(call_body({"value": rng.choice(["1", True, None, [1]])})).encode())
+        )
+        hostile.append(
+            (good, json.dumps(call_body({"value_1": "a"}, "submit_pair_values")).encode())
+        )
+        hostile.append(
+            (good, json.dumps({"jsonrpc": "2.0", "id": 1, "method": "no/such"}).encode())
+        )
+        hostile.append(({"accept": good["accept"]}, json.dumps(call_body({"value": 224})).encode()))
+        hostile.append(
+            (
+                {**good, "authorization": "Bearer " + "A" * 5000},
+                json.dumps(call_body({"value": 224})).encode(),
+            )
+        )
+    hostile.append((good, b'{"jsonrpc": "2.0", "padding": "' + b"x" * 5_000_000 + b'"}'))
+    statuses = []
+    with httpx2.Client(timeout=20) as http:
+        for headers, body in hostile:
+            answer = http.post(
+                url, content=body, headers={**headers, "content-type": "application/json"}
+            )
+            statuses.append(answer.status_code)
+            if answer.status_code == 200 and b'"isError"' in answer.content:
+                assert b'"isError":true' in answer.content.replace(b" ", b"")
+    assert all(400 <= code < 500 or code == 200 for code in statuses), sorted(set(statuses))
+    assert statuses.count(401) >= 80
+    assert proc.alive()
+    assert payload(asyncio.run(call(url, token, "current_turn", {})))["open"] in (True, False)
+    proc.stop()
+    assert stack.count("tool_request_received", "proposal_accepted") == 0
+    assert stack.count("seat_call_refused") >= 80
