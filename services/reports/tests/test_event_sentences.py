@@ -275,3 +275,36 @@ def test_contents_of_another_shape_fall_back_to_the_text():
     assert said("configuration_compared", "plain words") == "plain words"
     assert sentence("proposal_accepted", {"values": 5}) is None
     assert said("round_robin_checkpoint", {"index": "x"}) == '{"index": "x"}'
+
+
+def test_a_seat_call_names_the_seat_and_what_it_did():
+    """Seat calls read as who did what: a read, an accepted proposal, a rejected one."""
+    base = {"seat": "claude", "checkpoint_event_id": 7}
+    assert said("seat_call", {**base, "tool": "current_turn", "open": True}, "gamma") == (
+        "Seat claude read the current turn on gamma"
+    )
+    assert said("seat_call", {**base, "tool": "current_turn", "open": False}) == (
+        "Seat claude asked for the turn; none is open"
+    )
+    accepted = {
+        **base,
+        "tool": "submit_single_value",
+        "values": {"value": 0.97},
+        "outcome": "accepted",
+        "run_id": RUN,
+    }
+    assert said("seat_call", accepted, "gamma").endswith(": accepted (run 3f2a1b9c)")
+    assert "claude" in said("seat_call", accepted, "gamma")
+    rejected = {**accepted, "outcome": "rejected", "reason": "already stored"}
+    assert said("seat_call", rejected, "gamma").endswith(": rejected (already stored)")
+
+
+def test_a_refused_seat_call_says_why_and_never_shows_a_token():
+    """A refusal names the seat (or its absence) and the reason."""
+    assert said("seat_call_refused", {"seat": None, "tool": None, "reason": "unknown token"}) == (
+        "A request without a valid seat token was refused: unknown token"
+    )
+    refused = {"seat": "bot", "tool": "submit_pair_values", "message": "the turn is gamma"}
+    assert said("seat_call_refused", refused) == (
+        "Seat bot was refused calling submit_pair_values: the turn is gamma"
+    )

@@ -340,7 +340,43 @@ def golden_config_seed_incremented(c: Content, parameter: str | None) -> str | N
     return "Golden seed" + (f" {previous} -> {seed}" if previous is not None else f" set to {seed}")
 
 
+# -- Seats (outside agents) ---------------------------------------------------------------
+
+
+def seat_call(c: Content, parameter: str | None) -> str | None:
+    seat, tool = _text(c, "seat") or "A seat", _text(c, "tool")
+    if tool is None:
+        return None
+    if tool == "current_turn":
+        if c.get("open") is False:
+            return f"Seat {seat} asked for the turn; none is open"
+        return f"Seat {seat} read the current turn{_on(parameter)}"
+    if tool == "history":
+        return f"Seat {seat} read the history of {_text(c, 'entry') or parameter or 'an entry'}"
+    values = values_text(parameter, c.get("values"))
+    proposed = f"Seat {seat} proposed {values}" if values else f"Seat {seat} called {tool}"
+    outcome = _text(c, "outcome")
+    if outcome == "accepted":
+        run = _run(c)
+        return f"{proposed}: accepted" + (f" ({run})" if run else "")
+    if outcome == "rejected":
+        return f"{proposed}: rejected ({_short(_text(c, 'reason') or _text(c, 'code') or '')})"
+    if outcome in ("error", "not_delivered"):
+        return f"{proposed}: not delivered ({_short(_text(c, 'error') or '')})"
+    return proposed
+
+
+def seat_call_refused(c: Content, parameter: str | None) -> str | None:
+    seat, tool = _text(c, "seat"), _text(c, "tool")
+    who = f"Seat {seat}" if seat else "A request without a valid seat token"
+    what = f" calling {tool}" if tool else ""
+    why = _text(c, "message") or _text(c, "reason")
+    return f"{who} was refused{what}" + (f": {_short(why)}" if why else "")
+
+
 BUILDERS: dict[str, Builder] = {
+    "seat_call": seat_call,
+    "seat_call_refused": seat_call_refused,
     "conversation_started": conversation_started,
     "conversation_ended": conversation_ended,
     "llm_request_failed": llm_request_failed,
