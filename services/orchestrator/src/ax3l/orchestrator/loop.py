@@ -147,7 +147,8 @@ class ExperimentLoop:
         checkpoint_id = await write_checkpoint(services.log, turn, services.process_id)
         crash_point("after_checkpoint")
         if await skip_if_exhausted(services, turn, golden, checkpoint_id):
-            self._prepare(turn.index)
+            # Nothing is started here: the next step follows at once and may skip as well, and
+            # a session started for a skipped turn would only be closed again.
             return
         self._prepare(turn.index, include_current=True)
         status.set_phase(Phase.CONVERSING)
