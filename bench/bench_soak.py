@@ -31,18 +31,10 @@ from typing import Any
 from ax3l.shared.db.cli import ensure_schema
 from ax3l.shared.testing import chaos
 from ax3l.shared.testing.chaos import PrivateMariaDB, percentile
+from ax3l.shared.testing.scripted_llm import random_call_ranges
 from ax3l.shared.testing.stack import Stack
 
 REPO = Path(__file__).resolve().parents[1]
-RANGES = {
-    "hidden_size": [[64, 384, 16]],
-    "sequence_length": [[4, 48, 4]],
-    "batch_size": [[8, 64, 2]],
-    "learning_rate": [[0.0005, 0.005]],
-    "gamma": [[0.9, 0.99]],
-    "epsilon_pair": [[0.85, 0.999], [0.9, 0.999]],
-    "reward_pair": [[0, 6, 1], [-6, 0, 1]],
-}
 STEP_EVENTS = chaos.STEP_EVENTS
 
 
@@ -215,7 +207,7 @@ def soak(steps: int, window: int, stagnant_rounds: int | None) -> int:
             stack = Stack(databases, Path(folder))
             try:
                 stack.start(surrogate_seconds=0)
-                model = stack.start_model({"then": {"random_call": RANGES}})
+                model = stack.start_model({"then": {"random_call": random_call_ranges()}})
                 env = {"AX3L_POLL_INTERVAL": "0.05"}
                 if stagnant_rounds is not None:
                     env["AX3L_SEED_STAGNANT_ROUNDS"] = str(stagnant_rounds)

@@ -33,16 +33,8 @@ from ax3l.shared.testing.chaos import (
     Supervisor,
 )
 from ax3l.shared.testing.plugin import TestDatabases, free_port
+from ax3l.shared.testing.scripted_llm import random_call_ranges
 
-RANGES = {
-    "hidden_size": [[64, 384, 16]],
-    "sequence_length": [[4, 48, 4]],
-    "batch_size": [[8, 64, 2]],
-    "learning_rate": [[0.0005, 0.005]],
-    "gamma": [[0.9, 0.99]],
-    "epsilon_pair": [[0.85, 0.999], [0.9, 0.999]],
-    "reward_pair": [[0, 6, 1], [-6, 0, 1]],
-}
 TARGETS = ("orchestrator", "toolbroker", "snakelab", "mariadb")
 # Deaths of these without a kill are findings: they should wait out an outage in place.
 MUST_NOT_DIE = ("toolbroker", "snakelab", "scripted-model")
@@ -291,7 +283,9 @@ class ChaosStack:
         )
         script = self.log_dir / "model-script.json"
         script.write_text(
-            json.dumps({"then": {"random_call": RANGES, "delay": self.config.model_delay}})
+            json.dumps(
+                {"then": {"random_call": random_call_ranges(), "delay": self.config.model_delay}}
+            )
         )
         model = self._process(
             "scripted-model",
