@@ -179,7 +179,16 @@ def busy_fraction(think: float, run: float, steps: int, ahead: int) -> dict[str,
             period = (runs[-1][0] - runs[0][0]).total_seconds() / (len(runs) - 1)
             durations = [(end - start).total_seconds() for start, end in runs[:-1]]
             gaps = [(b[0] - a[1]).total_seconds() for a, b in itertools.pairwise(runs)]
+            ended = [
+                e for e in stack.events("conversation_ended") if e.get("outcome") == "accepted"
+            ]
+            sessions = [s for e in ended[1:steps] for s in e.get("mcp_sessions", [])]
+            waits = [s.get("wait_seconds", s["spawn_seconds"]) for s in sessions] or [0.0]
+            spawns = [s["spawn_seconds"] for s in sessions] or [0.0]
             return {
+                "wait_p50": statistics.median(waits),
+                "wait_p95": percentile(waits, 0.95),
+                "spawn_p50": statistics.median(spawns),
                 "runs": len(runs),
                 "period": period,
                 "busy": statistics.mean(durations) / period,
@@ -237,6 +246,10 @@ def main(argv: list[str] | None = None) -> int:
             f"  busy {busy['busy']:.1%}  (ideal for a sequential loop {busy['ideal']:.1%});"
             f" idle gap between runs p50 {busy['gap_p50']:.2f} s"
             f" = thinking {args.think:g} s + {busy['gap_overhead']:.2f} s overhead"
+        )
+        print(
+            f"  conversations waited for their MCP session: p50 {busy['wait_p50']:.3f} s,"
+            f" p95 {busy['wait_p95']:.3f} s (a spawn took {busy['spawn_p50']:.3f} s)"
         )
     print(f"bench took {time.monotonic() - began:.0f} s")
     return 0
