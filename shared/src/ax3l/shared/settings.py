@@ -93,6 +93,13 @@ class Settings(BaseSettings):
         validation_alias="AX3L_LLM_CONSTRAINED",
         description="narrow the tool schema sent to the model to the values still open",
     )
+    hybrid_model_share: float = Field(
+        0.3,
+        validation_alias="AX3L_HYBRID_MODEL_SHARE",
+        gt=0,
+        le=1,
+        description="share of turns the model proposes under the llm+tpe proposer",
+    )
     llm_fallback: str = Field(
         "tpe",
         validation_alias="AX3L_LLM_FALLBACK",

@@ -97,12 +97,12 @@ def configure(args: argparse.Namespace, settings: Settings) -> tuple[Settings, s
         raise ConfigurationError(
             f"AX3L_PROPOSER={name!r} is not a proposer; choose one of {', '.join(PROPOSER_NAMES)}"
         )
-    if name == "llm" and not settings.llm_url:
-        raise ConfigurationError("the llm proposer needs a model server: --url or AX3L_LLM_URL")
+    if name in ("llm", "llm+tpe") and not settings.llm_url:
+        raise ConfigurationError(f"the {name} proposer needs a model server: --url or AX3L_LLM_URL")
     if name is None:
         name = "llm" if settings.llm_url else "tpe"
-    if name == "llm":
-        note = f"proposer: llm, model server {settings.llm_url}"
+    if name in ("llm", "llm+tpe"):
+        note = f"proposer: {name}, model server {settings.llm_url}"
     elif name == "external":
         note = (
             f"proposer: external, seats at http://{settings.seats_host}:{settings.seats_port}/mcp"

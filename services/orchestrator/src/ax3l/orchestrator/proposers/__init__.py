@@ -13,11 +13,11 @@ from ax3l.orchestrator.proposers.base import (
     TurnContext,
 )
 
-PROPOSER_NAMES = ("llm", "tpe", "random", "external")
+PROPOSER_NAMES = ("llm", "tpe", "random", "external", "llm+tpe")
 
 
 def make_proposer(name: str, deps: ProposerDeps) -> Proposer:
-    """The proposer called ``name`` (``llm`` needs ``deps.settings.llm_url``)."""
+    """The proposer called ``name`` (``llm`` and ``llm+tpe`` need ``deps.settings.llm_url``)."""
     if name == "llm":
         from ax3l.orchestrator.proposers.llm import LlmProposer
 
@@ -37,6 +37,10 @@ def make_proposer(name: str, deps: ProposerDeps) -> Proposer:
         if deps.settings.llm_fallback == "none":
             return seats
         return ExternalWithFallback(deps, seats, make_proposer(deps.settings.llm_fallback, deps))
+    if name == "llm+tpe":
+        from ax3l.orchestrator.proposers.hybrid import HybridProposer
+
+        return HybridProposer(deps)
     if name == "random":
         from ax3l.orchestrator.proposers.random_search import RandomProposer
 

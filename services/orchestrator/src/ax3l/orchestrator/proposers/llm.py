@@ -63,6 +63,10 @@ class LlmProposer(Proposer):
     async def close(self) -> None:
         await self.model.close()
 
+    async def advice(self, prompt_ctx: PromptContext) -> Prompt | None:
+        """An extra prompt before the request for a value (the hybrid's TPE state); none here."""
+        return None
+
     async def context_tokens(self) -> int:
         """The model's context per request: the setting, else llama-server's /props (asked once
         it answers), else 16,384."""
@@ -172,10 +176,15 @@ class _Conversation:
             self.tool.for_model(),
             settings.max_corrections,
         ) - estimate_tokens(open_line)
+        advice = await self.proposer.advice(self.prompt_ctx)
+        if advice is not None:
+            budget -= estimate_tokens(advice.text)
         prompts = conversation_prompts(self.prompt_ctx, max(budget, 1), shrink)
         if open_line:
             last_prompt = prompts[-1]
             prompts[-1] = Prompt(last_prompt.source_name, f"{last_prompt.text}\n\n{open_line}")
+        if advice is not None:
+            prompts.insert(len(prompts) - 1, advice)
         last = parent
         for prompt in prompts:
             self.messages.append({"role": prompt.role, "content": prompt.text})
