@@ -35,7 +35,6 @@ class PreparedSession:
 
     def __init__(self, entry: Entry, settings: Settings):
         self.entry = entry
-        self.prepared_at = time.perf_counter()
         self._ready: asyncio.Future[BoundSession] = asyncio.get_running_loop().create_future()
         self._release = asyncio.Event()
         self.task = asyncio.create_task(self._own(settings), name=f"mcp-session-{entry.name}")
@@ -103,11 +102,6 @@ class SessionPool:
         self.ahead = settings.mcp_prepared_ahead if ahead is None else ahead
         self._prepared: list[PreparedSession] = []
         self._closing: set[PreparedSession] = set()
-
-    @property
-    def prepared_entries(self) -> list[str]:
-        """The entries with a session waiting for their conversation, in order."""
-        return [p.entry.name for p in self._prepared]
 
     def upcoming(self, index: int, include_current: bool = False) -> list[Entry]:
         """The entries of the ``ahead`` turns after round-robin ``index`` (and ``index``'s own
