@@ -139,14 +139,21 @@ class Compose:
         return done.stdout[-4000:]
 
     def save_logs(self) -> None:
-        done = subprocess.run(
-            [*self.base, "logs", "--no-color", "--timestamps"],
-            env=self.env,
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-        )
-        (self.output_dir / f"{self.project}.log").write_text(done.stdout + done.stderr)
+        """Every container's state and log, stopped ones included, to test-output/compose/."""
+        ids = self.run("ps", "-a", "-q").stdout.split()
+        parts = []
+        for container in ids:
+            state = subprocess.run(
+                ["docker", "inspect", "--format",
+                 "{{.Name}} {{.State.Status}} exit={{.State.ExitCode}}"
+                 " restarts={{.RestartCount}} oom={{.State.OOMKilled}}", container],
+                capture_output=True, text=True,
+            )  # fmt: skip
+            log = subprocess.run(
+                ["docker", "logs", "--timestamps", container], capture_output=True, text=True
+            )
+            parts.append(f"== {state.stdout.strip()}\n{log.stdout}{log.stderr}")
+        (self.output_dir / f"{self.project}.log").write_text("\n".join(parts))
 
 
 def make_compose(project: str, files: list[str], output_dir: Path, **extra: str) -> Compose:
