@@ -38,9 +38,7 @@ async def test_a_metadata_lock_fails_the_statement_not_the_service(databases):
             started = time.monotonic()
             with pytest.raises(DatabaseTimeout):
                 async with db.transaction("writing an event") as cur:
-                    await cur.execute(
-                        "INSERT INTO events (name, log_level) VALUES ('x', 'INFO')"
-                    )
+                    await cur.execute("INSERT INTO events (name, log_level) VALUES ('x', 'INFO')")
             assert time.monotonic() - started < 5
             with blocker.cursor() as cur:
                 cur.execute("UNLOCK TABLES")

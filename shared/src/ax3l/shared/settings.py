@@ -116,7 +116,7 @@ class Settings(BaseSettings):
     seats_host: str = Field(
         "127.0.0.1",
         validation_alias="AX3L_SEATS_HOST",
-        description="address the seats' Streamable HTTP MCP endpoint listens on (proposer external)",
+        description="address of the seats' Streamable HTTP MCP endpoint (proposer external)",
     )
     seats_port: int = Field(
         28873, validation_alias="AX3L_SEATS_PORT", ge=0, le=65535, description="its port"
