@@ -45,9 +45,13 @@ def docker_engine(output_dir: Path) -> None:
         return
     if os.geteuid() != 0 or shutil.which("dockerd") is None:
         pytest.fail("no Docker engine answers and dockerd cannot be started here")
-    log = (output_dir / "dockerd.log").open("ab")
     # Left running on purpose: the engine outlives the tests (as it does on a user's machine).
-    subprocess.Popen(["dockerd"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    # A shell starts it in the background and exits, so this process holds neither a child
+    # nor the log's descriptor (pytest reports either as an unraisable ResourceWarning).
+    log = output_dir / "dockerd.log"
+    subprocess.run(
+        ["sh", "-c", 'setsid dockerd >>"$1" 2>&1 </dev/null &', "sh", str(log)], check=True
+    )
     wait_until(_docker_answers, timeout=60, interval=0.5, what="dockerd to answer")
 
 
