@@ -38,6 +38,7 @@ import pymysql
 from ax3l.shared.config_schema import cached_schema
 from ax3l.shared.db.cli import ensure_schema
 from ax3l.shared.events import CATALOG
+from ax3l.shared.ports import free_port
 from ax3l.shared.registry import ENTRIES, PARAMETER_ORDER
 from ax3l.shared.settings import Settings
 from ax3l.shared.testing.plugin import read_env_file
@@ -466,14 +467,6 @@ def drop(env: dict[str, str]) -> None:
 
 
 # -- measuring ------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start_server(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str, float]:

@@ -51,6 +51,7 @@ from ax3l.shared.config_schema import ConfigSchema, cached_schema
 from ax3l.shared.db.cli import ensure_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
+from ax3l.shared.ports import free_port
 from ax3l.shared.settings import Settings
 from ax3l.shared.testing.plugin import read_env_file
 from snakelab.tables import ALL_TABLES as SNAKELAB_TABLES  # SnakeLab 2.x's tables, exactly
@@ -274,14 +275,6 @@ async def measure(setups: list[Setup], samples: int) -> dict[int, dict[str, tupl
 
 
 # -- broker throughput ----------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def envelope(value: int) -> bytes:

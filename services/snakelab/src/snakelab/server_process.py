@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,14 +27,8 @@ from typing import Any
 
 import pymysql
 
+from ax3l.shared.ports import free_port
 from snakelab.healthcheck import ping
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class SnakeLabProcess:

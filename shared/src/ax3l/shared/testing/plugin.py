@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ import pymysql
 import pytest
 
 from ax3l.shared.db.cli import ensure_schema
+from ax3l.shared.ports import free_port as free_port  # re-exported: tests take ports here
 from ax3l.shared.settings import Settings
 
 
@@ -202,13 +202,6 @@ def snakelab_tables(databases: TestDatabases) -> TestDatabases:
     """``databases`` with SnakeLab's tables created."""
     create_snakelab_tables(databases)
     return databases
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_until(
