@@ -132,8 +132,8 @@ def summary_lines(done: list[RepeatResult], proposers: list[str], budget: int) -
             if BASELINE in finals and proposer != BASELINE
             else None
         )
-        accepted = sum(r.accepted_proposals for r in mine)
-        wasted = sum(r.wasted_turns for r in mine)
+        accepted = sum(r.turns.accepted_proposals for r in mine)
+        wasted = sum(r.turns.wasted_turns for r in mine)
         walls = [r.wall_seconds for r in mine]
         lines.append(
             f"{proposer:<10} {len(mine):>7}"
@@ -242,12 +242,12 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
 
 
 def _report(result: RepeatResult, number: int, total: int) -> None:
-    plan = result.plan
+    plan, turns = result.plan, result.turns
     if result.state == "finished":
         print(
             f"[{number}/{total}] {plan.proposer} repeat {plan.index} (seed {plan.seed}):"
-            f" best {result.best} after {len(result.scores)} runs, {result.accepted_proposals}"
-            f" accepted, {result.wasted_turns} wasted turns, {result.wall_seconds:.1f} s",
+            f" best {result.best} after {len(result.scores)} runs, {turns.accepted_proposals}"
+            f" accepted, {turns.wasted_turns} wasted turns, {result.wall_seconds:.1f} s",
             flush=True,
         )
     else:

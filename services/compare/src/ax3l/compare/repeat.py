@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -25,11 +24,12 @@ import pymysql
 from ax3l.compare import processes
 from ax3l.compare.settings import CompareSettings
 from ax3l.compare.throwaway import RepeatDatabases, repeat_databases
+from ax3l.compare.tpe_advice import ADVICE_SOURCE
+from ax3l.compare.turn_counts import COUNTED_EVENTS, TurnCounts, TurnEvent, count_turns, entry_kinds
 from ax3l.shared.comparison_stats import best_so_far
-from ax3l.shared.config_schema import BUNDLED_SCHEMA
+from ax3l.shared.config_schema import BUNDLED_SCHEMA, ConfigSchema
 
 TERMINAL = ("completed", "failed", "cancelled")
-WASTED_EVENTS = ("llm_request_failed", "proposal_rejected_invalid", "proposal_rejected_duplicate")
 POLL_SECONDS = 0.05
 NO_SUCH_TABLE = 1146
 
@@ -51,12 +51,7 @@ class RepeatResult:
     plan: RepeatPlan
     state: str  # finished | failed
     scores: list[int | None] = field(default_factory=list)  # run 1..budget, None: no score
-    accepted_proposals: int = 0
-    model_turns: int = 0
-    wasted_turns: int = 0
-    wasted_kinds: dict[str, int] = field(default_factory=dict)
-    conversations: int = 0
-    fallback_turns: int = 0
+    turns: TurnCounts = field(default_factory=TurnCounts)
     wall_seconds: float = 0.0
     setup_seconds: float = 0.0
     error: str | None = None
@@ -74,9 +69,7 @@ class RepeatResult:
         """What the row's ``content`` column keeps beyond its own columns."""
         found: dict[str, Any] = {
             "scores": self.scores,
-            "wasted_kinds": self.wasted_kinds,
-            "conversations": self.conversations,
-            "fallback_turns": self.fallback_turns,
+            **self.turns.content(),
             "setup_seconds": round(self.setup_seconds, 3),
         }
         if self.error:
@@ -115,42 +108,28 @@ def _run_count(cur: Any, snakelab_db: str) -> int:
     return int(cur.fetchone()[0])
 
 
-def read_turns(cur: Any, last_run_id: str | None, result: RepeatResult) -> None:
-    """Accepted proposals, model turns and wasted turns (by kind) up to the last run."""
+def read_turns(cur: Any, last_run_id: str | None, schema: ConfigSchema) -> TurnCounts:
+    """The repeat's turns (``turn_counts``) from its events up to the last run's submission."""
     cutoff: int | None = None
     if last_run_id is not None:
         cur.execute("SELECT MIN(event_id) FROM events WHERE process_id = %s", (last_run_id,))
         row = cur.fetchone()
         cutoff = None if row is None or row[0] is None else int(row[0])
-    where = "" if cutoff is None else f" AND e.event_id <= {cutoff}"
+    names = ", ".join(["%s"] * len(COUNTED_EVENTS))
+    # Replies and prompts other than TPE's advice are counted, never read: leave their text.
     cur.execute(
-        "SELECT e.name, m.content FROM events e LEFT JOIN event_messages m"
-        " ON m.event_id = e.event_id WHERE e.name IN"
-        " ('proposal_accepted', 'reply_received', 'llm_request_failed',"
-        " 'proposal_rejected_invalid', 'proposal_rejected_duplicate', 'conversation_started')"
-        f"{where}"
+        "SELECT e.name, e.parameter, e.source_name,"
+        " IF(e.name = 'reply_received', NULL, m.content)"
+        " FROM events e LEFT JOIN event_messages m ON m.event_id = e.event_id"
+        f" WHERE e.name IN ({names}) AND (e.name <> 'prompt_sent' OR e.source_name = %s)"
+        " AND (%s IS NULL OR e.event_id <= %s) ORDER BY e.event_id",
+        (*COUNTED_EVENTS, ADVICE_SOURCE, cutoff, cutoff),
     )
-    kinds: Counter[str] = Counter()
-    for name, text in cur.fetchall():
-        content = _json(text) if name in ("llm_request_failed", "conversation_started") else None
-        if name == "proposal_accepted":
-            result.accepted_proposals += 1
-        elif name == "reply_received":
-            result.model_turns += 1
-        elif name == "conversation_started":
-            result.conversations += 1
-            if isinstance(content, dict) and content.get("fallback_for"):
-                result.fallback_turns += 1
-        elif name == "llm_request_failed":
-            kind = content.get("kind") if isinstance(content, dict) else None
-            kinds[f"llm_request_failed:{kind or 'unknown'}"] += 1
-            # A failure of the request itself (no reply came) was a model turn too.
-            if isinstance(content, dict) and content.get("correctable") is False:
-                result.model_turns += 1
-        else:
-            kinds[name] += 1
-    result.wasted_kinds = dict(sorted(kinds.items()))
-    result.wasted_turns = sum(kinds.values())
+    events = [
+        TurnEvent(name, parameter, source, text if name == "prompt_sent" else _json(text))
+        for name, parameter, source, text in cur.fetchall()
+    ]
+    return count_turns(events, entry_kinds(schema))
 
 
 def _json(text: Any) -> Any:
@@ -207,7 +186,8 @@ def _run(
     began: float,
 ) -> None:
     schema = folder / "schema.json"
-    schema.write_text(json.dumps(schema_document(settings, plan.seed)))
+    document = schema_document(settings, plan.seed)
+    schema.write_text(json.dumps(document))
     base = processes.base_env(environ)
     snakelab, endpoint = processes.start_snakelab(
         {**base, **dbs.snakelab_env()}, folder, surrogate_seconds, schema
@@ -247,7 +227,9 @@ def _run(
                 time.sleep(POLL_SECONDS)
             result.wall_seconds = time.monotonic() - started
             result.scores = [score if status == "completed" else None for _, status, score in runs]
-            read_turns(cur, runs[-1][0] if runs else None, result)
+            result.turns = read_turns(
+                cur, runs[-1][0] if runs else None, ConfigSchema(document, str(schema))
+            )
     finally:
         conn.close()
     result.state = "finished"

@@ -1,0 +1,169 @@
+"""A repeat's turns, counted from its events (``repeat.read_turns`` reads them).
+
+* accepted proposals; model turns (replies, and failed requests that got no reply); wasted
+  turns by kind (failed model requests by their ``kind``, the broker's rejections);
+* ``by_kind``: accepted proposals and wasted turns split by the kind of the event's entry:
+  ``finite`` when the registry can list the entry's choices (``registry.domain``), else
+  ``continuous``; a wasted turn without a known entry counts under ``unknown``;
+* ``proposed_by`` (the hybrid ``llm+tpe`` only, whose conversations say their
+  ``hybrid_role``): accepted proposals by who proposed them, ``model`` or ``tpe`` (a fallback
+  conversation standing in for a failing model counts for its own proposer), and
+  ``model_matched_tpe``: the model's proposals equal to one of the suggestions of the latest
+  ``TpeAdvice`` prompt of their conversation.
+
+Conversations run one at a time, so every event after a ``conversation_started`` and before
+the next belongs to it (the broker's acceptances and rejections have process ids of their own).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ax3l.compare.tpe_advice import ADVICE_SOURCE, advice_suggestions, matches_a_suggestion
+from ax3l.shared.config_schema import ConfigSchema
+from ax3l.shared.registry import ENTRIES, domain
+
+WASTED_EVENTS = ("llm_request_failed", "proposal_rejected_invalid", "proposal_rejected_duplicate")
+COUNTED_EVENTS = (
+    "conversation_started",
+    "prompt_sent",
+    "reply_received",
+    "proposal_accepted",
+    *WASTED_EVENTS,
+)
+FINITE, CONTINUOUS, UNKNOWN = "finite", "continuous", "unknown"
+MODEL, TPE, MATCHED = "model", "tpe", "model_matched_tpe"
+
+
+@dataclass(frozen=True)
+class TurnEvent:
+    """One event as the count needs it: ``content`` is the parsed JSON, or a prompt's text."""
+
+    name: str
+    parameter: str | None = None
+    source_name: str | None = None
+    content: Any = None
+
+
+@dataclass
+class TurnCounts:
+    accepted_proposals: int = 0
+    model_turns: int = 0
+    wasted_kinds: dict[str, int] = field(default_factory=dict)
+    conversations: int = 0
+    fallback_turns: int = 0
+    by_kind: dict[str, dict[str, int]] = field(default_factory=dict)
+    proposed_by: dict[str, int] = field(default_factory=dict)  # empty outside the hybrid
+
+    @property
+    def wasted_turns(self) -> int:
+        return sum(self.wasted_kinds.values())
+
+    def content(self) -> dict[str, Any]:
+        """What a repeat row's ``content`` keeps of them (the three totals have columns)."""
+        found: dict[str, Any] = {
+            "wasted_kinds": self.wasted_kinds,
+            "conversations": self.conversations,
+            "fallback_turns": self.fallback_turns,
+            "by_kind": self.by_kind,
+        }
+        if self.proposed_by:
+            found["proposed_by"] = self.proposed_by
+        return found
+
+
+def entry_kinds(schema: ConfigSchema) -> dict[str, str]:
+    """Each registry entry's kind, ``finite`` or ``continuous``, under ``schema``."""
+    return {e.name: CONTINUOUS if domain(schema, e) is None else FINITE for e in ENTRIES}
+
+
+def conversation_role(content: Mapping[str, Any]) -> str | None:
+    """Who proposes in a hybrid conversation (its ``hybrid_role``, or the fallback proposer
+    that stands in for the model); None outside the hybrid."""
+    role = content.get("hybrid_role")
+    if not isinstance(role, str):
+        return None
+    if content.get("fallback_for"):
+        proposer = content.get("proposer")
+        return proposer if isinstance(proposer, str) and proposer else "fallback"
+    return role
+
+
+def count_turns(events: Iterable[TurnEvent], kinds: Mapping[str, str]) -> TurnCounts:
+    """The counts of ``events`` (in event order); ``kinds`` is ``entry_kinds``' answer."""
+    tally = _Tally(kinds)
+    for event in events:
+        tally.add(event)
+    return tally.counts()
+
+
+class _Tally:
+    def __init__(self, kinds: Mapping[str, str]):
+        self.kinds = kinds
+        self.found = TurnCounts()
+        self.wasted: Counter[str] = Counter()
+        self.by_kind: dict[str, Counter[str]] = {FINITE: Counter(), CONTINUOUS: Counter()}
+        self.proposed_by: Counter[str] | None = None  # set by the first hybrid conversation
+        self.role: str | None = None  # the current conversation's
+        self.suggestions: list[dict[str, Any]] = []  # its latest TPE advice
+
+    def add(self, event: TurnEvent) -> None:
+        content = event.content if isinstance(event.content, dict) else {}
+        if event.name == "conversation_started":
+            self._started(content)
+        elif event.name == "prompt_sent":
+            if event.source_name == ADVICE_SOURCE and isinstance(event.content, str):
+                self.suggestions = advice_suggestions(event.content)
+        elif event.name == "reply_received":
+            self.found.model_turns += 1
+        elif event.name == "proposal_accepted":
+            self._accepted(event, content)
+        elif event.name in WASTED_EVENTS:
+            self._wasted(event, content)
+
+    def _started(self, content: dict[str, Any]) -> None:
+        self.found.conversations += 1
+        if content.get("fallback_for"):
+            self.found.fallback_turns += 1
+        self.role = conversation_role(content)
+        self.suggestions = []
+        if self.role is not None and self.proposed_by is None:
+            self.proposed_by = Counter({MODEL: 0, TPE: 0, MATCHED: 0})
+
+    def _accepted(self, event: TurnEvent, content: dict[str, Any]) -> None:
+        self.found.accepted_proposals += 1
+        self._by_kind(event, content)["accepted"] += 1
+        if self.role is None or self.proposed_by is None:
+            return
+        self.proposed_by[self.role] += 1
+        changes = content.get("changes")
+        if self.role == MODEL and isinstance(changes, dict):
+            if matches_a_suggestion(changes, self.suggestions):
+                self.proposed_by[MATCHED] += 1
+
+    def _wasted(self, event: TurnEvent, content: dict[str, Any]) -> None:
+        if event.name == "llm_request_failed":
+            self.wasted[f"llm_request_failed:{content.get('kind') or 'unknown'}"] += 1
+            # A failure of the request itself (no reply came) was a model turn too.
+            if content.get("correctable") is False:
+                self.found.model_turns += 1
+        else:
+            self.wasted[event.name] += 1
+        self._by_kind(event, content)["wasted"] += 1
+
+    def _by_kind(self, event: TurnEvent, content: dict[str, Any]) -> Counter[str]:
+        parameter = event.parameter or content.get("parameter")
+        kind = self.kinds.get(parameter, UNKNOWN) if isinstance(parameter, str) else UNKNOWN
+        return self.by_kind.setdefault(kind, Counter())
+
+    def counts(self) -> TurnCounts:
+        self.found.wasted_kinds = dict(sorted(self.wasted.items()))
+        self.found.by_kind = {
+            kind: {"accepted": counter["accepted"], "wasted": counter["wasted"]}
+            for kind, counter in self.by_kind.items()
+        }
+        self.found.proposed_by = dict(self.proposed_by or {})
+        return self.found
