@@ -719,15 +719,23 @@ def stop() -> int:
 
 
 def readiness(service: Service) -> str:
+    """``, ready``, ``, not ready (<problems>)``, or nothing when ``/ready`` does not answer."""
+    from pydantic import ValidationError
+
+    from ax3l.shared.readiness import Readiness
+
     if service.ready_url is None:
         return ""
     status, body = http_get(service.ready_url)
-    if status == 200:
-        return ", ready"
     if status is None:
         return ""
-    problems = (body.get("problems") or body.get("checks")) if isinstance(body, dict) else None
-    return f", not ready ({json.dumps(problems) if problems else status})"
+    if status == 200:
+        return ", ready"
+    try:
+        problems = "; ".join(Readiness.model_validate(body).problems)
+    except ValidationError:  # something else answers on the port
+        problems = ""
+    return f", not ready ({problems or status})"
 
 
 def status() -> int:

@@ -17,7 +17,11 @@ def test_seeding_submits_the_defaults_once_and_accepts_the_first_golden(stack: S
     assert status["seed"] == 1970 and status["golden_high_score"] is not None
     assert status["snakelab_runs"] >= 2
     assert http_json(f"http://127.0.0.1:{stack.api_port}/health") == {"status": "ok"}
-    assert http_json(f"http://127.0.0.1:{stack.api_port}/ready") == {"status": "ready"}
+    assert http_json(f"http://127.0.0.1:{stack.api_port}/ready") == {
+        "status": "ready",
+        "checks": {"database": True, "snakelab": True, "loop": True},
+        "problems": [],
+    }
     assert proc.stop() == 0, "SIGTERM is a clean stop"
 
     defaults = load_schema().default_config()

@@ -67,7 +67,10 @@ def test_missing_snakelab_tables_and_an_unreachable_snakelab_are_waited_out(
         )
         assert status["phase"] == "seeding"
         code, ready = _get(f"{base}/ready")
-        assert code == 503 and "snakelab" in ready["problems"]
+        assert code == 503 and ready["status"] == "not ready"
+        assert ready["checks"] == {"database": True, "snakelab": False, "loop": True}
+        [problem] = ready["problems"]
+        assert problem.startswith("snakelab: ")
         assert proc.alive() and not stack.events()
     finally:
         stack.close()

@@ -216,13 +216,18 @@ async def test_database_outage_is_a_503_not_a_500(experiment, make_client):
         assert (await http.get("/api/events")).status_code == 503
         page = await http.get("/")
         assert page.status_code == 503 and "Database unavailable" in page.text
-        assert (await http.get("/ready")).status_code == 503
+        ready = await http.get("/ready")
+        assert ready.status_code == 503 and ready.json()["status"] == "not ready"
+        assert ready.json()["checks"] == {"database": False}
+        assert ready.json()["problems"][0].startswith("database: ")
         assert (await http.get("/health")).json() == {"status": "ok"}
 
 
 async def test_ready_when_both_databases_answer(client):
     """/ready pings Ax3l's database and SnakeLab's tables."""
-    assert (await client.get("/ready")).json() == {"status": "ok"}
+    ready = await client.get("/ready")
+    assert ready.status_code == 200
+    assert ready.json() == {"status": "ready", "checks": {"database": True}, "problems": []}
 
 
 async def test_rows_read_as_sentences_with_the_json_one_click_away(client):

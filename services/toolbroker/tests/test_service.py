@@ -133,7 +133,11 @@ async def test_rest_reports_health_readiness_and_request_counts(databases, lab, 
             ready = await client.get("/ready")
             status = (await client.get("/api/status")).json()
         assert ready.status_code == 200
-        assert ready.json() == {"ready": True, "checks": {"database": "ok", "snakelab": "ok"}}
+        assert ready.json() == {
+            "status": "ready",
+            "checks": {"database": True, "snakelab": True},
+            "problems": [],
+        }
         assert status["requests_handled"] == 2 and status["endpoint"] == process.zmq_endpoint
         assert status["outcomes"]["invalid_request"] == 1 and status["outcomes"]["accepted"] == 1
         assert status["last_request_at"] is not None
@@ -152,5 +156,8 @@ async def test_ready_is_503_when_snakelab_does_not_answer(databases, lab):
             ready = await client.get("/ready")
             health = await client.get("/health")
     assert ready.status_code == 503 and health.status_code == 200
-    checks = ready.json()["checks"]
-    assert checks["database"] == "ok" and "did not answer" in checks["snakelab"]
+    body = ready.json()
+    assert body["status"] == "not ready"
+    assert body["checks"] == {"database": True, "snakelab": False}
+    [problem] = body["problems"]
+    assert problem.startswith("snakelab: ") and "did not answer" in problem

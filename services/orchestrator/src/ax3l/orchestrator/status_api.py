@@ -5,19 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Depends, FastAPI, Request, Response
 
 from ax3l.orchestrator.status import LoopStatus
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.db.reads import count_simulations
-from ax3l.shared.snakelab_client import (
-    SnakeLabClient,
-    SnakeLabError,
-    SnakeLabProtocolError,
-    SnakeLabUnavailable,
+from ax3l.shared.readiness import (
+    NOT_READY_RESPONSE,
+    Readiness,
+    database_problem,
+    snakelab_problem,
 )
+from ax3l.shared.snakelab_client import SnakeLabClient
 
 
 @dataclass(frozen=True)
@@ -45,23 +45,19 @@ async def health() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/ready")
-async def ready(resources: ResourcesDep) -> JSONResponse:
-    """Both databases and SnakeLab answer (during an outage: since when it is waited for)."""
-    problems = {}
-    try:
-        await resources.db.ping()
-    except DatabaseError as exc:
-        problems["database"] = resources.db.outage.describe() or str(exc)
-    try:
-        await resources.snakelab.health()
-    except (SnakeLabUnavailable, SnakeLabProtocolError, SnakeLabError) as exc:
-        problems["snakelab"] = str(exc)
-    if resources.status.stop_reason:
-        problems["loop"] = resources.status.stop_reason
-    if problems:
-        return JSONResponse({"status": "unavailable", "problems": problems}, status_code=503)
-    return JSONResponse({"status": "ready"})
+@router.get("/ready", responses=NOT_READY_RESPONSE)
+async def ready(resources: ResourcesDep, response: Response) -> Readiness:
+    """Both databases and SnakeLab answer and the loop has not stopped; 503 otherwise (during
+    an outage the problem says since when the database is waited for)."""
+    readiness = Readiness.of(
+        {
+            "database": await database_problem(resources.db),
+            "snakelab": await snakelab_problem(resources.snakelab),
+            "loop": resources.status.stop_reason or None,
+        }
+    )
+    response.status_code = readiness.http_status
+    return readiness
 
 
 @router.get("/api/status")

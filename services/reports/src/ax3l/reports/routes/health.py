@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Response
 
 from ax3l.reports.deps import DatabaseDep
-from ax3l.shared.db.errors import DatabaseError
+from ax3l.shared.readiness import NOT_READY_RESPONSE, Readiness, database_problem
 
 router = APIRouter(tags=["health"])
 
@@ -17,12 +16,9 @@ async def health() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/ready", response_model=None)
-async def ready(db: DatabaseDep) -> dict[str, str] | JSONResponse:
-    """Ok when Ax3l's database and SnakeLab's tables can be read; 503 otherwise."""
-    try:
-        await db.ping()
-    except DatabaseError as exc:
-        detail = db.outage.describe() or str(exc)
-        return JSONResponse({"status": "unavailable", "detail": detail}, status_code=503)
-    return {"status": "ok"}
+@router.get("/ready", responses=NOT_READY_RESPONSE)
+async def ready(db: DatabaseDep, response: Response) -> Readiness:
+    """Ready when Ax3l's database and SnakeLab's tables can be read; 503 otherwise."""
+    readiness = Readiness.of({"database": await database_problem(db)})
+    response.status_code = readiness.http_status
+    return readiness

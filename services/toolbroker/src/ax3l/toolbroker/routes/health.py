@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from fastapi import APIRouter, Response
 
-from fastapi import APIRouter
-from fastapi.responses import JSONResponse
-
-from ax3l.shared.db.errors import DatabaseError
-from ax3l.shared.snakelab_client import SnakeLabError, SnakeLabProtocolError, SnakeLabUnavailable
+from ax3l.shared.readiness import (
+    NOT_READY_RESPONSE,
+    Readiness,
+    database_problem,
+    snakelab_problem,
+)
 from ax3l.toolbroker.deps import ResourcesDep
 
 router = APIRouter(tags=["health"])
@@ -20,23 +21,14 @@ async def health() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/ready", response_model=None)
-async def ready(resources: ResourcesDep) -> dict[str, Any] | JSONResponse:
+@router.get("/ready", responses=NOT_READY_RESPONSE)
+async def ready(resources: ResourcesDep, response: Response) -> Readiness:
     """Ready when both databases answer and SnakeLab answers ``health``; 503 otherwise."""
-    checks: dict[str, str] = {}
-    try:
-        await resources.db.ping()
-        checks["database"] = "ok"
-    except DatabaseError as exc:
-        checks["database"] = resources.db.outage.describe() or str(exc)
-    try:
-        await resources.snakelab.health()
-        checks["snakelab"] = "ok"
-    except (SnakeLabUnavailable, SnakeLabError, SnakeLabProtocolError) as exc:
-        checks["snakelab"] = str(exc)
-    except Exception as exc:  # a malformed health reply must not turn into a 500
-        checks["snakelab"] = f"{type(exc).__name__}: unexpected health reply"
-    body = {"ready": all(v == "ok" for v in checks.values()), "checks": checks}
-    if not body["ready"]:
-        return JSONResponse(body, status_code=503)
-    return body
+    readiness = Readiness.of(
+        {
+            "database": await database_problem(resources.db),
+            "snakelab": await snakelab_problem(resources.snakelab),
+        }
+    )
+    response.status_code = readiness.http_status
+    return readiness

@@ -1,0 +1,87 @@
+"""What ``/ready`` answers, in every service (orchestrator, toolbroker, reports).
+
+One shape, so a supervisor, a healthcheck or a person reads all three the same way.
+
+The status code carries the verdict (200 ready, 503 not), so a probe that only looks at the
+code needs nothing else; the body says which checks ran and, for each that failed, why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from ax3l.shared.db.database import Database
+from ax3l.shared.db.errors import DatabaseError
+from ax3l.shared.snakelab_client import (
+    SnakeLabClient,
+    SnakeLabError,
+    SnakeLabProtocolError,
+    SnakeLabUnavailable,
+)
+
+READY = 200
+NOT_READY = 503
+
+
+class Readiness(BaseModel):
+    """A service's readiness, the body of its ``/ready``.
+
+    ``checks`` names every dependency checked and whether it passed; ``problems`` has one
+    line per failed check, ``"<check>: <why>"`` (during a database outage
+    ``"database: waiting for the database since <time>: <error>"``).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    status: Literal["ready", "not ready"]
+    checks: dict[str, bool]
+    problems: list[str]
+
+    @classmethod
+    def of(cls, failures: Mapping[str, str | None]) -> Readiness:
+        """From each check's outcome, in order: ``None`` when it passed, else why it failed."""
+        problems = [f"{name}: {why}" for name, why in failures.items() if why is not None]
+        return cls(
+            status="not ready" if problems else "ready",
+            checks={name: why is None for name, why in failures.items()},
+            problems=problems,
+        )
+
+    @property
+    def ready(self) -> bool:
+        return self.status == "ready"
+
+    @property
+    def http_status(self) -> int:
+        """The code ``/ready`` answers with: 200 when ready, 503 otherwise."""
+        return READY if self.ready else NOT_READY
+
+
+# For a route's ``responses=``: the 503 carries the same body as the 200.
+NOT_READY_RESPONSE: dict[int | str, dict[str, Any]] = {
+    NOT_READY: {"model": Readiness, "description": "A dependency does not answer; see problems."}
+}
+
+
+async def database_problem(db: Database) -> str | None:
+    """``None`` when the database answers a ping, else why not (during an outage: since when
+    it is waited for)."""
+    try:
+        await db.ping()
+    except DatabaseError as exc:
+        return db.outage.describe() or str(exc)
+    return None
+
+
+async def snakelab_problem(snakelab: SnakeLabClient) -> str | None:
+    """``None`` when SnakeLab answers ``health``, else why not."""
+    try:
+        await snakelab.health()
+    except (SnakeLabUnavailable, SnakeLabProtocolError, SnakeLabError) as exc:
+        return str(exc)
+    except Exception as exc:  # a malformed health reply must not turn /ready into a 500
+        return f"{type(exc).__name__}: unexpected health reply"
+    return None
