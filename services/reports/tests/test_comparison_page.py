@@ -29,13 +29,37 @@ CURVES: list[tuple[str, int, list[int | None]]] = [
     ("tpe", 1, [40, 40, 43, 43, 43, 43]),
     ("tpe", 2, [41, 41, 41, 45, 45, 45]),
     ("tpe", 3, [35, 35, 42, 42, 42, 44]),
+    ("llm+tpe", 0, [37, 38, 45, 45, 45, 47]),
+    ("llm+tpe", 1, [40, 40, 40, 41, 44, 44]),
+]
+# llm+tpe's accepted proposals by who proposed them, per repeat (as ax3l-compare stores them).
+PROPOSED_BY = [
+    {"model": 2, "tpe": 3, "model_matched_tpe": 1},
+    {"model": 1, "tpe": 4, "model_matched_tpe": 1},
 ]
 HOSTILE = "<script>window.pwned = 1</script>"
 
 
+def _content(proposer: str, index: int, curve: list[int | None]) -> dict[str, Any]:
+    """A repeat's content: wasted turns split by entry kind (random never wasted one and never
+    proposed a continuous value), and who proposed for llm+tpe."""
+    content: dict[str, Any] = {"scores": curve}
+    if proposer == "random":
+        content["by_kind"] = {"finite": {"accepted": 5, "wasted": 0}}
+    else:
+        content["by_kind"] = {
+            "finite": {"accepted": 3, "wasted": (index + 1) // 2},
+            "continuous": {"accepted": 2, "wasted": index // 2},
+        }
+    if proposer == "llm+tpe":
+        content["proposed_by"] = PROPOSED_BY[index]
+    return content
+
+
 @pytest.fixture(scope="module")
 def comparison(db_env) -> Iterator[TestDatabases]:
-    """One finished comparison (random and tpe, four repeats each, a failed tpe repeat)."""
+    """One finished comparison (random and tpe, four repeats each, a failed tpe repeat; two
+    repeats of llm+tpe)."""
     with private_databases(db_env) as dbs:
         conn = dbs.connect("ax3l", dbs.ax3l_db)
         now = datetime.now(UTC).replace(tzinfo=None)
@@ -43,8 +67,8 @@ def comparison(db_env) -> Iterator[TestDatabases]:
             with conn.cursor() as cur:
                 cur.execute(
                     "INSERT INTO comparisons (started_at, finished_at, state, proposers, repeats,"
-                    " budget, wall_seconds, content) VALUES (%s, %s, 'partial', 'random,tpe', 5,"
-                    " %s, 321.5, %s)",
+                    " budget, wall_seconds, content) VALUES (%s, %s, 'partial',"
+                    " 'random,tpe,llm+tpe', 5, %s, 321.5, %s)",
                     (now, now, BUDGET, json.dumps({"seeds": [1970, 1974]})),
                 )
                 comparison_id = cur.lastrowid
@@ -57,8 +81,8 @@ def comparison(db_env) -> Iterator[TestDatabases]:
                         " %s)",
                         (
                             comparison_id, proposer, index, 1970 + index, len(curve), curve[-1],
-                            json.dumps(curve), index if proposer == "tpe" else 0, now,
-                            json.dumps({"scores": curve}),
+                            json.dumps(curve), 0 if proposer == "random" else index, now,
+                            json.dumps(_content(proposer, index, curve)),
                         ),
                     )  # fmt: skip
                 cur.execute(
@@ -107,6 +131,45 @@ def _stored(dbs: TestDatabases) -> dict[str, list[list[int | None]]]:
             return found
     finally:
         conn.close()
+
+
+def _stored_turns(dbs: TestDatabases) -> dict[str, dict[str, Any]]:
+    """Per proposer, from the finished repeats as stored: wasted per accepted on finite and on
+    continuous entries (None without accepted ones) and, where stored, who proposed."""
+    conn = dbs.connect("ax3l", dbs.ax3l_db)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT proposer, accepted_proposals, content FROM comparison_repeats"
+                " WHERE state = 'finished'"
+            )
+            rows = cur.fetchall()
+    finally:
+        conn.close()
+    sums: dict[str, dict[str, int]] = {}
+    for proposer, accepted, text in rows:
+        content = json.loads(text)
+        mine = sums.setdefault(proposer, {"accepted": 0})
+        mine["accepted"] += accepted
+        for kind, turns in content.get("by_kind", {}).items():
+            for what, count in turns.items():
+                mine[f"{kind} {what}"] = mine.get(f"{kind} {what}", 0) + count
+        for role, count in content.get("proposed_by", {}).items():
+            mine[role] = mine.get(role, 0) + count
+    found = {}
+    for proposer, mine in sums.items():
+        found[proposer] = {
+            kind: mine[f"{kind} wasted"] / mine[f"{kind} accepted"]
+            if mine.get(f"{kind} accepted")
+            else None
+            for kind in ("finite", "continuous")
+        }
+        found[proposer]["proposed"] = (
+            (mine["model"], mine["accepted"], mine["model_matched_tpe"])
+            if "model" in mine
+            else None
+        )
+    return found
 
 
 def _expected(curves: list[list[int | None]]) -> dict[str, list[Any]]:
@@ -165,6 +228,20 @@ def test_comparison_plot_points_and_table_are_the_stored_results(
         beats = wins / (len(finals["tpe"]) * len(finals["random"]))
         assert tpe_row.locator(".p-beats").text_content() == f"{beats:.2f}"
         assert "(1 failed)" in (tpe_row.text_content() or "")
+        turns = _stored_turns(comparison)
+        for proposer, expected_turns in turns.items():
+            row = page.locator(f'#comparison-table tr[data-proposer="{proposer}"]')
+            for kind in ("finite", "continuous"):
+                per = expected_turns[kind]
+                shown = row.locator(f".wasted-{kind}").text_content() or ""
+                assert shown.split(" ")[0] == ("–" if per is None else f"{per:.3f}"), proposer
+            proposed = expected_turns["proposed"]
+            assert row.locator(".model-proposals").text_content() == (
+                "–" if proposed is None else "{} of {} ({} matched)".format(*proposed)
+            )
+        # The hybrid's model made 3 of its 10 accepted proposals, 2 of them TPE's suggestions.
+        assert turns["llm+tpe"]["proposed"] == (3, 10, 2)
+        assert turns["random"]["continuous"] is None
         # Default score to reach: random's median best at the budget (40.5), rounded up.
         assert page.locator("#target-input").input_value() == "41.0"
         page.screenshot(path=str(test_output_dir / "comparison.png"), full_page=True)
@@ -179,6 +256,9 @@ def test_comparison_plot_points_and_table_are_the_stored_results(
         assert random_row.locator(".to-target").text_content() == "not reached (0 of 4 reached)"
 
         page.click("#repeats-details summary")
+        repeat = page.locator('#repeats-table tr[data-proposer="llm+tpe"][data-repeat="1"]')
+        assert repeat.locator(".model-proposals").text_content() == "1 of 5 (1 matched)"
+        assert repeat.locator(".wasted-finite").text_content() == "0.333"
         assert HOSTILE in (page.locator("#repeats-table").text_content() or "")
         assert page.evaluate("() => window.pwned") is None
         assert problems == []
@@ -198,3 +278,20 @@ def test_comparison_api_matches_the_page(server, comparison):
     assert by_name["random"]["p_beats_random"] is None
     assert by_name["tpe"]["wasted_per_accepted"] == pytest.approx(6 / 20)
     assert [r["state"] for r in found["repeats"]].count("failed") == 1
+    for proposer, turns in _stored_turns(comparison).items():
+        summary = by_name[proposer]
+        for kind in ("finite", "continuous"):
+            per = turns[kind]
+            assert summary[f"wasted_per_accepted_{kind}"] == (
+                None if per is None else pytest.approx(per)
+            )
+        proposed = turns["proposed"]
+        assert (
+            summary["model_proposals"],
+            summary["accepted_proposals"],
+            summary["model_matched_tpe"],
+        ) == (proposed or (None, summary["accepted_proposals"], None))
+    assert by_name["llm+tpe"]["tpe_proposals"] == 7 and by_name["tpe"]["tpe_proposals"] is None
+    hybrid = [r for r in found["repeats"] if r["proposer"] == "llm+tpe"]
+    assert [(r["model_proposals"], r["model_matched_tpe"]) for r in hybrid] == [(2, 1), (1, 1)]
+    assert hybrid[1]["by_kind"]["continuous"] == {"accepted": 2, "wasted": 0}

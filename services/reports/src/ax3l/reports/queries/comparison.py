@@ -2,38 +2,72 @@
 them per proposer with ``ax3l.shared.comparison_stats``.
 
 A database whose tables predate the comparison (the user's three tables only) simply has no
-comparison: the report server never creates tables.
+comparison: the report server never creates tables. The records read here are also the
+``/api/comparison`` reply's shapes (``routes/comparison.py``), declared once.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from ax3l.shared import comparison_stats as stats
 from ax3l.shared.db.database import Database
 
 BASELINE = "random"
+FINITE, CONTINUOUS = "finite", "continuous"
+MODEL, TPE, MATCHED = "model", "tpe", "model_matched_tpe"
 
 
-@dataclass(frozen=True)
-class ComparisonRow:
+class ComparisonRow(BaseModel):
+    """One run of ``ax3l-compare`` (a row of ``comparisons``)."""
+
+    model_config = ConfigDict(frozen=True)
+
     comparison_id: int
     started_at: datetime
     finished_at: datetime | None
-    state: str
+    state: str = Field(description="running, finished, partial (a repeat failed) or failed")
     proposers: list[str]
-    repeats: int
-    budget: int
-    wall_seconds: float | None
-    content: dict[str, Any] = field(default_factory=dict)
+    repeats: int = Field(description="repeats asked for per proposer")
+    budget: int = Field(description="SnakeLab runs per repeat, the seeding run included")
+    wall_seconds: float | None = Field(description="wall time of the whole comparison")
+    content: dict[str, Any] = Field(
+        default_factory=dict, description="seeds, parallelism, model server and settings"
+    )
 
 
-@dataclass(frozen=True)
-class RepeatRow:
+class KindTurns(BaseModel):
+    """Accepted proposals and wasted turns on entries of one kind."""
+
+    model_config = ConfigDict(frozen=True)
+
+    accepted: int = 0
+    wasted: int = 0
+
+
+BY_KIND = (
+    "accepted proposals and wasted turns by the kind of their entry: finite (the registry"
+    " lists its choices), continuous, unknown (a wasted turn naming no entry)"
+)
+PER_FINITE = "wasted turns per accepted proposal on finite entries; null without any accepted"
+PER_CONTINUOUS = (
+    "wasted turns per accepted proposal on continuous entries; null without any accepted"
+)
+MODEL_PROPOSALS = "llm+tpe: accepted proposals the model made; null for other proposers"
+TPE_PROPOSALS = "llm+tpe: accepted proposals TPE made (also as the model's fallback)"
+MATCHED_PROPOSALS = "llm+tpe: the model's accepted proposals equal to a suggestion of TPE's advice"
+
+
+class RepeatRow(BaseModel):
+    """One repeat of a comparison (a row of ``comparison_repeats`` with its content)."""
+
+    model_config = ConfigDict(frozen=True)
+
     proposer: str
     repeat_index: int
     seed: int
@@ -43,30 +77,50 @@ class RepeatRow:
     best_so_far: list[int | None]
     accepted_proposals: int
     model_turns: int
-    wasted_turns: int
+    wasted_turns: int = Field(description="rejected proposals and failed model requests")
     wall_seconds: float
-    wasted_kinds: dict[str, int] = field(default_factory=dict)
+    wasted_kinds: dict[str, int] = Field(default_factory=dict)
+    by_kind: dict[str, KindTurns] = Field(default_factory=dict, description=BY_KIND)
+    wasted_per_accepted_finite: float | None = Field(None, description=PER_FINITE)
+    wasted_per_accepted_continuous: float | None = Field(None, description=PER_CONTINUOUS)
+    model_proposals: int | None = Field(None, description=MODEL_PROPOSALS)
+    tpe_proposals: int | None = Field(None, description=TPE_PROPOSALS)
+    model_matched_tpe: int | None = Field(None, description=MATCHED_PROPOSALS)
     error: str | None = None
 
 
-@dataclass(frozen=True)
-class ProposerSummary:
+class ProposerSummary(BaseModel):
     """One proposer's repeats of a comparison, summarised (finished repeats only)."""
 
+    model_config = ConfigDict(frozen=True)
+
     proposer: str
-    repeats: int
+    repeats: int = Field(description="finished repeats")
     failed: int
-    curve: list[stats.CurvePoint]
-    final_median: float | None
+    curve: list[stats.CurvePoint] = Field(
+        description="per run count: the median best-so-far, its 2.5th (low) and 97.5th (high)"
+        " percentile over repeats, and the repeats with a score by then"
+    )
+    final_median: float | None = Field(description="median best at the budget")
     final_low: float | None
     final_high: float | None
-    p_beats_random: float | None
-    median_simulations_to_target: float | None
-    reached_target: int
+    p_beats_random: float | None = Field(
+        description="P(a repeat of it ends above one of random's), ties half"
+    )
+    median_simulations_to_target: float | None = Field(
+        description="median runs to reach `target`; null when half the repeats never did"
+    )
+    reached_target: int = Field(description="repeats that reached `target`")
     accepted_proposals: int
-    wasted_turns: int
+    wasted_turns: int = Field(description="rejected proposals and failed model requests")
     wasted_per_accepted: float | None
     wasted_kinds: dict[str, int]
+    by_kind: dict[str, KindTurns] = Field(description=BY_KIND)
+    wasted_per_accepted_finite: float | None = Field(description=PER_FINITE)
+    wasted_per_accepted_continuous: float | None = Field(description=PER_CONTINUOUS)
+    model_proposals: int | None = Field(description=MODEL_PROPOSALS)
+    tpe_proposals: int | None = Field(description=TPE_PROPOSALS)
+    model_matched_tpe: int | None = Field(description=MATCHED_PROPOSALS)
     median_wall_seconds: float | None
 
 
@@ -121,35 +175,79 @@ async def read_repeats(db: Database, comparison_id: int) -> list[RepeatRow]:
         (comparison_id,),
         doing="reading a comparison's repeats",
     )
-    repeats = []
-    for row in rows:
-        curve = _json(row["best_so_far"])
-        content = _json(row["content"])
-        content = content if isinstance(content, dict) else {}
-        kinds = content.get("wasted_kinds")
-        repeats.append(
-            RepeatRow(
-                proposer=str(row["proposer"]),
-                repeat_index=int(row["repeat_index"]),
-                seed=int(row["seed"]),
-                state=str(row["state"]),
-                runs=int(row["runs"]),
-                best_score=None if row["best_score"] is None else int(row["best_score"]),
-                best_so_far=[
-                    v if isinstance(v, int) and not isinstance(v, bool) else None
-                    for v in (curve if isinstance(curve, list) else [])
-                ],
-                accepted_proposals=int(row["accepted_proposals"]),
-                model_turns=int(row["model_turns"]),
-                wasted_turns=int(row["wasted_turns"]),
-                wall_seconds=float(row["wall_seconds"]),
-                wasted_kinds={str(k): int(v) for k, v in kinds.items()}
-                if isinstance(kinds, dict)
-                else {},
-                error=content.get("error") if isinstance(content.get("error"), str) else None,
-            )
+    return [_repeat(row) for row in rows]
+
+
+def _repeat(row: dict[str, Any]) -> RepeatRow:
+    curve = _json(row["best_so_far"])
+    content = _json(row["content"])
+    content = content if isinstance(content, dict) else {}
+    by_kind = _by_kind(content.get("by_kind"))
+    proposed_by = _counts(content.get("proposed_by"))
+    error = content.get("error")
+    return RepeatRow(
+        proposer=str(row["proposer"]),
+        repeat_index=int(row["repeat_index"]),
+        seed=int(row["seed"]),
+        state=str(row["state"]),
+        runs=int(row["runs"]),
+        best_score=None if row["best_score"] is None else int(row["best_score"]),
+        best_so_far=[
+            v if isinstance(v, int) and not isinstance(v, bool) else None
+            for v in (curve if isinstance(curve, list) else [])
+        ],
+        accepted_proposals=int(row["accepted_proposals"]),
+        model_turns=int(row["model_turns"]),
+        wasted_turns=int(row["wasted_turns"]),
+        wall_seconds=float(row["wall_seconds"]),
+        wasted_kinds=_counts(content.get("wasted_kinds")),
+        by_kind=by_kind,
+        wasted_per_accepted_finite=_per_accepted(by_kind, FINITE),
+        wasted_per_accepted_continuous=_per_accepted(by_kind, CONTINUOUS),
+        model_proposals=proposed_by.get(MODEL) if proposed_by else None,
+        tpe_proposals=proposed_by.get(TPE) if proposed_by else None,
+        model_matched_tpe=proposed_by.get(MATCHED) if proposed_by else None,
+        error=error if isinstance(error, str) else None,
+    )
+
+
+def _counts(value: Any) -> dict[str, int]:
+    """A stored ``{name: count}``; anything else (older rows, damage) reads as empty."""
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): v for k, v in value.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+def _by_kind(value: Any) -> dict[str, KindTurns]:
+    if not isinstance(value, dict):
+        return {}
+    found = {str(kind): _counts(turns) for kind, turns in value.items()}
+    return {
+        kind: KindTurns(accepted=turns.get("accepted", 0), wasted=turns.get("wasted", 0))
+        for kind, turns in found.items()
+    }
+
+
+def _per_accepted(by_kind: dict[str, KindTurns], kind: str) -> float | None:
+    turns = by_kind.get(kind)
+    return turns.wasted / turns.accepted if turns and turns.accepted else None
+
+
+def _sum_by_kind(repeats: list[RepeatRow]) -> dict[str, KindTurns]:
+    kinds = sorted({kind for r in repeats for kind in r.by_kind})
+    return {
+        kind: KindTurns(
+            accepted=sum(t.accepted for r in repeats if (t := r.by_kind.get(kind))),
+            wasted=sum(t.wasted for r in repeats if (t := r.by_kind.get(kind))),
         )
-    return repeats
+        for kind in kinds
+    }
+
+
+def _sum_optional(values: list[int | None]) -> int | None:
+    """The sum of the values that are there; None when none is (not the hybrid)."""
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
 
 
 def default_target(comparison: ComparisonRow, repeats: list[RepeatRow]) -> float | None:
@@ -186,6 +284,7 @@ def summarise(
         for r in mine:
             for kind, count in r.wasted_kinds.items():
                 kinds[kind] = kinds.get(kind, 0) + count
+        by_kind = _sum_by_kind(mine)
         walls = [r.wall_seconds for r in mine]
         beats = (
             stats.probability_of_beating(finals[name], finals[BASELINE])
@@ -212,6 +311,12 @@ def summarise(
                 wasted_turns=wasted,
                 wasted_per_accepted=wasted / accepted if accepted else None,
                 wasted_kinds=dict(sorted(kinds.items())),
+                by_kind=by_kind,
+                wasted_per_accepted_finite=_per_accepted(by_kind, FINITE),
+                wasted_per_accepted_continuous=_per_accepted(by_kind, CONTINUOUS),
+                model_proposals=_sum_optional([r.model_proposals for r in mine]),
+                tpe_proposals=_sum_optional([r.tpe_proposals for r in mine]),
+                model_matched_tpe=_sum_optional([r.model_matched_tpe for r in mine]),
                 median_wall_seconds=stats.median(walls) if walls else None,
             )
         )
