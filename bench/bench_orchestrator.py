@@ -12,7 +12,7 @@
    ideal for a strictly sequential loop is run / (run + think + overhead).
 
     uv run python bench/bench_orchestrator.py [--steps 14] [--think 3] [--run 6] [--busy-steps 6]
-                                              [--ahead 0,1]
+                                              [--ahead 0,1] [--pipeline off,on]
     uv run python bench/bench_orchestrator.py --think 30 --run 60 --busy-steps 6   # full size
 
 Uses the private MariaDB of scripts/mariadb.sh (started if needed) with throwaway databases.
@@ -151,7 +151,9 @@ def overhead(steps: int, ahead: int) -> dict[str, Any]:
             stack.close()
 
 
-def busy_fraction(think: float, run: float, steps: int, ahead: int) -> dict[str, Any]:
+def busy_fraction(
+    think: float, run: float, steps: int, ahead: int, pipeline: bool = False
+) -> dict[str, Any]:
     """How much of the wall time SnakeLab spends running simulations."""
     with throwaway_databases() as dbs, tempfile.TemporaryDirectory() as folder:
         stack = Stack(dbs, Path(folder))
@@ -165,6 +167,7 @@ def busy_fraction(think: float, run: float, steps: int, ahead: int) -> dict[str,
                     "AX3L_POLL_INTERVAL": "0.5",
                     "AX3L_LLM_TIMEOUT": str(think * 4 + 30),
                     "AX3L_MCP_PREPARED_AHEAD": str(ahead),
+                    "AX3L_PIPELINE": "on" if pipeline else "off",
                 },
             )
             stack.wait_for(
@@ -195,6 +198,7 @@ def busy_fraction(think: float, run: float, steps: int, ahead: int) -> dict[str,
                 "ideal": run / (run + think),
                 "gap_p50": statistics.median(gaps),
                 "gap_overhead": statistics.median(gaps) - think,
+                "pipelined": stack.count("conversation_resumed"),
             }
         finally:
             stack.close()
@@ -211,8 +215,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--ahead", default="0,1", help="AX3L_MCP_PREPARED_AHEAD values to compare (comma list)"
     )
+    parser.add_argument(
+        "--pipeline",
+        default="off",
+        help="AX3L_PIPELINE values to compare in the busy part (comma list: off,on)",
+    )
     args = parser.parse_args(argv)
     aheads = [int(value) for value in args.ahead.split(",")]
+    pipelines = [value.strip() == "on" for value in args.pipeline.split(",")]
 
     began = time.monotonic()
     for ahead in [] if args.skip_overhead else aheads:
@@ -235,18 +245,24 @@ def main(argv: list[str] | None = None) -> int:
             f" {result['prepared']:.0%} of sessions prepared in advance)"
         )
         print(f"  simulation time inside the steps: {result['sim_share']:.1%}")
-    for ahead in [] if args.skip_busy else aheads:
-        busy = busy_fraction(args.think, args.run, args.busy_steps, ahead)
+    for ahead, pipeline in itertools.product([] if args.skip_busy else aheads, pipelines):
+        busy = busy_fraction(args.think, args.run, args.busy_steps, ahead, pipeline)
         print(
             f"simulator busy fraction (model {args.think:g} s, runs {args.run:g} s,"
             f" {busy['runs']} runs, one run every {busy['period']:.2f} s,"
-            f" AX3L_MCP_PREPARED_AHEAD={ahead}):"
+            f" AX3L_MCP_PREPARED_AHEAD={ahead}, AX3L_PIPELINE={'on' if pipeline else 'off'}):"
         )
-        print(
-            f"  busy {busy['busy']:.1%}  (ideal for a sequential loop {busy['ideal']:.1%});"
-            f" idle gap between runs p50 {busy['gap_p50']:.2f} s"
-            f" = thinking {args.think:g} s + {busy['gap_overhead']:.2f} s overhead"
-        )
+        gap = f" idle gap between runs p50 {busy['gap_p50']:.2f} s"
+        if pipeline:
+            print(
+                f"  busy {busy['busy']:.1%}  (ideal for a sequential loop {busy['ideal']:.1%});"
+                f"{gap}; {busy['pipelined']} conversations pipelined"
+            )
+        else:
+            print(
+                f"  busy {busy['busy']:.1%}  (ideal for a sequential loop {busy['ideal']:.1%});"
+                f"{gap} = thinking {args.think:g} s + {busy['gap_overhead']:.2f} s overhead"
+            )
         print(
             f"  conversations waited for their MCP session: p50 {busy['wait_p50']:.3f} s,"
             f" p95 {busy['wait_p95']:.3f} s (a spawn took {busy['spawn_p50']:.3f} s)"

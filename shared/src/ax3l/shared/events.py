@@ -22,6 +22,8 @@ class Level(StrEnum):
 CATALOG: dict[str, tuple[Category, Level]] = {
     "conversation_started": (Category.CONVERSATION, Level.INFO),
     "conversation_ended": (Category.CONVERSATION, Level.INFO),
+    # AX3L_PIPELINE: a conversation started while a run trained is handed its turn.
+    "conversation_resumed": (Category.CONVERSATION, Level.INFO),
     "prompt_sent": (Category.CONVERSATION, Level.INFO),
     "reply_received": (Category.CONVERSATION, Level.INFO),
     "llm_request_failed": (Category.LLM, Level.ERROR),

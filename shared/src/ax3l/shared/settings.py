@@ -140,6 +140,13 @@ class Settings(BaseSettings):
         le=6,
         description="turns after the current one whose MCP session is started in advance",
     )
+    pipeline: bool = Field(
+        False,
+        validation_alias="AX3L_PIPELINE",
+        description="ask the model for the next turn while a run trains; its tool call is"
+        " held until that run is compared (the model then reasons from a history that"
+        " lacks the run still training)",
+    )
     max_corrections: int = Field(3, validation_alias="AX3L_MAX_CORRECTIONS", ge=0)
     retry_backoff_max: float = Field(60.0, validation_alias="AX3L_RETRY_BACKOFF_MAX", gt=0)
     proposer: str | None = Field(None, validation_alias="AX3L_PROPOSER")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ax3l.compare.settings import setting_names
+from ax3l.shared.ports import free_port as free_port
 from ax3l.shared.settings import Settings
 from snakelab.healthcheck import ping
 
@@ -60,12 +60,6 @@ START_TIMEOUT = 60.0
 
 class ProcessFailed(RuntimeError):
     """A service of a repeat exited or did not become ready."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def base_env(environ: Mapping[str, str]) -> dict[str, str]:

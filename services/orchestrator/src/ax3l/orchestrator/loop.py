@@ -24,6 +24,7 @@ from ax3l.orchestrator.crash_points import crash_point
 from ax3l.orchestrator.cycles import read_cycles
 from ax3l.orchestrator.exhaustion import skip_if_exhausted
 from ax3l.orchestrator.proposers import ConversationFailed, Proposer, TurnContext
+from ax3l.orchestrator.proposers.base import TurnAhead
 from ax3l.orchestrator.seed_rotation import finish_rotation, pending_rotation, start_rotation
 from ax3l.orchestrator.seeding import seed
 from ax3l.orchestrator.services import LoopServices, StepFailed
@@ -109,7 +110,9 @@ class ExperimentLoop:
         they are ready when their conversations begin; others prepared earlier are closed."""
         if type(index) is int:
             pool = self.proposer.deps.sessions
-            pool.prepare(pool.upcoming(index, include_current))
+            # A pipelined conversation holds its own session already.
+            held = self.proposer.held_entry()
+            pool.prepare([e for e in pool.upcoming(index, include_current) if e.name != held])
 
     async def step(self) -> None:
         """Derive the next piece of work from the events and do it."""
@@ -134,6 +137,17 @@ class ExperimentLoop:
         if pending is not None:
             if pending.checkpoint is not None:
                 self._prepare(pending.checkpoint.field("index"))
+            if settings.pipeline and pending.compared is None:
+                # The next turn's conversation takes the session just prepared for it.
+                await self.proposer.speculate(
+                    TurnAhead(
+                        turn=await next_turn(db),
+                        golden_event_id=golden_event_id,
+                        golden=golden,
+                        loop_process_id=services.process_id,
+                        while_run_id=pending.run_id,
+                    )
+                )
             await finish_proposal(services, pending)
             return
         if cycles.stagnant >= settings.seed_stagnant_rounds:

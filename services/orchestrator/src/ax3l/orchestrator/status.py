@@ -46,6 +46,9 @@ class LoopStatus:
     failure_streak: int = 0
     fallback_proposer: str | None = None
     llm_fallback_after: int | None = None
+    # AX3L_PIPELINE: the next turn's conversation running (or its tool call held) while the
+    # current run trains: {"conversation_id", "parameter", "index", "state", "since"}.
+    pipelined: dict[str, Any] | None = None
 
     def set_phase(self, phase: Phase, **fields: Any) -> None:
         self.phase = phase

@@ -98,7 +98,20 @@ def conversation_started(c: Content, parameter: str | None) -> str | None:
         after = f" after {streak} failed {failed} conversation{'s' * (streak != 1)}"
         return f"{proposer} proposed{_for(parameter)}{after if streak else f' instead of {failed}'}"
     who = f"{proposer} conversation" if proposer else "Conversation"
+    if c.get("pipelined") is True:
+        run = _text(c, "while_run_id")
+        return f"{who}{_for(parameter)} started ahead, while run {run or '?'} trains"
     return f"{who}{_for(parameter)} started"
+
+
+def conversation_resumed(c: Content, parameter: str | None) -> str | None:
+    proposer = _text(c, "proposer")
+    parameter = _text(c, "parameter") or parameter
+    who = f"Pipelined {proposer} conversation" if proposer else "Pipelined conversation"
+    held = c.get("held_seconds")
+    if c.get("call_held") is True and isinstance(held, int | float) and not isinstance(held, bool):
+        return f"{who}{_for(parameter)} got its turn: its call, held {held:.1f} s, goes ahead"
+    return f"{who}{_for(parameter)} got its turn"
 
 
 def conversation_ended(c: Content, parameter: str | None) -> str | None:
@@ -393,6 +406,7 @@ BUILDERS: dict[str, Builder] = {
     "simulation_restarted": _run_state("restarted"),
     "round_robin_checkpoint": round_robin_checkpoint,
     "proposal_accepted": proposal_accepted,
+    "conversation_resumed": conversation_resumed,
     "proposal_rejected_invalid": _rejected("invalid"),
     "proposal_rejected_duplicate": _rejected("a duplicate"),
     "parameter_space_exhausted": parameter_space_exhausted,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,17 @@ class ProposerDeps:
 
 
 @dataclass(frozen=True)
+class TurnAhead:
+    """The turn after the one whose run ``while_run_id`` trains, as it looks now."""
+
+    turn: Turn
+    golden_event_id: int
+    golden: GoldenRecord
+    loop_process_id: str
+    while_run_id: str
+
+
+@dataclass(frozen=True)
 class TurnContext:
     """The turn a proposal is wanted for."""
 
@@ -73,31 +85,71 @@ class Proposer(ABC):
 
         ``note`` is added to ``conversation_started`` (a fallback says whom it stands in for).
         """
-        deps = self.deps
         conversation_id = str(uuid.uuid4())
-        entry = ctx.turn.entry
-        deps.status.conversation_id = conversation_id
-        started = await deps.log.log(
+        self.deps.status.conversation_id = conversation_id
+        try:
+            started = await self.log_started(
+                ctx.turn,
+                conversation_id,
+                {
+                    "loop_process_id": ctx.loop_process_id,
+                    "checkpoint_event_id": ctx.checkpoint_event_id,
+                    "golden_run_id": ctx.golden.run_id,
+                    "seed": ctx.golden.seed,
+                    **(note or {}),
+                },
+                parent=ctx.checkpoint_event_id,
+            )
+            self.sessions = []
+            return await self.conclude(
+                ctx.turn.entry.name,
+                conversation_id,
+                started,
+                self.converse(ctx, conversation_id, started),
+            )
+        finally:
+            self.deps.status.conversation_id = None
+
+    async def speculate(  # noqa: B027 - most proposers never pipeline
+        self, ahead: TurnAhead, note: dict[str, Any] | None = None
+    ) -> None:
+        """Start the conversation for the turn after the one whose run trains (AX3L_PIPELINE);
+        ``propose`` for that turn then continues it. Proposers that answer at once ignore it."""
+
+    def held_entry(self) -> str | None:
+        """The entry of a pipelined conversation not yet handed to its turn, if any."""
+        return None
+
+    async def log_started(
+        self, turn: Turn, conversation_id: str, fields: dict[str, Any], parent: int | None
+    ) -> int:
+        """``conversation_started`` for ``turn`` with ``fields``; its event id."""
+        entry = turn.entry
+        return await self.deps.log.log(
             "conversation_started",
-            {
-                "proposer": self.name,
-                "parameter": entry.name,
-                "index": ctx.turn.index,
-                "loop_process_id": ctx.loop_process_id,
-                "checkpoint_event_id": ctx.checkpoint_event_id,
-                "golden_run_id": ctx.golden.run_id,
-                "seed": ctx.golden.seed,
-                **(note or {}),
-            },
+            {"proposer": self.name, "parameter": entry.name, "index": turn.index, **fields},
             process_id=conversation_id,
-            parent_event_id=ctx.checkpoint_event_id,
+            parent_event_id=parent,
             parameter=entry.name,
             source_name=self.name,
         )
-        ended: dict[str, Any] = {"proposer": self.name, "parameter": entry.name}
-        self.sessions = []
+
+    async def conclude(
+        self,
+        parameter: str,
+        conversation_id: str,
+        started: int,
+        conversation: Awaitable[str],
+        extra: dict[str, Any] | None = None,
+        sessions: list[BoundSession] | None = None,
+    ) -> str:
+        """Await ``conversation`` and log ``conversation_ended`` (accepted or failed, with
+        ``extra`` and the timings of ``sessions``, by default the proposer's own); returns the
+        run id or raises ConversationFailed."""
+        deps = self.deps
+        ended: dict[str, Any] = {"proposer": self.name, "parameter": parameter, **(extra or {})}
         try:
-            run_id = await self.converse(ctx, conversation_id, started)
+            run_id = await conversation
         except (ConversationFailed, ToolSessionFailed) as exc:
             message = str(exc)
             await deps.log.log(
@@ -106,24 +158,22 @@ class Proposer(ABC):
                 level="ERROR",
                 process_id=conversation_id,
                 parent_event_id=started,
-                parameter=entry.name,
+                parameter=parameter,
                 source_name=self.name,
             )
-            deps.status.error(f"{entry.name}: {message}")
-            logger.error("conversation %s (%s) failed: %s", conversation_id, entry.name, message)
+            deps.status.error(f"{parameter}: {message}")
+            logger.error("conversation %s (%s) failed: %s", conversation_id, parameter, message)
             raise ConversationFailed(message) from exc
-        finally:
-            deps.status.conversation_id = None
-        timings = [_timing(s) for s in self.sessions]
+        timings = [_timing(s) for s in (self.sessions if sessions is None else sessions)]
         await deps.log.log(
             "conversation_ended",
             {**ended, "outcome": "accepted", "run_id": run_id, "mcp_sessions": timings},
             process_id=conversation_id,
             parent_event_id=started,
-            parameter=entry.name,
+            parameter=parameter,
             source_name=self.name,
         )
-        logger.info("%s proposed run %s for %s", self.name, run_id, entry.name)
+        logger.info("%s proposed run %s for %s", self.name, run_id, parameter)
         return run_id
 
     @abstractmethod

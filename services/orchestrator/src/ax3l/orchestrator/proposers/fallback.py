@@ -20,6 +20,7 @@ from ax3l.orchestrator.proposers.base import (
     ConversationFailed,
     Proposer,
     ProposerDeps,
+    TurnAhead,
     TurnContext,
 )
 from ax3l.shared.db.database import Database
@@ -63,6 +64,14 @@ class ModelWithFallback(Proposer):
             await self.model.close()
         finally:
             await self.fallback.close()
+
+    async def speculate(self, ahead: TurnAhead, note: dict[str, Any] | None = None) -> None:
+        # The streak only moves at the turn's end, so the model is who will take ``ahead``.
+        if await failure_streak(self.deps.db, self.model.name) < self.after:
+            await self.model.speculate(ahead, note)
+
+    def held_entry(self) -> str | None:
+        return self.model.held_entry()
 
     async def propose(self, ctx: TurnContext, note: dict[str, Any] | None = None) -> str:
         status = self.deps.status

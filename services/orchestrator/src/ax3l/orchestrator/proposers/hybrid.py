@@ -23,7 +23,7 @@ from typing import Any
 
 from ax3l.orchestrator.comparable_history import ComparableHistory
 from ax3l.orchestrator.prompts import Prompt, PromptContext
-from ax3l.orchestrator.proposers.base import Proposer, ProposerDeps, TurnContext
+from ax3l.orchestrator.proposers.base import Proposer, ProposerDeps, TurnAhead, TurnContext
 from ax3l.orchestrator.proposers.fallback import ModelWithFallback
 from ax3l.orchestrator.proposers.llm import LlmProposer
 from ax3l.orchestrator.proposers.search_space import Key, Value, dimensions, key_of
@@ -148,6 +148,14 @@ class HybridProposer(Proposer):
             doing="counting accepted proposals",
         )
         return int(row["n"]) if row else 0
+
+    async def speculate(self, ahead: TurnAhead, note: dict[str, Any] | None = None) -> None:
+        # The run that trains is accepted already: the count is the one ``ahead`` will see.
+        if model_takes_turn(await self._accepted_so_far(), self.share):
+            await self.model.speculate(ahead, {**(note or {}), "hybrid_role": "model"})
+
+    def held_entry(self) -> str | None:
+        return self.model.held_entry()
 
     async def propose(self, ctx: TurnContext, note: dict[str, Any] | None = None) -> str:
         if model_takes_turn(await self._accepted_so_far(), self.share):

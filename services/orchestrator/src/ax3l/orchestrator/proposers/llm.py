@@ -13,6 +13,8 @@ reasoning stays in the stored reply; only its visible content is fed back.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import time
 from typing import Any
 
@@ -34,8 +36,11 @@ from ax3l.orchestrator.proposers.base import (
     ConversationFailed,
     Proposer,
     ProposerDeps,
+    TurnAhead,
     TurnContext,
 )
+from ax3l.orchestrator.proposers.pipeline import Gate, Pipeline
+from ax3l.shared.db.errors import DatabaseError
 
 CORRECTION_NAMES = {"invalid_value": "InvalidValue", "duplicate_config": "NoDupes"}
 # Prose fed back to the model is bounded: it only needs to see what it said.
@@ -57,11 +62,32 @@ class LlmProposer(Proposer):
         self.model = ModelClient(
             settings.llm_url, settings.llm_timeout, settings.llm_model, settings.llm_max_tokens
         )
-
         self._context_tokens: int | None = None
+        self.pipeline = Pipeline(self, self._converse)
 
     async def close(self) -> None:
-        await self.model.close()
+        try:
+            with contextlib.suppress(DatabaseError):
+                await self.pipeline.discard("the orchestrator stopped")
+        finally:
+            await self.model.close()
+
+    async def propose(self, ctx: TurnContext, note: dict[str, Any] | None = None) -> str:
+        """Continue the pipelined conversation of this turn if there is one, else start one."""
+        held = self.pipeline.take(ctx)
+        if held is not None:
+            return await self.pipeline.resume(held, ctx)
+        await self.pipeline.discard(
+            f"turn {ctx.turn.index} ({ctx.turn.entry.name}) on seed {ctx.golden.seed} came instead"
+        )
+        return await super().propose(ctx, note)
+
+    async def speculate(self, ahead: TurnAhead, note: dict[str, Any] | None = None) -> None:
+        if self.deps.settings.pipeline:
+            await self.pipeline.start(ahead, note)
+
+    def held_entry(self) -> str | None:
+        return self.pipeline.entry
 
     async def advice(self, prompt_ctx: PromptContext) -> Prompt | None:
         """An extra prompt before the request for a value (the hybrid's TPE state); none here."""
@@ -114,11 +140,21 @@ class LlmProposer(Proposer):
         )
 
     async def converse(self, ctx: TurnContext, conversation_id: str, started_event_id: int) -> str:
+        return await self._converse(ctx, conversation_id, started_event_id, None, self.sessions)
+
+    async def _converse(
+        self,
+        ctx: TurnContext,
+        conversation_id: str,
+        started_event_id: int,
+        gate: Gate | None,
+        sessions: list[BoundSession],
+    ) -> str:
         deps = self.deps
         entry = ctx.turn.entry
         history = await load_history(deps.db, deps.schema, entry, ctx.golden.config)
         first = await latest(deps.db, "proposal_accepted") is None
-        async with deps.sessions.session(entry, self.sessions) as session:
+        async with deps.sessions.session(entry, sessions) as session:
             prompt_ctx = PromptContext(
                 entry=entry,
                 schema=deps.schema,
@@ -128,7 +164,7 @@ class LlmProposer(Proposer):
                 tool_name=session.tool.name,
                 argument_names=session.tool.argument_names,
             )
-            conversation = _Conversation(self, session, conversation_id, prompt_ctx)
+            conversation = _Conversation(self, session, conversation_id, prompt_ctx, gate)
             return await conversation.run(started_event_id)
 
 
@@ -141,8 +177,10 @@ class _Conversation:
         session: BoundSession,
         conversation_id: str,
         prompt_ctx: PromptContext,
+        gate: Gate | None = None,
     ):
         self.proposer = proposer
+        self.gate = gate  # a pipelined conversation's first tool call waits for its turn
         self.deps = proposer.deps
         self.session = session
         self.conversation_id = conversation_id
@@ -247,9 +285,20 @@ class _Conversation:
                 self._count_correction(f"model {exc.kind}: {exc.detail}")
                 last_prompt = await self._correct_model(exc, reply, reply_event)
                 continue
+            if self.gate is not None:
+                await self._wait_for_turn()
             run_id, last_prompt = await self._submit(call, reply_event)
             if run_id is not None:
                 return run_id
+
+    async def _wait_for_turn(self) -> None:
+        """Hold the call until the loop opens the turn; then the golden is the turn's (the
+        broker builds the candidate from it) and the held time is not the model's."""
+        assert self.gate is not None
+        ctx, waited = await self.gate()
+        self.gate = None
+        self.deadline += waited
+        self.prompt_ctx = dataclasses.replace(self.prompt_ctx, golden=ctx.golden)
 
     async def _correct_model(self, failure: ModelFailure, reply: Any, reply_event: int) -> int:
         """Tell the model what was wrong with its reply; the correction's event id."""
