@@ -61,7 +61,7 @@ test-compose: system-deps install ## docker compose up for real: images built, s
 .PHONY: lint
 lint: install ## ruff and mypy
 	$(UV) run --frozen ruff check .
-	$(UV) run --frozen mypy shared/src services/*/src
+	$(UV) run --frozen mypy shared/src services/*/src testing/src
 
 .PHONY: bench
 bench: install db-start ## run the benchmarks under bench/ (prints figures; the soak: make soak)

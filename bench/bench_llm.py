@@ -36,7 +36,7 @@ from ax3l.shared.config_schema import load_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.reads import GoldenRecord
 from ax3l.shared.registry import BY_NAME, Entry
-from ax3l.shared.testing.plugin import TestDatabases, create_snakelab_tables, scratch_databases
+from ax3l.testing.plugin import TestDatabases, create_snakelab_tables, scratch_databases
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = load_schema()
@@ -194,7 +194,7 @@ def history_load(runs: int = 100_000) -> None:
     if not env_file.exists():
         print("history load: skipped (no .run/db.env; scripts/mariadb.sh start)")
         return
-    from ax3l.shared.testing.plugin import read_env_file
+    from ax3l.testing.plugin import read_env_file
 
     with scratch_databases(read_env_file(env_file), prefix="b") as databases:
         create_snakelab_tables(databases)
@@ -223,8 +223,8 @@ def real_model(
     import subprocess
     import tempfile
 
-    from ax3l.shared.testing.plugin import read_env_file
-    from ax3l.shared.testing.stack import Stack
+    from ax3l.testing.plugin import read_env_file
+    from ax3l.testing.stack import Stack
 
     subprocess.run([str(REPO / "scripts" / "mariadb.sh"), "start"], check=True)
     env = {

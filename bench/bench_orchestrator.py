@@ -37,8 +37,8 @@ from typing import Any
 from ax3l.orchestrator.mcp_session import bound_session
 from ax3l.shared.registry import ENTRIES
 from ax3l.shared.settings import Settings
-from ax3l.shared.testing.plugin import TestDatabases, read_env_file, scratch_databases
-from ax3l.shared.testing.stack import Stack, check_history
+from ax3l.testing.plugin import TestDatabases, read_env_file, scratch_databases
+from ax3l.testing.stack import Stack, check_history
 
 REPO = Path(__file__).resolve().parents[1]
 RANGES = {

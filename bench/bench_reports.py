@@ -41,8 +41,8 @@ from ax3l.shared.events import CATALOG
 from ax3l.shared.ports import free_port
 from ax3l.shared.registry import ENTRIES, PARAMETER_ORDER
 from ax3l.shared.settings import Settings
-from ax3l.shared.testing.plugin import read_env_file
-from ax3l.shared.testing.scripted_llm import completion, tool_call
+from ax3l.testing.plugin import read_env_file
+from ax3l.testing.scripted_llm import completion, tool_call
 
 ROOT = Path(__file__).resolve().parents[1]
 AX3L_DB = "ax3l_bench_reports"

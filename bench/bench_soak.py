@@ -6,7 +6,7 @@ the completed steps' event times), the resident memory (VmRSS) and CPU per step 
 which a busy machine does not inflate the way it does wall time) of the orchestrator, the broker
 and SnakeLab, and the prompt size (characters of the window's ``prompt_sent`` events, and per
 conversation). At the end it compares the last window with the first and checks the history's
-invariants (``ax3l.shared.testing.chaos.check_invariants``).
+invariants (``ax3l.testing.chaos.check_invariants``).
 
     uv run python bench/bench_soak.py                 # 5,000 steps
     uv run python bench/bench_soak.py --steps 1000    # a shorter soak
@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from ax3l.shared.db.cli import ensure_schema
-from ax3l.shared.testing import chaos
-from ax3l.shared.testing.chaos import PrivateMariaDB, percentile
-from ax3l.shared.testing.scripted_llm import random_call_ranges
-from ax3l.shared.testing.stack import Stack
+from ax3l.testing import chaos
+from ax3l.testing.chaos import PrivateMariaDB, percentile
+from ax3l.testing.scripted_llm import random_call_ranges
+from ax3l.testing.stack import Stack
 
 REPO = Path(__file__).resolve().parents[1]
 STEP_EVENTS = chaos.STEP_EVENTS

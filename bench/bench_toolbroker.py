@@ -53,7 +53,7 @@ from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
 from ax3l.shared.ports import free_port
 from ax3l.shared.settings import Settings
-from ax3l.shared.testing.plugin import read_env_file
+from ax3l.testing.plugin import read_env_file
 from snakelab.tables import ALL_TABLES as SNAKELAB_TABLES  # SnakeLab 2.x's tables, exactly
 
 ROOT = Path(__file__).resolve().parents[1]

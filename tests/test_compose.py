@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ax3l.shared.testing.plugin import free_port, wait_until
+from ax3l.testing.plugin import free_port, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))

@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 
 from ax3l.shared.db.cli import ensure_schema
-from ax3l.shared.testing.plugin import TestDatabases, free_port, read_env_file
-from ax3l.shared.testing.stack import Proc, Stack, check_history
+from ax3l.testing.plugin import TestDatabases, free_port, read_env_file
+from ax3l.testing.stack import Proc, Stack, check_history
 
 REPO = Path(__file__).resolve().parent.parent
 MARIADB = REPO / "scripts" / "mariadb.sh"

@@ -9,7 +9,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from ax3l.shared.testing.plugin import free_port, wait_until
+from ax3l.testing.plugin import free_port, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 

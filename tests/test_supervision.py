@@ -21,7 +21,7 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from ax3l.shared.testing.plugin import free_port, read_env_file, wait_until
+from ax3l.testing.plugin import free_port, read_env_file, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 STACK = [sys.executable, str(REPO / "scripts" / "stack.py")]

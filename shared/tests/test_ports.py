@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 
 from ax3l.shared.ports import free_port
-from ax3l.shared.testing import plugin
+from ax3l.testing import plugin
 
 
 def test_a_free_port_can_be_bound_at_once() -> None:

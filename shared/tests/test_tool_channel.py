@@ -6,7 +6,6 @@ import zmq
 import zmq.asyncio
 
 from ax3l.shared.settings import Settings
-from ax3l.shared.testing.plugin import free_port
 from ax3l.shared.tool_channel import (
     DEFAULT_ENDPOINT,
     ToolChannelError,
@@ -18,6 +17,7 @@ from ax3l.shared.tool_channel import (
     endpoint_from_config_file,
     listen_endpoint,
 )
+from ax3l.testing.plugin import free_port
 
 
 def test_request_envelope_has_the_contract_shape():

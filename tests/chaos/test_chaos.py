@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ax3l.shared.testing.chaos_run import ChaosConfig, run_chaos
+from ax3l.testing.chaos_run import ChaosConfig, run_chaos
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(1200)]
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ax3l.shared.testing.chaos import check_invariants
+from ax3l.testing.chaos import check_invariants
 
 CONFIG_COLUMNS = (
     "epochs seed game_board_width game_board_height game_initial_snake_length"

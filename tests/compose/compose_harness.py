@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from ax3l.shared.testing.plugin import free_port
+from ax3l.testing.plugin import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 ONE_OFF = {"ax3l-db"}

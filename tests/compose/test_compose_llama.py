@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ax3l.shared.testing.plugin import wait_until
+from ax3l.testing.plugin import wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compose_harness import REPO, Compose, Timings, check_no_duplicates, make_compose, step_count

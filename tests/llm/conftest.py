@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ax3l.shared.testing.plugin import TestDatabases
-from ax3l.shared.testing.stack import Stack
+from ax3l.testing.plugin import TestDatabases
+from ax3l.testing.stack import Stack
 
 
 @pytest.fixture

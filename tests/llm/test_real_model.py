@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from ax3l.shared.testing.stack import Stack, check_history
+from ax3l.testing.stack import Stack, check_history
 
 MAX_TOKENS = 256
 CONVERSATION_TIMEOUT = 120.0

@@ -16,7 +16,7 @@ from ax3l.compare.settings import load_settings
 from ax3l.compare.throwaway import RepeatDatabases
 from ax3l.orchestrator.proposers import PROPOSER_NAMES
 from ax3l.shared.config_schema import load_schema
-from ax3l.shared.testing.plugin import TestDatabases
+from ax3l.testing.plugin import TestDatabases
 from snakelab.trainers.surrogate import predict_high_score
 
 ADMIN_KEYS = ("AX3L_DB_ADMIN_USER", "AX3L_DB_ADMIN_PASSWORD")

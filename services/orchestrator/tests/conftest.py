@@ -1,5 +1,5 @@
 """Fixtures for the orchestrator's end-to-end tests (the helpers live in
-``ax3l.shared.testing.stack`` so the benchmark can use them too)."""
+``ax3l.testing.stack`` so the benchmark can use them too)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ax3l.shared.testing.plugin import TestDatabases
-from ax3l.shared.testing.stack import Stack
+from ax3l.testing.plugin import TestDatabases
+from ax3l.testing.stack import Stack
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from ax3l.shared.testing.stack import Ev, Stack, check_history, tiny_schema
+from ax3l.testing.stack import Ev, Stack, check_history, tiny_schema
 
 
 def set_run(stack: Stack, run_id: str, **columns: Any) -> None:

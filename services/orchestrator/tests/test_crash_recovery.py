@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ax3l.shared.testing.stack import Stack, check_history, narrowed_schema, tiny_schema
+from ax3l.testing.stack import Stack, check_history, narrowed_schema, tiny_schema
 
 RANDOM_HIDDEN = {"random_call": {"hidden_size": [[64, 384, 16]], "sequence_length": [[4, 48, 4]]}}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ax3l.shared.testing.stack import (
+from ax3l.testing.stack import (
     FIXED_EXCEPT_HIDDEN_SIZE,
     Stack,
     check_history,

@@ -23,8 +23,8 @@ from mcp.types import CallToolResult
 
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.registry import BY_NAME
-from ax3l.shared.testing.plugin import free_port
-from ax3l.shared.testing.stack import Proc, Stack
+from ax3l.testing.plugin import free_port
+from ax3l.testing.stack import Proc, Stack
 
 SCHEMA = load_schema(None)
 

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from ax3l.orchestrator.proposers.hybrid import good_count, model_takes_turn
-from ax3l.shared.testing.scripted_llm import random_call_ranges
-from ax3l.shared.testing.stack import Stack, check_history
+from ax3l.testing.scripted_llm import random_call_ranges
+from ax3l.testing.stack import Stack, check_history
 
 
 @pytest.mark.parametrize("share", [0.1, 0.3, 0.5, 1.0])

@@ -8,7 +8,7 @@ from typing import Any
 
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.registry import ENTRIES
-from ax3l.shared.testing.stack import Stack, check_history
+from ax3l.testing.stack import Stack, check_history
 
 SCHEMA = load_schema()
 # Two values per entry, all different from the defaults and from each other, so no proposal is

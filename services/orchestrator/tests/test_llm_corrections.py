@@ -7,8 +7,8 @@ import json
 import time
 from typing import Any
 
-from ax3l.shared.testing.scripted_llm import random_call_ranges
-from ax3l.shared.testing.stack import Stack, check_history
+from ax3l.testing.scripted_llm import random_call_ranges
+from ax3l.testing.stack import Stack, check_history
 
 HIDDEN = "submit_single_value"
 RANGES = random_call_ranges()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ax3l.shared.testing.stack import Stack, check_history
+from ax3l.testing.stack import Stack, check_history
 
 HIDDEN = "submit_single_value"
 

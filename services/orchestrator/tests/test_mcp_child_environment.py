@@ -8,7 +8,7 @@ from pathlib import Path
 from ax3l.orchestrator.mcp_session import MCP_MODULE, bound_session
 from ax3l.shared.registry import ENTRIES
 from ax3l.shared.settings import Settings
-from ax3l.shared.testing.plugin import free_port
+from ax3l.testing.plugin import free_port
 
 # What the orchestrator's own environment holds under `make run` and must stay there.
 PARENT_SECRETS = {

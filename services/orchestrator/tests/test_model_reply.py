@@ -149,7 +149,7 @@ async def test_a_reply_slower_than_its_deadline_is_a_timeout() -> None:
 
 async def test_an_unreachable_model_server_is_a_connection_error() -> None:
     """A refused connection is reported as a failure of kind connection_error, not raised raw."""
-    from ax3l.shared.testing.plugin import free_port
+    from ax3l.testing.plugin import free_port
 
     client = ModelClient(f"http://127.0.0.1:{free_port()}", timeout=2.0)
     try:

@@ -12,7 +12,7 @@ from ax3l.orchestrator.open_values import constrained_tool, open_values
 from ax3l.orchestrator.proposers.search_space import key_of
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.registry import BY_NAME, ENTRIES, domain
-from ax3l.shared.testing.stack import Stack
+from ax3l.testing.stack import Stack
 
 SCHEMA = load_schema()
 

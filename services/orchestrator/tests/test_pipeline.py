@@ -6,8 +6,8 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-from ax3l.shared.testing.scripted_llm import random_call_ranges
-from ax3l.shared.testing.stack import Ev, Stack, check_history, http_json
+from ax3l.testing.scripted_llm import random_call_ranges
+from ax3l.testing.stack import Ev, Stack, check_history, http_json
 
 RUN_SECONDS = 3.0
 PIPELINE = {"AX3L_PIPELINE": "on", "AX3L_LLM_FALLBACK": "none"}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ax3l.orchestrator.mcp_session import MCP_MODULE
 from ax3l.shared.registry import ENTRIES
-from ax3l.shared.testing.stack import Stack, check_history
+from ax3l.testing.stack import Stack, check_history
 
 RUN_SECONDS = 4.0
 

@@ -38,7 +38,7 @@ from ax3l.shared.config_schema import load_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.reads import GoldenRecord
 from ax3l.shared.registry import BY_NAME
-from ax3l.shared.testing.plugin import TestDatabases
+from ax3l.testing.plugin import TestDatabases
 
 SCHEMA = load_schema()
 DEFAULTS = SCHEMA.default_config()

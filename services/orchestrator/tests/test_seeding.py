@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ax3l.shared.config_schema import load_schema
-from ax3l.shared.testing.stack import Stack, check_history, http_json
+from ax3l.testing.stack import Stack, check_history, http_json
 
 
 def test_seeding_submits_the_defaults_once_and_accepts_the_first_golden(stack: Stack) -> None:

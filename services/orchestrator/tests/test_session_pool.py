@@ -14,7 +14,7 @@ from ax3l.orchestrator.mcp_session import MCP_MODULE, BoundSession
 from ax3l.orchestrator.session_pool import SessionPool
 from ax3l.shared.registry import BY_NAME, ENTRIES
 from ax3l.shared.settings import Settings
-from ax3l.shared.testing.plugin import free_port
+from ax3l.testing.plugin import free_port
 
 DEADLINE = 60.0
 

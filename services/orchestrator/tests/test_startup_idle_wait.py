@@ -8,7 +8,7 @@ from typing import Any
 
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.snakelab_client import SnakeLabClient
-from ax3l.shared.testing.stack import Stack, http_json
+from ax3l.testing.stack import Stack, http_json
 
 IDLE_WAIT = "waiting for SnakeLab to become idle"
 # Long enough to pause a run before it ends, short enough to keep the suite fast.

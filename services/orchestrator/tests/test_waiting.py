@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ax3l.shared.testing.plugin import TestDatabases, create_snakelab_tables, free_port
-from ax3l.shared.testing.stack import Stack, check_history, http_json
+from ax3l.testing.plugin import TestDatabases, create_snakelab_tables, free_port
+from ax3l.testing.stack import Stack, check_history, http_json
 
 
 def _trained(stack: Stack) -> bool:

@@ -23,7 +23,7 @@ from ax3l.shared.config_schema import ConfigSchema, cached_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
 from ax3l.shared.registry import ENTRIES, PARAMETER_ORDER
-from ax3l.shared.testing.scripted_llm import completion, tool_call
+from ax3l.testing.scripted_llm import completion, tool_call
 
 REPO = Path(__file__).resolve().parents[3]
 RUNS_CSV = REPO.parent / "shared" / "data" / "snakelab-runs.csv"

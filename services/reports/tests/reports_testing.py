@@ -24,7 +24,7 @@ from reports_history import Replay
 
 from ax3l.reports.app import create_app
 from ax3l.reports.settings import ReportsSettings
-from ax3l.shared.testing.plugin import (
+from ax3l.testing.plugin import (
     TestDatabases,
     free_port,
     scratch_databases,

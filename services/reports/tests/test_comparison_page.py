@@ -14,7 +14,7 @@ import pytest
 from playwright.sync_api import Browser, sync_playwright
 from reports_testing import Server, private_databases, reports_server
 
-from ax3l.shared.testing.plugin import TestDatabases
+from ax3l.testing.plugin import TestDatabases
 
 CHROMIUM = "/usr/bin/chromium"
 LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]

@@ -9,7 +9,7 @@ import pytest
 
 from ax3l.shared.events import CATALOG, CATEGORIES, Category
 from ax3l.shared.registry import PARAMETER_ORDER
-from ax3l.shared.testing.plugin import free_port
+from ax3l.testing.plugin import free_port
 
 
 def _ids(experiment, where: str = "1=1", args: tuple = ()) -> list[int]:
@@ -248,7 +248,7 @@ async def test_a_cut_reply_shows_its_reasoning_and_finish_reason_escaped(databas
     with the model's markup as text."""
     from ax3l.shared.db.database import Database
     from ax3l.shared.db.event_log import EventLog
-    from ax3l.shared.testing.scripted_llm import completion
+    from ax3l.testing.scripted_llm import completion
 
     reasoning = "Thinking <script>window.__pwned = 1</script> about <b>gamma</b> & more"
     reply = completion(

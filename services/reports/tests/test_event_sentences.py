@@ -10,7 +10,7 @@ import pytest
 from ax3l.reports.event_contents import prefix_fields, summary
 from ax3l.reports.event_sentences import BUILDERS, sentence
 from ax3l.shared.events import CATALOG
-from ax3l.shared.testing.scripted_llm import completion, tool_call
+from ax3l.testing.scripted_llm import completion, tool_call
 
 RUN = "3f2a1b9c-0000-4000-8000-000000000001"
 

@@ -14,7 +14,7 @@ from reports_testing import OrchestratorStatusApi, StatusServer, app_client, rep
 from ax3l.orchestrator.status import LoopStatus, Phase
 from ax3l.reports.rendering import ago
 from ax3l.reports.settings import ReportsSettings
-from ax3l.shared.testing.plugin import free_port
+from ax3l.testing.plugin import free_port
 
 NEW_FIELDS = {"failure_streak": 2, "fallback_proposer": "tpe", "llm_fallback_after": 3}
 

@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
 from reports_testing import FakeSnakeLab, Server, StatusServer, reports_server, running_status
 
-from ax3l.shared.testing.plugin import wait_until
+from ax3l.testing.plugin import wait_until
 
 CHROMIUM = "/usr/bin/chromium"
 LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]

@@ -10,7 +10,7 @@ from reports_testing import private_databases
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.registry import PARAMETER_ORDER
-from ax3l.shared.testing.plugin import TestDatabases
+from ax3l.testing.plugin import TestDatabases
 
 
 @pytest.fixture

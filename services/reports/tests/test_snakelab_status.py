@@ -8,7 +8,7 @@ from reports_testing import running_status
 
 from ax3l.reports.snakelab_status import SnakeLabMonitor, poll_snakelab
 from ax3l.shared.snakelab_client import SnakeLabClient
-from ax3l.shared.testing.plugin import free_port
+from ax3l.testing.plugin import free_port
 
 
 async def test_idle_running_and_unavailable(fake_snakelab):

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from ax3l.shared.snakelab_client import SnakeLabClient, SnakeLabError
-from ax3l.shared.testing.plugin import TestDatabases as Databases
+from ax3l.testing.plugin import TestDatabases as Databases
 from snakelab.server_process import SnakeLabProcess
 
 STOPPED = "Server stopped before run completed"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ax3l.shared.snakelab_client import SnakeLabClient, SnakeLabError
-from ax3l.shared.testing.plugin import TestDatabases as Databases
+from ax3l.testing.plugin import TestDatabases as Databases
 from snakelab.server_process import SnakeLabProcess
 
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import zmq
 
-from ax3l.shared.testing.plugin import wait_until
 from ax3l.shared.wire import ControlError
+from ax3l.testing.plugin import wait_until
 from snakelab.envelope import MAX_NESTING
 from snakelab.healthcheck import ping
 from snakelab.server import TRANSPORT_LIMIT_FACTOR

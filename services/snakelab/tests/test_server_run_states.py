@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from ax3l.shared.snakelab_client import SnakeLabClient, SnakeLabError
-from ax3l.shared.testing.plugin import TestDatabases as Databases
 from ax3l.shared.wire import RunStatus
+from ax3l.testing.plugin import TestDatabases as Databases
 from snakelab.server_process import ScratchDatabase, SnakeLabProcess, scratch_snakelab_database
 
 

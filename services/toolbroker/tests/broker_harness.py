@@ -29,7 +29,7 @@ from ax3l.shared.config_schema import load_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
 from ax3l.shared.registry import BY_NAME, PARAMETER_ORDER
-from ax3l.shared.testing.plugin import TestDatabases, free_port
+from ax3l.testing.plugin import TestDatabases, free_port
 from ax3l.toolbroker.main import Broker
 
 SCHEMA = load_schema()

@@ -23,7 +23,7 @@ from broker_harness import (
 )
 
 from ax3l.shared.snakelab_client import SnakeLabClient
-from ax3l.shared.testing.plugin import TestDatabases
+from ax3l.testing.plugin import TestDatabases
 from snakelab.server_process import SnakeLabProcess, scratch_snakelab_database
 
 

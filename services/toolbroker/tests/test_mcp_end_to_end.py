@@ -5,7 +5,7 @@ import json
 
 from broker_harness import SCHEMA, mcp_session, open_turn, text_of
 
-from ax3l.shared.testing.plugin import free_port
+from ax3l.testing.plugin import free_port
 
 
 def payload_of(result):

@@ -34,7 +34,7 @@ from typing import Any
 
 import pymysql
 
-from ax3l.shared.testing.plugin import TestDatabases, free_port, read_env_file
+from ax3l.testing.plugin import TestDatabases, free_port, read_env_file
 
 STEP_EVENTS = ("configuration_compared", "parameter_space_exhausted")
 

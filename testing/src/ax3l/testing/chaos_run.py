@@ -1,6 +1,6 @@
 """The chaos scenario of issue 11: the whole stack, SIGKILLed at random moments, then checked.
 
-    uv run python -m ax3l.shared.testing.chaos_run          # the same as `make test-chaos`
+    uv run python -m ax3l.testing.chaos_run          # the same as `make test-chaos`
 
 Settings (environment): ``AX3L_CHAOS_SEED`` (default 11), ``AX3L_CHAOS_KILLS`` (52),
 ``AX3L_CHAOS_INTERVAL`` ("2,8": seconds between kills, uniform), ``AX3L_CHAOS_RUN_SECONDS``
@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from ax3l.shared.db.cli import ensure_schema
-from ax3l.shared.testing import chaos
-from ax3l.shared.testing.chaos import (
+from ax3l.testing import chaos
+from ax3l.testing.chaos import (
     Invariant,
     PrivateMariaDB,
     ProgressMonitor,
@@ -32,8 +32,8 @@ from ax3l.shared.testing.chaos import (
     Supervised,
     Supervisor,
 )
-from ax3l.shared.testing.plugin import TestDatabases, free_port
-from ax3l.shared.testing.scripted_llm import random_call_ranges
+from ax3l.testing.plugin import TestDatabases, free_port
+from ax3l.testing.scripted_llm import random_call_ranges
 
 TARGETS = ("orchestrator", "toolbroker", "snakelab", "mariadb")
 # Deaths of these without a kill are findings: they should wait out an outage in place.
@@ -290,7 +290,7 @@ class ChaosStack:
         model = self._process(
             "scripted-model",
             chaos.python_module(
-                "ax3l.shared.testing.scripted_llm",
+                "ax3l.testing.scripted_llm",
                 "--port",
                 str(self.ports["model"]),
                 "--script",
@@ -516,7 +516,7 @@ def _progress(monitor: ProgressMonitor, report: ChaosReport) -> str:
 def _check(databases: TestDatabases, log_dir: Path, report: ChaosReport) -> None:
     with chaos.admin_connection(databases) as conn:
         report.invariants, report.counts = chaos.check_invariants(conn, databases.snakelab_db)
-    from ax3l.shared.testing.stack import Stack, check_history
+    from ax3l.testing.stack import Stack, check_history
 
     stack = Stack(databases, log_dir)
     try:

@@ -4,7 +4,7 @@ It is a real HTTP server process: ``POST /v1/chat/completions`` answers from a J
 behaviour per request, and every request body is recorded so a test can assert the exact prompts
 and tools that were sent.
 
-    python -m ax3l.shared.testing.scripted_llm --port N --script script.json --record requests.jsonl
+    python -m ax3l.testing.scripted_llm --port N --script script.json --record requests.jsonl
 
 Script file::
 

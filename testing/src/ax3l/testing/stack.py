@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ax3l.shared.config_schema import BUNDLED_SCHEMA
-from ax3l.shared.testing.plugin import TestDatabases, free_port
+from ax3l.testing.plugin import TestDatabases, free_port
 from snakelab.server_process import SnakeLabProcess
 
 
@@ -253,7 +253,7 @@ class Stack:
             [
                 sys.executable,
                 "-m",
-                "ax3l.shared.testing.scripted_llm",
+                "ax3l.testing.scripted_llm",
                 "--port",
                 str(port),
                 "--script",
