@@ -152,17 +152,23 @@ def overhead(steps: int, ahead: int) -> dict[str, Any]:
 
 
 def busy_fraction(
-    think: float, run: float, steps: int, ahead: int, pipeline: bool = False
+    think: float,
+    run: float,
+    steps: int,
+    ahead: int,
+    pipeline: bool = False,
+    url: str | None = None,
 ) -> dict[str, Any]:
     """How much of the wall time SnakeLab spends running simulations."""
     with throwaway_databases() as dbs, tempfile.TemporaryDirectory() as folder:
         stack = Stack(dbs, Path(folder))
         try:
             stack.start(surrogate_seconds=run)
-            model = stack.start_model({"then": {"random_call": RANGES, "delay": think}})
+            if url is None:
+                url = stack.start_model({"then": {"random_call": RANGES, "delay": think}}).url
             proc = stack.orchestrator(
                 "llm",
-                url=model.url,
+                url=url,
                 env={
                     "AX3L_POLL_INTERVAL": "0.5",
                     "AX3L_LLM_TIMEOUT": str(think * 4 + 30),
@@ -197,6 +203,7 @@ def busy_fraction(
                 "busy": statistics.mean(durations) / period,
                 "ideal": run / (run + think),
                 "gap_p50": statistics.median(gaps),
+                "gap_p95": percentile(gaps, 0.95),
                 "gap_overhead": statistics.median(gaps) - think,
                 "pipelined": stack.count("conversation_resumed"),
             }
@@ -219,6 +226,11 @@ def main(argv: list[str] | None = None) -> int:
         "--pipeline",
         default="off",
         help="AX3L_PIPELINE values to compare in the busy part (comma list: off,on)",
+    )
+    parser.add_argument(
+        "--url",
+        help="a real model server (llama-server) for the busy part instead of the scripted"
+        " model; the gaps are then seconds from a run's completion to the next run's start",
     )
     args = parser.parse_args(argv)
     aheads = [int(value) for value in args.ahead.split(",")]
@@ -246,14 +258,18 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"  simulation time inside the steps: {result['sim_share']:.1%}")
     for ahead, pipeline in itertools.product([] if args.skip_busy else aheads, pipelines):
-        busy = busy_fraction(args.think, args.run, args.busy_steps, ahead, pipeline)
+        busy = busy_fraction(args.think, args.run, args.busy_steps, ahead, pipeline, args.url)
+        model = f"model at {args.url}" if args.url else f"model {args.think:g} s"
         print(
-            f"simulator busy fraction (model {args.think:g} s, runs {args.run:g} s,"
+            f"simulator busy fraction ({model}, runs {args.run:g} s,"
             f" {busy['runs']} runs, one run every {busy['period']:.2f} s,"
             f" AX3L_MCP_PREPARED_AHEAD={ahead}, AX3L_PIPELINE={'on' if pipeline else 'off'}):"
         )
-        gap = f" idle gap between runs p50 {busy['gap_p50']:.2f} s"
-        if pipeline:
+        gap = (
+            f" idle gap between runs (completion to the next start) p50 {busy['gap_p50']:.2f} s,"
+            f" p95 {busy['gap_p95']:.2f} s"
+        )
+        if pipeline or args.url:
             print(
                 f"  busy {busy['busy']:.1%}  (ideal for a sequential loop {busy['ideal']:.1%});"
                 f"{gap}; {busy['pipelined']} conversations pipelined"
