@@ -12,11 +12,19 @@ from ax3l.reports.figures import (
     highscore_hover,
     score_figure,
 )
-from ax3l.reports.queries.highscores import HighscorePoint
+from ax3l.reports.models.highscores import HighscorePoint
 
 
 def point(sims: int, score: int, seed: int, reason: str = "r") -> HighscorePoint:
-    return HighscorePoint(sims, datetime(2026, 1, 1), sims, score, seed, f"run-{sims}", reason)
+    return HighscorePoint(
+        event_id=sims,
+        occurred_at=datetime(2026, 1, 1),
+        simulations=sims,
+        score=score,
+        seed=seed,
+        run_id=f"run-{sims}",
+        reason=reason,
+    )
 
 
 def test_step_line_is_the_points_and_stays_flat_to_the_current_count():

@@ -7,10 +7,10 @@ templates escape everything they print.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 from ax3l.reports.event_sentences import prompt_sent, sentence, values_text
+from ax3l.reports.models.events import Reply, ToolCall
 from ax3l.shared.events import CATALOG
 
 # Labels of the event filter; the user's page calls prompt_sent "Prompt".
@@ -53,25 +53,6 @@ def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
 
 
-@dataclass
-class ToolCall:
-    name: str
-    arguments: Any  # parsed JSON when the model sent valid JSON, else the raw string
-
-
-@dataclass
-class Reply:
-    """The parts of a llama-server chat completion that the report shows."""
-
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    reasoning: str | None = None
-    message: str | None = None
-    finish_reason: str | None = None
-    model: str | None = None
-    usage: dict[str, Any] = field(default_factory=dict)
-    timings: dict[str, Any] = field(default_factory=dict)
-
-
 def read_reply(content: Any) -> Reply | None:
     """A reply's parts, or None when the content is not a chat completion."""
     if not isinstance(content, dict):
@@ -83,6 +64,7 @@ def read_reply(content: Any) -> Reply | None:
     found = choice.get("message")
     message: dict[str, Any] = found if isinstance(found, dict) else {}
     reply = Reply(
+        tool_calls=_tool_calls(message.get("tool_calls")),
         reasoning=_text(message.get("reasoning_content")),
         message=_text(message.get("content")),
         finish_reason=_text(choice.get("finish_reason")),
@@ -90,7 +72,13 @@ def read_reply(content: Any) -> Reply | None:
         usage=_scalars(content.get("usage")),
         timings=_scalars(content.get("timings")),
     )
-    calls = message.get("tool_calls")
+    if not (reply.tool_calls or reply.message or reply.reasoning or reply.usage or choices):
+        return None
+    return reply
+
+
+def _tool_calls(calls: Any) -> list[ToolCall]:
+    found = []
     for call in calls if isinstance(calls, list) else []:
         function = call.get("function") if isinstance(call, dict) else None
         if not isinstance(function, dict):
@@ -101,10 +89,8 @@ def read_reply(content: Any) -> Reply | None:
                 arguments = json.loads(arguments)
             except ValueError:
                 pass
-        reply.tool_calls.append(ToolCall(str(function.get("name", "?")), arguments))
-    if not (reply.tool_calls or reply.message or reply.reasoning or reply.usage or choices):
-        return None
-    return reply
+        found.append(ToolCall(name=str(function.get("name", "?")), arguments=arguments))
+    return found
 
 
 def _text(value: Any) -> str | None:

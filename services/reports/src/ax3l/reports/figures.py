@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from ax3l.reports.queries.highscores import HighscorePoint
+from ax3l.reports.models.highscores import HighscorePoint
+from ax3l.reports.models.simulations import Episode
 
 GOLDEN_TRACE = "Accepted golden scores"
 EXTENSION_TRACE = "Since the last acceptance"
@@ -162,10 +163,10 @@ def score_figure(bins: Sequence[tuple[int, int]]) -> dict[str, Any]:
     }
 
 
-def episodes_figure(episodes: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def episodes_figure(episodes: Sequence[Episode]) -> dict[str, Any]:
     """Score per episode of one run, with a 50-episode moving average."""
-    x = [int(e["episode"]) for e in episodes]
-    y = [int(e["score"]) for e in episodes]
+    x = [e.episode for e in episodes]
+    y = [e.score for e in episodes]
     window = 50
     average: list[float] = []
     total = 0

@@ -6,7 +6,7 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
-from ax3l.reports.models import GoldenOut, OrchestratorOut, SnakeLabOut, StatusOut
+from ax3l.reports.models.status import OrchestratorOut, SnakeLabOut, StatusOut
 from ax3l.reports.orchestrator_status import OrchestratorMonitor, OrchestratorPoll, epoch_time
 from ax3l.reports.queries.experiment import experiment_state
 from ax3l.reports.snakelab_status import SnakeLabMonitor
@@ -99,7 +99,7 @@ async def build_status(
             high_score=run.high_score if run else None,
         ),
         orchestrator=orchestrator_out(loop, now),
-        golden=None if golden is None else GoldenOut.model_validate(golden, from_attributes=True),
+        golden=golden,
         golden_high_score=golden.high_score if golden else None,
         all_time_high_score=state.all_time_high_score,
         simulations_submitted=state.simulations,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ax3l.reports import event_contents
+from ax3l.reports.models.events import Event, EventDetail, EventPage
 from ax3l.shared.db.database import Database
 
 # Long enough for a whole configuration (about 550 characters) and the fields stored after it,
@@ -44,13 +46,27 @@ class EventFilter:
         return clauses, args
 
 
-@dataclass(frozen=True)
-class EventPage:
-    """Events newest first, with the cursors of the neighbouring pages (None at the ends)."""
-
-    rows: list[dict[str, Any]]
-    newer_after: int | None
-    older_before: int | None
+def event_record(row: dict[str, Any]) -> Event:
+    """An event row (with its content, cut or whole, or without) as the report shows it."""
+    content = row.get("content")
+    return Event(
+        event_id=int(row["event_id"]),
+        occurred_at=row["occurred_at"],
+        name=row["name"],
+        label=event_contents.label(row["name"]),
+        category=row["category"],
+        log_level=row["log_level"],
+        process_id=row["process_id"],
+        parent_event_id=row["parent_event_id"],
+        source_name=row["source_name"],
+        parameter=row["parameter"],
+        ax3l_version=row["ax3l_version"],
+        summary=event_contents.summary(
+            row["name"], content, parameter=row["parameter"], source_name=row["source_name"]
+        ),
+        content=content,
+        truncated=bool(row.get("truncated", False)),
+    )
 
 
 def _keyset(
@@ -117,36 +133,41 @@ async def event_page(
             before is not None and bool(rows) and await _exists(db, where, ">", rows[0]["event_id"])
         )
     return EventPage(
-        rows=rows,
+        events=[event_record(row) for row in rows],
         newer_after=int(rows[0]["event_id"]) if rows and more_newer else None,
         older_before=int(rows[-1]["event_id"]) if rows and more_older else None,
     )
 
 
-async def event_by_id(db: Database, event_id: int) -> dict[str, Any] | None:
-    """One event with its whole content, or None."""
-    return await db.fetchone(
+async def event_detail(db: Database, event_id: int, children: int = 50) -> EventDetail | None:
+    """One event with its whole content (a reply's also parsed), its parent and its first
+    ``children`` children (a prompt's replies, a submission's completion), or None."""
+    row = await db.fetchone(
         f"SELECT {EVENT_COLUMNS}, m.content FROM events e"
         " LEFT JOIN event_messages m ON m.event_id = e.event_id WHERE e.event_id = %s",
         (event_id,),
         doing=f"reading event {event_id}",
     )
-
-
-async def children_of(db: Database, event_id: int, limit: int = 50) -> list[dict[str, Any]]:
-    """Events whose parent is ``event_id`` (a prompt's replies, a submission's completion)."""
-    return await db.fetchall(
+    if row is None:
+        return None
+    content = event_contents.parse(row["content"])
+    parent = None
+    if row["parent_event_id"] is not None:
+        parent = await db.fetchone(
+            f"SELECT {EVENT_COLUMNS} FROM events e WHERE e.event_id = %s",
+            (int(row["parent_event_id"]),),
+            doing=f"reading event {row['parent_event_id']}",
+        )
+    followers = await db.fetchall(
         f"SELECT {EVENT_COLUMNS} FROM events e WHERE e.parent_event_id = %s"
         " ORDER BY e.event_id LIMIT %s",
-        (event_id, limit),
+        (event_id, children),
         doing=f"reading the children of event {event_id}",
     )
-
-
-async def summary_of(db: Database, event_id: int) -> dict[str, Any] | None:
-    """An event's columns without its content (for links to parents)."""
-    return await db.fetchone(
-        f"SELECT {EVENT_COLUMNS} FROM events e WHERE e.event_id = %s",
-        (event_id,),
-        doing=f"reading event {event_id}",
+    return EventDetail(
+        event=event_record({**row, "content": None}),
+        content=content,
+        reply=event_contents.read_reply(content) if row["name"] == "reply_received" else None,
+        parent=None if parent is None else event_record(parent),
+        children=[event_record(child) for child in followers],
     )

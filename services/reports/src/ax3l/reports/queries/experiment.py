@@ -4,26 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from ax3l.reports.event_contents import parse
+from ax3l.reports.models.golden import GoldenSummary
 from ax3l.shared.cycles import CycleCount, CycleTracker
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.reads import count_simulations
-
-
-@dataclass(frozen=True)
-class GoldenSummary:
-    """The latest golden_config_created event, read tolerantly (old contents may lack fields)."""
-
-    event_id: int
-    occurred_at: datetime
-    run_id: str | None
-    high_score: int | None
-    seed: int | None
-    simulations: int | None
-    reason: str | None
 
 
 @dataclass(frozen=True)

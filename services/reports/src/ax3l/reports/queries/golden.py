@@ -2,28 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from ax3l.reports.event_contents import parse
-from ax3l.reports.queries.experiment import GoldenSummary, golden_from_row
+from ax3l.reports.models.golden import Change, GoldenEntry, GoldenPage
+from ax3l.reports.queries.experiment import golden_from_row
 from ax3l.shared.db.database import Database
-
-
-@dataclass(frozen=True)
-class Change:
-    path: str
-    before: Any
-    after: Any
-
-
-@dataclass(frozen=True)
-class GoldenEntry:
-    golden: GoldenSummary
-    config: dict[str, Any] | None
-    proposer: str | None
-    # Differences from the previous golden; None for the first one (nothing to compare with).
-    changes: list[Change] | None
 
 
 def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
@@ -44,15 +28,21 @@ def config_changes(before: dict[str, Any] | None, after: dict[str, Any] | None) 
     """What differs between two configs, in the order of the newer one's paths."""
     old, new = flatten(before or {}), flatten(after or {})
     changed = [
-        Change(path, old.get(path), value) for path, value in new.items() if old.get(path) != value
+        Change(path=path, before=old.get(path), after=value)
+        for path, value in new.items()
+        if old.get(path) != value
     ]
-    changed += [Change(path, value, None) for path, value in old.items() if path not in new]
+    changed += [
+        Change(path=path, before=value, after=None)
+        for path, value in old.items()
+        if path not in new
+    ]
     return changed
 
 
-async def golden_entries(
+async def golden_configurations(
     db: Database, *, limit: int, before: int | None = None
-) -> tuple[list[GoldenEntry], int | None]:
+) -> GoldenPage:
     """Golden configurations newest first, and the cursor of the next (older) page."""
     clauses = ["e.name = 'golden_config_created'"]
     args: list[Any] = []
@@ -89,12 +79,14 @@ async def golden_entries(
         proposer = content.get("proposer")
         entries.append(
             GoldenEntry(
-                golden=golden_from_row(row),
-                config=config,
+                **dict(golden_from_row(row)),
                 proposer=proposer if isinstance(proposer, str) else None,
+                config=config,
                 changes=changes,
             )
         )
     more = len(entries) > limit
     entries = entries[:limit]
-    return entries, (entries[-1].golden.event_id if more and entries else None)
+    return GoldenPage(
+        configurations=entries, older_before=entries[-1].event_id if more and entries else None
+    )

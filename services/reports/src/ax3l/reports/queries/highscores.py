@@ -3,25 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from datetime import datetime
 
 from ax3l.reports.event_contents import parse
+from ax3l.reports.models.highscores import HighscorePoint, Highscores
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.reads import count_simulations
-
-
-@dataclass(frozen=True)
-class HighscorePoint:
-    """One accepted golden score at SnakeLab's run count when it was accepted."""
-
-    event_id: int
-    occurred_at: datetime
-    simulations: int
-    score: int
-    seed: int | None
-    run_id: str | None
-    reason: str | None
 
 
 def _run_and_reason(content: str | None) -> tuple[str | None, str | None]:
@@ -106,8 +93,7 @@ class HighscoreReader:
         return points
 
 
-async def highscore_series(
-    db: Database, reader: HighscoreReader
-) -> tuple[list[HighscorePoint], int]:
+async def highscore_series(db: Database, reader: HighscoreReader) -> Highscores:
     """The points and SnakeLab's current run count (where the step line ends)."""
-    return await asyncio.gather(reader.points(db), count_simulations(db))
+    points, current = await asyncio.gather(reader.points(db), count_simulations(db))
+    return Highscores(points=points, current_simulations=current)

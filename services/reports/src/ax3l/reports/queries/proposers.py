@@ -14,27 +14,13 @@ model (``turns_lost_to_fallback``); a turn is its checkpoint, so a retried fallb
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from typing import Any
 
 from ax3l.reports.event_contents import parse
+from ax3l.reports.models.proposers import ModelStats, ProposerStats
 from ax3l.shared.db.database import Database
 
 UNKNOWN = "unknown"
-
-
-@dataclass(frozen=True)
-class ProposerStats:
-    proposer: str
-    conversations: int
-    proposals: int
-    scored_runs: int
-    mean_score: float | None
-    best_score: int | None
-    new_goldens: int
-    fallback_turns: int = 0
-    fallback_proposals: int = 0
-    turns_lost_to_fallback: int = 0
 
 
 def _field(content: Any, key: str) -> str | None:
@@ -151,22 +137,6 @@ async def proposer_stats(db: Database) -> list[ProposerStats]:
 
 UNKNOWN_MODEL = "unknown model"
 REJECTIONS = ("proposal_rejected_invalid", "proposal_rejected_duplicate")
-
-
-@dataclass(frozen=True)
-class ModelStats:
-    model: str
-    conversations: int
-    accepted_proposals: int
-    wasted_turns: int
-    wasted_kinds: dict[str, int]
-    fallback_turns: int
-    requests: int
-    median_seconds: float | None
-    p95_seconds: float | None
-    completion_tokens: int
-    completion_tokens_per_accepted: float | None
-    new_goldens: int
 
 
 def _number(value: Any) -> float | None:

@@ -17,26 +17,13 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import Any
 
 from ax3l.reports.event_contents import parse
+from ax3l.reports.models.proposers import SeatStats
 from ax3l.shared.db.database import Database
 
 SUBMIT_TOOLS = ("submit_single_value", "submit_pair_values")
-
-
-@dataclass
-class SeatStats:
-    seat: str
-    calls: int = 0
-    refused_calls: int = 0
-    turns_taken: int = 0
-    accepted_proposals: int = 0
-    wasted_submissions: int = 0
-    wasted_kinds: dict[str, int] = field(default_factory=dict)
-    median_seconds_to_submission: float | None = None
-    new_goldens: int = 0
 
 
 def _number(value: Any) -> float | None:
@@ -79,7 +66,10 @@ async def seat_stats(db: Database) -> list[SeatStats]:
         for row in goldens
         if isinstance(content := parse(row["content"]), dict)
     }
-    stats: dict[str, SeatStats] = {}
+    calls: dict[str, int] = defaultdict(int)
+    refused: dict[str, int] = defaultdict(int)
+    accepted: dict[str, int] = defaultdict(int)
+    new_goldens: dict[str, int] = defaultdict(int)
     turns: dict[str, set[Any]] = defaultdict(set)
     seconds: dict[str, list[float]] = defaultdict(list)
     kinds: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -89,10 +79,9 @@ async def seat_stats(db: Database) -> list[SeatStats]:
         seat = row["source_name"] or content.get("seat")
         if not isinstance(seat, str) or not seat:
             continue  # a request without a valid token names no seat
-        found = stats.setdefault(seat, SeatStats(seat))
-        found.calls += 1
+        calls[seat] += 1
         if row["name"] == "seat_call_refused":
-            found.refused_calls += 1
+            refused[seat] += 1
         if content.get("tool") not in SUBMIT_TOOLS:
             continue
         checkpoint = content.get("checkpoint_event_id")
@@ -100,18 +89,28 @@ async def seat_stats(db: Database) -> list[SeatStats]:
             turns[seat].add(checkpoint)
         kind = _waste_kind(row["name"], content)
         if kind is not None:
-            found.wasted_submissions += 1
             kinds[seat][kind] += 1
             continue
-        found.accepted_proposals += 1
+        accepted[seat] += 1
         if content.get("run_id") in golden_runs:
-            found.new_goldens += 1
+            new_goldens[seat] += 1
         took = _number(content.get("seconds_since_turn_opened"))
         if took is not None:
             seconds[seat].append(took)
-    for seat, found in stats.items():
-        found.turns_taken = len(turns.get(seat, ()))
-        found.wasted_kinds = dict(sorted(kinds.get(seat, {}).items()))
-        if seconds.get(seat):
-            found.median_seconds_to_submission = statistics.median(seconds[seat])
-    return sorted(stats.values(), key=lambda s: (-s.accepted_proposals, s.seat))
+    stats = [
+        SeatStats(
+            seat=seat,
+            calls=calls[seat],
+            refused_calls=refused[seat],
+            turns_taken=len(turns[seat]),
+            accepted_proposals=accepted[seat],
+            wasted_submissions=sum(kinds[seat].values()),
+            wasted_kinds=dict(sorted(kinds[seat].items())),
+            median_seconds_to_submission=statistics.median(seconds[seat])
+            if seconds[seat]
+            else None,
+            new_goldens=new_goldens[seat],
+        )
+        for seat in calls
+    ]
+    return sorted(stats, key=lambda s: (-s.accepted_proposals, s.seat))

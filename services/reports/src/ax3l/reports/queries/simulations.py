@@ -1,11 +1,11 @@
-"""SnakeLab runs: one run's summary, config, episodes and board; the score histogram."""
+"""A SnakeLab run: its summary, config, best-game snapshot, episodes and Ax3l events."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
+from ax3l.reports.models.simulations import Episode, Run, RunEvent, Simulation
 from ax3l.shared.config_schema import ConfigInvalid, ConfigSchema
 from ax3l.shared.db.database import Database
 
@@ -14,16 +14,6 @@ RUN_FIELDS = (
     " r.high_score, r.created_at, r.started_at, r.completed_at, r.error_message,"
     " r.high_score_snapshot"
 )
-
-
-@dataclass
-class Simulation:
-    run: dict[str, Any]
-    flat_config: dict[str, Any] | None
-    config: dict[str, Any] | None
-    snapshot: Any
-    episodes: list[dict[str, Any]]
-    events: list[dict[str, Any]]
 
 
 def _snapshot(value: Any) -> Any:
@@ -69,67 +59,11 @@ async def simulation(db: Database, schema: ConfigSchema, run_id: str) -> Simulat
         doing=f"reading the events of run {run_id}",
     )
     snapshot = _snapshot(run.pop("high_score_snapshot"))
-    return Simulation(run, flat, config, snapshot, episodes, events)
-
-
-@dataclass(frozen=True)
-class ScoreDistribution:
-    """Run high scores as ``(score, runs)`` bins plus summary figures."""
-
-    bins: list[tuple[int, int]]
-    runs: int
-    mean: float | None
-    median: float | None
-    best: int | None
-    worst: int | None
-
-
-def summarise(bins: list[tuple[int, int]]) -> ScoreDistribution:
-    """Summary figures of a histogram with one bin per score."""
-    runs = sum(n for _, n in bins)
-    if runs == 0:
-        return ScoreDistribution(bins, 0, None, None, None, None)
-    mean = sum(score * n for score, n in bins) / runs
-
-    def nth(k: int) -> int:
-        seen = 0
-        for score, n in bins:
-            seen += n
-            if seen > k:
-                return score
-        raise AssertionError("k beyond the histogram")
-
-    median = nth(runs // 2) if runs % 2 else (nth(runs // 2 - 1) + nth(runs // 2)) / 2
-    return ScoreDistribution(bins, runs, mean, float(median), bins[-1][0], bins[0][0])
-
-
-async def score_distribution(
-    db: Database, *, status: str | None, seed: int | None
-) -> ScoreDistribution:
-    """How many runs reached each high score (runs without a score yet are left out)."""
-    clauses = ["r.high_score IS NOT NULL"]
-    args: list[Any] = []
-    join = ""
-    if status is not None:
-        clauses.append("r.status = %s")
-        args.append(status)
-    if seed is not None:
-        join = f" JOIN {db.sl('configurations')} c ON c.run_id = r.run_id"
-        clauses.append("c.seed = %s")
-        args.append(seed)
-    rows = await db.fetchall(
-        f"SELECT r.high_score AS score, COUNT(*) AS runs FROM {db.sl('simulation_runs')} r{join}"
-        f" WHERE {' AND '.join(clauses)} GROUP BY r.high_score ORDER BY r.high_score",
-        args,
-        doing="reading the score distribution",
+    return Simulation(
+        run=Run.model_validate(run),
+        config=config,
+        flat_config=flat,
+        snapshot=snapshot,
+        episodes=[Episode.model_validate(e) for e in episodes],
+        events=[RunEvent.model_validate(e) for e in events],
     )
-    return summarise([(int(row["score"]), int(row["runs"])) for row in rows])
-
-
-async def seeds(db: Database) -> list[int]:
-    """The seeds SnakeLab has runs for."""
-    rows = await db.fetchall(
-        f"SELECT DISTINCT seed FROM {db.sl('configurations')} ORDER BY seed",
-        doing="reading seeds",
-    )
-    return [int(row["seed"]) for row in rows]

@@ -41,7 +41,7 @@ class Operation:
 
 
 def schema_text(schema: dict[str, Any]) -> str:
-    """A short type for a parameter or field: ``integer``, ``string | null``, ``EventOut[]``."""
+    """A short type for a parameter or field: ``integer``, ``string | null``, ``Event[]``."""
     if "$ref" in schema:
         return str(schema["$ref"]).rsplit("/", 1)[-1]
     if "anyOf" in schema:

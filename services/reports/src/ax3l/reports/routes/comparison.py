@@ -4,7 +4,7 @@ Per proposer: the median best-so-far against SnakeLab's run count inside a 95% b
 repeats, P(beats random) at the budget, the median runs needed to reach a score the user
 picks (``target``), wasted turns per accepted proposal (in all, on finite and on continuous
 entries) and, for ``llm+tpe``, the model's proposals and how many matched a TPE suggestion.
-The reply's records are the query's own (``queries/comparison.py``).
+The reply's records are the query's own (``models/comparison.py``).
 """
 
 from __future__ import annotations
@@ -13,15 +13,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
-from pydantic import BaseModel, Field
 
 from ax3l.reports.deps import DatabaseDep, TemplatesDep
 from ax3l.reports.figures import comparison_figure
-from ax3l.reports.models import QueryModel
+from ax3l.reports.models.comparison import ComparisonOut, ComparisonQuery
 from ax3l.reports.queries.comparison import (
-    ComparisonRow,
-    ProposerSummary,
-    RepeatRow,
     default_target,
     list_comparisons,
     read_repeats,
@@ -30,26 +26,6 @@ from ax3l.reports.queries.comparison import (
 
 router = APIRouter(prefix="/api/comparison", tags=["comparison"])
 pages = APIRouter(tags=["pages"])
-
-
-class ComparisonQuery(QueryModel):
-    comparison: int | None = Field(
-        None, ge=1, description="the comparison's id (default: the latest)"
-    )
-    target: float | None = Field(
-        None,
-        ge=0,
-        le=1_000_000,
-        description="the score for 'simulations to reach' (default: random's median best)",
-    )
-
-
-class ComparisonOut(BaseModel):
-    comparison: ComparisonRow | None
-    comparisons: list[int] = Field(description="every comparison's id, newest first")
-    target: float | None
-    proposers: list[ProposerSummary]
-    repeats: list[RepeatRow]
 
 
 async def read_comparison(db: DatabaseDep, query: ComparisonQuery) -> ComparisonOut:

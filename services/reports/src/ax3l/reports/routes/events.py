@@ -18,24 +18,14 @@ from ax3l.reports.deps import (
     SettingsDep,
     TemplatesDep,
 )
-from ax3l.reports.models import (
+from ax3l.reports.models.events import (
     REFRESH_CHOICES,
-    EventDetailOut,
-    EventOut,
-    EventPageOut,
+    EventDetail,
+    EventPage,
     EventPageQuery,
     EventQuery,
-    ReplyOut,
-    ToolCallOut,
 )
-from ax3l.reports.queries.events import (
-    EventFilter,
-    EventPage,
-    children_of,
-    event_by_id,
-    event_page,
-    summary_of,
-)
+from ax3l.reports.queries.events import EventFilter, event_detail, event_page
 from ax3l.reports.status_report import build_status
 from ax3l.shared.events import CATEGORIES, Category
 from ax3l.shared.registry import PARAMETER_ORDER
@@ -44,28 +34,6 @@ router = APIRouter(prefix="/api/events", tags=["events"])
 pages = APIRouter(tags=["pages"])
 
 EventId = Annotated[int, Path(ge=1, le=2**63 - 1, description="the event's id")]
-
-
-def event_out(row: dict[str, Any]) -> EventOut:
-    content = row.get("content")
-    return EventOut(
-        event_id=int(row["event_id"]),
-        occurred_at=row["occurred_at"],
-        name=row["name"],
-        label=event_contents.label(row["name"]),
-        category=row["category"],
-        log_level=row["log_level"],
-        process_id=row["process_id"],
-        parent_event_id=row["parent_event_id"],
-        source_name=row["source_name"],
-        parameter=row["parameter"],
-        ax3l_version=row["ax3l_version"],
-        summary=event_contents.summary(
-            row["name"], content, parameter=row["parameter"], source_name=row["source_name"]
-        ),
-        content=content,
-        truncated=bool(row.get("truncated", False)),
-    )
 
 
 async def read_page(db: DatabaseDep, query: EventQuery, default_limit: int) -> EventPage:
@@ -80,57 +48,28 @@ async def read_page(db: DatabaseDep, query: EventQuery, default_limit: int) -> E
     )
 
 
-@router.get("", response_model=EventPageOut)
+@router.get("", response_model=EventPage)
 async def list_events(
     query: Annotated[EventQuery, Query()], db: DatabaseDep, settings: SettingsDep
-) -> EventPageOut:
+) -> EventPage:
     """Events newest first, one page at a time.
 
     Filters combine: `category`, `event` (a name; it must belong to `category` when both are
     given), `parameter` (prompts record theirs) and `process`. Page with the returned
     cursors: `before=older_before` for older events, `after=newer_after` for newer ones.
     """
-    page = await read_page(db, query, settings.page_size)
-    return EventPageOut(
-        events=[event_out(row) for row in page.rows],
-        newer_after=page.newer_after,
-        older_before=page.older_before,
-    )
+    return await read_page(db, query, settings.page_size)
 
 
-async def read_detail(db: DatabaseDep, event_id: int) -> EventDetailOut:
-    row = await event_by_id(db, event_id)
-    if row is None:
+async def read_detail(db: DatabaseDep, event_id: int) -> EventDetail:
+    detail = await event_detail(db, event_id)
+    if detail is None:
         raise HTTPException(404, f"there is no event {event_id}")
-    content = event_contents.parse(row["content"])
-    reply = event_contents.read_reply(content) if row["name"] == "reply_received" else None
-    parent_row = (
-        await summary_of(db, int(row["parent_event_id"]))
-        if row["parent_event_id"] is not None
-        else None
-    )
-    children = await children_of(db, event_id)
-    return EventDetailOut(
-        event=event_out({**row, "content": None}),
-        content=content,
-        reply=None
-        if reply is None
-        else ReplyOut(
-            tool_calls=[ToolCallOut(name=c.name, arguments=c.arguments) for c in reply.tool_calls],
-            reasoning=reply.reasoning,
-            message=reply.message,
-            finish_reason=reply.finish_reason,
-            model=reply.model,
-            usage=reply.usage,
-            timings=reply.timings,
-        ),
-        parent=None if parent_row is None else event_out(parent_row),
-        children=[event_out(child) for child in children],
-    )
+    return detail
 
 
-@router.get("/{event_id}", response_model=EventDetailOut)
-async def get_event(event_id: EventId, db: DatabaseDep) -> EventDetailOut:
+@router.get("/{event_id}", response_model=EventDetail)
+async def get_event(event_id: EventId, db: DatabaseDep) -> EventDetail:
     """One event with its whole content; replies also come parsed (tool calls, reasoning,
     token usage, llama-server timings). `parent` and `children` link prompts and replies."""
     return await read_detail(db, event_id)
@@ -181,7 +120,7 @@ async def event_log_page(
         "events.html",
         {
             "query": query,
-            "rows": [event_out(row) for row in page.rows],
+            "rows": page.events,
             "page": page,
             "status": status,
             "categories": [str(c) for c in CATEGORIES],

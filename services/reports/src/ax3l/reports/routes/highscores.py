@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
-from pydantic import BaseModel
 
 from ax3l.reports.deps import DatabaseDep, HighscoresDep, TemplatesDep
 from ax3l.reports.figures import highscore_figure, seed_changes
+from ax3l.reports.models.highscores import Highscores
 from ax3l.reports.queries.highscores import highscore_series
 
 router = APIRouter(prefix="/api/highscores", tags=["highscores"])
@@ -17,30 +15,11 @@ TABLE_ROWS = 100
 pages = APIRouter(tags=["pages"])
 
 
-class HighscorePointOut(BaseModel):
-    event_id: int
-    occurred_at: datetime
-    simulations: int
-    score: int
-    seed: int | None
-    run_id: str | None
-    reason: str | None
-
-
-class HighscoresOut(BaseModel):
-    points: list[HighscorePointOut]
-    current_simulations: int
-
-
-@router.get("", response_model=HighscoresOut)
-async def list_highscores(db: DatabaseDep, reader: HighscoresDep) -> HighscoresOut:
+@router.get("", response_model=Highscores)
+async def list_highscores(db: DatabaseDep, reader: HighscoresDep) -> Highscores:
     """Every `experiment_highscores` row (score, seed, SnakeLab's run count at acceptance) with
     its golden event's run and reason, in acceptance order, and the current run count."""
-    points, current = await highscore_series(db, reader)
-    return HighscoresOut(
-        points=[HighscorePointOut.model_validate(p, from_attributes=True) for p in points],
-        current_simulations=current,
-    )
+    return await highscore_series(db, reader)
 
 
 @pages.get("/experiment-highscores", response_class=HTMLResponse, summary="High score page")
@@ -49,7 +28,8 @@ async def highscores_page(
 ) -> HTMLResponse:
     """A step line of accepted golden scores against the total simulation count, flat through
     unsuccessful or pending submissions up to the current count, seed changes marked."""
-    points, current = await highscore_series(db, reader)
+    found = await highscore_series(db, reader)
+    points, current = found.points, found.current_simulations
     return templates.TemplateResponse(
         request,
         "highscores.html",

@@ -6,12 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
-from pydantic import BaseModel
 
 from ax3l.reports.deps import DatabaseDep, TemplatesDep
 from ax3l.reports.figures import score_figure
-from ax3l.reports.models import ScoreQuery
-from ax3l.reports.queries.simulations import score_distribution, seeds
+from ax3l.reports.models.scores import ScoreDistribution, ScoreQuery
+from ax3l.reports.queries.scores import score_distribution, seeds
 from ax3l.shared.wire import TERMINAL_STATES
 
 router = APIRouter(prefix="/api/score-distribution", tags=["score distribution"])
@@ -20,36 +19,14 @@ pages = APIRouter(tags=["pages"])
 STATES = ("completed", "failed", "cancelled", "queued", "running", "paused", "cancelling")
 
 
-class ScoreBin(BaseModel):
-    score: int
-    runs: int
+async def read_scores(db: DatabaseDep, query: ScoreQuery) -> ScoreDistribution:
+    return await score_distribution(db, status=query.status, seed=query.seed)
 
 
-class ScoreDistributionOut(BaseModel):
-    bins: list[ScoreBin]
-    runs: int
-    mean: float | None
-    median: float | None
-    best: int | None
-    worst: int | None
-
-
-async def read_scores(db: DatabaseDep, query: ScoreQuery) -> ScoreDistributionOut:
-    found = await score_distribution(db, status=query.status, seed=query.seed)
-    return ScoreDistributionOut(
-        bins=[ScoreBin(score=s, runs=n) for s, n in found.bins],
-        runs=found.runs,
-        mean=found.mean,
-        median=found.median,
-        best=found.best,
-        worst=found.worst,
-    )
-
-
-@router.get("", response_model=ScoreDistributionOut)
+@router.get("", response_model=ScoreDistribution)
 async def get_score_distribution(
     query: Annotated[ScoreQuery, Query()], db: DatabaseDep
-) -> ScoreDistributionOut:
+) -> ScoreDistribution:
     """How many runs reached each high score; `status` (default completed, empty for any)
     and `seed` narrow the runs."""
     return await read_scores(db, query)

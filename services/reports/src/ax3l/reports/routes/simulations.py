@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Request
 from fastapi.responses import HTMLResponse
-from pydantic import BaseModel
 
 from ax3l.reports.board import SnapshotUnreadable, read_board
 from ax3l.reports.deps import DatabaseDep, SchemaDep, TemplatesDep
 from ax3l.reports.event_contents import label
 from ax3l.reports.figures import episodes_figure
-from ax3l.reports.queries.simulations import Simulation, simulation
+from ax3l.reports.models.simulations import Simulation
+from ax3l.reports.queries.simulations import simulation
 
 router = APIRouter(prefix="/api/simulations", tags=["simulations"])
 pages = APIRouter(tags=["pages"])
@@ -29,45 +28,6 @@ RunId = Annotated[
 ]
 
 
-class RunOut(BaseModel):
-    id: int
-    run_id: str
-    project_version: str
-    config_hash: str
-    status: str
-    episode_count: int | None
-    high_score: int | None
-    created_at: datetime
-    started_at: datetime | None
-    completed_at: datetime | None
-    error_message: str | None
-
-
-class EpisodeOut(BaseModel):
-    episode: int
-    score: int
-    steps: int
-    epsilon: float | None
-    loss: float | None
-
-
-class RunEventOut(BaseModel):
-    event_id: int
-    occurred_at: datetime
-    name: str
-    category: str
-    log_level: str
-
-
-class SimulationOut(BaseModel):
-    run: RunOut
-    config: dict[str, Any] | None
-    flat_config: dict[str, Any] | None
-    snapshot: Any
-    episodes: list[EpisodeOut]
-    events: list[RunEventOut]
-
-
 async def read_simulation(db: DatabaseDep, schema: SchemaDep, run_id: str) -> Simulation:
     found = await simulation(db, schema, run_id)
     if found is None:
@@ -75,19 +35,11 @@ async def read_simulation(db: DatabaseDep, schema: SchemaDep, run_id: str) -> Si
     return found
 
 
-@router.get("/{run_id}", response_model=SimulationOut)
-async def get_simulation(run_id: RunId, db: DatabaseDep, schema: SchemaDep) -> SimulationOut:
+@router.get("/{run_id}", response_model=Simulation)
+async def get_simulation(run_id: RunId, db: DatabaseDep, schema: SchemaDep) -> Simulation:
     """A run's row, its configuration (nested and as SnakeLab's columns), the best game's
     snapshot, its episodes and the Ax3l events of the run."""
-    found = await read_simulation(db, schema, run_id)
-    return SimulationOut(
-        run=RunOut.model_validate(found.run),
-        config=found.config,
-        flat_config=found.flat_config,
-        snapshot=found.snapshot,
-        episodes=[EpisodeOut.model_validate(e) for e in found.episodes],
-        events=[RunEventOut.model_validate(e) for e in found.events],
-    )
+    return await read_simulation(db, schema, run_id)
 
 
 @pages.get("/simulations/{run_id}", response_class=HTMLResponse, summary="Simulation page")

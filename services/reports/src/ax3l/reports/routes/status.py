@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from ax3l.reports.deps import CyclesDep, DatabaseDep, MonitorDep, OrchestratorDep, SettingsDep
-from ax3l.reports.models import StatusOut
+from ax3l.reports.models.status import StatusOut
 from ax3l.reports.status_report import build_status
 
 router = APIRouter(prefix="/api/status", tags=["status"])

@@ -1,0 +1,55 @@
+"""Golden configurations: each one's summary, its configuration, what changed and why."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ax3l.reports.models.parameters import QueryModel
+
+
+class GoldenQuery(QueryModel):
+    before: int | None = Field(None, ge=1, le=2**63 - 1, description="older than this event_id")
+    limit: int = Field(100, ge=1, le=500, description="configurations per page")
+
+
+class GoldenSummary(BaseModel):
+    """A golden_config_created event, read tolerantly (old contents may lack fields)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    event_id: int
+    occurred_at: datetime
+    run_id: str | None
+    high_score: int | None
+    seed: int | None
+    simulations: int | None
+    reason: str | None
+
+
+class Change(BaseModel):
+    """One dotted path of the configuration whose value differs from the previous golden's."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    before: Any
+    after: Any
+
+
+class GoldenEntry(GoldenSummary):
+    proposer: str | None
+    config: dict[str, Any] | None
+    # Differences from the previous golden; None for the first one (nothing to compare with).
+    changes: list[Change] | None
+
+
+class GoldenPage(BaseModel):
+    """Golden configurations newest first, and the cursor of the next (older) page."""
+
+    model_config = ConfigDict(frozen=True)
+
+    configurations: list[GoldenEntry]
+    older_before: int | None
