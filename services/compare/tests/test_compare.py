@@ -126,3 +126,64 @@ def test_services_get_their_own_login_and_never_the_admin_one():
         assert not {"admin-secret", "reports-secret", foreign} & values
         assert not any(key in env for key in (*ADMIN_KEYS, "AX3L_REPORTS_DB_PASSWORD"))
     assert snakelab_env["SNAKELAB_DB_PASSWORD"] == "snakelab-secret"
+
+
+def _children_of_the_comparison(logs: str) -> list[int]:
+    """Processes whose command line or environment names the comparison's log folder."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                environ = handle.read()
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                cmdline = handle.read()
+        except OSError:
+            continue
+        if logs.encode() in environ or logs.encode() in cmdline:
+            found.append(int(entry))
+    return found
+
+
+def test_sigterm_stops_every_repeat_service_and_drops_its_databases(databases, db_env, tmp_path):
+    """A SIGTERM while repeats run (slow surrogate runs) stops their SnakeLab, broker and
+    orchestrator and drops their throwaway databases, as Ctrl-C does, instead of leaving them
+    running."""
+    import signal
+    import time
+
+    logs = tmp_path / "logs"
+    args = ["--proposers", "random", "--repeats", "1", "--budget", "20", "--surrogate-seconds", "3"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ax3l.compare", *args, "--logs", str(logs)],
+        env=_env(databases, db_env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (logs / "random-0" / "orchestrator.log").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout
+            time.sleep(0.2)
+        time.sleep(3)  # the services are up and a run trains
+        started = len(os.listdir(logs / "random-0"))
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, output
+    assert started >= 3
+    deadline = time.monotonic() + 15
+    while (left := _children_of_the_comparison(str(logs))) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert left == []
+    conn = databases.connect("ax3l", databases.ax3l_db)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT state FROM comparisons")
+            assert [row[0] for row in cur.fetchall()] != ["running"]
+    finally:
+        conn.close()

@@ -20,6 +20,7 @@ import argparse
 import concurrent.futures
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -259,8 +260,15 @@ def _report(result: RepeatResult, number: int, total: int) -> None:
         )
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # SIGTERM (kill, a supervisor, CI's timeout) stops the repeats' services and drops their
+    # databases exactly like Ctrl-C; without this the services would outlive the comparison.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         return run_comparison(args, dict(os.environ))
     except (UsageError, AdminLoginMissing) as exc:
