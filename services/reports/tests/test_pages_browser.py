@@ -145,6 +145,7 @@ def test_filters_narrow_events_and_show_the_parameter_column(server, page, test_
         "",
         "conversation_started",
         "conversation_ended",
+        "conversation_resumed",
         "prompt_sent",
         "reply_received",
     ]
