@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from ax3l.shared.config_schema import load_schema
+from ax3l.shared.registry import ENTRIES
 from snakelab.trainers.base import EpisodeBatch, EpisodeResult
 from snakelab.trainers.surrogate import (
     SLEEP_SLICE_SECONDS,
@@ -30,7 +31,6 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 FIT_SCRIPT = REPO_ROOT / "scripts" / "fit_surrogate.py"
 RUNS_CSV = REPO_ROOT.parent / "shared" / "data" / "snakelab-runs.csv"
 MODEL_JSON = REPO_ROOT / "services/snakelab/src/snakelab/trainers/surrogate_model.json"
-STEPS = {"model_hidden_size": 16, "training_sequence_length": 4, "training_batch_size": 2}
 
 
 def default_config(seed: int = 1970, epochs: int = 1500) -> dict[str, Any]:
@@ -55,10 +55,8 @@ def random_legal_config(rng: np.random.Generator) -> dict[str, Any]:
     """A uniformly drawn legal config with a random seed."""
     values: dict[str, float] = {}
     for tunable in TUNABLES:
-        if tunable.integer:
-            step = STEPS.get(tunable.column, 1)
-            choices = int((tunable.high - tunable.low) // step) + 1
-            values[tunable.column] = tunable.low + step * int(rng.integers(0, choices))
+        if tunable.domain is not None:
+            values[tunable.column] = tunable.domain[int(rng.integers(0, len(tunable.domain)))]
         else:
             values[tunable.column] = round(float(rng.uniform(tunable.low, tunable.high)), 5)
     return with_values(default_config(seed=int(rng.integers(1, 1_000_000))), values)
@@ -129,6 +127,15 @@ def test_legal_extremes_stay_in_range() -> None:
         values = {t.column: v for t, v in zip(TUNABLES, corner, strict=True)}
         score = predict_high_score(with_values(default_config(seed=i), values))
         assert 0 <= score <= 60
+
+
+def test_shipped_model_was_fitted_on_the_schema_box() -> None:
+    """The model's terms are the registry's tunables, scaled by the schema's legal ranges."""
+    model = load_model()
+    assert [t.column for t in model.tunables] == [c for e in ENTRIES for c in e.columns]
+    for term, tunable in zip(model.terms, model.tunables, strict=True):
+        half_width = (tunable.coordinate(tunable.high) - tunable.coordinate(tunable.low)) / 2
+        assert term["scale"] == pytest.approx(half_width, abs=1e-6), tunable.column
 
 
 def test_collapses_are_rare() -> None:

@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ax3l.shared.config_schema import ConfigSchema, Leaf, SchemaFileError, cached_schema
+from ax3l.shared.registry import ENTRIES, leaf_domain
 from snakelab.trainers.base import EpisodeBatch, EpisodeResult, Outcome, RunControl, TrainResult
 
 MODEL_FILE = "surrogate_model.json"
@@ -55,6 +57,21 @@ TRANSFORMS: dict[str, Transform] = {
 }
 
 
+# The scale each tuned value is modelled on (SURROGATE.md, "Scales"), by config path. Which
+# values are tuned comes from the registry, their type and range from the schema.
+SCALES: dict[str, str] = {
+    "model.hidden_size": "log2",
+    "training.sequence_length": "log2",
+    "training.batch_size": "log2",
+    "training.learning_rate": "log10",
+    "training.gamma": "neg_log10_complement",
+    "epsilon.initial": "identity",
+    "epsilon.decay": "neg_log10_complement",
+    "game.rewards.closer_to_food": "identity",
+    "game.rewards.further_from_food": "identity",
+}
+
+
 @dataclass(frozen=True)
 class Tunable:
     """One tuned config value: where it lives, its legal range and its modelling scale."""
@@ -64,6 +81,23 @@ class Tunable:
     high: float
     integer: bool
     transform: str
+    domain: tuple[float, ...] | None  # every legal value, or None when continuous
+
+    @classmethod
+    def of(cls, leaf: Leaf) -> Tunable:
+        """The tunable of a schema leaf, with the scale ``SCALES`` gives its path."""
+        if leaf.minimum is None or leaf.maximum is None:
+            raise SchemaFileError(f"{leaf.path} is tuned but the schema gives it no range")
+        integer = leaf.type == "integer"
+        legal = leaf_domain(leaf)
+        return cls(
+            path=tuple(leaf.path.split(".")),
+            low=leaf.minimum,
+            high=leaf.maximum,
+            integer=integer,
+            transform=SCALES[leaf.path],
+            domain=None if legal is None else tuple(int(v) if integer else float(v) for v in legal),
+        )
 
     @property
     def column(self) -> str:
@@ -75,17 +109,14 @@ class Tunable:
         return TRANSFORMS[self.transform](value)
 
 
-TUNABLES: tuple[Tunable, ...] = (
-    Tunable(("model", "hidden_size"), 64, 384, True, "log2"),
-    Tunable(("training", "sequence_length"), 4, 48, True, "log2"),
-    Tunable(("training", "batch_size"), 8, 64, True, "log2"),
-    Tunable(("training", "learning_rate"), 0.0005, 0.005, False, "log10"),
-    Tunable(("training", "gamma"), 0.9, 0.99, False, "neg_log10_complement"),
-    Tunable(("epsilon", "initial"), 0.85, 0.999, False, "identity"),
-    Tunable(("epsilon", "decay"), 0.9, 0.999, False, "neg_log10_complement"),
-    Tunable(("game", "rewards", "closer_to_food"), 0, 6, True, "identity"),
-    Tunable(("game", "rewards", "further_from_food"), -6, 0, True, "identity"),
-)
+def tunables(schema: ConfigSchema) -> tuple[Tunable, ...]:
+    """Every leaf of the registry's entries, in registry order, as a tunable of ``schema``."""
+    return tuple(Tunable.of(schema.by_path[path]) for entry in ENTRIES for path in entry.paths)
+
+
+# The bundled schema, not a server's --schema: the model was fitted on this legal box (its
+# scales and edge penalties are fractions of the box), so another box would change scores.
+TUNABLES: tuple[Tunable, ...] = tunables(cached_schema())
 
 
 def _leaf(config: Mapping[str, Any], path: Sequence[str]) -> Any:
