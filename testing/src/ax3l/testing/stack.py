@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ax3l.shared.config_schema import BUNDLED_SCHEMA
+from ax3l.shared.registry import ENTRIES, PARAMETER_ORDER
 from ax3l.testing.plugin import TestDatabases, free_port
 from snakelab.server_process import SnakeLabProcess
 
@@ -433,15 +434,6 @@ class Stack:
 
 TERMINAL = ("simulation_completed", "simulation_failed", "simulation_cancelled")
 DECISIONS = ("golden_config_created", "golden_config_retained")
-TUNED_COLUMNS = {
-    "hidden_size": ("model_hidden_size",),
-    "sequence_length": ("training_sequence_length",),
-    "batch_size": ("training_batch_size",),
-    "learning_rate": ("training_learning_rate",),
-    "gamma": ("training_gamma",),
-    "epsilon_pair": ("epsilon_initial", "epsilon_decay"),
-    "reward_pair": ("game_rewards_closer_to_food", "game_rewards_further_from_food"),
-}
 
 
 @dataclass
@@ -503,7 +495,7 @@ def check_history(stack: Stack) -> HistorySummary:
         if e.name in ("configuration_compared", "parameter_space_exhausted")
         and isinstance(e.get("index"), int)
     ]
-    assert steps == [i % 7 for i in range(len(steps))], f"steps out of order: {steps}"
+    assert steps == [i % len(ENTRIES) for i in range(len(steps))], f"steps out of order: {steps}"
 
     for accepted in (e for e in events if e.name == "proposal_accepted"):
         checkpoint = [
@@ -511,7 +503,7 @@ def check_history(stack: Stack) -> HistorySummary:
             for e in events
             if e.name == "round_robin_checkpoint" and e.event_id < accepted.event_id
         ][-1]
-        assert accepted.get("parameter") == PARAMETERS[checkpoint.get("index")]
+        assert accepted.get("parameter") == PARAMETER_ORDER[checkpoint.get("index")]
         of_run = [c for c in compared if c.process_id == accepted.get("run_id")]
         if of_run:
             assert of_run[0].get("index") == checkpoint.get("index")
@@ -526,11 +518,8 @@ def check_history(stack: Stack) -> HistorySummary:
         assert run["high_score"] == score and run["seed"] == seed
 
     theirs = shared_cycles.count_cycles((e.event_id, e.name, e.content) for e in events)
-    assert theirs.complete == len(steps) // 7
+    assert theirs.complete == len(steps) // len(ENTRIES)
     return HistorySummary(steps, runs, goldens, compared)
-
-
-PARAMETERS = tuple(TUNED_COLUMNS)
 
 
 def _check_repeats(
