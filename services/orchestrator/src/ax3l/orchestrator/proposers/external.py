@@ -31,6 +31,7 @@ from ax3l.orchestrator.proposers.base import (
     ProposerDeps,
     TurnContext,
 )
+from ax3l.orchestrator.proposers.fallback import WithFallback
 from ax3l.orchestrator.seat_server import OpenTurn, SeatEndpoint, SeatReads, TurnBoard
 from ax3l.orchestrator.seats import SeatDirectory
 from ax3l.orchestrator.turns import turn_proposals
@@ -128,28 +129,16 @@ class ExternalProposer(Proposer):
         )
 
 
-class ExternalWithFallback(Proposer):
-    """The seats first; a turn none of them answered by the deadline goes to ``fallback``."""
+class ExternalWithFallback(WithFallback):
+    """The seats first; a turn none of them answered by the deadline goes to ``fallback``.
 
-    def __init__(self, deps: ProposerDeps, external: ExternalProposer, fallback: Proposer):
-        super().__init__(deps)
-        self.external = external
-        self.fallback = fallback
-        self.name = external.name
-        deps.status.fallback_proposer = fallback.name
-
-    async def start(self) -> None:
-        await self.external.start()
-
-    async def close(self) -> None:
-        try:
-            await self.external.close()
-        finally:
-            await self.fallback.close()
+    The deadline already waited, so the hand-over is in the same attempt, not after a streak
+    of failed ones like the model's; any other failure of the seats' turn is the loop's.
+    """
 
     async def propose(self, ctx: TurnContext, note: dict[str, Any] | None = None) -> str:
         try:
-            return await self.external.propose(ctx, note)
+            return await self.primary.propose(ctx, note)
         except ConversationFailed as exc:
             if not isinstance(exc.__cause__, NoSeatSubmitted):
                 raise
@@ -160,9 +149,4 @@ class ExternalWithFallback(Proposer):
             waited,
             self.fallback.name,
         )
-        return await self.fallback.propose(
-            ctx, {**(note or {}), "fallback_for": self.external.name, "waited_seconds": waited}
-        )
-
-    async def converse(self, ctx: TurnContext, conversation_id: str, started_event_id: int) -> str:
-        raise NotImplementedError("ExternalWithFallback delegates whole conversations")
+        return await self.hand_over(ctx, note, {"waited_seconds": waited})

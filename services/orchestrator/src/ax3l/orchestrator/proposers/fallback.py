@@ -1,4 +1,10 @@
-"""The model with a fallback: a turn the model keeps failing is proposed by a classical proposer.
+"""Proposers with a fallback: a turn the primary does not manage goes to a classical proposer.
+
+``WithFallback`` is what every such pair shares: the primary's name, the fallback on the status,
+start and close of both, pipelining through the primary, and the hand-over whose
+``conversation_started`` says ``fallback_for``. When a turn is handed over is the subclass's:
+``ModelWithFallback`` here, ``external.ExternalWithFallback`` for the seats (no seat answered
+by the deadline, the same attempt).
 
 A small local model can fail a turn forever (prose, timeouts, invented values). After
 ``AX3L_LLM_FALLBACK_AFTER`` failed model conversations in a row on one turn, that turn goes to
@@ -47,39 +53,72 @@ async def failure_streak(db: Database, proposer: str) -> int:
     return int(row["n"]) if row else 0
 
 
-class ModelWithFallback(Proposer):
-    """Proposes with ``model`` until it failed ``after`` times on a turn, then with ``fallback``."""
+class WithFallback(Proposer):
+    """``primary`` proposes; a subclass's ``propose`` decides which turns go to ``fallback``.
 
-    def __init__(self, deps: ProposerDeps, model: Proposer, fallback: Proposer, after: int):
+    The pair is named after the primary (events and status keep its name) and delegates whole
+    conversations, so it never converses itself.
+    """
+
+    def __init__(self, deps: ProposerDeps, primary: Proposer, fallback: Proposer):
         super().__init__(deps)
-        self.model = model
+        self.primary = primary
         self.fallback = fallback
-        self.after = after
-        self.name = model.name
+        self.name = primary.name
         deps.status.fallback_proposer = fallback.name
-        deps.status.llm_fallback_after = after
+
+    async def start(self) -> None:
+        await self.primary.start()
+        await self.fallback.start()
 
     async def close(self) -> None:
         try:
-            await self.model.close()
+            await self.primary.close()
         finally:
             await self.fallback.close()
 
     async def speculate(self, ahead: TurnAhead, note: dict[str, Any] | None = None) -> None:
-        # The streak only moves at the turn's end, so the model is who will take ``ahead``.
-        if await failure_streak(self.deps.db, self.model.name) < self.after:
-            await self.model.speculate(ahead, note)
+        await self.primary.speculate(ahead, note)
 
     def held_entry(self) -> str | None:
-        return self.model.held_entry()
+        return self.primary.held_entry()
+
+    async def hand_over(
+        self, ctx: TurnContext, note: dict[str, Any] | None, why: dict[str, Any]
+    ) -> str:
+        """The turn proposed by the fallback, its note saying whom it stands in for and ``why``."""
+        return await self.fallback.propose(
+            ctx, {**(note or {}), "fallback_for": self.primary.name, **why}
+        )
+
+    async def converse(self, ctx: TurnContext, conversation_id: str, started_event_id: int) -> str:
+        raise NotImplementedError(f"{type(self).__name__} delegates whole conversations")
+
+
+class ModelWithFallback(WithFallback):
+    """Proposes with ``model`` until it failed ``after`` times on a turn, then with ``fallback``.
+
+    Unlike the seats' deadline, a failed model conversation ends the attempt (the loop backs
+    off and retries): only the streak read from the events hands a later attempt over.
+    """
+
+    def __init__(self, deps: ProposerDeps, model: Proposer, fallback: Proposer, after: int):
+        super().__init__(deps, model, fallback)
+        self.after = after
+        deps.status.llm_fallback_after = after
+
+    async def speculate(self, ahead: TurnAhead, note: dict[str, Any] | None = None) -> None:
+        # The streak only moves at the turn's end, so the model is who will take ``ahead``.
+        if await failure_streak(self.deps.db, self.primary.name) < self.after:
+            await self.primary.speculate(ahead, note)
 
     async def propose(self, ctx: TurnContext, note: dict[str, Any] | None = None) -> str:
         status = self.deps.status
-        streak = await failure_streak(self.deps.db, self.model.name)
+        streak = await failure_streak(self.deps.db, self.primary.name)
         status.failure_streak = streak
         if streak < self.after:
             try:
-                run_id = await self.model.propose(ctx, note)
+                run_id = await self.primary.propose(ctx, note)
             except ConversationFailed:
                 status.failure_streak = streak + 1
                 raise
@@ -87,16 +126,11 @@ class ModelWithFallback(Proposer):
             return run_id
         logger.warning(
             "%s failed %d conversations in a row on %s: %s proposes this turn",
-            self.model.name,
+            self.primary.name,
             streak,
             ctx.turn.entry.name,
             self.fallback.name,
         )
-        run_id = await self.fallback.propose(
-            ctx, {**(note or {}), "fallback_for": self.model.name, "failure_streak": streak}
-        )
+        run_id = await self.hand_over(ctx, note, {"failure_streak": streak})
         status.failure_streak = 0
         return run_id
-
-    async def converse(self, ctx: TurnContext, conversation_id: str, started_event_id: int) -> str:
-        raise NotImplementedError("ModelWithFallback delegates whole conversations")
