@@ -45,6 +45,13 @@ def test_seeding_submits_the_defaults_once_and_accepts_the_first_golden(stack: S
     runs_before = len(stack.runs())
     proc = stack.orchestrator("random")
     stack.wait_for(lambda: len(stack.runs()) > runs_before, 60, "a new run", proc)
+    new_run = stack.runs()[runs_before]["run_id"]
+    stack.wait_for(
+        lambda: any(e.process_id == new_run for e in stack.events("configuration_compared")),
+        60,
+        "the new run compared",
+        proc,
+    )
     proc.stop()
     assert (
         len([e for e in stack.events("simulation_submitted") if e.source_name == "InitialSeeding"])
