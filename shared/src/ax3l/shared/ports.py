@@ -1,12 +1,61 @@
-"""Picking a TCP port for a child process: the one place product code and tests get one."""
+"""Picking a TCP port for a child process: the one place product code and tests get one.
+
+A port the kernel hands out for ``bind(port 0)`` comes from the ephemeral range, the same range
+every outgoing connection (to MariaDB, to SnakeLab, between the services) takes its source port
+from: between picking the port and the child binding it, such a connection can take it, and the
+child fails with "address already in use". So the port is drawn below the ephemeral range and
+away from the ports the project itself serves on, and never handed out twice by one process.
+"""
 
 from __future__ import annotations
 
+import random
 import socket
+from pathlib import Path
+
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST = 10000
+# The ports Ax3l, SnakeLab, llama-server and the private MariaDB serve on by default.
+RESERVED = (range(27000, 30000), range(33000, 34000))
+ATTEMPTS = 200
+
+_given: set[int] = set()
+_random = random.SystemRandom()
+
+
+def _candidates_below() -> int:
+    try:
+        low = int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    return low
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port on 127.0.0.1 that nothing listens on right now, outside the ephemeral range
+    where the system can; one this process has not handed out before."""
+    high = _candidates_below() - 1
+    if high - LOWEST > 1000:
+        for _ in range(ATTEMPTS):
+            port = _random.randint(LOWEST, high)
+            if port in _given or any(port in r for r in RESERVED):
+                continue
+            if _bindable(port):
+                _given.add(port)
+                return port
+    while True:  # no room below the ephemeral range: let the kernel choose
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in _given:
+            _given.add(port)
+            return port
