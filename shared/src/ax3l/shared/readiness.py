@@ -2,15 +2,20 @@
 
 One shape, so a supervisor, a healthcheck or a person reads all three the same way.
 
+``readiness_router`` builds the two routes, ``/health`` and ``/ready``, from a service's own
+checks.
+
 The status code carries the verdict (200 ready, 503 not), so a probe that only looks at the
 code needs nothing else; the body says which checks ran and, for each that failed, why.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
+from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict
 
 from ax3l.shared.db.database import Database
@@ -85,3 +90,29 @@ async def snakelab_problem(snakelab: SnakeLabClient) -> str | None:
     except Exception as exc:  # a malformed health reply must not turn /ready into a 500
         return f"{type(exc).__name__}: unexpected health reply"
     return None
+
+
+# A service's checks: each check's outcome, in order (None when it passed, else why not).
+Checks = Callable[[Request], Awaitable[Mapping[str, str | None]]]
+
+
+def readiness_router(
+    checks: Checks, *, tags: list[str], health_doc: str = "The process is up."
+) -> APIRouter:
+    """``/health`` (always ok while the process serves) and ``/ready`` (``checks`` run on each
+    request; their docstring is the route's description)."""
+    router = APIRouter(tags=list(tags))
+
+    @router.get("/health", description=health_doc)
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @router.get(
+        "/ready", responses=NOT_READY_RESPONSE, description=inspect.cleandoc(checks.__doc__ or "")
+    )
+    async def ready(request: Request, response: Response) -> Readiness:
+        readiness = Readiness.of(await checks(request))
+        response.status_code = readiness.http_status
+        return readiness
+
+    return router

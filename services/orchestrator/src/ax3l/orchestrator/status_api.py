@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Request, Response
+from fastapi import APIRouter, Depends, FastAPI, Request
 
 from ax3l.orchestrator.status import LoopStatus
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.db.reads import count_simulations
-from ax3l.shared.readiness import (
-    NOT_READY_RESPONSE,
-    Readiness,
-    database_problem,
-    snakelab_problem,
-)
+from ax3l.shared.readiness import database_problem, readiness_router, snakelab_problem
 from ax3l.shared.snakelab_client import SnakeLabClient
 
 
@@ -36,28 +32,19 @@ def get_resources(request: Request) -> ApiResources:
 
 ResourcesDep = Annotated[ApiResources, Depends(get_resources)]
 
-router = APIRouter(tags=["status"])
 
-
-@router.get("/health")
-async def health() -> dict[str, str]:
-    """The process is up."""
-    return {"status": "ok"}
-
-
-@router.get("/ready", responses=NOT_READY_RESPONSE)
-async def ready(resources: ResourcesDep, response: Response) -> Readiness:
+async def checks(request: Request) -> Mapping[str, str | None]:
     """Both databases and SnakeLab answer and the loop has not stopped; 503 otherwise (during
     an outage the problem says since when the database is waited for)."""
-    readiness = Readiness.of(
-        {
-            "database": await database_problem(resources.db),
-            "snakelab": await snakelab_problem(resources.snakelab),
-            "loop": resources.status.stop_reason or None,
-        }
-    )
-    response.status_code = readiness.http_status
-    return readiness
+    resources = get_resources(request)
+    return {
+        "database": await database_problem(resources.db),
+        "snakelab": await snakelab_problem(resources.snakelab),
+        "loop": resources.status.stop_reason or None,
+    }
+
+
+router = APIRouter(tags=["status"])
 
 
 @router.get("/api/status")
@@ -83,5 +70,6 @@ async def status(resources: ResourcesDep) -> dict[str, Any]:
 def create_app(resources: ApiResources) -> FastAPI:
     app = FastAPI(title="Ax3l orchestrator", version="0.1.0")
     app.state.resources = resources
+    app.include_router(readiness_router(checks, tags=["status"]))
     app.include_router(router)
     return app

@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from collections.abc import Mapping
 
-from ax3l.reports.deps import DatabaseDep
-from ax3l.shared.readiness import NOT_READY_RESPONSE, Readiness, database_problem
+from fastapi import Request
 
-router = APIRouter(tags=["health"])
-
-
-@router.get("/health")
-async def health() -> dict[str, str]:
-    """Always ok while the process serves requests."""
-    return {"status": "ok"}
+from ax3l.reports.deps import get_resources
+from ax3l.shared.readiness import database_problem, readiness_router
 
 
-@router.get("/ready", responses=NOT_READY_RESPONSE)
-async def ready(db: DatabaseDep, response: Response) -> Readiness:
+async def checks(request: Request) -> Mapping[str, str | None]:
     """Ready when Ax3l's database and SnakeLab's tables can be read; 503 otherwise."""
-    readiness = Readiness.of({"database": await database_problem(db)})
-    response.status_code = readiness.http_status
-    return readiness
+    return {"database": await database_problem(get_resources(request).db)}
+
+
+router = readiness_router(
+    checks, tags=["health"], health_doc="Always ok while the process serves requests."
+)

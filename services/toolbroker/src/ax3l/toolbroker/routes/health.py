@@ -2,33 +2,21 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from collections.abc import Mapping
 
-from ax3l.shared.readiness import (
-    NOT_READY_RESPONSE,
-    Readiness,
-    database_problem,
-    snakelab_problem,
-)
-from ax3l.toolbroker.deps import ResourcesDep
+from fastapi import Request
 
-router = APIRouter(tags=["health"])
+from ax3l.shared.readiness import database_problem, readiness_router, snakelab_problem
+from ax3l.toolbroker.deps import get_resources
 
 
-@router.get("/health")
-async def health() -> dict[str, str]:
-    """The process is up."""
-    return {"status": "ok"}
-
-
-@router.get("/ready", responses=NOT_READY_RESPONSE)
-async def ready(resources: ResourcesDep, response: Response) -> Readiness:
+async def checks(request: Request) -> Mapping[str, str | None]:
     """Ready when both databases answer and SnakeLab answers ``health``; 503 otherwise."""
-    readiness = Readiness.of(
-        {
-            "database": await database_problem(resources.db),
-            "snakelab": await snakelab_problem(resources.snakelab),
-        }
-    )
-    response.status_code = readiness.http_status
-    return readiness
+    resources = get_resources(request)
+    return {
+        "database": await database_problem(resources.db),
+        "snakelab": await snakelab_problem(resources.snakelab),
+    }
+
+
+router = readiness_router(checks, tags=["health"])
