@@ -36,8 +36,12 @@ import zmq.asyncio
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.snakelab_client import SnakeLabClient
 from ax3l.testing.plugin import read_env_file
+from ax3l.testing.snakelab_process import (
+    ScratchDatabase,
+    SnakeLabProcess,
+    scratch_snakelab_database,
+)
 from snakelab.run_store import DbSettings, RunStore, utc_now
-from snakelab.server_process import ScratchDatabase, SnakeLabProcess, scratch_snakelab_database
 
 REPO = Path(__file__).resolve().parents[1]
 

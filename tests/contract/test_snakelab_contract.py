@@ -27,7 +27,11 @@ import zmq.asyncio
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.snakelab_client import SnakeLabClient, SnakeLabError
 from ax3l.shared.wire import RunStatus
-from snakelab.server_process import ScratchDatabase, SnakeLabProcess, scratch_snakelab_database
+from ax3l.testing.snakelab_process import (
+    ScratchDatabase,
+    SnakeLabProcess,
+    scratch_snakelab_database,
+)
 
 SCHEMA = load_schema()
 STATUS_KEYS = {

@@ -9,7 +9,7 @@ import pytest
 
 from ax3l.shared.snakelab_client import SnakeLabClient, SnakeLabError
 from ax3l.testing.plugin import TestDatabases as Databases
-from snakelab.server_process import SnakeLabProcess
+from ax3l.testing.snakelab_process import SnakeLabProcess
 
 STOPPED = "Server stopped before run completed"
 

@@ -6,7 +6,7 @@ import pytest
 
 from ax3l.shared.snakelab_client import SnakeLabClient, SnakeLabError
 from ax3l.testing.plugin import TestDatabases as Databases
-from snakelab.server_process import SnakeLabProcess
+from ax3l.testing.snakelab_process import SnakeLabProcess
 
 
 async def test_a_submit_that_cannot_be_stored_is_refused_with_the_reason(

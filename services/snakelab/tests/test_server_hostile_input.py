@@ -16,10 +16,14 @@ import zmq
 
 from ax3l.shared.wire import ControlError
 from ax3l.testing.plugin import wait_until
+from ax3l.testing.snakelab_process import (
+    ScratchDatabase,
+    SnakeLabProcess,
+    scratch_snakelab_database,
+)
 from snakelab.envelope import MAX_NESTING
 from snakelab.healthcheck import ping
 from snakelab.server import TRANSPORT_LIMIT_FACTOR
-from snakelab.server_process import ScratchDatabase, SnakeLabProcess, scratch_snakelab_database
 
 LIMIT = 262144  # the server's default --max-message-bytes
 

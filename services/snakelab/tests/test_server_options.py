@@ -14,8 +14,8 @@ from ax3l.shared.config_schema import load_schema
 from ax3l.shared.snakelab_client import SnakeLabClient, SnakeLabError
 from ax3l.testing.plugin import TestDatabases as Databases
 from ax3l.testing.plugin import free_port
+from ax3l.testing.snakelab_process import SnakeLabProcess
 from snakelab.server import parse_options
-from snakelab.server_process import SnakeLabProcess
 
 
 def test_defaults_match_the_real_snakelab() -> None:

@@ -18,7 +18,7 @@ import pytest
 from ax3l.shared.snakelab_client import SnakeLabClient, SnakeLabError
 from ax3l.testing.plugin import TestDatabases as Databases
 from ax3l.testing.plugin import free_port
-from snakelab.server_process import SnakeLabProcess
+from ax3l.testing.snakelab_process import SnakeLabProcess
 
 TERMINAL = ("completed", "failed", "cancelled")
 

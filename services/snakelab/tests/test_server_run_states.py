@@ -13,7 +13,11 @@ import pytest
 from ax3l.shared.snakelab_client import SnakeLabClient, SnakeLabError
 from ax3l.shared.wire import RunStatus
 from ax3l.testing.plugin import TestDatabases as Databases
-from snakelab.server_process import ScratchDatabase, SnakeLabProcess, scratch_snakelab_database
+from ax3l.testing.snakelab_process import (
+    ScratchDatabase,
+    SnakeLabProcess,
+    scratch_snakelab_database,
+)
 
 
 @pytest.fixture(scope="module")

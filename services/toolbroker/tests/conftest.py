@@ -24,7 +24,7 @@ from broker_harness import (
 
 from ax3l.shared.snakelab_client import SnakeLabClient
 from ax3l.testing.plugin import TestDatabases
-from snakelab.server_process import SnakeLabProcess, scratch_snakelab_database
+from ax3l.testing.snakelab_process import SnakeLabProcess, scratch_snakelab_database
 
 
 @pytest.fixture(scope="module")

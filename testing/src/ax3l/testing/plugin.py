@@ -9,8 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import pytest
 from ax3l.shared.db.cli import ensure_schema
 from ax3l.shared.ports import free_port as free_port  # re-exported: tests take ports here
 from ax3l.shared.settings import Settings
+from ax3l.testing.waiting import wait_until as wait_until  # re-exported: tests wait here
 
 
 def _find_env_file() -> Path | None:
@@ -202,20 +202,6 @@ def snakelab_tables(databases: TestDatabases) -> TestDatabases:
     """``databases`` with SnakeLab's tables created."""
     create_snakelab_tables(databases)
     return databases
-
-
-def wait_until(
-    condition: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02, what: str = ""
-) -> Any:
-    """Poll ``condition`` until it returns something truthy; fail the test at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what or condition}")
-        time.sleep(interval)
 
 
 @pytest.fixture

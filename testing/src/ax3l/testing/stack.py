@@ -13,29 +13,20 @@ import copy
 import json
 import os
 import signal
-import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from ax3l.shared.config_schema import BUNDLED_SCHEMA
 from ax3l.shared.registry import ENTRIES, PARAMETER_ORDER
 from ax3l.testing.plugin import TestDatabases, free_port
-from snakelab.server_process import SnakeLabProcess
-
-
-class StackError(AssertionError):
-    """A process of the stack failed to start, died, or a wait ran out."""
-
-
-def _fail(message: str) -> NoReturn:
-    raise StackError(message)
-
+from ax3l.testing.processes import ManagedProcess
+from ax3l.testing.snakelab_process import SnakeLabProcess
+from ax3l.testing.waiting import WaitTimeout, wait_until
 
 FAST_ENV = {
     "AX3L_POLL_INTERVAL": "0.05",
@@ -63,42 +54,8 @@ class Ev:
         return self.content.get(key, default) if isinstance(self.content, dict) else default
 
 
-class Proc:
-    """A child process whose output goes to a log file."""
-
-    def __init__(self, name: str, args: list[str], env: dict[str, str], log_path: Path):
-        self.name = name
-        self.log_path = log_path
-        with log_path.open("ab") as log:
-            self.popen = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
-
-    def alive(self) -> bool:
-        return self.popen.poll() is None
-
-    def log_tail(self, lines: int = 60) -> str:
-        if not self.log_path.exists():
-            return ""
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-
-    def wait(self, timeout: float) -> int:
-        try:
-            return self.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            _fail(f"{self.name} still runs after {timeout}s:\n{self.log_tail()}")
-
-    def kill(self) -> None:
-        if self.alive():
-            self.popen.send_signal(signal.SIGKILL)
-            self.popen.wait(10)
-
-    def stop(self, timeout: float = 20.0) -> int | None:
-        if self.alive():
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        return self.popen.returncode
+# The stack's processes; the name its tests use.
+Proc = ManagedProcess
 
 
 def _http_ok(url: str) -> bool:
@@ -202,7 +159,7 @@ class Stack:
         broker_port = self._spawn_broker()
         self.snakelab.start()
         assert self.broker is not None
-        self._wait(lambda: _http_ok(f"http://127.0.0.1:{broker_port}/health"), self.broker, 30)
+        self.broker.wait_ready(lambda: _http_ok(f"http://127.0.0.1:{broker_port}/health"), 30)
         return self
 
     def restart_snakelab(self) -> SnakeLabProcess:
@@ -240,7 +197,7 @@ class Stack:
         """Start (another) broker on the same endpoint and wait until it answers."""
         port = self._spawn_broker()
         assert self.broker is not None
-        self._wait(lambda: _http_ok(f"http://127.0.0.1:{port}/health"), self.broker, 30)
+        self.broker.wait_ready(lambda: _http_ok(f"http://127.0.0.1:{port}/health"), 30)
         return self.broker
 
     def start_model(self, script: dict[str, Any]) -> ModelServer:
@@ -266,7 +223,7 @@ class Stack:
             self.folder / f"model-{number}.log",
         )
         self.procs.append(proc)
-        self._wait(lambda: _http_ok(f"http://127.0.0.1:{port}/health"), proc, 20)
+        proc.wait_ready(lambda: _http_ok(f"http://127.0.0.1:{port}/health"), 20)
         model = ModelServer(proc, port, record)
         self.models.append(model)
         return model
@@ -312,15 +269,6 @@ class Stack:
             proc.log_tail()
         )
         return proc
-
-    def _wait(self, ready: Callable[[], bool], proc: Proc, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while not ready():
-            if not proc.alive():
-                _fail(f"{proc.name} exited with {proc.popen.returncode}:\n{proc.log_tail()}")
-            if time.monotonic() > deadline:
-                _fail(f"{proc.name} not ready after {timeout}s:\n{proc.log_tail()}")
-            time.sleep(0.05)
 
     def close(self) -> None:
         """Kill everything: the databases are dropped next, nothing needs a clean shutdown."""
@@ -409,24 +357,17 @@ class Stack:
         what: str = "",
         proc: Proc | None = None,
     ) -> Any:
-        """Poll ``condition`` until truthy; fail with the orchestrator's log at the deadline."""
-        deadline = time.monotonic() + timeout
-        while True:
-            result = condition()
-            if result:
-                return result
-            if proc is not None and not proc.alive():
-                result = condition()
-                if result:
-                    return result
-                _fail(
-                    f"{proc.name} exited ({proc.popen.returncode}) before {what}:\n"
-                    f"{proc.log_tail()}"
-                )
-            if time.monotonic() > deadline:
-                tail = proc.log_tail() if proc is not None else ""
-                _fail(f"timed out after {timeout}s waiting for {what}\n{tail}")
-            time.sleep(0.05)
+        """Poll ``condition`` until truthy; fail with ``proc``'s log at the deadline, or as
+        soon as ``proc`` exits."""
+        try:
+            return wait_until(
+                condition, timeout, what, interval=0.05, give_up=proc.exited if proc else None
+            )
+        except WaitTimeout as timeout_error:
+            if proc is None:
+                raise
+            reason = f"{timeout_error} before {what}" if not proc.alive() else str(timeout_error)
+            raise proc.failure(reason) from None
 
     def status(self) -> dict[str, Any]:
         return dict(http_json(f"http://127.0.0.1:{self.api_port}/api/status"))

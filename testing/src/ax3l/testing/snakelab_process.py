@@ -1,4 +1,4 @@
-"""Start a real reference SnakeLab as a subprocess (for tests and benchmarks of any service).
+"""A real reference SnakeLab as a subprocess (for tests and benchmarks of any service).
 
     with SnakeLabProcess(databases.env(), trainer="surrogate", seconds=0) as snakelab:
         client = SnakeLabClient(snakelab.endpoint)
@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,6 +26,7 @@ from typing import Any
 import pymysql
 
 from ax3l.shared.ports import free_port
+from ax3l.testing.processes import ManagedProcess, ProcessFailed
 from snakelab.healthcheck import ping
 
 
@@ -57,7 +56,11 @@ class SnakeLabProcess:
         self._log_dir = log_dir
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self.log_path: Path | None = None
-        self.process: subprocess.Popen[bytes] | None = None
+        self.managed: ManagedProcess | None = None
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return self.managed.popen if self.managed is not None else None
 
     @property
     def endpoint(self) -> str:
@@ -75,60 +78,41 @@ class SnakeLabProcess:
         else:
             folder = self._log_dir
         self.log_path = folder / f"snakelab-{self.port}.log"
-        with self.log_path.open("ab") as log_file:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "snakelab",
-                    "--address",
-                    "127.0.0.1",
-                    "--port",
-                    str(self.port),
-                    "--events-port",
-                    str(self.events_port),
-                ],
-                env=self.env,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + timeout
-        while not ping(self.endpoint):
-            if self.process.poll() is not None:
-                problem = f"snakelab exited with {self.process.returncode}"
-                break
-            if time.monotonic() > deadline:
-                problem = f"snakelab did not answer within {timeout}s"
-                break
-            time.sleep(0.05)
-        else:
-            return self
-        tail = self.log_tail()
-        self.close()
-        raise RuntimeError(f"{problem}:\n{tail}")
+        self.managed = ManagedProcess(
+            "snakelab",
+            [
+                sys.executable,
+                "-m",
+                "snakelab",
+                "--address",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--events-port",
+                str(self.events_port),
+            ],
+            self.env,
+            self.log_path,
+            log_lines=40,
+        )
+        try:
+            self.managed.wait_ready(lambda: ping(self.endpoint), timeout)
+        except ProcessFailed:
+            self.close()
+            raise
+        return self
 
     def log_tail(self, lines: int = 40) -> str:
-        if self.log_path is None or not self.log_path.exists():
-            return ""
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        return self.managed.log_tail(lines) if self.managed is not None else ""
 
     def kill(self) -> None:
         """SIGKILL: the process dies mid-whatever, as in a crash."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(10)
+        if self.managed is not None:
+            self.managed.kill()
 
     def stop(self, timeout: float = 30.0) -> int | None:
         """SIGTERM and wait (SIGKILL after ``timeout``); returns the exit code."""
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        return self.process.returncode
+        return self.managed.stop(timeout) if self.managed is not None else None
 
     def close(self) -> None:
         self.stop()
