@@ -8,7 +8,6 @@ import contextlib
 import http.server
 import json
 import os
-import subprocess
 import sys
 import threading
 import urllib.request
@@ -18,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 import zmq
 from reports_history import Replay
 
@@ -30,6 +28,7 @@ from ax3l.testing.plugin import (
     scratch_databases,
     wait_until,
 )
+from ax3l.testing.processes import ManagedProcess
 
 
 @contextlib.contextmanager
@@ -130,10 +129,19 @@ async def app_client(settings: ReportsSettings) -> AsyncIterator[httpx.AsyncClie
             yield client
 
 
+def http_ok(url: str) -> bool:
+    """Whether ``url`` answers 200 now."""
+    try:
+        with urllib.request.urlopen(url, timeout=1) as reply:
+            return bool(reply.status == 200)
+    except OSError:
+        return False
+
+
 @dataclass
 class Server:
     url: str
-    process: subprocess.Popen[bytes]
+    process: ManagedProcess
 
 
 @contextlib.contextmanager
@@ -155,32 +163,16 @@ def reports_server(
         "AX3L_REPORTS_STATUS_TIMEOUT": "0.3",
         "AX3L_REPORTS_STATUS_INTERVAL": "0.5",
     }
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "ax3l.reports.main"], env=env, stdout=log, stderr=log
-        )
-        url = f"http://127.0.0.1:{port}"
-        try:
-
-            def healthy() -> bool:
-                if process.poll() is not None:
-                    pytest.fail(f"ax3l-reports exited with {process.returncode}: see {log_path}")
-                try:
-                    with urllib.request.urlopen(f"{url}/health", timeout=1) as reply:
-                        return bool(reply.status == 200)
-                except OSError:
-                    return False
-
-            wait_until(healthy, timeout=30, interval=0.1, what="ax3l-reports /health")
-            yield Server(url, process)
-        finally:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(5)
+    log_path.unlink(missing_ok=True)
+    process = ManagedProcess(
+        "ax3l-reports", [sys.executable, "-m", "ax3l.reports.main"], env, log_path
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        process.wait_ready(lambda: http_ok(f"{url}/health"), timeout=30)
+        yield Server(url, process)
+    finally:
+        process.stop(10)
 
 
 class StatusServer:
@@ -260,14 +252,12 @@ class OrchestratorStatusApi:
         self._thread.start()
         self._ready.wait(10)
 
-        def answers() -> bool:
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=1) as reply:
-                    return bool(reply.status == 200)
-            except OSError:
-                return False
-
-        wait_until(answers, timeout=15, interval=0.05, what="the orchestrator's status API")
+        wait_until(
+            lambda: http_ok(f"{self.url}/health"),
+            timeout=15,
+            interval=0.05,
+            what="the orchestrator's status API",
+        )
 
     def close(self) -> None:
         self._server.should_exit = True

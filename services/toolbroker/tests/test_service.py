@@ -1,12 +1,9 @@
 """The ``ax3l-toolbroker`` process: REST, shutdown, and exactly-once across a SIGKILL."""
 
-import asyncio
 import contextlib
 import os
 import signal
-import subprocess
 import sys
-import time
 
 import httpx
 import zmq
@@ -16,54 +13,40 @@ from ax3l.shared import intents
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.testing.plugin import free_port
+from ax3l.testing.processes import ManagedProcess
 
 
-class BrokerProcess:
-    """``python -m ax3l.toolbroker`` on free ports, stderr to a file."""
+class BrokerProcess(ManagedProcess):
+    """``python -m ax3l.toolbroker`` on free ports, its output in a file."""
 
     def __init__(self, env, tmp_path, **extra_env):
         self.zmq_endpoint = f"tcp://127.0.0.1:{free_port()}"
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = tmp_path / f"broker-{self.port}.log"
-        with self.log_path.open("wb") as log_file:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "ax3l.toolbroker",
-                    "--zmq-endpoint",
-                    self.zmq_endpoint,
-                    "--port",
-                    str(self.port),
-                ],
-                env={**os.environ, **env, **extra_env},
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-            )
+        super().__init__(
+            "toolbroker",
+            [
+                sys.executable,
+                "-m",
+                "ax3l.toolbroker",
+                "--zmq-endpoint",
+                self.zmq_endpoint,
+                "--port",
+                str(self.port),
+            ],
+            {**os.environ, **env, **extra_env},
+            tmp_path / f"broker-{self.port}.log",
+        )
 
     async def wait_healthy(self, within=30.0):
-        deadline = time.monotonic() + within
         async with httpx.AsyncClient() as client:
-            while True:
-                assert self.process.poll() is None, self.log_path.read_text()
+
+            async def healthy():
                 with contextlib.suppress(httpx.TransportError):
-                    if (await client.get(f"{self.url}/health")).status_code == 200:
-                        return
-                assert time.monotonic() < deadline, self.log_path.read_text()
-                await asyncio.sleep(0.05)
+                    return (await client.get(f"{self.url}/health")).status_code == 200
+                return False
 
-    async def wait_exit(self, within=30.0):
-        deadline = time.monotonic() + within
-        while self.process.poll() is None:
-            assert time.monotonic() < deadline, "broker did not exit"
-            await asyncio.sleep(0.05)
-        return self.process.returncode
-
-    def kill(self):
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
+            await self.wait_ready_async(healthy, within)
 
 
 async def test_sigkill_after_snakelab_accepted_is_adopted_exactly_once(
@@ -80,7 +63,7 @@ async def test_sigkill_after_snakelab_accepted_is_adopted_exactly_once(
         try:
             sock.connect(crashing.zmq_endpoint)
             sock.send(envelope("submit_single_value", {"parameter": "gamma", "value": 0.965}))
-            assert await crashing.wait_exit() == 70
+            assert await crashing.wait_exit_async() == 70
         finally:
             sock.close(linger=0)
     finally:
@@ -111,8 +94,8 @@ async def test_sigkill_after_snakelab_accepted_is_adopted_exactly_once(
         )
         error = reply["payload"]["error"]
         assert error["code"] == "handler_error" and run_id in error["message"]
-        restarted.process.send_signal(signal.SIGTERM)
-        assert await restarted.wait_exit() == 0
+        restarted.popen.send_signal(signal.SIGTERM)
+        assert await restarted.wait_exit_async() == 0
     finally:
         restarted.kill()
     assert len(events(databases, "proposal_accepted")) == 1
@@ -141,8 +124,8 @@ async def test_rest_reports_health_readiness_and_request_counts(databases, lab, 
         assert status["requests_handled"] == 2 and status["endpoint"] == process.zmq_endpoint
         assert status["outcomes"]["invalid_request"] == 1 and status["outcomes"]["accepted"] == 1
         assert status["last_request_at"] is not None
-        process.process.send_signal(signal.SIGTERM)
-        assert await process.wait_exit() == 0
+        process.popen.send_signal(signal.SIGTERM)
+        assert await process.wait_exit_async() == 0
     finally:
         process.kill()
 

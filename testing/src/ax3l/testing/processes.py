@@ -13,10 +13,10 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
-from ax3l.testing.waiting import WaitTimeout, wait_until
+from ax3l.testing.waiting import WaitTimeout, wait_until, wait_until_async
 
 
 class ProcessFailed(AssertionError):
@@ -80,7 +80,29 @@ class ManagedProcess:
         try:
             wait_until(ready, timeout, interval=0.05, give_up=self.exited)
         except WaitTimeout:
-            raise self.failure(self.exited() or f"not ready after {timeout:g}s") from None
+            raise self._not_ready(timeout) from None
+
+    async def wait_ready_async(
+        self,
+        ready: Callable[[], object] | Callable[[], Awaitable[object]],
+        timeout: float = 30.0,  # noqa: ASYNC109 - polled, as in wait_ready
+    ) -> None:
+        """``wait_ready`` inside an event loop (``ready`` may be a coroutine function)."""
+        try:
+            await wait_until_async(ready, timeout, interval=0.05, give_up=self.exited)
+        except WaitTimeout:
+            raise self._not_ready(timeout) from None
+
+    def _not_ready(self, timeout: float) -> ProcessFailed:
+        return self.failure(self.exited() or f"not ready after {timeout:g}s")
+
+    async def wait_exit_async(self, timeout: float = 30.0) -> int:  # noqa: ASYNC109 - polled
+        """The exit code, once it exits within ``timeout``, without blocking the loop."""
+        try:
+            await wait_until_async(lambda: not self.alive(), timeout, interval=0.05)
+        except WaitTimeout:
+            raise self.failure(f"still runs after {timeout}s") from None
+        return int(self.popen.returncode)
 
     def wait(self, timeout: float) -> int:
         """The exit code, once it exits on its own within ``timeout``."""
