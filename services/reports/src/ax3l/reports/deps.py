@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
+from fastapi.responses import HTMLResponse
 from starlette.templating import Jinja2Templates
 
 from ax3l.reports.orchestrator_status import OrchestratorMonitor
@@ -49,8 +51,20 @@ def get_schema(resources: ResourcesDep) -> ConfigSchema:
     return resources.schema
 
 
-def get_templates(resources: ResourcesDep) -> Jinja2Templates:
-    return resources.templates
+@dataclass(frozen=True)
+class Page:
+    """The request a page answers and the templates it is drawn with."""
+
+    request: Request
+    templates: Jinja2Templates
+
+    def render(self, template: str, context: dict[str, Any], **options: Any) -> HTMLResponse:
+        """The template drawn with ``context``; ``options`` go to the response (headers)."""
+        return self.templates.TemplateResponse(self.request, template, context, **options)
+
+
+def get_page(request: Request, resources: ResourcesDep) -> Page:
+    return Page(request, resources.templates)
 
 
 SettingsDep = Annotated[ReportsSettings, Depends(get_settings)]
@@ -60,4 +74,4 @@ OrchestratorDep = Annotated[OrchestratorMonitor | None, Depends(get_orchestrator
 CyclesDep = Annotated[CycleTracker, Depends(get_cycles)]
 HighscoresDep = Annotated[HighscoreReader, Depends(get_highscores)]
 SchemaDep = Annotated[ConfigSchema, Depends(get_schema)]
-TemplatesDep = Annotated[Jinja2Templates, Depends(get_templates)]
+PageDep = Annotated[Page, Depends(get_page)]

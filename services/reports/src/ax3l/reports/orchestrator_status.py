@@ -8,8 +8,6 @@ The orchestrator's JSON is read leniently: fields it does not send (older versio
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import math
 from dataclasses import dataclass, field
@@ -18,7 +16,7 @@ from typing import Any, Literal
 
 import httpx
 
-from ax3l.shared.tasks import stop_task
+from ax3l.reports.polling import BackgroundPoll
 
 log = logging.getLogger(__name__)
 
@@ -62,35 +60,19 @@ async def poll_orchestrator(http: httpx.AsyncClient, url: str) -> tuple[dict[str
     return data, "ok"
 
 
-class OrchestratorMonitor:
+class OrchestratorMonitor(BackgroundPoll[OrchestratorPoll]):
     """Polls the orchestrator every ``interval`` seconds in a task started by the lifespan."""
 
-    def __init__(self, url: str, timeout: float, interval: float):
-        self.url = url
-        self.interval = interval
-        self.latest = OrchestratorPoll("unknown", None)
-        self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout))
-        self._first = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._stopping = False
+    task_name = "orchestrator-monitor"
 
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="orchestrator-monitor")
+    def __init__(self, url: str, timeout: float, interval: float):
+        super().__init__(interval, OrchestratorPoll("unknown", None))
+        self.url = url
+        self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout))
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._stopping = True
-            await stop_task(self._task)
-            self._task = None
+        await super().stop()
         await self._http.aclose()
-
-    async def current(self, wait: float) -> OrchestratorPoll:
-        """The latest poll; right after start, wait up to ``wait`` seconds for the first one."""
-        if not self._first.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._first.wait(), wait)
-        return self.latest
 
     async def poll_once(self) -> OrchestratorPoll:
         data, detail = await poll_orchestrator(self._http, self.url)
@@ -104,12 +86,6 @@ class OrchestratorMonitor:
                 "unavailable", now, detail=detail, unavailable_since=since
             )
         return self.latest
-
-    async def _run(self) -> None:
-        while not self._stopping:
-            await self.poll_once()
-            self._first.set()
-            await asyncio.sleep(self.interval)
 
 
 def epoch_time(value: Any) -> datetime | None:

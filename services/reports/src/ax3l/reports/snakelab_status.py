@@ -6,8 +6,6 @@ down; the monitor asks every few seconds and pages read its latest answer.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -15,13 +13,13 @@ from typing import Literal
 
 from pydantic import ValidationError
 
+from ax3l.reports.polling import BackgroundPoll
 from ax3l.shared.snakelab_client import (
     SnakeLabClient,
     SnakeLabError,
     SnakeLabProtocolError,
     SnakeLabUnavailable,
 )
-from ax3l.shared.tasks import stop_task
 from ax3l.shared.wire import RunStatus
 
 log = logging.getLogger(__name__)
@@ -69,36 +67,14 @@ async def poll_snakelab(client: SnakeLabClient) -> SnakeLabStatus:
     return SnakeLabStatus("running", now, run=run)
 
 
-class SnakeLabMonitor:
+class SnakeLabMonitor(BackgroundPoll[SnakeLabStatus]):
     """Polls SnakeLab every ``interval`` seconds in a task started by the app's lifespan."""
 
+    task_name = "snakelab-monitor"
+
     def __init__(self, client: SnakeLabClient, interval: float):
+        super().__init__(interval, SnakeLabStatus("unknown", None))
         self.client = client
-        self.interval = interval
-        self.latest = SnakeLabStatus("unknown", None)
-        self._first = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._stopping = False
 
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="snakelab-monitor")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._stopping = True
-            await stop_task(self._task)
-            self._task = None
-
-    async def current(self, wait: float) -> SnakeLabStatus:
-        """The latest poll; right after start, wait up to ``wait`` seconds for the first one."""
-        if not self._first.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._first.wait(), wait)
-        return self.latest
-
-    async def _run(self) -> None:
-        while not self._stopping:
-            self.latest = await poll_snakelab(self.client)
-            self._first.set()
-            await asyncio.sleep(self.interval)
+    async def poll_once(self) -> SnakeLabStatus:
+        return await poll_snakelab(self.client)

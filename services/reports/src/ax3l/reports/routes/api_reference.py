@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
-from ax3l.reports.deps import TemplatesDep
+from ax3l.reports.deps import PageDep
 
 pages = APIRouter(tags=["pages"])
 
@@ -114,11 +114,10 @@ def operations(document: dict[str, Any]) -> list[Operation]:
 
 
 @pages.get("/api-reference", response_class=HTMLResponse, summary="JSON API reference page")
-async def api_reference_page(request: Request, templates: TemplatesDep) -> HTMLResponse:
+async def api_reference_page(page: PageDep) -> HTMLResponse:
     """Every JSON endpoint with its parameters and response fields, from `/openapi.json`."""
-    document = request.app.openapi()
-    return templates.TemplateResponse(
-        request,
+    document = page.request.app.openapi()
+    return page.render(
         "api_reference.html",
         {"operations": operations(document), "title": document.get("info", {}).get("title")},
     )

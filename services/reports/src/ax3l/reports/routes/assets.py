@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -67,22 +68,15 @@ def _send(request: Request, asset: Asset) -> Response:
     return Response(asset.body, media_type=asset.media_type, headers=headers)
 
 
-@router.get("/plotly.min.js")
-async def plotly_script(request: Request) -> Response:
-    return _send(request, plotly_js())
+def _serve(on: APIRouter, path: str, asset: Callable[[], Asset]) -> None:
+    async def send(request: Request) -> Response:
+        return _send(request, asset())
+
+    on.add_api_route(path, send, methods=["GET"], name=path.lstrip("/"))
 
 
-@router.get("/reports.js")
-async def reports_script(request: Request) -> Response:
-    return _send(request, reports_js())
-
-
-@router.get("/favicon.svg")
-async def favicon_svg(request: Request) -> Response:
-    return _send(request, favicon())
-
-
-@icon_router.get("/favicon.ico")
-async def favicon_ico(request: Request) -> Response:
-    """Browsers ask for it whatever the page says; the SVG serves."""
-    return _send(request, favicon())
+_serve(router, "/plotly.min.js", plotly_js)
+_serve(router, "/reports.js", reports_js)
+_serve(router, "/favicon.svg", favicon)
+# Browsers ask for it whatever the page says; the SVG serves.
+_serve(icon_router, "/favicon.ico", favicon)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import HTMLResponse
 
-from ax3l.reports.deps import DatabaseDep, TemplatesDep
+from ax3l.reports.deps import DatabaseDep, PageDep
 from ax3l.reports.figures import comparison_figure
 from ax3l.reports.models.comparison import ComparisonOut, ComparisonQuery
 from ax3l.reports.queries.comparison import (
@@ -63,10 +63,7 @@ async def get_comparison(
 
 @pages.get("/comparison", response_class=HTMLResponse, summary="Proposer comparison page")
 async def comparison_page(
-    request: Request,
-    query: Annotated[ComparisonQuery, Query()],
-    db: DatabaseDep,
-    templates: TemplatesDep,
+    query: Annotated[ComparisonQuery, Query()], db: DatabaseDep, page: PageDep
 ) -> HTMLResponse:
     """Repeated experiments per proposer: curves with their band, and the table."""
     found = await read_comparison(db, query)
@@ -77,6 +74,4 @@ async def comparison_page(
             found.comparison.budget,
             found.target,
         )
-    return templates.TemplateResponse(
-        request, "comparison.html", {"found": found, "figure": figure, "query": query}
-    )
+    return page.render("comparison.html", {"found": found, "figure": figure, "query": query})

@@ -15,8 +15,8 @@ from ax3l.reports.deps import (
     DatabaseDep,
     MonitorDep,
     OrchestratorDep,
+    PageDep,
     SettingsDep,
-    TemplatesDep,
 )
 from ax3l.reports.models.events import (
     REFRESH_CHOICES,
@@ -92,17 +92,16 @@ def page_links(request: Request, query: EventPageQuery, **changes: Any) -> str:
 
 @pages.get("/", response_class=HTMLResponse, summary="Event log page")
 async def event_log_page(
-    request: Request,
     query: Annotated[EventPageQuery, Query()],
     db: DatabaseDep,
     monitor: MonitorDep,
     orchestrator: OrchestratorDep,
     cycles: CyclesDep,
     settings: SettingsDep,
-    templates: TemplatesDep,
+    page: PageDep,
 ) -> HTMLResponse:
     """The event log, newest first, with the status bar, filters and refresh selector."""
-    page, status = await asyncio.gather(
+    found, status = await asyncio.gather(
         read_page(db, query, settings.page_size),
         build_status(db, monitor, cycles, settings.status_timeout, orchestrator),
     )
@@ -115,13 +114,13 @@ async def event_log_page(
     parameters = list(PARAMETER_ORDER)
     if query.parameter and query.parameter not in parameters:
         parameters.append(query.parameter)
-    return templates.TemplateResponse(
-        request,
+    request = page.request
+    return page.render(
         "events.html",
         {
             "query": query,
-            "rows": page.events,
-            "page": page,
+            "rows": found.events,
+            "page": found,
             "status": status,
             "categories": [str(c) for c in CATEGORIES],
             "event_choices": choices,
@@ -130,11 +129,11 @@ async def event_log_page(
             "show_parameter": query.event == "prompt_sent" or query.parameter is not None,
             "refresh_choices": REFRESH_CHOICES,
             "newest_url": page_links(request, query),
-            "newer_url": page_links(request, query, after=page.newer_after)
-            if page.newer_after
+            "newer_url": page_links(request, query, after=found.newer_after)
+            if found.newer_after
             else None,
-            "older_url": page_links(request, query, before=page.older_before)
-            if page.older_before
+            "older_url": page_links(request, query, before=found.older_before)
+            if found.older_before
             else None,
         },
         headers={"Cache-Control": "no-store"},
@@ -142,14 +141,11 @@ async def event_log_page(
 
 
 @pages.get("/events/{event_id}", response_class=HTMLResponse, summary="Event detail page")
-async def event_page_detail(
-    request: Request, event_id: EventId, db: DatabaseDep, templates: TemplatesDep
-) -> HTMLResponse:
+async def event_page_detail(event_id: EventId, db: DatabaseDep, page: PageDep) -> HTMLResponse:
     """A prompt (source, parameter, the exact text sent), a reply (tool call, reasoning,
     usage, timings) or any other event's content."""
     detail = await read_detail(db, event_id)
-    return templates.TemplateResponse(
-        request,
+    return page.render(
         "event_detail.html",
         {
             "detail": detail,

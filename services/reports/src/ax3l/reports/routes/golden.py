@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse
 
-from ax3l.reports.deps import DatabaseDep, TemplatesDep
+from ax3l.reports.deps import DatabaseDep, PageDep
 from ax3l.reports.models.golden import GoldenPage, GoldenQuery
 from ax3l.reports.queries.golden import golden_configurations
 
@@ -24,11 +24,8 @@ async def list_golden(query: Annotated[GoldenQuery, Query()], db: DatabaseDep) -
 
 @pages.get("/golden-configurations", response_class=HTMLResponse, summary="Golden page")
 async def golden_page(
-    request: Request,
-    query: Annotated[GoldenQuery, Query()],
-    db: DatabaseDep,
-    templates: TemplatesDep,
+    query: Annotated[GoldenQuery, Query()], db: DatabaseDep, page: PageDep
 ) -> HTMLResponse:
     """Each golden configuration with its score, seed, the change that produced it and why."""
-    page = await golden_configurations(db, limit=query.limit, before=query.before)
-    return templates.TemplateResponse(request, "golden.html", {"page": page, "query": query})
+    found = await golden_configurations(db, limit=query.limit, before=query.before)
+    return page.render("golden.html", {"page": found, "query": query})

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
-from ax3l.reports.deps import DatabaseDep, HighscoresDep, TemplatesDep
+from ax3l.reports.deps import DatabaseDep, HighscoresDep, PageDep
 from ax3l.reports.figures import highscore_figure, seed_changes
 from ax3l.reports.models.highscores import Highscores
 from ax3l.reports.queries.highscores import highscore_series
@@ -23,15 +23,12 @@ async def list_highscores(db: DatabaseDep, reader: HighscoresDep) -> Highscores:
 
 
 @pages.get("/experiment-highscores", response_class=HTMLResponse, summary="High score page")
-async def highscores_page(
-    request: Request, db: DatabaseDep, reader: HighscoresDep, templates: TemplatesDep
-) -> HTMLResponse:
+async def highscores_page(db: DatabaseDep, reader: HighscoresDep, page: PageDep) -> HTMLResponse:
     """A step line of accepted golden scores against the total simulation count, flat through
     unsuccessful or pending submissions up to the current count, seed changes marked."""
     found = await highscore_series(db, reader)
     points, current = found.points, found.current_simulations
-    return templates.TemplateResponse(
-        request,
+    return page.render(
         "highscores.html",
         {
             "points": points,

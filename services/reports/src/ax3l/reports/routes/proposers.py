@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
-from ax3l.reports.deps import DatabaseDep, SettingsDep, TemplatesDep
+from ax3l.reports.deps import DatabaseDep, PageDep, SettingsDep
 from ax3l.reports.models.proposers import ProposersOut
 from ax3l.reports.queries.proposers import model_stats, proposer_stats
 from ax3l.reports.queries.seats import seat_stats
@@ -40,10 +40,6 @@ async def list_proposers(db: DatabaseDep, settings: SettingsDep) -> ProposersOut
 
 
 @pages.get("/proposers", response_class=HTMLResponse, summary="Proposer comparison page")
-async def proposers_page(
-    request: Request, db: DatabaseDep, settings: SettingsDep, templates: TemplatesDep
-) -> HTMLResponse:
+async def proposers_page(db: DatabaseDep, settings: SettingsDep, page: PageDep) -> HTMLResponse:
     """A table comparing proposers when more than one has been used, and the models."""
-    return templates.TemplateResponse(
-        request, "proposers.html", {"found": await read_proposers(db, settings)}
-    )
+    return page.render("proposers.html", {"found": await read_proposers(db, settings)})

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse
 
-from ax3l.reports.deps import DatabaseDep, TemplatesDep
+from ax3l.reports.deps import DatabaseDep, PageDep
 from ax3l.reports.figures import score_figure
 from ax3l.reports.models.scores import ScoreDistribution, ScoreQuery
 from ax3l.reports.queries.scores import score_distribution, seeds
@@ -34,15 +34,11 @@ async def get_score_distribution(
 
 @pages.get("/score-distribution", response_class=HTMLResponse, summary="Score histogram page")
 async def scores_page(
-    request: Request,
-    query: Annotated[ScoreQuery, Query()],
-    db: DatabaseDep,
-    templates: TemplatesDep,
+    query: Annotated[ScoreQuery, Query()], db: DatabaseDep, page: PageDep
 ) -> HTMLResponse:
     """A histogram of run high scores with summary figures."""
     found = await read_scores(db, query)
-    return templates.TemplateResponse(
-        request,
+    return page.render(
         "scores.html",
         {
             "found": found,

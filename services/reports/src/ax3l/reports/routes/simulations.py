@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Path, Request
+from fastapi import APIRouter, HTTPException, Path
 from fastapi.responses import HTMLResponse
 
 from ax3l.reports.board import SnapshotUnreadable, read_board
-from ax3l.reports.deps import DatabaseDep, SchemaDep, TemplatesDep
+from ax3l.reports.deps import DatabaseDep, PageDep, SchemaDep
 from ax3l.reports.event_contents import label
 from ax3l.reports.figures import episodes_figure
 from ax3l.reports.models.simulations import Simulation
@@ -44,7 +44,7 @@ async def get_simulation(run_id: RunId, db: DatabaseDep, schema: SchemaDep) -> S
 
 @pages.get("/simulations/{run_id}", response_class=HTMLResponse, summary="Simulation page")
 async def simulation_page(
-    request: Request, run_id: RunId, db: DatabaseDep, schema: SchemaDep, templates: TemplatesDep
+    run_id: RunId, db: DatabaseDep, schema: SchemaDep, page: PageDep
 ) -> HTMLResponse:
     """Status, score, episodes, configuration and the board of the run's best game."""
     found = await read_simulation(db, schema, run_id)
@@ -54,8 +54,7 @@ async def simulation_page(
             board = read_board(found.snapshot)
         except SnapshotUnreadable as exc:
             board_problem = str(exc)
-    return templates.TemplateResponse(
-        request,
+    return page.render(
         "simulation.html",
         {
             "sim": found,
