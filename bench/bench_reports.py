@@ -42,6 +42,7 @@ from ax3l.shared.ports import free_port
 from ax3l.shared.registry import ENTRIES, PARAMETER_ORDER
 from ax3l.shared.settings import Settings
 from ax3l.testing.plugin import read_env_file
+from ax3l.testing.processes import ManagedProcess, ProcessFailed
 from ax3l.testing.scripted_llm import completion, tool_call
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -469,7 +470,7 @@ def drop(env: dict[str, str]) -> None:
 # -- measuring ------------------------------------------------------------------------------
 
 
-def start_server(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str, float]:
+def start_server(env: dict[str, str]) -> tuple[ManagedProcess, str, float]:
     port = free_port()
     child_env = {
         **os.environ,
@@ -485,23 +486,26 @@ def start_server(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str, flo
         "AX3L_SNAKELAB_ENDPOINT": f"tcp://127.0.0.1:{free_port()}",
     }
     started = time.perf_counter()
-    process = subprocess.Popen(
+    process = ManagedProcess(
+        "ax3l-reports",
         [sys.executable, "-m", "ax3l.reports.main", "--log-level", "warning"],
-        env=child_env,
+        child_env,
+        None,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"ax3l-reports exited with {process.returncode}")
+
+    def ready() -> bool:
         try:
-            if httpx.get(f"{url}/ready", timeout=2).status_code == 200:
-                return process, url, time.perf_counter() - started
+            return httpx.get(f"{url}/ready", timeout=2).status_code == 200
         except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    process.terminate()
-    raise SystemExit("ax3l-reports did not become ready within 180 s")
+            return False
+
+    try:
+        process.wait_ready(ready, 180)
+    except ProcessFailed as failure:
+        process.stop(10)
+        raise SystemExit(str(failure)) from None
+    return process, url, time.perf_counter() - started
 
 
 def measure(client: httpx.Client, path: str, requests: int) -> tuple[float, float]:
@@ -592,8 +596,7 @@ def main(argv: list[str] | None = None) -> int:
             if ratio > 2:
                 failures.append(f"{label} deep page")
     finally:
-        process.terminate()
-        process.wait(10)
+        process.stop(10)
         if not args.keep:
             drop(env)
     print("\nall targets met" if not failures else f"\nover target: {', '.join(failures)}")

@@ -54,6 +54,7 @@ from ax3l.shared.db.event_log import EventLog, HighscoreRow
 from ax3l.shared.ports import free_port
 from ax3l.shared.settings import Settings
 from ax3l.testing.plugin import read_env_file
+from ax3l.testing.processes import ManagedProcess
 from snakelab.tables import ALL_TABLES as SNAKELAB_TABLES  # SnakeLab 2.x's tables, exactly
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -332,7 +333,8 @@ async def broker_throughput(
         "AX3L_SNAKELAB_DB_NAME": snakelab_db,
         "AX3L_SNAKELAB_ENDPOINT": f"tcp://127.0.0.1:{free_port()}",
     }
-    process = subprocess.Popen(  # noqa: ASYNC220 - started once, then only polled
+    process = ManagedProcess(
+        "ax3l-toolbroker",
         [
             sys.executable,
             "-m",
@@ -344,19 +346,19 @@ async def broker_throughput(
             "--log-level",
             "WARNING",
         ],
-        env=child_env,
+        child_env,
+        None,
     )
     context = zmq.asyncio.Context.instance()
     try:
-        deadline = time.monotonic() + 30
         async with httpx.AsyncClient() as client:
-            while True:
+
+            async def healthy() -> bool:
                 with contextlib.suppress(httpx.TransportError):
-                    if (await client.get(f"http://127.0.0.1:{port}/health")).status_code == 200:
-                        break
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise RuntimeError("ax3l-toolbroker did not start")
-                await asyncio.sleep(0.05)
+                    return (await client.get(f"http://127.0.0.1:{port}/health")).status_code == 200
+                return False
+
+            await process.wait_ready_async(healthy, 30)
 
         async def one(value: int) -> None:
             sock = context.socket(zmq.REQ)
@@ -395,8 +397,7 @@ async def broker_throughput(
         pipelined = requests / (time.perf_counter() - start)
         dealer.close(linger=0)
     finally:
-        process.terminate()
-        process.wait(30)
+        process.stop(30)
     return {"sequential REQ": sequential, "pipelined DEALER": pipelined}
 
 

@@ -10,6 +10,7 @@ and continues where the events say.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import statistics
@@ -28,6 +29,7 @@ import pytest
 from ax3l.shared.db.cli import ensure_schema
 from ax3l.testing.plugin import TestDatabases, free_port, read_env_file
 from ax3l.testing.stack import Proc, Stack, check_history
+from ax3l.testing.waiting import WaitTimeout, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 MARIADB = REPO / "scripts" / "mariadb.sh"
@@ -138,17 +140,15 @@ def _completed_steps(stack: Stack) -> int:
 
 
 def _wait(condition: Any, timeout: float, what: str, supervisor: Supervisor) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def tended() -> Any:
         supervisor.tend()
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(
-                f"timed out after {timeout}s waiting for {what}\n{supervisor.proc.log_tail()}"
-            )
-        time.sleep(0.05)
+        return condition()
+
+    try:
+        return wait_until(tended, timeout, what, interval=0.05)
+    except WaitTimeout as error:
+        pytest.fail(f"{error}\n{supervisor.proc.log_tail()}")
 
 
 def _percentile(values: list[float], fraction: float) -> float:
@@ -200,9 +200,8 @@ def test_a_mariadb_restart_mid_run_is_a_pause(
             stack.reconnect()
             # While it is down: the broker and the reports say so on /ready, and a restarted
             # orchestrator waits for the database instead of exiting again.
-            deadline = time.monotonic() + 15
-            while supervisor.proc.alive() and time.monotonic() < deadline:
-                time.sleep(0.05)
+            with contextlib.suppress(WaitTimeout):  # it may well keep running
+                wait_until(lambda: not supervisor.proc.alive(), 15, interval=0.05)
             if supervisor.tend():
                 status = _wait(
                     lambda: (_get(supervisor.url("/api/status"))[1] or {}).get("waiting"),

@@ -32,6 +32,7 @@ from ax3l.testing.snakelab_process import (
     SnakeLabProcess,
     scratch_snakelab_database,
 )
+from ax3l.testing.waiting import WaitTimeout, wait_until_async
 
 SCHEMA = load_schema()
 STATUS_KEYS = {
@@ -93,14 +94,17 @@ class Lab:
         return reply
 
     async def wait_status(self, run_id: str, predicate: Any, within: float = 30.0) -> RunStatus:
-        deadline = time.monotonic() + within
-        while True:
-            status = await self.client.status(run_id)
-            if predicate(status):
-                return status
-            if time.monotonic() > deadline:
-                pytest.fail(f"run {run_id} never reached the condition; last status {status}")
-            await asyncio.sleep(0.01)
+        seen: list[RunStatus] = []
+
+        async def reached() -> RunStatus | None:
+            seen[:] = [await self.client.status(run_id)]
+            return seen[0] if predicate(seen[0]) else None
+
+        try:
+            found: RunStatus = await wait_until_async(reached, within, interval=0.01)
+        except WaitTimeout:
+            pytest.fail(f"run {run_id} never reached the condition; last status {seen[0]}")
+        return found
 
     def row(self, run_id: str) -> dict[str, Any] | None:
         conn = self.database.connect()
@@ -150,10 +154,11 @@ async def lab(lab_process: Lab) -> AsyncIterator[Lab]:
             await lab_process.client.cancel(run_id)
         except SnakeLabError as exc:
             assert exc.code == "invalid_run_state"  # already terminal
-    deadline = time.monotonic() + 30
-    while await lab_process.client.active() is not None:
-        assert time.monotonic() < deadline, "SnakeLab did not become idle after the test"
-        await asyncio.sleep(0.01)
+
+    async def idle() -> bool:
+        return await lab_process.client.active() is None
+
+    await wait_until_async(idle, 30, "SnakeLab to become idle after the test", interval=0.01)
 
 
 def labs(*kinds: str) -> pytest.MarkDecorator:
@@ -645,8 +650,10 @@ async def test_a_running_run_reports_its_progress(lab: Lab) -> None:
             lab.scalar("SELECT episode_count FROM simulation_runs WHERE run_id = %s", run_id)
         )
 
-    deadline = time.monotonic() + 5
-    while stored() < status.completed_epochs:
-        assert time.monotonic() < deadline, "episode_count never caught up with the run"
-        await asyncio.sleep(0.01)
+    await wait_until_async(
+        lambda: stored() >= status.completed_epochs,
+        5,
+        "episode_count to catch up with the run",
+        interval=0.01,
+    )
     assert lab.row(run_id)["status"] == "running"  # type: ignore[index]

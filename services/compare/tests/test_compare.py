@@ -3,6 +3,7 @@ argument checks and least-privilege environments."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -17,6 +18,7 @@ from ax3l.compare.throwaway import RepeatDatabases
 from ax3l.orchestrator.proposers import PROPOSER_NAMES
 from ax3l.shared.config_schema import load_schema
 from ax3l.testing.plugin import TestDatabases
+from ax3l.testing.waiting import WaitTimeout, wait_until
 from snakelab.trainers.surrogate import predict_high_score
 
 ADMIN_KEYS = ("AX3L_DB_ADMIN_USER", "AX3L_DB_ADMIN_PASSWORD")
@@ -163,10 +165,13 @@ def test_sigterm_stops_every_repeat_service_and_drops_its_databases(databases, d
         text=True,
     )
     try:
-        deadline = time.monotonic() + 120
-        while not (logs / "random-0" / "orchestrator.log").exists():
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout
-            time.sleep(0.2)
+        wait_until(
+            (logs / "random-0" / "orchestrator.log").exists,
+            120,
+            "the first repeat's orchestrator",
+            interval=0.2,
+            give_up=lambda: None if proc.poll() is None else f"exited: {proc.stdout}",
+        )
         time.sleep(3)  # the services are up and a run trains
         started = len(os.listdir(logs / "random-0"))
         proc.send_signal(signal.SIGTERM)
@@ -176,10 +181,9 @@ def test_sigterm_stops_every_repeat_service_and_drops_its_databases(databases, d
             proc.kill()
     assert proc.returncode == 130, output
     assert started >= 3
-    deadline = time.monotonic() + 15
-    while (left := _children_of_the_comparison(str(logs))) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert left == []
+    with contextlib.suppress(WaitTimeout):
+        wait_until(lambda: not _children_of_the_comparison(str(logs)), 15, interval=0.2)
+    assert _children_of_the_comparison(str(logs)) == []
     conn = databases.connect("ax3l", databases.ax3l_db)
     try:
         with conn.cursor() as cur:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 import pytest
 
 from ax3l.shared.snakelab_client import SnakeLabClient, SnakeLabError
 from ax3l.testing.plugin import TestDatabases as Databases
 from ax3l.testing.snakelab_process import SnakeLabProcess
+from ax3l.testing.waiting import wait_until_async
 
 STOPPED = "Server stopped before run completed"
 
@@ -38,11 +36,7 @@ def episode_rows(databases: Databases, run_id: str) -> int:
 
 
 async def wait_for(condition, within: float = 20.0, what: str = "") -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + within
-    while not await condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
+    await wait_until_async(condition, within, what)
 
 
 async def test_sigkill_mid_run_then_restart_fails_the_rows_and_forgets_the_runs(

@@ -13,9 +13,10 @@ import pytest
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.testing.plugin import TestDatabases as Databases
+from ax3l.testing.waiting import wait_until
 from snakelab.config_rules import complete_config, config_hash
 from snakelab.run_store import UNCONFIRMED_MESSAGE, DbSettings, RunStore, utc_now
-from snakelab.runs import Run, RunBook
+from snakelab.runs import TERMINAL, Run, RunBook
 from snakelab.trainers.base import EpisodeResult, RunControl, TrainResult
 from snakelab.worker import RunDriver, Worker
 
@@ -180,10 +181,7 @@ def test_the_start_and_end_of_a_run_are_stored_whatever_the_connections_go_throu
     try:
         run = insert(store)
         book.add(run)
-        deadline = time.monotonic() + 20
-        while run.state not in ("completed", "failed", "cancelled"):
-            assert time.monotonic() < deadline, f"run stuck in {run.state}"
-            time.sleep(0.01)
+        wait_until(lambda: run.state in TERMINAL, 20, "the run to end", interval=0.01)
     finally:
         book.close()
         worker.join(10)

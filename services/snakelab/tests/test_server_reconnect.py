@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import subprocess
@@ -19,6 +18,7 @@ from ax3l.shared.snakelab_client import SnakeLabClient, SnakeLabError
 from ax3l.testing.plugin import TestDatabases as Databases
 from ax3l.testing.plugin import free_port
 from ax3l.testing.snakelab_process import SnakeLabProcess
+from ax3l.testing.waiting import wait_until_async
 
 TERMINAL = ("completed", "failed", "cancelled")
 
@@ -26,12 +26,7 @@ TERMINAL = ("completed", "failed", "cancelled")
 async def wait_for(
     condition: Callable[[], Awaitable[Any]], within: float = 30.0, what: str = ""
 ) -> Any:
-    deadline = time.monotonic() + within
-    while not (found := await condition()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {within}s waiting for {what}")
-        await asyncio.sleep(0.02)
-    return found
+    return await wait_until_async(condition, within, what)
 
 
 class Admin:

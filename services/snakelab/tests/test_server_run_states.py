@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +17,7 @@ from ax3l.testing.snakelab_process import (
     SnakeLabProcess,
     scratch_snakelab_database,
 )
+from ax3l.testing.waiting import wait_until_async
 
 
 @pytest.fixture(scope="module")
@@ -58,13 +58,12 @@ def stored(database: ScratchDatabase, run_id: str) -> tuple[str, int | None]:
 
 
 async def until(client: SnakeLabClient, run_id: str, predicate: Any) -> RunStatus:
-    deadline = time.monotonic() + 20
-    while True:
+    async def there() -> RunStatus | None:
         status = await client.status(run_id)
-        if predicate(status):
-            return status
-        assert time.monotonic() < deadline, f"run never got there: {status}"
-        await asyncio.sleep(0.01)
+        return status if predicate(status) else None
+
+    found: RunStatus = await wait_until_async(there, 20, "the run's state", interval=0.01)
+    return found
 
 
 async def test_pause_and_resume_are_stored_and_repeatable(lab: Any) -> None:
@@ -89,13 +88,14 @@ async def test_a_paused_run_has_its_episodes_stored(lab: Any) -> None:
     run_id = (await client.submit({})).run_id
     await until(client, run_id, lambda s: s.completed_epochs >= 2)
     await client.pause(run_id)
-    deadline = time.monotonic() + 5
-    while True:
+
+    async def episodes_stored() -> bool:
         status = await client.status(run_id)
-        if stored(database, run_id) == ("paused", status.completed_epochs):
-            break
-        assert time.monotonic() < deadline, "the paused run's episodes were not stored"
-        await asyncio.sleep(0.01)
+        return stored(database, run_id) == ("paused", status.completed_epochs)
+
+    await wait_until_async(
+        episodes_stored, 5, "the paused run's episodes to be stored", interval=0.01
+    )
 
 
 async def test_a_queued_run_cannot_be_paused_or_resumed(lab: Any) -> None:

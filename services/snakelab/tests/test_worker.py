@@ -13,9 +13,10 @@ import pytest
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.testing.plugin import TestDatabases as Databases
+from ax3l.testing.waiting import wait_until
 from snakelab.config_rules import complete_config, config_hash
 from snakelab.run_store import DbSettings, RunStore, _values_fast, utc_now
-from snakelab.runs import Run, RunBook
+from snakelab.runs import TERMINAL, Run, RunBook
 from snakelab.trainers.base import EpisodeBatch, EpisodeResult, RunControl, TrainResult
 from snakelab.worker import SLOW_EPISODE_SECONDS, Worker
 
@@ -72,10 +73,7 @@ class Harness:
         return run
 
     def wait_terminal(self, run: Run) -> None:
-        deadline = time.monotonic() + 20
-        while run.state not in ("completed", "failed", "cancelled"):
-            assert time.monotonic() < deadline, f"run stuck in {run.state}"
-            time.sleep(0.01)
+        wait_until(lambda: run.state in TERMINAL, 20, f"run {run.run_id} to end", interval=0.01)
 
     def query(self, sql: str, args: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], ...]:
         """Rows of one SELECT in SnakeLab's database, as the SnakeLab user."""
@@ -148,10 +146,12 @@ def test_slow_episodes_reach_the_database_one_by_one(
             control.checkpoint()
             time.sleep(SLOW_EPISODE_SECONDS * 2)  # this trainer's "training" of one episode
             control.on_episode(episode(number, score=number))
-            deadline = time.monotonic() + 5
-            while harness.row(run.run_id)[1] != number:
-                assert time.monotonic() < deadline, f"episode {number} was not stored"
-                time.sleep(0.005)
+            wait_until(
+                lambda number=number: harness.row(run.run_id)[1] == number,
+                5,
+                f"episode {number} to be stored",
+                interval=0.005,
+            )
             seen_in_db.append(number)
         return TrainResult(5, 5, 150, 15.0, {"version": 1, "episode": 5})
 
@@ -316,10 +316,7 @@ def test_runs_end_in_submission_order_when_writers_store_them_out_of_order(
     harness = harness_for(ScriptedTrainer(script), store, on_ended)
     runs.extend(harness.submit(seed=i) for i in range(1, 6))
     harness.wait_terminal(runs[-1])
-    deadline = time.monotonic() + 5
-    while len(terminal_when_announced) < len(runs):
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    wait_until(lambda: len(terminal_when_announced) == len(runs), 5, "every run announced")
     assert store.finished[:2] == [runs[1].run_id, runs[0].run_id]  # stored second first...
     assert [run_id for run_id, _ in terminal_when_announced] == [r.run_id for r in runs]
     for index, (_, states) in enumerate(terminal_when_announced):

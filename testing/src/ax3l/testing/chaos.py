@@ -35,6 +35,7 @@ from typing import Any
 import pymysql
 
 from ax3l.testing.plugin import TestDatabases, free_port, read_env_file
+from ax3l.testing.waiting import WaitTimeout, wait_until
 
 STEP_EVENTS = ("configuration_compared", "parameter_space_exhausted")
 
@@ -121,9 +122,8 @@ class PrivateMariaDB:
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            deadline = time.monotonic() + 10
-            while _alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.02)
+            with contextlib.suppress(WaitTimeout):
+                wait_until(lambda: not _alive(pid), 10)
 
     def settings(self) -> dict[str, str]:
         return read_env_file(self.run_dir / "db.env")

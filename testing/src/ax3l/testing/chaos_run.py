@@ -34,6 +34,7 @@ from ax3l.testing.chaos import (
 )
 from ax3l.testing.plugin import TestDatabases, free_port
 from ax3l.testing.scripted_llm import random_call_ranges
+from ax3l.testing.waiting import WaitTimeout, wait_until
 
 TARGETS = ("orchestrator", "toolbroker", "snakelab", "mariadb")
 # Deaths of these without a kill are findings: they should wait out an outage in place.
@@ -361,12 +362,12 @@ def _tail(path: Path, lines: int = 5) -> str:
 
 
 def _wait(condition: Any, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return bool(condition())
+    """Whether ``condition`` came true within ``timeout`` (if not, a finding, not an error)."""
+    try:
+        wait_until(condition, timeout, interval=0.1)
+    except WaitTimeout:
+        return False
+    return True
 
 
 def run_chaos(repo: Path, log_dir: Path, config: ChaosConfig | None = None) -> ChaosReport:

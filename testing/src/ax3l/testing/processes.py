@@ -24,14 +24,15 @@ class ProcessFailed(AssertionError):
 
 
 class ManagedProcess:
-    """One running child process whose stdout and stderr go to ``log_path`` (appended)."""
+    """One running child process whose stdout and stderr go to ``log_path`` (appended), or
+    to this process's own output when ``log_path`` is None (a benchmark's terminal)."""
 
     def __init__(
         self,
         name: str,
         args: Sequence[str],
         env: Mapping[str, str],
-        log_path: Path,
+        log_path: Path | None,
         *,
         new_session: bool = False,
         log_lines: int = 60,
@@ -40,13 +41,16 @@ class ManagedProcess:
         self.log_path = log_path
         self.new_session = new_session
         self.log_lines = log_lines
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with log_path.open("ab") as log:
+        with contextlib.ExitStack() as files:
+            log = None
+            if log_path is not None:
+                log_path.parent.mkdir(parents=True, exist_ok=True)
+                log = files.enter_context(log_path.open("ab"))
             self.popen = subprocess.Popen(
                 list(args),
                 env=dict(env),
                 stdout=log,
-                stderr=subprocess.STDOUT,
+                stderr=subprocess.STDOUT if log is not None else None,
                 start_new_session=new_session,
             )
 
@@ -62,7 +66,7 @@ class ManagedProcess:
         return self.popen.poll() is None
 
     def log_tail(self, lines: int | None = None) -> str:
-        if not self.log_path.exists():
+        if self.log_path is None or not self.log_path.exists():
             return ""
         text = self.log_path.read_text(errors="replace").splitlines()
         return "\n".join(text[-(lines or self.log_lines) :])
