@@ -23,9 +23,12 @@ from ax3l.orchestrator.comparable_history import (
     CURRENT_RUNS_SHOWN,
     ComparableHistory,
     HistorySummary,
+    load_history,
 )
+from ax3l.orchestrator.event_reads import latest
 from ax3l.orchestrator.prompt_budget import MESSAGE_TOKENS, fits, messages_tokens, shrunk_budget
 from ax3l.shared.config_schema import ConfigSchema
+from ax3l.shared.db.database import Database
 from ax3l.shared.db.reads import GoldenRecord
 from ax3l.shared.registry import Entry
 
@@ -51,6 +54,24 @@ class PromptContext:
     tool_name: str
     argument_names: tuple[str, ...]
     summary: HistorySummary | None = None  # what the reports show; None: the whole history
+
+
+async def read_prompt_context(
+    db: Database, schema: ConfigSchema, entry: Entry, golden: GoldenRecord
+) -> PromptContext:
+    """The context of a turn's prompts as the events stand: the entry's comparable history,
+    whether this is the experiment's first conversation, and the registry's tool names."""
+    history = await load_history(db, schema, entry, golden.config)
+    first = await latest(db, "proposal_accepted") is None
+    return PromptContext(
+        entry=entry,
+        schema=schema,
+        golden=golden,
+        history=history,
+        first_conversation=first,
+        tool_name=entry.tool_name,
+        argument_names=entry.value_names,
+    )
 
 
 def _history(ctx: PromptContext) -> HistorySummary:
@@ -232,9 +253,14 @@ def _aggregate_text(aggregate: dict[str, Any]) -> str:
     return f"{runs}, best {aggregate['best']}, mean {aggregate['mean']}"
 
 
+def _pair_names(ctx: PromptContext) -> tuple[str, ...]:
+    """The tool's two argument names (``value_1``, ``value_2`` when it does not say)."""
+    return ctx.argument_names if len(ctx.argument_names) == 2 else ("value_1", "value_2")
+
+
 def _pair_request(ctx: PromptContext) -> str:
     first, second = ctx.entry.paths
-    names = ctx.argument_names if len(ctx.argument_names) == 2 else ("value_1", "value_2")
+    names = _pair_names(ctx)
     return (
         f'Call `{ctx.tool_name}` with {{"{names[0]}": <{first}>, "{names[1]}": <{second}>}}.'
         " One of the two may keep its golden value if the other changes. A pair already run on"
@@ -246,16 +272,25 @@ def comparison_epsilon_pair(ctx: PromptContext) -> Prompt:
     return Prompt("ComparisonEpsilonPair", _pair_report(ctx, "Exploration settings tested"))
 
 
-def first_contact_epsilon_pair(ctx: PromptContext) -> Prompt:
+def _first_contact_pair(ctx: PromptContext, source_name: str, what: str, advice: str) -> Prompt:
+    """A pair's first prompt: what the pair does, both leaves, the advice, the request."""
     first, second = ctx.entry.paths
-    names = ctx.argument_names if len(ctx.argument_names) == 2 else ("value_1", "value_2")
+    names = _pair_names(ctx)
     return Prompt(
+        source_name,
+        f"{what}\n{_leaf_block(ctx, first, names[0])}\n{_leaf_block(ctx, second, names[1])}\n"
+        f"{advice} {_pair_request(ctx)}",
+    )
+
+
+def first_contact_epsilon_pair(ctx: PromptContext) -> Prompt:
+    return _first_contact_pair(
+        ctx,
         "FirstContactEpsilonPair",
         "Your pair sets the exploration schedule: the agent starts by acting at random with"
-        " probability epsilon, and epsilon shrinks after every episode.\n"
-        f"{_leaf_block(ctx, first, names[0])}\n{_leaf_block(ctx, second, names[1])}\n"
+        " probability epsilon, and epsilon shrinks after every episode.",
         "A high initial value with a slow decay explores for long; a fast decay exploits"
-        f" early. Choose both values together. {_pair_request(ctx)}",
+        " early. Choose both values together.",
     )
 
 
@@ -264,15 +299,13 @@ def comparison_reward_pair(ctx: PromptContext) -> Prompt:
 
 
 def first_contact_reward_pair(ctx: PromptContext) -> Prompt:
-    first, second = ctx.entry.paths
-    names = ctx.argument_names if len(ctx.argument_names) == 2 else ("value_1", "value_2")
-    return Prompt(
+    return _first_contact_pair(
+        ctx,
         "FirstContactRewardPair",
         "Your pair shapes the reward for every move that neither eats nor dies: a bonus for"
-        " moving closer to the food and a penalty for moving away from it.\n"
-        f"{_leaf_block(ctx, first, names[0])}\n{_leaf_block(ctx, second, names[1])}\n"
+        " moving closer to the food and a penalty for moving away from it.",
         "Strong shaping speeds up learning to chase food but can teach the snake to trap"
-        f" itself; weak shaping leaves it to the food reward. {_pair_request(ctx)}",
+        " itself; weak shaping leaves it to the food reward.",
     )
 
 

@@ -21,10 +21,9 @@ import logging
 import time
 from typing import Any
 
-from ax3l.orchestrator.comparable_history import load_history
 from ax3l.orchestrator.crash_points import crash_point
-from ax3l.orchestrator.event_reads import StoredEvent, latest
-from ax3l.orchestrator.prompts import Prompt, PromptContext, conversation_prompts
+from ax3l.orchestrator.event_reads import StoredEvent
+from ax3l.orchestrator.prompts import Prompt, conversation_prompts, read_prompt_context
 from ax3l.orchestrator.proposers.base import (
     ConversationFailed,
     Proposer,
@@ -62,18 +61,7 @@ class ExternalProposer(Proposer):
 
     async def _prompts(self, ctx: TurnContext) -> list[Prompt]:
         deps = self.deps
-        entry = ctx.turn.entry
-        history = await load_history(deps.db, deps.schema, entry, ctx.golden.config)
-        first = await latest(deps.db, "proposal_accepted") is None
-        prompt_ctx = PromptContext(
-            entry=entry,
-            schema=deps.schema,
-            golden=ctx.golden,
-            history=history,
-            first_conversation=first,
-            tool_name=entry.tool_name,
-            argument_names=entry.value_names,
-        )
+        prompt_ctx = await read_prompt_context(deps.db, deps.schema, ctx.turn.entry, ctx.golden)
         # Seats get the whole history: their context is not the local model's.
         return conversation_prompts(prompt_ctx)
 

@@ -18,9 +18,7 @@ import dataclasses
 import time
 from typing import Any
 
-from ax3l.orchestrator.comparable_history import load_history
 from ax3l.orchestrator.crash_points import crash_point
-from ax3l.orchestrator.event_reads import latest
 from ax3l.orchestrator.llm_client import ModelClient, ModelFailure, ToolCall, extract_tool_call
 from ax3l.orchestrator.mcp_session import BoundSession
 from ax3l.orchestrator.model_corrections import correction_for, prose_of
@@ -31,7 +29,12 @@ from ax3l.orchestrator.prompt_budget import (
     estimate_tokens,
     prompt_token_budget,
 )
-from ax3l.orchestrator.prompts import Prompt, PromptContext, conversation_prompts
+from ax3l.orchestrator.prompts import (
+    Prompt,
+    PromptContext,
+    conversation_prompts,
+    read_prompt_context,
+)
 from ax3l.orchestrator.proposers.base import (
     ConversationFailed,
     Proposer,
@@ -152,17 +155,11 @@ class LlmProposer(Proposer):
     ) -> str:
         deps = self.deps
         entry = ctx.turn.entry
-        history = await load_history(deps.db, deps.schema, entry, ctx.golden.config)
-        first = await latest(deps.db, "proposal_accepted") is None
+        read = await read_prompt_context(deps.db, deps.schema, entry, ctx.golden)
         async with deps.sessions.session(entry, sessions) as session:
-            prompt_ctx = PromptContext(
-                entry=entry,
-                schema=deps.schema,
-                golden=ctx.golden,
-                history=history,
-                first_conversation=first,
-                tool_name=session.tool.name,
-                argument_names=session.tool.argument_names,
+            # The prompts name the tool as the broker's MCP server offers it.
+            prompt_ctx = dataclasses.replace(
+                read, tool_name=session.tool.name, argument_names=session.tool.argument_names
             )
             conversation = _Conversation(self, session, conversation_id, prompt_ctx, gate)
             return await conversation.run(started_event_id)
@@ -189,6 +186,7 @@ class _Conversation:
         self.deadline = time.monotonic() + self.deps.settings.conversation_timeout
         self.messages: list[dict[str, Any]] = []
         self.corrections = 0
+        self.shrink = 0  # context overflows so far: the opening prompts are that much smaller
         self.tool = session.tool  # as sent to the model: narrowed to the open values
 
     async def _open_values(self) -> OpenValues | None:
@@ -255,41 +253,59 @@ class _Conversation:
             )
 
     async def run(self, started_event_id: int) -> str:
-        deps, proposer = self.deps, self.proposer
-        shrink = 0
-        last_prompt = await self._open(started_event_id, shrink)
+        """Ask, correct and submit until a tool call is accepted; its run id."""
+        last_prompt = await self._open(started_event_id, self.shrink)
         while True:
-            try:
-                reply = await self._request()
-            except ModelFailure as exc:
-                await proposer._failed(exc, self.conversation_id, self.parameter, last_prompt)
-                if exc.kind == "context_overflow" and shrink < SHRINK_RETRIES:
-                    shrink += 1
-                    last_prompt = await self._open(started_event_id, shrink)
-                    continue
-                raise ConversationFailed(f"model {exc.kind}: {exc.detail}") from exc
-            reply_event = await deps.log.log(
-                "reply_received",
-                reply,
-                process_id=self.conversation_id,
-                parent_event_id=last_prompt,
-                parameter=self.parameter,
-                source_name="ModelServer",
-            )
-            try:
-                call = extract_tool_call(reply, self.session.tool)
-            except ModelFailure as exc:
-                await proposer._failed(exc, self.conversation_id, self.parameter, reply_event)
-                if not exc.correctable:
-                    raise ConversationFailed(f"model {exc.kind}: {exc.detail}") from exc
-                self._count_correction(f"model {exc.kind}: {exc.detail}")
-                last_prompt = await self._correct_model(exc, reply, reply_event)
+            reply, last_prompt = await self._reply(started_event_id, last_prompt)
+            reply_event = await self._log_reply(reply, last_prompt)
+            call, last_prompt = await self._read_call(reply, reply_event)
+            if call is None:
                 continue
             if self.gate is not None:
                 await self._wait_for_turn()
             run_id, last_prompt = await self._submit(call, reply_event)
             if run_id is not None:
                 return run_id
+
+    async def _reply(self, started_event_id: int, last_prompt: int) -> tuple[Any, int]:
+        """The model's reply and the prompt event it answers. A context overflow opens the
+        conversation again with smaller prompts (``SHRINK_RETRIES`` times); any other failure
+        ends the conversation."""
+        while True:
+            try:
+                return await self._request(), last_prompt
+            except ModelFailure as exc:
+                await self.proposer._failed(exc, self.conversation_id, self.parameter, last_prompt)
+                if exc.kind == "context_overflow" and self.shrink < SHRINK_RETRIES:
+                    self.shrink += 1
+                    last_prompt = await self._open(started_event_id, self.shrink)
+                    continue
+                raise ConversationFailed(f"model {exc.kind}: {exc.detail}") from exc
+
+    async def _log_reply(self, reply: dict[str, Any], last_prompt: int) -> int:
+        """``reply_received`` for the reply; its event id."""
+        return await self.deps.log.log(
+            "reply_received",
+            reply,
+            process_id=self.conversation_id,
+            parent_event_id=last_prompt,
+            parameter=self.parameter,
+            source_name="ModelServer",
+        )
+
+    async def _read_call(
+        self, reply: dict[str, Any], reply_event: int
+    ) -> tuple[ToolCall | None, int]:
+        """The reply's tool call and the reply's event id; when the model got it wrong, None
+        and the correction's event id (a failure no correction can fix ends the conversation)."""
+        try:
+            return extract_tool_call(reply, self.session.tool), reply_event
+        except ModelFailure as exc:
+            await self.proposer._failed(exc, self.conversation_id, self.parameter, reply_event)
+            if not exc.correctable:
+                raise ConversationFailed(f"model {exc.kind}: {exc.detail}") from exc
+            self._count_correction(f"model {exc.kind}: {exc.detail}")
+            return None, await self._correct_model(exc, reply, reply_event)
 
     async def _wait_for_turn(self) -> None:
         """Hold the call until the loop opens the turn; then the golden is the turn's (the
