@@ -5,15 +5,14 @@ import os
 import subprocess
 import sys
 
-import zmq
+from ax3l.testing.waiting import wait_until
+from ax3l.testing.zmq_peer import ScriptedPeer, broker_reply
 
 
 def test_stdio_server_speaks_only_protocol_and_uses_the_config_file_binding(tmp_path):
     """The stdio server writes only JSON-RPC to stdout and finds the config file's endpoint."""
-    context = zmq.Context()
-    broker = context.socket(zmq.REP)
-    broker.setsockopt(zmq.LINGER, 0)
-    port = broker.bind_to_random_port("tcp://127.0.0.1")
+    broker = ScriptedPeer(lambda request: broker_reply(request, {"status": "ok", "run_id": "abc"}))
+    port = broker.endpoint.rsplit(":", 1)[1]
     config = tmp_path / "ax3l.json"
     config.write_text(json.dumps({"zmq": {"bind": f"tcp://*:{port}"}}))
     env = {key: value for key, value in os.environ.items() if not key.startswith("AX3L_ZMQ")}
@@ -50,19 +49,8 @@ def test_stdio_server_speaks_only_protocol_and_uses_the_config_file_binding(tmp_
         for message in messages:
             process.stdin.write((json.dumps(message) + "\n").encode())
         process.stdin.flush()
-        assert broker.poll(20_000), "the tool call never reached the config file's endpoint"
-        request = json.loads(broker.recv())
-        broker.send(
-            json.dumps(
-                {
-                    "protocol_version": 1,
-                    "sender": "ax3l",
-                    "target": "mcp-snakelab",
-                    "method": "submit_single_value",
-                    "payload": {"status": "ok", "run_id": "abc"},
-                }
-            ).encode()
-        )
+        wait_until(lambda: broker.requests, 20, "the tool call to reach the config file's endpoint")
+        (request,) = broker.requests
         lines = [process.stdout.readline(), process.stdout.readline()]
         process.stdin.close()
         assert process.wait(timeout=20) == 0, "the server should end when stdin closes"
@@ -74,8 +62,7 @@ def test_stdio_server_speaks_only_protocol_and_uses_the_config_file_binding(tmp_
         for pipe in (process.stdin, process.stdout, stderr):
             if pipe is not None:
                 pipe.close()
-        broker.close(linger=0)
-        context.term()
+        broker.close()
     assert request["payload"] == {"parameter": "batch_size", "value": 32}
     replies = [json.loads(line) for line in lines + rest.splitlines()]
     assert all(reply["jsonrpc"] == "2.0" for reply in replies)

@@ -5,61 +5,32 @@ import contextlib
 import json
 
 import pytest
-import zmq
-import zmq.asyncio
 from mcp import Client
 
 from ax3l.app.snakelab.tools.binding import Binding, binding_from_env
 from ax3l.app.snakelab.tools.server import build_server
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.tool_channel import ZMQClient
+from ax3l.testing.zmq_peer import ScriptedPeer, broker_reply
 
 SCHEMA = load_schema()
 
 
-class ScriptedBroker:
-    """Records each request and answers with ``payload`` (or never, when it is None)."""
-
-    def __init__(self, payload):
-        self.payload = payload
-        self.requests = []
-        self.socket = zmq.asyncio.Context.instance().socket(zmq.ROUTER)
-        self.socket.setsockopt(zmq.LINGER, 0)
-        self.endpoint = f"tcp://127.0.0.1:{self.socket.bind_to_random_port('tcp://127.0.0.1')}"
-        self.task = asyncio.create_task(self.serve())
-
-    async def serve(self):
-        while True:
-            frames = await self.socket.recv_multipart()
-            request = json.loads(frames[-1])
-            self.requests.append(request)
-            if self.payload is not None:
-                reply = {
-                    "protocol_version": 1,
-                    "sender": "ax3l",
-                    "target": request["sender"],
-                    "method": request["method"],
-                    "payload": self.payload,
-                }
-                await self.socket.send_multipart([*frames[:-1], json.dumps(reply).encode()])
-
-    async def close(self):
-        self.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self.task
-        self.socket.close(linger=0)
+def scripted_broker(payload):
+    """A broker that records each request and answers with ``payload`` (or never, if None)."""
+    return ScriptedPeer(lambda request: None if payload is None else broker_reply(request, payload))
 
 
 @contextlib.asynccontextmanager
 async def session(parameter, payload, wait=5.0):
-    broker = ScriptedBroker(payload)
+    broker = scripted_broker(payload)
     binding = binding_from_env({"AX3L_CONVERSATION_PARAMETER": parameter})
     server = build_server(binding, SCHEMA, ZMQClient(broker.endpoint, timeout=wait))
     try:
         async with Client(server) as client:
             yield client, broker
     finally:
-        await broker.close()
+        broker.close()
 
 
 def text(result):

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import zmq
 from reports_history import Replay
 
 from ax3l.reports.app import create_app
@@ -29,6 +28,7 @@ from ax3l.testing.plugin import (
     wait_until,
 )
 from ax3l.testing.processes import ManagedProcess
+from ax3l.testing.zmq_peer import ScriptedPeer, snakelab_reply
 
 
 @contextlib.contextmanager
@@ -47,40 +47,16 @@ class Experiment:
     replay: Replay
 
 
-class FakeSnakeLab:
-    """SnakeLab's control socket (REP, the 2.x envelope) answering ``simulation.active``."""
+class FakeSnakeLab(ScriptedPeer):
+    """SnakeLab's control socket (the 2.x envelope) answering ``simulation.active`` with
+    ``self.active``."""
 
     def __init__(self) -> None:
         self.active: dict[str, Any] | None = None
-        self._context = zmq.Context()
-        self._socket = self._context.socket(zmq.REP)
-        self._socket.setsockopt(zmq.LINGER, 0)
-        self._socket.bind("tcp://127.0.0.1:*")
-        self.endpoint = self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
+        super().__init__(lambda request: snakelab_reply(request, self._active_reply()))
 
-    def _serve(self) -> None:
-        poller = zmq.Poller()
-        poller.register(self._socket, zmq.POLLIN)
-        while not self._stop.is_set():
-            if not poller.poll(20):
-                continue
-            request = json.loads(self._socket.recv())
-            reply = {
-                "protocol_version": 1,
-                "request_id": request["request_id"],
-                "status": "ok",
-                "payload": {"run": self.active},
-            }
-            self._socket.send(json.dumps(reply).encode())
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self._socket.close(linger=0)
-        self._context.term()
+    def _active_reply(self) -> dict[str, Any]:
+        return {"status": "ok", "payload": {"run": self.active}}
 
 
 def running_status(run_id: str) -> dict[str, Any]:

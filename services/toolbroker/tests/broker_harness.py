@@ -30,6 +30,7 @@ from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
 from ax3l.shared.registry import BY_NAME, PARAMETER_ORDER
 from ax3l.testing.plugin import TestDatabases, free_port
+from ax3l.testing.zmq_peer import ScriptedPeer, snakelab_reply
 from ax3l.toolbroker.main import Broker
 
 SCHEMA = load_schema()
@@ -302,30 +303,18 @@ def text_of(result: Any) -> str:
     return text
 
 
-class ScriptedSnakeLab:
-    """A stand-in SnakeLab endpoint that records requests and answers each with ``reply``
-    (or never, when ``reply`` is None): for failures the reference server cannot produce."""
+class ScriptedSnakeLab(ScriptedPeer):
+    """A stand-in SnakeLab endpoint that records requests (``received``) and answers each
+    with ``reply`` (or never, when ``reply`` is None): for failures the reference server
+    cannot produce."""
 
     def __init__(self, reply: dict[str, Any] | None = None):
         self.reply = reply
-        self.received: list[dict[str, Any]] = []
-        self._socket = zmq.asyncio.Context.instance().socket(zmq.ROUTER)
-        self._socket.setsockopt(zmq.LINGER, 0)
-        port = self._socket.bind_to_random_port("tcp://127.0.0.1")
-        self.endpoint = f"tcp://127.0.0.1:{port}"
-        self._task = asyncio.create_task(self._serve())
+        super().__init__(self._answer)
+        self.received = self.requests
 
-    async def _serve(self) -> None:
-        while True:
-            frames = await self._socket.recv_multipart()
-            request = json.loads(frames[-1])
-            self.received.append(request)
-            if self.reply is not None:
-                answer = {"protocol_version": 1, "request_id": request["request_id"], **self.reply}
-                await self._socket.send_multipart([*frames[:-1], json.dumps(answer).encode()])
+    def _answer(self, request: dict[str, Any]) -> dict[str, Any] | None:
+        return None if self.reply is None else snakelab_reply(request, self.reply)
 
-    async def close(self) -> None:
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        self._socket.close(linger=0)
+    async def close(self) -> None:  # type: ignore[override]  # awaited by the async tests
+        await asyncio.to_thread(super().close)

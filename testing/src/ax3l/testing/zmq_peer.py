@@ -1,0 +1,87 @@
+"""A scripted ZeroMQ peer: the one stand-in for a SnakeLab control socket or a toolbroker.
+
+``ScriptedPeer`` binds a ROUTER socket to a random port of 127.0.0.1 (REQ and DEALER clients
+alike may talk to it), records every request it receives (decoded JSON) and answers each with
+what ``answer(request)`` returns, or never when that is None (a peer that went silent).
+Its socket lives in a thread of its own and is only ever touched there, so synchronous and
+asynchronous tests use it the same way; ``close`` stops the thread and closes the socket.
+
+``snakelab_reply`` and ``broker_reply`` are the two envelopes a peer answers in.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+import zmq
+
+Answer = Callable[[dict[str, Any]], dict[str, Any] | None]
+
+
+def snakelab_reply(request: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
+    """SnakeLab's reply envelope (protocol 1) to ``request``: ``reply`` with the request id."""
+    return {"protocol_version": 1, "request_id": request["request_id"], **reply}
+
+
+def broker_reply(request: dict[str, Any], payload: Any) -> dict[str, Any]:
+    """The toolbroker's reply envelope to a tool's ``request``, carrying ``payload``."""
+    return {
+        "protocol_version": 1,
+        "sender": "ax3l",
+        "target": request["sender"],
+        "method": request["method"],
+        "payload": payload,
+    }
+
+
+class ScriptedPeer:
+    """A ROUTER socket on 127.0.0.1 that records requests and answers them with ``answer``."""
+
+    def __init__(self, answer: Answer):
+        self.answer = answer
+        self.requests: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._bound = threading.Event()
+        self.endpoint = ""
+        self._thread = threading.Thread(target=self._serve, name="scripted-peer", daemon=True)
+        self._thread.start()
+        if not self._bound.wait(10):
+            raise RuntimeError("the scripted peer did not bind its socket")
+
+    def _serve(self) -> None:
+        socket = zmq.Context.instance().socket(zmq.ROUTER)
+        socket.setsockopt(zmq.LINGER, 0)
+        try:
+            self.endpoint = f"tcp://127.0.0.1:{socket.bind_to_random_port('tcp://127.0.0.1')}"
+            self._bound.set()
+            while not self._stop.is_set():
+                if socket.poll(20):
+                    self._handle(socket, socket.recv_multipart())
+        finally:
+            socket.close(linger=0)
+
+    def _handle(self, socket: zmq.Socket[bytes], frames: list[bytes]) -> None:
+        request = json.loads(frames[-1])
+        self.requests.append(request)
+        reply = self.answer(request)
+        if reply is not None:
+            socket.send_multipart([*frames[:-1], json.dumps(reply).encode()])
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def __enter__(self) -> ScriptedPeer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
