@@ -79,16 +79,7 @@ def long_history(name: str, runs: int, seeds: int = 21, seed: int = 7) -> Compar
 
 
 def context(history: ComparableHistory, first: bool = False) -> PromptContext:
-    entry = history.entry
-    return PromptContext(
-        entry=entry,
-        schema=SCHEMA,
-        golden=GOLDEN,
-        history=history,
-        first_conversation=first,
-        tool_name=entry.tool_name,
-        argument_names=entry.value_names,
-    )
+    return PromptContext.of(SCHEMA, GOLDEN, history, first)
 
 
 def report_json(prompts: list[Any]) -> list[dict[str, Any]]:

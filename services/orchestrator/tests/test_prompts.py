@@ -23,14 +23,8 @@ GOLDEN = GoldenRecord(
 def context(name: str, first: bool, runs: tuple[HistoryRun, ...] = ()) -> PromptContext:
     entry = BY_NAME[name]
     golden_values = tuple(SCHEMA.get(DEFAULTS, path) for path in entry.paths)
-    return PromptContext(
-        entry=entry,
-        schema=SCHEMA,
-        golden=GOLDEN,
-        history=ComparableHistory(entry, 1970, golden_values, runs),
-        first_conversation=first,
-        tool_name=entry.tool_name,
-        argument_names=entry.value_names,
+    return PromptContext.of(
+        SCHEMA, GOLDEN, ComparableHistory(entry, 1970, golden_values, runs), first
     )
 
 

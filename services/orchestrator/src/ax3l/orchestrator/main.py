@@ -23,6 +23,7 @@ import signal
 import sys
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import uvicorn
@@ -127,8 +128,26 @@ class _Server(uvicorn.Server):
         yield
 
 
-async def run(settings: Settings, schema: ConfigSchema, proposer_name: str) -> int:
-    """Run the loop and the API until a signal (0) or a fatal error (1)."""
+@dataclass(frozen=True)
+class _Process:
+    """What one orchestrator process runs: the loop's services, its proposer and MCP
+    sessions, the status API's server and the raw capture."""
+
+    services: LoopServices
+    proposer: Proposer
+    sessions: SessionPool
+    server: _Server
+    capture: RawCapture
+
+    async def close(self) -> None:
+        await self.sessions.close()
+        await self.proposer.close()
+        await self.services.db.close()
+        self.capture.stop()
+
+
+def _wire(settings: Settings, schema: ConfigSchema, proposer_name: str) -> _Process:
+    """Open the process's resources and build the loop, the proposer and the API server."""
     process_id = str(uuid.uuid4())
     print(f"ax3l-orchestrator: process id {process_id}", flush=True)
     capture = RawCapture(settings.raw_logs_enabled, settings.output_dir)
@@ -166,60 +185,73 @@ async def run(settings: Settings, schema: ConfigSchema, proposer_name: str) -> i
             lifespan="off",
         )
     )
+    return _Process(services, proposer, sessions, server, capture)
+
+
+async def run(settings: Settings, schema: ConfigSchema, proposer_name: str) -> int:
+    """Run the loop and the API until a signal (0) or a fatal error (1)."""
+    process = _wire(settings, schema, proposer_name)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        await proposer.start()
+        await process.proposer.start()
     except OSError as exc:
         print(f"ax3l-orchestrator: {exc}", file=sys.stderr, flush=True)
-        await proposer.close()
-        await db.close()
-        capture.stop()
+        await process.close()
         return 2
-    api = asyncio.create_task(server.serve(), name="status-api")
-    experiment = asyncio.create_task(_experiment(services, proposer), name="experiment")
+    return await _supervise(process, stop)
+
+
+async def _supervise(process: _Process, stop: asyncio.Event) -> int:
+    """Serve the API and run the experiment until a signal or until either of them ends;
+    then stop both and close everything. The exit code."""
+    services = process.services
+    api = asyncio.create_task(process.server.serve(), name="status-api")
+    experiment = asyncio.create_task(_experiment(services, process.proposer), name="experiment")
     stopper = asyncio.create_task(stop.wait(), name="stop-signal")
-    code = 0
     try:
         done, _ = await asyncio.wait(
             {api, experiment, stopper}, return_when=asyncio.FIRST_COMPLETED
         )
         if experiment in done:
-            error = experiment.exception()
-            if error is not None:
-                code = 2 if isinstance(error, DatabaseMisconfigured) else 1
-                status.stop_reason = str(error)
-                print(f"ax3l-orchestrator: stopped: {error}", file=sys.stderr, flush=True)
-                if isinstance(error, DatabaseUnavailable):
-                    print(
-                        "ax3l-orchestrator: database errors stop the loop; started again, the"
-                        " orchestrator waits for the database and continues where the events"
-                        " say",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-        elif api in done:
-            code = 1
+            return _loop_ended(experiment.exception(), services.status)
+        if api in done:
             print(
                 f"ax3l-orchestrator: the status API stopped (is port"
-                f" {settings.orchestrator_port} in use?)",
+                f" {services.settings.orchestrator_port} in use?)",
                 file=sys.stderr,
                 flush=True,
             )
+            return 1
+        return 0
     finally:
-        status.set_phase(Phase.STOPPED)
+        services.status.set_phase(Phase.STOPPED)
         for task in (experiment, stopper):
             await stop_task(task)
-        server.should_exit = True
+        process.server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError, SystemExit, Exception):
             await api
-        await sessions.close()
-        await proposer.close()
-        await db.close()
-        capture.stop()
-    return code
+        await process.close()
+
+
+def _loop_ended(error: BaseException | None, status: LoopStatus) -> int:
+    """The exit code once the experiment ended: 0 without an error, 2 for a database no wait
+    can fix, else 1; the error is the loop's stop reason and is said on stderr."""
+    if error is None:
+        return 0
+    status.stop_reason = str(error)
+    print(f"ax3l-orchestrator: stopped: {error}", file=sys.stderr, flush=True)
+    if isinstance(error, DatabaseUnavailable):
+        print(
+            "ax3l-orchestrator: database errors stop the loop; started again, the"
+            " orchestrator waits for the database and continues where the events"
+            " say",
+            file=sys.stderr,
+            flush=True,
+        )
+    return 2 if isinstance(error, DatabaseMisconfigured) else 1
 
 
 async def _startup(services: LoopServices) -> None:

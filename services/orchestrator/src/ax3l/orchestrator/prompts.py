@@ -55,6 +55,20 @@ class PromptContext:
     argument_names: tuple[str, ...]
     summary: HistorySummary | None = None  # what the reports show; None: the whole history
 
+    @classmethod
+    def of(
+        cls,
+        schema: ConfigSchema,
+        golden: GoldenRecord,
+        history: ComparableHistory,
+        first_conversation: bool,
+    ) -> PromptContext:
+        """The context of the history's entry, its tool named as the registry names it."""
+        entry = history.entry
+        return cls(
+            entry, schema, golden, history, first_conversation, entry.tool_name, entry.value_names
+        )
+
 
 async def read_prompt_context(
     db: Database, schema: ConfigSchema, entry: Entry, golden: GoldenRecord
@@ -63,15 +77,7 @@ async def read_prompt_context(
     whether this is the experiment's first conversation, and the registry's tool names."""
     history = await load_history(db, schema, entry, golden.config)
     first = await latest(db, "proposal_accepted") is None
-    return PromptContext(
-        entry=entry,
-        schema=schema,
-        golden=golden,
-        history=history,
-        first_conversation=first,
-        tool_name=entry.tool_name,
-        argument_names=entry.value_names,
-    )
+    return PromptContext.of(schema, golden, history, first)
 
 
 def _history(ctx: PromptContext) -> HistorySummary:
