@@ -123,30 +123,28 @@ class ControlMethods:
     # cannot take, finish or re-pause the run between the check and the write.
 
     def pause(self, payload: dict[str, Any]) -> dict[str, Any]:
-        run_id = _run_id("simulation.pause", payload)
-        with self.book.changed:
-            run = self.book.get(run_id)
-            if run.state == "running":
-                self.store.change_state(run_id, "paused", ("queued", "running"))
-                run.state = "paused"
-                self.book.changed.notify_all()
-            elif run.state != "paused":
-                raise RequestRefused(
-                    "invalid_run_state", f"run {run_id} is {run.state}; only a running run pauses"
-                )
-            return run.status()
+        return self._move(
+            _run_id("simulation.pause", payload), "running", "paused", ("queued", "running")
+        )
 
     def resume(self, payload: dict[str, Any]) -> dict[str, Any]:
-        run_id = _run_id("simulation.resume", payload)
+        return self._move(_run_id("simulation.resume", payload), "paused", "running", ("paused",))
+
+    def _move(
+        self, run_id: str, source: str, target: str, stored_from: tuple[str, ...]
+    ) -> dict[str, Any]:
+        """A ``source`` run moves to ``target`` (stored, when its row is in ``stored_from``);
+        one already in ``target`` stays; any other state is refused."""
         with self.book.changed:
             run = self.book.get(run_id)
-            if run.state == "paused":
-                self.store.change_state(run_id, "running", ("paused",))
-                run.state = "running"
+            if run.state == source:
+                self.store.change_state(run_id, target, stored_from)
+                run.state = target
                 self.book.changed.notify_all()
-            elif run.state != "running":
+            elif run.state != target:
+                verb = {"paused": "pauses", "running": "resumes"}[target]
                 raise RequestRefused(
-                    "invalid_run_state", f"run {run_id} is {run.state}; only a paused run resumes"
+                    "invalid_run_state", f"run {run_id} is {run.state}; only a {source} run {verb}"
                 )
             return run.status()
 

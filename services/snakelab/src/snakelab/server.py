@@ -94,59 +94,48 @@ def parse_options(argv: Sequence[str] | None, env: Mapping[str, str]) -> ServerO
         description="Reference SnakeLab: the control contract, tables and trainers.",
     )
     port = _env_type(int, "a port number", 0, 65535)
-    parser.add_argument(
-        "--address",
-        default=env.get("SNAKELAB_ADDRESS", "127.0.0.1"),
-        help="interface to bind, e.g. 127.0.0.1 or * (env SNAKELAB_ADDRESS; 127.0.0.1)",
+    seconds = _env_type(float, "a number of seconds", 0.0)
+
+    def option(flag: str, variable: str, default: str, text: str, **kwargs: Any) -> None:
+        """A flag whose default is the environment variable's value, else ``default``."""
+        help_text = f"{text} (env {variable}; {default})"
+        parser.add_argument(flag, default=env.get(variable, default), help=help_text, **kwargs)
+
+    option("--address", "SNAKELAB_ADDRESS", "127.0.0.1", "interface to bind, e.g. 127.0.0.1 or *")
+    option("--port", "SNAKELAB_PORT", "41970", "control socket port", type=port)
+    option(
+        "--events-port", "SNAKELAB_EVENTS_PORT", "41972", "events PUB port, 0 to disable", type=port
     )
-    parser.add_argument(
-        "--port",
-        type=port,
-        default=env.get("SNAKELAB_PORT", "41970"),
-        help="control socket port (env SNAKELAB_PORT; 41970)",
-    )
-    parser.add_argument(
-        "--events-port",
-        type=port,
-        default=env.get("SNAKELAB_EVENTS_PORT", "41972"),
-        help="events PUB port, 0 to disable (env SNAKELAB_EVENTS_PORT; 41972)",
-    )
-    parser.add_argument(
-        "--trainer",
-        choices=TRAINERS,
-        default=env.get("SNAKELAB_TRAINER", "drqn"),
-        help="training algorithm (env SNAKELAB_TRAINER; drqn)",
-    )
-    parser.add_argument(
+    option("--trainer", "SNAKELAB_TRAINER", "drqn", "training algorithm", choices=TRAINERS)
+    option(
         "--surrogate-seconds",
-        type=_env_type(float, "a number of seconds", 0.0),
-        default=env.get("SNAKELAB_SURROGATE_SECONDS", "0"),
-        help="wall time of one surrogate run (env SNAKELAB_SURROGATE_SECONDS; 0)",
+        "SNAKELAB_SURROGATE_SECONDS",
+        "0",
+        "wall time of one surrogate run",
+        type=seconds,
     )
     parser.add_argument(
         "--schema",
         default=env.get("SNAKELAB_SCHEMA_PATH") or None,
         help="config schema file (env SNAKELAB_SCHEMA_PATH; the bundled schema)",
     )
-    parser.add_argument(
+    option(
         "--max-message-bytes",
+        "SNAKELAB_MAX_MESSAGE_BYTES",
+        "262144",
+        "largest request accepted",
         type=_env_type(int, "a byte count", 1024),
-        default=env.get("SNAKELAB_MAX_MESSAGE_BYTES", "262144"),
-        help="largest request accepted (env SNAKELAB_MAX_MESSAGE_BYTES; 262144)",
     )
-    parser.add_argument(
+    option(
         "--db-wait",
-        type=_env_type(float, "a number of seconds", 0.0),
-        default=env.get("SNAKELAB_DB_WAIT_SECONDS", "30"),
-        help="how long to wait for the database at startup (env SNAKELAB_DB_WAIT_SECONDS; 30)",
+        "SNAKELAB_DB_WAIT_SECONDS",
+        "30",
+        "how long to wait for the database at startup",
+        type=seconds,
     )
-    parser.add_argument(
-        "--log-level",
-        choices=LOG_LEVELS,
-        default=env.get("SNAKELAB_LOG_LEVEL", "INFO").upper(),
-        help="log level on stderr (env SNAKELAB_LOG_LEVEL; INFO)",
-    )
+    option("--log-level", "SNAKELAB_LOG_LEVEL", "INFO", "log level on stderr", choices=LOG_LEVELS)
     args = parser.parse_args(argv)
+    args.log_level = args.log_level.upper()
     # Defaults from the environment skip `choices`: check them here.
     if args.trainer not in TRAINERS:
         parser.error(f"SNAKELAB_TRAINER must be one of {', '.join(TRAINERS)}")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any
 
 import zmq
@@ -74,14 +73,3 @@ class ScriptedPeer:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(5)
-
-    def __enter__(self) -> ScriptedPeer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

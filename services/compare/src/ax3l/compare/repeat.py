@@ -158,8 +158,8 @@ def run_repeat(
     try:
         with repeat_databases(settings) as dbs:
             try:
-                _run(plan, dbs, settings, environ, folder, url, surrogate_seconds, timeout, stop,
-                     services, result, began)  # fmt: skip
+                job = _Job(plan, settings, environ, folder, url, surrogate_seconds, timeout, stop)
+                _run(job, dbs, services, result, began)
             finally:
                 for service in reversed(services):
                     service.stop()
@@ -171,59 +171,66 @@ def run_repeat(
     return result
 
 
+@dataclass(frozen=True)
+class _Job:
+    """What one repeat runs with (``run_repeat``'s arguments)."""
+
+    plan: RepeatPlan
+    settings: CompareSettings
+    environ: dict[str, str]
+    folder: Path
+    url: str | None
+    surrogate_seconds: float
+    timeout: float
+    stop: threading.Event
+
+
 def _run(
-    plan: RepeatPlan,
+    job: _Job,
     dbs: RepeatDatabases,
-    settings: CompareSettings,
-    environ: dict[str, str],
-    folder: Path,
-    url: str | None,
-    surrogate_seconds: float,
-    timeout: float,
-    stop: threading.Event,
     services: list[processes.Service],
     result: RepeatResult,
     began: float,
 ) -> None:
-    schema = folder / "schema.json"
-    document = schema_document(settings, plan.seed)
+    schema = job.folder / "schema.json"
+    document = schema_document(job.settings, job.plan.seed)
     schema.write_text(json.dumps(document))
-    base = processes.base_env(environ)
+    base = processes.base_env(job.environ)
     snakelab, endpoint = processes.start_snakelab(
-        {**base, **dbs.snakelab_env()}, folder, surrogate_seconds, schema
+        {**base, **dbs.snakelab_env()}, job.folder, job.surrogate_seconds, schema
     )
     services.append(snakelab)
     ax3l_env = {
         **base,
-        **processes.ax3l_passthrough(environ),
+        **processes.ax3l_passthrough(job.environ),
         **dbs.ax3l_env(),
         "AX3L_SNAKELAB_ENDPOINT": endpoint,
         "AX3L_SCHEMA_PATH": str(schema),
         "AX3L_HTTP_HOST": "127.0.0.1",
     }
-    if url:
-        ax3l_env["AX3L_LLM_URL"] = url
+    if job.url:
+        ax3l_env["AX3L_LLM_URL"] = job.url
     zmq_endpoint = f"tcp://127.0.0.1:{processes.free_port()}"
-    services.append(processes.start_toolbroker(ax3l_env, folder, zmq_endpoint))
+    services.append(processes.start_toolbroker(ax3l_env, job.folder, zmq_endpoint))
     ax3l_env["AX3L_ZMQ_ENDPOINT"] = zmq_endpoint
-    orchestrator = processes.start_orchestrator(ax3l_env, folder, plan.proposer)
+    orchestrator = processes.start_orchestrator(ax3l_env, job.folder, job.plan.proposer)
     services.append(orchestrator)
     started = time.monotonic()
     result.setup_seconds = started - began
-    deadline = started + timeout
+    deadline = started + job.timeout
     conn = dbs.connect()
     try:
         with conn.cursor() as cur:
-            while _run_count(cur, dbs.snakelab_db) < plan.budget:
-                _check(orchestrator, services, deadline, stop, timeout)
+            while _run_count(cur, dbs.snakelab_db) < job.plan.budget:
+                _check(orchestrator, services, deadline, job.stop, job.timeout)
                 time.sleep(POLL_SECONDS)
             # The budget is spent: no further proposal may start.
             orchestrator.stop()
             while True:
-                runs = _runs(cur, dbs.snakelab_db, plan.budget)
+                runs = _runs(cur, dbs.snakelab_db, job.plan.budget)
                 if all(status in TERMINAL for _, status, _ in runs):
                     break
-                _check(None, services[:-1], deadline, stop, timeout)
+                _check(None, services[:-1], deadline, job.stop, job.timeout)
                 time.sleep(POLL_SECONDS)
             result.wall_seconds = time.monotonic() - started
             result.scores = [score if status == "completed" else None for _, status, score in runs]

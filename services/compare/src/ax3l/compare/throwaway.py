@@ -36,10 +36,7 @@ class RepeatDatabases:
         """``DB_*`` for the toolbroker and the orchestrator (Ax3l's login only)."""
         s = self.settings
         return {
-            "DB_HOST": s.db_host,
-            "DB_PORT": str(s.db_port),
-            "DB_USER": s.db_user,
-            "DB_PASSWORD": s.db_password.get_secret_value(),
+            **self._login("DB_", s.db_user, s.db_password.get_secret_value()),
             "AX3L_DB_NAME": self.ax3l_db,
             "AX3L_SNAKELAB_DB_NAME": self.snakelab_db,
         }
@@ -47,13 +44,16 @@ class RepeatDatabases:
     def snakelab_env(self) -> dict[str, str]:
         """``SNAKELAB_DB_*`` for the reference SnakeLab (SnakeLab's login only)."""
         s = self.settings
-        return {
-            "SNAKELAB_DB_HOST": s.db_host,
-            "SNAKELAB_DB_PORT": str(s.db_port),
-            "SNAKELAB_DB_USER": s.snakelab_db_user,
-            "SNAKELAB_DB_PASSWORD": s.snakelab_db_password.get_secret_value(),
-            "SNAKELAB_DB_NAME": self.snakelab_db,
-        }
+        login = self._login(
+            "SNAKELAB_DB_", s.snakelab_db_user, s.snakelab_db_password.get_secret_value()
+        )
+        return {**login, "SNAKELAB_DB_NAME": self.snakelab_db}
+
+    def _login(self, prefix: str, user: str, password: str) -> dict[str, str]:
+        """``<prefix>HOST``, ``PORT``, ``USER`` and ``PASSWORD`` of this server."""
+        s = self.settings
+        values = {"HOST": s.db_host, "PORT": str(s.db_port), "USER": user, "PASSWORD": password}
+        return {prefix + key: value for key, value in values.items()}
 
     def connect(self) -> Any:
         """A blocking autocommit connection as Ax3l's user (reads both databases)."""
