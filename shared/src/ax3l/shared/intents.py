@@ -32,6 +32,7 @@ from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, to_content
+from ax3l.shared.event_models import ProposalAccepted, SimulationSubmitted
 
 logger = logging.getLogger(__name__)
 
@@ -179,28 +180,27 @@ async def _write_events(
     queue_position: int | None,
     adopted: bool,
 ) -> tuple[int, int]:
-    proposal: dict[str, Any] = {
-        "parameter": intent.entry,
-        "values": intent.values,
-        "changes": intent.changes,
-        "run_id": run_id,
-        "config": intent.config,
-        "golden_run_id": intent.golden_run_id,
-        "golden_event_id": intent.golden_event_id,
-    }
+    # Keys written only when they apply, so older rows and newer ones store alike.
+    turn: dict[str, Any] = {}
     if intent.checkpoint_event_id is not None:
-        proposal["checkpoint_event_id"] = intent.checkpoint_event_id
-    submitted: dict[str, Any] = {
-        "run_id": run_id,
-        "config": intent.config,
-        "queue_position": queue_position,
-    }
-    if adopted:
-        proposal["adopted"] = True
-        submitted["adopted"] = True
+        turn["checkpoint_event_id"] = intent.checkpoint_event_id
+    marked: dict[str, Any] = {"adopted": True} if adopted else {}
+    proposal = ProposalAccepted(
+        parameter=intent.entry,
+        values=intent.values,
+        changes=intent.changes,
+        run_id=run_id,
+        config=intent.config,
+        golden_run_id=intent.golden_run_id,
+        golden_event_id=intent.golden_event_id,
+        **turn,
+        **marked,
+    )
+    submitted = SimulationSubmitted(
+        run_id=run_id, config=intent.config, queue_position=queue_position, **marked
+    )
     proposal_id = await log.write(
         cur,
-        "proposal_accepted",
         proposal,
         process_id=run_id,
         parent_event_id=intent.request_event_id,
@@ -209,7 +209,6 @@ async def _write_events(
     )
     submitted_id = await log.write(
         cur,
-        "simulation_submitted",
         submitted,
         process_id=run_id,
         parent_event_id=proposal_id,

@@ -25,11 +25,19 @@ from ax3l.orchestrator.status import Phase
 from ax3l.orchestrator.turns import turn_proposals
 from ax3l.orchestrator.waiting import RunOutcome
 from ax3l.shared.db.reads import GoldenRecord, current_golden, run_with_config
+from ax3l.shared.event_models import (
+    ConfigurationCompared,
+    GoldenConfigCreated,
+    GoldenConfigRetained,
+    ProposalAccepted,
+    RoundRobinCheckpoint,
+    SimulationSubmitted,
+)
 from ax3l.shared.registry import BY_NAME
 
 logger = logging.getLogger(__name__)
 
-DECISIONS = ("golden_config_created", "golden_config_retained")
+DECISIONS = (GoldenConfigCreated.event, GoldenConfigRetained.event)
 
 
 @dataclass(frozen=True)
@@ -39,20 +47,21 @@ class PendingProposal:
     ``run_id`` is the step's current run: the proposal's own, or its latest retry.
     """
 
-    accepted: StoredEvent
+    accepted: StoredEvent[ProposalAccepted]
     run_id: str
-    compared: StoredEvent | None
-    checkpoint: StoredEvent | None = None
+    compared: StoredEvent[ConfigurationCompared] | None
+    checkpoint: StoredEvent[RoundRobinCheckpoint] | None = None
 
 
-async def current_run(services: LoopServices, accepted: StoredEvent) -> str | None:
+async def current_run(
+    services: LoopServices, accepted: StoredEvent[ProposalAccepted]
+) -> str | None:
     """The step's run: the latest ``simulation_submitted`` child of the proposal (a retry's,
     else the broker's), or the run the proposal names."""
-    submitted = await latest(services.db, "simulation_submitted", parent=accepted.event_id)
+    submitted = await latest(services.db, SimulationSubmitted, parent=accepted.event_id)
     if submitted is not None and isinstance(submitted.process_id, str):
         return submitted.process_id
-    run_id = accepted.field("run_id") or accepted.process_id
-    return run_id if isinstance(run_id, str) else None
+    return accepted.model.run_id or accepted.process_id
 
 
 async def pending_proposal(services: LoopServices) -> PendingProposal | None:
@@ -63,7 +72,7 @@ async def pending_proposal(services: LoopServices) -> PendingProposal | None:
     to. It is logged once per step attempt and otherwise left alone.
     """
     db = services.db
-    checkpoint = await latest(db, "round_robin_checkpoint")
+    checkpoint = await latest(db, RoundRobinCheckpoint)
     if checkpoint is None:
         return None
     proposals = await turn_proposals(db, checkpoint)
@@ -80,7 +89,7 @@ async def pending_proposal(services: LoopServices) -> PendingProposal | None:
     if run_id is None:
         logger.warning("proposal_accepted event %s names no run; ignored", accepted.event_id)
         return None
-    compared = await latest(db, "configuration_compared", process_id=run_id)
+    compared = await latest(db, ConfigurationCompared, process_id=run_id)
     if compared is None:
         return PendingProposal(accepted, run_id, None, checkpoint)
     if await latest(db, DECISIONS, parent=compared.event_id) is None:
@@ -126,15 +135,15 @@ async def finish_proposal(services: LoopServices, pending: PendingProposal) -> N
     """Wait, compare and decide for ``pending``; every part is skipped if already stored."""
     db, log, status = services.db, services.log, services.status
     accepted, run_id = pending.accepted, pending.run_id
-    checkpoint = pending.checkpoint
-    parameter = accepted.field("parameter") or (checkpoint.parameter if checkpoint else None)
-    index = checkpoint.field("index") if checkpoint else None
-    if type(index) is not int and parameter in BY_NAME:
+    proposal, checkpoint = accepted.model, pending.checkpoint
+    parameter = proposal.parameter or (checkpoint.parameter if checkpoint else None)
+    index = checkpoint.model.index if checkpoint else None
+    if index is None and parameter in BY_NAME:
         index = list(BY_NAME).index(parameter)
     compared = pending.compared
     if compared is None:
         status.set_phase(Phase.WAITING, run_id=run_id, parameter=parameter, index=index)
-        submitted = await latest(db, "simulation_submitted", process_id=run_id)
+        submitted = await latest(db, SimulationSubmitted, process_id=run_id)
         parent = submitted.event_id if submitted else accepted.event_id
         outcome = await services.waiter.wait(
             run_id, parent, crash_at="waiting", deadline=services.settings.run_deadline_seconds
@@ -146,43 +155,44 @@ async def finish_proposal(services: LoopServices, pending: PendingProposal) -> N
         golden_event = await current_golden(db)
         assert golden_event is not None, "a proposal exists only after seeding"
         _, golden = golden_event
-        run_config = outcome.config or accepted.field("config") or golden.config
+        run_config = outcome.config or proposal.config or golden.config
         changes = changes_between(services, golden.config, run_config)
         won = outcome.scored and (outcome.high_score or 0) > golden.high_score
         decision = "promoted" if won else ("retained" if outcome.scored else "failed")
         compared_id = await log.log(
-            "configuration_compared",
-            {
-                "golden_run_id": accepted.field("golden_run_id", golden.run_id),
-                "latest_run_id": run_id,
-                "current_golden_run_id": golden.run_id,
-                "reason": comparison_reason(outcome, golden, changes),
-                "parameter": parameter,
-                "index": index,
-                "high_score": outcome.high_score,
-                "golden_high_score": golden.high_score,
-                "seed": golden.seed,
-                "state": outcome.state,
-                "changes": changes,
-                "decision": decision,
+            ConfigurationCompared(
+                golden_run_id=proposal.get("golden_run_id", golden.run_id),
+                latest_run_id=run_id,
+                current_golden_run_id=golden.run_id,
+                reason=comparison_reason(outcome, golden, changes),
+                parameter=parameter,
+                index=index,
+                high_score=outcome.high_score,
+                golden_high_score=golden.high_score,
+                seed=golden.seed,
+                state=outcome.state,
+                changes=changes,
+                decision=decision,
                 **_attempt_fields(accepted, run_id, outcome),
-            },
+            ),
             level="INFO" if outcome.scored else "WARNING",
             process_id=run_id,
             parent_event_id=outcome.event_id,
             parameter=parameter,
         )
         crash_point("after_comparison")
-        compared = await latest(db, "configuration_compared", process_id=run_id)
+        compared = await latest(db, ConfigurationCompared, process_id=run_id)
         assert compared is not None and compared.event_id == compared_id
     await _apply_decision(services, compared, run_id, parameter)
     status.run_id = None
 
 
-def _attempt_fields(accepted: StoredEvent, run_id: str, outcome: RunOutcome) -> dict[str, Any]:
+def _attempt_fields(
+    accepted: StoredEvent[ProposalAccepted], run_id: str, outcome: RunOutcome
+) -> dict[str, Any]:
     """For a step whose run is a retry: the proposal's own run, and whether nothing trained."""
     fields: dict[str, Any] = {}
-    own = accepted.field("run_id") or accepted.process_id
+    own = accepted.model.run_id or accepted.process_id
     if own != run_id:
         fields["proposal_run_id"] = own
     if outcome.never_trained:
@@ -191,15 +201,20 @@ def _attempt_fields(accepted: StoredEvent, run_id: str, outcome: RunOutcome) -> 
 
 
 async def _apply_decision(
-    services: LoopServices, compared: StoredEvent, run_id: str, parameter: str | None
+    services: LoopServices,
+    stored: StoredEvent[ConfigurationCompared],
+    run_id: str,
+    parameter: str | None,
 ) -> None:
     db, log = services.db, services.log
-    reason = str(compared.field("reason", ""))
-    if compared.field("decision") == "promoted":
+    compared = stored.model
+    reason = str(compared.get("reason", ""))
+    if compared.decision == "promoted":
         row = await run_with_config(db, services.schema, run_id)
         if row is None:
             raise RuntimeError(f"run {run_id} won its comparison but SnakeLab no longer has it")
-        high_score = int(compared.field("high_score"))
+        assert compared.high_score is not None, f"promoted comparison {stored.event_id}"
+        high_score = compared.high_score
         golden_id = await create_golden(
             db,
             log,
@@ -209,13 +224,13 @@ async def _apply_decision(
             seed=int(row["config"]["seed"]),
             reason=reason,
             kind="promotion",
-            parent_event_id=compared.event_id,
+            parent_event_id=stored.event_id,
             parameter=parameter,
             extra={
                 "parameter": parameter,
-                "index": compared.field("index"),
-                "previous_run_id": compared.field("current_golden_run_id"),
-                "previous_high_score": compared.field("golden_high_score"),
+                "index": compared.index,
+                "previous_run_id": compared.current_golden_run_id,
+                "previous_high_score": compared.golden_high_score,
             },
         )
         services.status.set_phase(
@@ -223,19 +238,18 @@ async def _apply_decision(
         )
         logger.info("new golden configuration %s (event %s): %s", run_id, golden_id, reason)
     else:
-        failed = compared.field("decision") == "failed"
+        failed = compared.decision == "failed"
         await log.log(
-            "golden_config_retained",
-            {
-                "golden_run_id": compared.field("current_golden_run_id"),
-                "run_id": run_id,
-                "reason": reason,
-                "parameter": parameter,
-                "index": compared.field("index"),
-            },
+            GoldenConfigRetained(
+                golden_run_id=compared.current_golden_run_id,
+                run_id=run_id,
+                reason=reason,
+                parameter=parameter,
+                index=compared.index,
+            ),
             level="WARNING" if failed else "INFO",
             process_id=run_id,
-            parent_event_id=compared.event_id,
+            parent_event_id=stored.event_id,
             parameter=parameter,
         )
         logger.info("golden configuration retained: %s", reason)

@@ -12,6 +12,7 @@ import logging
 from ax3l.orchestrator.services import LoopServices
 from ax3l.orchestrator.turns import Turn
 from ax3l.shared.db.reads import GoldenRecord
+from ax3l.shared.event_models import ParameterSpaceExhausted
 from ax3l.shared.registry import domain
 
 logger = logging.getLogger(__name__)
@@ -30,14 +31,13 @@ async def skip_if_exhausted(
     if not await services.index.is_exhausted(turn.entry, golden.config):
         return False
     await services.log.log(
-        "parameter_space_exhausted",
-        {
-            "parameter": turn.parameter,
-            "index": turn.index,
-            "seed": golden.seed,
-            "golden_run_id": golden.run_id,
-            "choices": len(choices),
-        },
+        ParameterSpaceExhausted(
+            parameter=turn.parameter,
+            index=turn.index,
+            seed=golden.seed,
+            golden_run_id=golden.run_id,
+            choices=len(choices),
+        ),
         process_id=services.process_id,
         parent_event_id=checkpoint_event_id,
         parameter=turn.parameter,

@@ -6,6 +6,7 @@ from typing import Any
 
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
+from ax3l.shared.event_models import GoldenConfigCreated
 
 
 async def create_golden(
@@ -31,19 +32,18 @@ async def create_golden(
         await cur.execute(f"SELECT COUNT(*) AS n FROM {db.sl('simulation_runs')}")
         row = await cur.fetchone()
         simulations = int(row["n"]) if row else 0
-        content = {
-            "run_id": run_id,
-            "config": config,
-            "high_score": high_score,
-            "seed": seed,
-            "simulations": simulations,
-            "reason": reason,
-            "kind": kind,
+        content = GoldenConfigCreated(
+            run_id=run_id,
+            config=config,
+            high_score=high_score,
+            seed=seed,
+            simulations=simulations,
+            reason=reason,
+            kind=kind,
             **(extra or {}),
-        }
+        )
         return await log.write(
             cur,
-            "golden_config_created",
             content,
             process_id=run_id,
             parent_event_id=parent_event_id,

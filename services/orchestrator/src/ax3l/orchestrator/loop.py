@@ -136,7 +136,7 @@ class ExperimentLoop:
         pending = await pending_proposal(services)
         if pending is not None:
             if pending.checkpoint is not None:
-                self._prepare(pending.checkpoint.field("index"))
+                self._prepare(pending.checkpoint.model.index)
             if settings.pipeline and pending.compared is None:
                 # The next turn's conversation takes the session just prepared for it.
                 await self.proposer.speculate(

@@ -10,6 +10,7 @@ it is lower. A baseline run without a high score runs again within the bounds of
 from __future__ import annotations
 
 import logging
+from typing import TypeAlias
 
 from ax3l.orchestrator.baselines import next_baseline_run
 from ax3l.orchestrator.crash_points import crash_point
@@ -17,39 +18,46 @@ from ax3l.orchestrator.event_reads import StoredEvent, latest
 from ax3l.orchestrator.golden import create_golden
 from ax3l.orchestrator.services import LoopServices, StepFailed
 from ax3l.orchestrator.status import Phase
-from ax3l.orchestrator.waiting import TERMINAL_EVENTS
+from ax3l.orchestrator.waiting import ended_unscored
 from ax3l.shared.db.reads import GoldenRecord
+from ax3l.shared.event_models import (
+    GoldenConfigSeedIncremented,
+    SeedRotationStarted,
+    SimulationSubmitted,
+)
 
 logger = logging.getLogger(__name__)
 
 SOURCE = "SeedRotation"
 
 
-async def pending_rotation(services: LoopServices, golden_event_id: int) -> StoredEvent | None:
+Rotation: TypeAlias = StoredEvent[SeedRotationStarted]
+
+
+async def pending_rotation(services: LoopServices, golden_event_id: int) -> Rotation | None:
     """A rotation started after the current golden configuration (so not finished)."""
-    return await latest(services.db, "seed_rotation_started", after=golden_event_id)
+    return await latest(services.db, SeedRotationStarted, after=golden_event_id)
 
 
-async def _baseline_record(services: LoopServices, rotation: StoredEvent) -> StoredEvent | None:
+async def _baseline_record(
+    services: LoopServices, rotation: Rotation
+) -> StoredEvent[SimulationSubmitted] | None:
     """The rotation's recorded baseline submission, unless that run failed (it runs again)."""
     db = services.db
-    record = await latest(db, "simulation_submitted", parent=rotation.event_id)
+    record = await latest(db, SimulationSubmitted, parent=rotation.event_id)
     if record is None:
         return None
-    ended = await latest(db, sorted(set(TERMINAL_EVENTS.values())), process_id=record.process_id)
-    if ended is not None and (
-        ended.field("state") != "completed" or ended.field("high_score") is None
-    ):
+    if await ended_unscored(db, record.process_id):
         return None
     return record
 
 
-async def pending_rotation_run(services: LoopServices, rotation: StoredEvent) -> str | None:
+async def pending_rotation_run(services: LoopServices, rotation: Rotation) -> str | None:
     """The run ``rotation`` will wait for: its recorded baseline, else the run it would reuse."""
     record = await _baseline_record(services, rotation)
     if record is not None:
         return str(record.process_id)
-    return await services.submitter.usable_run(rotation.field("config"))
+    return await services.submitter.usable_run(rotation.model.config)
 
 
 async def start_rotation(
@@ -61,16 +69,15 @@ async def start_rotation(
     config = schema.validate(schema.with_values(golden.config, {"seed": new_seed}))
     services.status.set_phase(Phase.ROTATING)
     await services.log.log(
-        "seed_rotation_started",
-        {
-            "config": config,
-            "seed": new_seed,
-            "previous_seed": golden.seed,
-            "golden_run_id": golden.run_id,
-            "golden_event_id": golden_event_id,
-            "golden_high_score": golden.high_score,
-            "stagnant_cycles": stagnant,
-        },
+        SeedRotationStarted(
+            config=config,
+            seed=new_seed,
+            previous_seed=golden.seed,
+            golden_run_id=golden.run_id,
+            golden_event_id=golden_event_id,
+            golden_high_score=golden.high_score,
+            stagnant_cycles=stagnant,
+        ),
         process_id=services.process_id,
         parent_event_id=golden_event_id,
         source_name=SOURCE,
@@ -82,21 +89,20 @@ async def start_rotation(
     return rotation
 
 
-async def finish_rotation(services: LoopServices, rotation: StoredEvent) -> None:
+async def finish_rotation(services: LoopServices, rotation: Rotation) -> None:
     """Increment, submit (once), wait, and record the new baseline."""
     db, log, status = services.db, services.log, services.status
     status.set_phase(Phase.ROTATING)
-    config = rotation.field("config")
-    new_seed = int(rotation.field("seed"))
-    previous_seed = rotation.field("previous_seed")
-    if await latest(db, "golden_config_seed_incremented", parent=rotation.event_id) is None:
+    started = rotation.model
+    config = started.config
+    assert started.seed is not None, f"seed_rotation_started {rotation.event_id} has no seed"
+    new_seed = started.seed
+    previous_seed = started.previous_seed
+    if await latest(db, GoldenConfigSeedIncremented, parent=rotation.event_id) is None:
         await log.log(
-            "golden_config_seed_incremented",
-            {
-                "seed": new_seed,
-                "previous_seed": previous_seed,
-                "golden_run_id": rotation.field("golden_run_id"),
-            },
+            GoldenConfigSeedIncremented(
+                seed=new_seed, previous_seed=previous_seed, golden_run_id=started.golden_run_id
+            ),
             process_id=services.process_id,
             parent_event_id=rotation.event_id,
             source_name=SOURCE,
@@ -126,7 +132,7 @@ async def finish_rotation(services: LoopServices, rotation: StoredEvent) -> None
             f"the seed {new_seed} baseline run {run_id} ended {outcome.state}: {outcome.error}"
         )
     assert outcome.high_score is not None
-    previous = rotation.field("golden_high_score")
+    previous = started.golden_high_score
     await create_golden(
         db,
         log,
@@ -142,7 +148,7 @@ async def finish_rotation(services: LoopServices, rotation: StoredEvent) -> None
         parent_event_id=rotation.event_id,
         extra={
             "previous_seed": previous_seed,
-            "previous_run_id": rotation.field("golden_run_id"),
+            "previous_run_id": started.golden_run_id,
             "previous_high_score": previous,
         },
     )

@@ -17,24 +17,20 @@ from ax3l.orchestrator.event_reads import StoredEvent, latest
 from ax3l.orchestrator.golden import create_golden
 from ax3l.orchestrator.services import LoopServices, StepFailed
 from ax3l.orchestrator.status import Phase
-from ax3l.orchestrator.waiting import TERMINAL_EVENTS
+from ax3l.orchestrator.waiting import ended_unscored
 from ax3l.shared.db.reads import count_simulations
+from ax3l.shared.event_models import SimulationSubmitted
 
 logger = logging.getLogger(__name__)
 
 SOURCE = "InitialSeeding"
 
 
-async def _usable_record(services: LoopServices) -> StoredEvent | None:
-    record = await latest(services.db, "simulation_submitted", source_name=SOURCE)
+async def _usable_record(services: LoopServices) -> StoredEvent[SimulationSubmitted] | None:
+    record = await latest(services.db, SimulationSubmitted, source_name=SOURCE)
     if record is None:
         return None
-    ended = await latest(
-        services.db, sorted(set(TERMINAL_EVENTS.values())), process_id=record.process_id
-    )
-    if ended is not None and (
-        ended.field("state") != "completed" or ended.field("high_score") is None
-    ):
+    if await ended_unscored(services.db, record.process_id):
         return None  # that run has no score: seeding starts over with a new submission
     return record
 

@@ -17,10 +17,15 @@ from dataclasses import dataclass
 from ax3l.orchestrator.event_reads import StoredEvent, latest, select
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.event_models import (
+    ParameterSpaceExhausted,
+    ProposalAccepted,
+    RoundRobinCheckpoint,
+)
 from ax3l.shared.registry import ENTRIES, PARAMETER_ORDER, Entry
 
-ADVANCING_EVENTS = ("proposal_accepted", "parameter_space_exhausted")
-PROPOSAL = "proposal_accepted"
+ADVANCING_EVENTS = (ProposalAccepted.event, ParameterSpaceExhausted.event)
+PROPOSAL = ProposalAccepted.event
 
 
 class ParameterOrderChanged(RuntimeError):
@@ -43,7 +48,10 @@ class Turn:
 
 
 def checkpoint_order_problem(checkpoint: StoredEvent) -> str | None:
-    """Why a checkpoint cannot be resumed from, or None when its order and index fit."""
+    """Why a checkpoint cannot be resumed from, or None when its order and index fit.
+
+    Reads the content as stored (not its model), so the message shows the value that is wrong.
+    """
     order = checkpoint.field("parameter_order")
     index = checkpoint.field("index")
     if order != list(PARAMETER_ORDER):
@@ -64,42 +72,45 @@ def checkpoint_order_problem(checkpoint: StoredEvent) -> str | None:
 
 async def next_turn(db: Database) -> Turn:
     """The turn to take now (a fresh experiment starts at hidden size)."""
-    checkpoint = await latest(db, "round_robin_checkpoint")
+    checkpoint = await latest(db, RoundRobinCheckpoint)
     if checkpoint is None:
         return Turn(0)
     problem = checkpoint_order_problem(checkpoint)
     if problem:
         raise ParameterOrderChanged(problem)
-    index = int(checkpoint.field("index"))
+    index = checkpoint.model.index
+    assert index is not None  # checkpoint_order_problem checked it
     if await turn_answered(db, checkpoint):
         return Turn((index + 1) % len(PARAMETER_ORDER))
     return Turn(index)
 
 
-def belongs_to(proposal: StoredEvent, checkpoint: StoredEvent) -> bool:
+def belongs_to(proposal: StoredEvent[ProposalAccepted], checkpoint: StoredEvent) -> bool:
     """Whether ``proposal`` (written after ``checkpoint``) was made for that checkpoint's turn."""
-    named = proposal.field("checkpoint_event_id")
-    if type(named) is int:
+    named = proposal.model.checkpoint_event_id
+    if named is not None:
         return named == checkpoint.event_id
     return proposal.event_id > checkpoint.event_id
 
 
-async def turn_proposals(db: Database, checkpoint: StoredEvent) -> list[StoredEvent]:
+async def turn_proposals(
+    db: Database, checkpoint: StoredEvent
+) -> list[StoredEvent[ProposalAccepted]]:
     """The accepted proposals of ``checkpoint``'s turn, oldest first (normally at most one)."""
-    after = await select(db, PROPOSAL, after=checkpoint.event_id)
+    after = await select(db, ProposalAccepted, after=checkpoint.event_id)
     return [proposal for proposal in after if belongs_to(proposal, checkpoint)]
 
 
 async def turn_answered(db: Database, checkpoint: StoredEvent) -> bool:
     """The checkpoint's turn has its accepted proposal or its exhaustion skip."""
-    if await latest(db, "parameter_space_exhausted", after=checkpoint.event_id) is not None:
+    if await latest(db, ParameterSpaceExhausted, after=checkpoint.event_id) is not None:
         return True
     return bool(await turn_proposals(db, checkpoint))
 
 
 async def check_stored_order(db: Database) -> None:
     """Refuse to start on a history with another parameter order (before any other work)."""
-    checkpoint = await latest(db, "round_robin_checkpoint")
+    checkpoint = await latest(db, RoundRobinCheckpoint)
     if checkpoint is not None:
         problem = checkpoint_order_problem(checkpoint)
         if problem:
@@ -109,14 +120,15 @@ async def check_stored_order(db: Database) -> None:
 async def write_checkpoint(log: EventLog, turn: Turn, process_id: str) -> int:
     """Store the order and index before the turn asks anyone for a proposal."""
     return await log.log(
-        "round_robin_checkpoint",
-        {"parameter_order": list(PARAMETER_ORDER), "index": turn.index},
+        RoundRobinCheckpoint(parameter_order=list(PARAMETER_ORDER), index=turn.index),
         parameter=turn.parameter,
         source_name="RoundRobin",
         process_id=process_id,
     )
 
 
-async def checkpoint_before(db: Database, event_id: int) -> StoredEvent | None:
+async def checkpoint_before(
+    db: Database, event_id: int
+) -> StoredEvent[RoundRobinCheckpoint] | None:
     """The checkpoint of the turn an event belongs to (the latest one before it)."""
-    return await latest(db, "round_robin_checkpoint", before=event_id)
+    return await latest(db, RoundRobinCheckpoint, before=event_id)

@@ -27,6 +27,13 @@ from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.db.reads import run_with_config
+from ax3l.shared.event_models import (
+    RunEnded,
+    SimulationCancelled,
+    SimulationCompleted,
+    SimulationFailed,
+    SimulationStarted,
+)
 from ax3l.shared.snakelab_client import (
     SnakeLabClient,
     SnakeLabError,
@@ -37,12 +44,24 @@ from ax3l.shared.wire import TERMINAL_STATES
 
 logger = logging.getLogger(__name__)
 
-TERMINAL_EVENTS = {
-    "completed": "simulation_completed",
-    "failed": "simulation_failed",
-    "cancelled": "simulation_cancelled",
-    "vanished": "simulation_failed",
+TERMINAL_MODELS: dict[str, type[RunEnded]] = {
+    "completed": SimulationCompleted,
+    "failed": SimulationFailed,
+    "cancelled": SimulationCancelled,
+    "vanished": SimulationFailed,
 }
+TERMINAL_EVENTS = {state: model.event for state, model in TERMINAL_MODELS.items()}
+
+
+async def ended_unscored(db: Database, run_id: str | None) -> bool:
+    """Whether the run's logged end has no score (it failed, or completed without one)."""
+    ended = await latest(db, sorted(set(TERMINAL_EVENTS.values())), process_id=run_id)
+    if ended is None:
+        return False
+    end: RunEnded = ended.model
+    return end.state != "completed" or end.high_score is None
+
+
 STARTED_STATES = frozenset({"running", "paused", "cancelling"})
 # run_not_found with no row in SnakeLab's tables this many polls in a row: the run is gone.
 VANISHED_AFTER = 2
@@ -109,18 +128,19 @@ class RunWaiter:
         return how; safe to call again after a restart."""
         ended = await latest(self.db, sorted(set(TERMINAL_EVENTS.values())), process_id=run_id)
         if ended is not None:
+            end: RunEnded = ended.model
             row = await run_with_config(self.db, self.schema, run_id)
             return RunOutcome(
                 run_id,
-                str(ended.field("state", "failed")),
-                ended.field("high_score"),
-                ended.field("error"),
+                str(end.get("state", "failed")),
+                end.high_score,
+                end.error,
                 None if row is None else row["config"],
                 ended.event_id,
-                ended.field("episode_count"),
+                end.episode_count,
             )
         progress = _Progress(
-            started=await latest(self.db, "simulation_started", process_id=run_id) is not None
+            started=await latest(self.db, SimulationStarted, process_id=run_id) is not None
         )
         submitted_at = await self._submitted_at(run_id) if deadline is not None else None
         first = True
@@ -164,8 +184,7 @@ class RunWaiter:
         if not progress.started and state != "vanished" and state != "queued":
             if state in STARTED_STATES or (row is not None and row.get("started_at")):
                 await self.log.log(
-                    "simulation_started",
-                    {"run_id": run_id, "state": state},
+                    SimulationStarted(run_id=run_id, state=state),
                     process_id=run_id,
                     parent_event_id=parent_event_id,
                 )
@@ -237,20 +256,20 @@ class RunWaiter:
         if state == "vanished":
             error = "the run is known neither to SnakeLab nor to its database"
         episode_count = None if row is None else row.get("episode_count")
-        content: dict[str, Any] = {
-            "run_id": run_id,
-            "state": state,
-            "high_score": high_score,
-            "episode_count": episode_count,
-            "error": error,
-        }
+        marks: dict[str, Any] = {}
         if timed_out:
-            content["timed_out"] = True
+            marks["timed_out"] = True
         if never_trained(state, high_score, episode_count):
-            content["never_trained"] = True
-        event_id = await self.log.log(
-            TERMINAL_EVENTS[state], content, process_id=run_id, parent_event_id=parent_event_id
+            marks["never_trained"] = True
+        content = TERMINAL_MODELS[state](
+            run_id=run_id,
+            state=state,
+            high_score=high_score,
+            episode_count=episode_count,
+            error=error,
+            **marks,
         )
+        event_id = await self.log.log(content, process_id=run_id, parent_event_id=parent_event_id)
         logger.info("run %s ended: %s, high score %s", run_id, state, high_score)
         return RunOutcome(
             run_id,

@@ -20,6 +20,13 @@ from typing import Any
 
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.event_models import (
+    ToolExecutionCompleted,
+    ToolExecutionFailed,
+    ToolExecutionStarted,
+    ToolRequestReceived,
+    model_of,
+)
 from ax3l.shared.tool_channel import BROKER_SENDER, MCP_SENDER, PROTOCOL_VERSION, TOOL_TARGET
 from ax3l.toolbroker.handlers import MethodHandler
 from ax3l.toolbroker.results import Accepted, ProtocolFailure
@@ -35,11 +42,13 @@ LOGGED_TEXT_CHARS = 4096
 SOURCE_NAME = "ToolHandler"
 
 
-def describe_request(raw: bytes) -> dict[str, Any]:
+def describe_request(raw: bytes) -> ToolRequestReceived:
     """The ``tool_request_received`` content: size and (the start of) the text."""
     text = raw[: LOGGED_TEXT_CHARS * 4].decode("utf-8", "replace")
     truncated = len(text) > LOGGED_TEXT_CHARS or len(raw) > LOGGED_TEXT_CHARS * 4
-    return {"size_bytes": len(raw), "text": text[:LOGGED_TEXT_CHARS], "truncated": truncated}
+    return ToolRequestReceived(
+        size_bytes=len(raw), text=text[:LOGGED_TEXT_CHARS], truncated=truncated
+    )
 
 
 class Request:
@@ -168,7 +177,6 @@ class ToolHandler:
             async with self.log.db.transaction("logging a tool request") as cur:
                 received = await self.log.write(
                     cur,
-                    "tool_request_received",
                     describe_request(raw),
                     process_id=process_id,
                     source_name=SOURCE_NAME,
@@ -177,8 +185,9 @@ class ToolHandler:
                 if refused is not None or handler is None:
                     await self.log.write(
                         cur,
-                        "tool_execution_failed",
-                        {"method": request.method, **(refused or _NO_HANDLER).payload()},
+                        ToolExecutionFailed(
+                            method=request.method, **(refused or _NO_HANDLER).payload()
+                        ),
                         level="WARNING",
                         process_id=process_id,
                         parent_event_id=received,
@@ -188,8 +197,7 @@ class ToolHandler:
                 else:
                     await self.log.write(
                         cur,
-                        "tool_execution_started",
-                        {"method": request.method, "parameter": parameter},
+                        ToolExecutionStarted(method=request.method, parameter=parameter),
                         process_id=process_id,
                         parent_event_id=received,
                         source_name=handler.source_name,
@@ -221,13 +229,13 @@ class ToolHandler:
             await self._log_failure(crash, process_id, received, request, level="ERROR")
             return crash.payload(), crash.code
 
-        summary: dict[str, Any] = {"method": request.method, "status": result.payload()["status"]}
+        status = result.payload()["status"]
         if isinstance(result, Accepted):
-            summary["run_id"] = result.run_id
             try:
                 await self.log.log(
-                    "tool_execution_completed",
-                    summary,
+                    ToolExecutionCompleted(
+                        method=request.method, status=status, run_id=result.run_id
+                    ),
                     process_id=process_id,
                     parent_event_id=received,
                     source_name=handler.source_name,
@@ -238,13 +246,11 @@ class ToolHandler:
                 logger.error("could not log tool_execution_completed: %s", exc)
             return result.payload(), result.outcome
 
-        summary["code"] = result.code
         try:
             async with self.log.db.transaction("logging a rejected proposal") as cur:
                 await self.log.write(
                     cur,
-                    result.event,
-                    result.content,
+                    model_of(result.event).model_validate(result.content),
                     process_id=process_id,
                     parent_event_id=received,
                     source_name=handler.source_name,
@@ -252,8 +258,7 @@ class ToolHandler:
                 )
                 await self.log.write(
                     cur,
-                    "tool_execution_completed",
-                    summary,
+                    ToolExecutionCompleted(method=request.method, status=status, code=result.code),
                     process_id=process_id,
                     parent_event_id=received,
                     source_name=handler.source_name,
@@ -279,8 +284,9 @@ class ToolHandler:
     ) -> None:
         try:
             await self.log.log(
-                "tool_execution_failed",
-                {"method": request.method, **failure.payload(), **failure.event_details()},
+                ToolExecutionFailed(
+                    method=request.method, **failure.payload(), **failure.event_details()
+                ),
                 level=level,
                 process_id=process_id,
                 parent_event_id=received,

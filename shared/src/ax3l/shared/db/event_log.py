@@ -1,4 +1,10 @@
-"""The events writer: an event, its message and its highscore row in one transaction."""
+"""The events writer: an event, its message and its highscore row in one transaction.
+
+An event is written as its content model (``ax3l.shared.event_models``), which names it:
+``log.log(ProposalAccepted(...), process_id=...)``. The older form, a name and a dict
+(``log.log("proposal_accepted", {...})``), still works while call sites move over; both store
+the same bytes.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ax3l.shared.db.database import Database
+from ax3l.shared.event_models import EventContent
 from ax3l.shared.events import category_of, default_level
 
 
@@ -23,6 +30,8 @@ class HighscoreRow:
 
 def to_content(content: Any) -> str:
     """The stored text of an event: strings as they are, everything else as strict JSON."""
+    if isinstance(content, EventContent):
+        content = content.stored()
     if isinstance(content, str):
         return content
     return json.dumps(content, allow_nan=False, ensure_ascii=False, default=_json_default)
@@ -36,9 +45,20 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
+def _named(event: EventContent | str, content: Any) -> tuple[str, Any]:
+    """The name and content of either call form (a model, or a name and its content)."""
+    if isinstance(event, EventContent):
+        if content is not None:
+            raise TypeError(f"{type(event).__name__} is the content; pass no other")
+        return event.event, event
+    if isinstance(content, EventContent) and content.event != event:
+        raise ValueError(f"{type(content).__name__} is the content of {content.event}, not {event}")
+    return event, content
+
+
 async def write_event(
     cur: Any,
-    name: str,
+    event: EventContent | str,
     content: Any = None,
     *,
     level: str | None = None,
@@ -51,8 +71,10 @@ async def write_event(
 ) -> int:
     """Insert an event (and its message and highscore row) with ``cur``; returns its id.
 
+    ``event`` is the content model, or (the older form) the event's name with ``content``.
     Use inside a caller's transaction when the event must commit together with other rows.
     """
+    name, content = _named(event, content)
     category = category_of(name)
     await cur.execute(
         "INSERT INTO events (occurred_at, name, category, log_level, process_id,"
@@ -92,13 +114,17 @@ class EventLog:
         self.db = db
         self.ax3l_version = ax3l_version or db.settings.ax3l_version
 
-    async def log(self, name: str, content: Any = None, **fields: Any) -> int:
-        """Write one event in its own transaction; returns its id."""
+    async def log(self, event: EventContent | str, content: Any = None, **fields: Any) -> int:
+        """Write one event (its model, or a name and content) in its own transaction; returns
+        its id."""
+        name, content = _named(event, content)
         fields.setdefault("ax3l_version", self.ax3l_version)
         async with self.db.transaction(f"logging event {name}") as cur:
             return await write_event(cur, name, content, **fields)
 
-    async def write(self, cur: Any, name: str, content: Any = None, **fields: Any) -> int:
-        """Write one event inside the caller's transaction."""
+    async def write(
+        self, cur: Any, event: EventContent | str, content: Any = None, **fields: Any
+    ) -> int:
+        """Write one event (its model, or a name and content) inside the caller's transaction."""
         fields.setdefault("ax3l_version", self.ax3l_version)
-        return await write_event(cur, name, content, **fields)
+        return await write_event(cur, event, content, **fields)

@@ -19,6 +19,7 @@ from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.db.reads import GoldenRecord
+from ax3l.shared.event_models import ConversationEnded, ConversationStarted
 from ax3l.shared.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -126,8 +127,9 @@ class Proposer(ABC):
         """``conversation_started`` for ``turn`` with ``fields``; its event id."""
         entry = turn.entry
         return await self.deps.log.log(
-            "conversation_started",
-            {"proposer": self.name, "parameter": entry.name, "index": turn.index, **fields},
+            ConversationStarted(
+                proposer=self.name, parameter=entry.name, index=turn.index, **fields
+            ),
             process_id=conversation_id,
             parent_event_id=parent,
             parameter=entry.name,
@@ -153,8 +155,7 @@ class Proposer(ABC):
         except (ConversationFailed, ToolSessionFailed) as exc:
             message = str(exc)
             await deps.log.log(
-                "conversation_ended",
-                {**ended, "outcome": "failed", "error": message},
+                ConversationEnded(**ended, outcome="failed", error=message),
                 level="ERROR",
                 process_id=conversation_id,
                 parent_event_id=started,
@@ -166,8 +167,7 @@ class Proposer(ABC):
             raise ConversationFailed(message) from exc
         timings = [_timing(s) for s in (self.sessions if sessions is None else sessions)]
         await deps.log.log(
-            "conversation_ended",
-            {**ended, "outcome": "accepted", "run_id": run_id, "mcp_sessions": timings},
+            ConversationEnded(**ended, outcome="accepted", run_id=run_id, mcp_sessions=timings),
             process_id=conversation_id,
             parent_event_id=started,
             parameter=parameter,

@@ -31,6 +31,7 @@ from typing import Any
 
 from ax3l.orchestrator.mcp_session import BoundSession
 from ax3l.orchestrator.proposers.base import Proposer, TurnAhead, TurnContext
+from ax3l.shared.event_models import ConversationEnded, ConversationResumed
 
 logger = logging.getLogger(__name__)
 
@@ -167,19 +168,18 @@ class Pipeline:
             return await held.task  # it failed before its turn came and said so
         waited = None if held.held_at is None else time.monotonic() - held.held_at
         await deps.log.log(
-            "conversation_resumed",
-            {
-                "proposer": self.proposer.name,
-                "parameter": ctx.turn.entry.name,
-                "index": ctx.turn.index,
-                "checkpoint_event_id": ctx.checkpoint_event_id,
-                "golden_run_id": ctx.golden.run_id,
-                "seed": ctx.golden.seed,
-                "while_run_id": held.ahead.while_run_id,
-                "call_held": held.held_at is not None,
-                "held_seconds": None if waited is None else round(waited, 3),
-                "ahead_seconds": round(time.monotonic() - held.began, 3),
-            },
+            ConversationResumed(
+                proposer=self.proposer.name,
+                parameter=ctx.turn.entry.name,
+                index=ctx.turn.index,
+                checkpoint_event_id=ctx.checkpoint_event_id,
+                golden_run_id=ctx.golden.run_id,
+                seed=ctx.golden.seed,
+                while_run_id=held.ahead.while_run_id,
+                call_held=held.held_at is not None,
+                held_seconds=None if waited is None else round(waited, 3),
+                ahead_seconds=round(time.monotonic() - held.began, 3),
+            ),
             process_id=held.conversation_id,
             parent_event_id=ctx.checkpoint_event_id,
             parameter=ctx.turn.entry.name,
@@ -209,14 +209,13 @@ class Pipeline:
             "pipelined conversation for %s discarded: %s", held.ahead.turn.entry.name, reason
         )
         await self.deps.log.log(
-            "conversation_ended",
-            {
-                "proposer": self.proposer.name,
-                "parameter": held.ahead.turn.entry.name,
-                "outcome": "discarded",
-                "reason": reason,
-                "pipelined": True,
-            },
+            ConversationEnded(
+                proposer=self.proposer.name,
+                parameter=held.ahead.turn.entry.name,
+                outcome="discarded",
+                reason=reason,
+                pipelined=True,
+            ),
             level="WARNING",
             process_id=held.conversation_id,
             parent_event_id=held.started,

@@ -11,6 +11,7 @@ from ax3l.reports.models.golden import GoldenSummary
 from ax3l.shared.cycles import CycleCount, CycleTracker
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.reads import count_simulations
+from ax3l.shared.event_models import GoldenConfigCreated
 
 
 @dataclass(frozen=True)
@@ -31,30 +32,30 @@ def _int(value: Any) -> int | None:
     return None
 
 
+def golden_content(row: dict[str, Any]) -> GoldenConfigCreated:
+    """The ``golden_config_created`` content of an event row joined with its message."""
+    return GoldenConfigCreated.from_stored(parse(row.get("content")))
+
+
 def golden_from_row(row: dict[str, Any]) -> GoldenSummary:
     """A golden summary from an event row joined with its message and highscore row."""
-    content = parse(row.get("content"))
-    content = content if isinstance(content, dict) else {}
-    found = content.get("config")
-    config: dict[str, Any] = found if isinstance(found, dict) else {}
-    seed = _int(content.get("seed"))
+    golden = golden_content(row)
+    seed = _int(golden.seed)
     if seed is None:
         seed = _int(row.get("seed"))
     if seed is None:
-        seed = _int(config.get("seed"))
+        seed = _int((golden.config or {}).get("seed"))
     score = _int(row.get("score"))
-    run_id = content.get("run_id")
-    reason = content.get("reason")
     return GoldenSummary(
         event_id=int(row["event_id"]),
         occurred_at=row["occurred_at"],
-        run_id=run_id if isinstance(run_id, str) else None,
-        high_score=score if score is not None else _int(content.get("high_score")),
+        run_id=golden.run_id,
+        high_score=score if score is not None else _int(golden.high_score),
         seed=seed,
         simulations=_int(row.get("simulations"))
         if row.get("simulations") is not None
-        else _int(content.get("simulations")),
-        reason=reason if isinstance(reason, str) else None,
+        else _int(golden.simulations),
+        reason=golden.reason,
     )
 
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ax3l.reports.event_contents import parse
 from ax3l.reports.models.golden import Change, GoldenEntry, GoldenPage
-from ax3l.reports.queries.experiment import golden_from_row
+from ax3l.reports.queries.experiment import golden_content, golden_from_row
 from ax3l.shared.db.database import Database
 
 
@@ -64,24 +63,16 @@ async def golden_configurations(
     )
     entries: list[GoldenEntry] = []
     for position, row in enumerate(rows[: limit + 1]):
-        content = parse(row["content"])
-        content = content if isinstance(content, dict) else {}
-        config = content.get("config") if isinstance(content.get("config"), dict) else None
+        golden = golden_content(row)
         older = rows[position + 1] if position + 1 < len(rows) else None
-        if older is None:
-            changes = None
-        else:
-            older_content = parse(older["content"])
-            older_config = older_content.get("config") if isinstance(older_content, dict) else None
-            changes = config_changes(
-                older_config if isinstance(older_config, dict) else None, config
-            )
-        proposer = content.get("proposer")
+        changes = (
+            None if older is None else config_changes(golden_content(older).config, golden.config)
+        )
         entries.append(
             GoldenEntry(
                 **dict(golden_from_row(row)),
-                proposer=proposer if isinstance(proposer, str) else None,
-                config=config,
+                proposer=golden.proposer,
+                config=golden.config,
                 changes=changes,
             )
         )

@@ -5,20 +5,10 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 
-from ax3l.reports.event_contents import parse
 from ax3l.reports.models.highscores import HighscorePoint, Highscores
+from ax3l.reports.queries.experiment import golden_content
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.reads import count_simulations
-
-
-def _run_and_reason(content: str | None) -> tuple[str | None, str | None]:
-    found = parse(content)
-    found = found if isinstance(found, dict) else {}
-    run_id, reason = found.get("run_id"), found.get("reason")
-    return (
-        run_id if isinstance(run_id, str) else None,
-        reason if isinstance(reason, str) else None,
-    )
 
 
 class HighscoreReader:
@@ -78,7 +68,7 @@ class HighscoreReader:
         )
         points = []
         for row in rows:
-            run_id, reason = _run_and_reason(row["content"])
+            golden = golden_content(row)
             points.append(
                 HighscorePoint(
                     event_id=int(row["event_id"]),
@@ -86,8 +76,8 @@ class HighscoreReader:
                     simulations=int(row["simulations"]),
                     score=int(row["score"]),
                     seed=None if row["seed"] is None else int(row["seed"]),
-                    run_id=run_id,
-                    reason=reason,
+                    run_id=golden.run_id,
+                    reason=golden.reason,
                 )
             )
         return points

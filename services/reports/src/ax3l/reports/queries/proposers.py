@@ -19,20 +19,38 @@ from typing import Any
 from ax3l.reports.event_contents import parse
 from ax3l.reports.models.proposers import ModelStats, ProposerStats
 from ax3l.shared.db.database import Database
+from ax3l.shared.event_models import (
+    ConversationStarted,
+    EventContent,
+    GoldenConfigCreated,
+    ProposalAccepted,
+    read_content,
+)
 
 UNKNOWN = "unknown"
 
 
-def _field(content: Any, key: str) -> str | None:
-    value = content.get(key) if isinstance(content, dict) else None
-    return value if isinstance(value, str) and value else None
+def _read(row: dict[str, Any]) -> EventContent:
+    return read_content(row["name"], parse(row["content"]))
 
 
-def _turn(content: Any, row: dict[str, Any]) -> Any:
+def _proposer(content: EventContent) -> str | None:
+    """The proposer an event names (an empty name is none)."""
+    if isinstance(content, ConversationStarted | ProposalAccepted | GoldenConfigCreated):
+        return content.proposer or None
+    return None
+
+
+def _run_id(content: EventContent) -> str | None:
+    if isinstance(content, ProposalAccepted | GoldenConfigCreated):
+        return content.run_id or None
+    return None
+
+
+def _turn(started: ConversationStarted, row: dict[str, Any]) -> Any:
     """The turn a conversation belongs to: its checkpoint, else the conversation itself."""
-    checkpoint = content.get("checkpoint_event_id") if isinstance(content, dict) else None
-    if isinstance(checkpoint, int) and not isinstance(checkpoint, bool):
-        return checkpoint
+    if started.checkpoint_event_id is not None:
+        return started.checkpoint_event_id
     return ("event", row["event_id"])
 
 
@@ -66,14 +84,14 @@ async def proposer_stats(db: Database) -> list[ProposerStats]:
     rows = await _contents(
         db, ("conversation_started", "proposal_accepted", "golden_config_created")
     )
-    contents = [(row, parse(row["content"])) for row in rows]
+    contents = [(row, _read(row)) for row in rows]
     # A process (conversation) is known by whichever of its events names the proposer.
     by_process: dict[str, str] = {}
     for row, content in contents:
-        proposer = _field(content, "proposer")
-        if proposer and row["name"] != "golden_config_created" and row["process_id"]:
+        proposer = _proposer(content)
+        if proposer and not isinstance(content, GoldenConfigCreated) and row["process_id"]:
             by_process.setdefault(row["process_id"], proposer)
-    if not by_process and not any(_field(c, "proposer") for _, c in contents):
+    if not by_process and not any(_proposer(c) for _, c in contents):
         return []
     latest: str | None = None
     latest_fallback = False
@@ -84,23 +102,23 @@ async def proposer_stats(db: Database) -> list[ProposerStats]:
     fallback_proposals: dict[str, int] = defaultdict(int)
     golden_runs: set[str] = set()
     for row, content in contents:
-        named = _field(content, "proposer") or by_process.get(row["process_id"] or "")
-        if row["name"] == "conversation_started":
+        named = _proposer(content) or by_process.get(row["process_id"] or "")
+        if isinstance(content, ConversationStarted):
             latest = named
             conversations[named or UNKNOWN] += 1
-            fallback_for = _field(content, "fallback_for")
+            fallback_for = content.fallback_for or None
             latest_fallback = fallback_for is not None
             if fallback_for is not None:
                 turn = _turn(content, row)
                 fallback_turns[named or UNKNOWN].add(turn)
                 lost_turns[fallback_for].add(turn)
-        elif row["name"] == "proposal_accepted":
+        elif isinstance(content, ProposalAccepted):
             # Conversations run one at a time: an anonymous proposal belongs to the latest one.
             proposer = named or latest or UNKNOWN
-            proposals[proposer].append(_field(content, "run_id"))
+            proposals[proposer].append(_run_id(content))
             if latest_fallback and proposer == (latest or UNKNOWN):
                 fallback_proposals[proposer] += 1
-        elif (run_id := _field(content, "run_id")) is not None:
+        elif (run_id := _run_id(content)) is not None:
             golden_runs.add(run_id)
     scores = await _scores(
         db, sorted({run for runs in proposals.values() for run in runs if run is not None})
@@ -234,23 +252,22 @@ async def model_stats(db: Database, configured_model: str | None = None) -> list
     latest_model: str | None = None  # the model of the latest model conversation
     for row in rows:
         name = row["name"]
-        if name == "golden_config_created":
-            content = parse(row["content"])
-            if (run_id := _field(content, "run_id")) is not None:
+        if name == GoldenConfigCreated.event:
+            if (run_id := _run_id(_read(row))) is not None:
                 golden_runs.add(run_id)
-        elif name == "conversation_started":
+        elif name == ConversationStarted.event:
             current = model_of.get(row["process_id"] or "")
             if current is not None:
                 conversations[current] += 1
                 latest_model = current
             else:
-                content = parse(row["content"])
-                if _field(content, "fallback_for") and latest_model is not None:
-                    fallback_turns[latest_model].add(_turn(content, row))
+                started = ConversationStarted.from_stored(parse(row["content"]))
+                if started.fallback_for and latest_model is not None:
+                    fallback_turns[latest_model].add(_turn(started, row))
         elif current is None:
             continue  # a classical proposer's turn
-        elif name == "proposal_accepted":
-            accepted[current].append(_field(parse(row["content"]), "run_id"))
+        elif name == ProposalAccepted.event:
+            accepted[current].append(_run_id(_read(row)))
         else:
             wasted[current][name] += 1
 

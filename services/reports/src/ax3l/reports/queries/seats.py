@@ -22,28 +22,22 @@ from typing import Any
 from ax3l.reports.event_contents import parse
 from ax3l.reports.models.proposers import SeatStats
 from ax3l.shared.db.database import Database
+from ax3l.shared.event_models import GoldenConfigCreated, SeatCall, SeatCallRefused
 
 SUBMIT_TOOLS = ("submit_single_value", "submit_pair_values")
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
-def _waste_kind(name: str, content: dict[str, Any]) -> str | None:
+def _waste_kind(call: SeatCall | SeatCallRefused) -> str | None:
     """Why a submission was wasted, or None when it was accepted (or is not a submission)."""
-    if content.get("tool") not in SUBMIT_TOOLS:
+    if call.tool not in SUBMIT_TOOLS:
         return None
-    if name == "seat_call_refused":
-        return str(content.get("reason") or "refused")
-    outcome = content.get("outcome")
-    if outcome == "accepted":
+    if isinstance(call, SeatCallRefused):
+        return str(call.reason or "refused")
+    if call.outcome == "accepted":
         return None
-    if outcome == "rejected":
-        return str(content.get("code") or "rejected")
-    return str(outcome or "error")
+    if call.outcome == "rejected":
+        return str(call.code or "rejected")
+    return str(call.outcome or "error")
 
 
 async def seat_stats(db: Database) -> list[SeatStats]:
@@ -62,9 +56,9 @@ async def seat_stats(db: Database) -> list[SeatStats]:
         doing="reading the golden configurations",
     )
     golden_runs = {
-        content.get("run_id")
+        run_id
         for row in goldens
-        if isinstance(content := parse(row["content"]), dict)
+        if (run_id := GoldenConfigCreated.from_stored(parse(row["content"])).run_id) is not None
     }
     calls: dict[str, int] = defaultdict(int)
     refused: dict[str, int] = defaultdict(int)
@@ -74,29 +68,27 @@ async def seat_stats(db: Database) -> list[SeatStats]:
     seconds: dict[str, list[float]] = defaultdict(list)
     kinds: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for row in rows:
-        content = parse(row["content"])
-        content = content if isinstance(content, dict) else {}
-        seat = row["source_name"] or content.get("seat")
-        if not isinstance(seat, str) or not seat:
+        model = SeatCallRefused if row["name"] == SeatCallRefused.event else SeatCall
+        call = model.from_stored(parse(row["content"]))
+        seat = row["source_name"] or call.seat
+        if not seat:
             continue  # a request without a valid token names no seat
         calls[seat] += 1
-        if row["name"] == "seat_call_refused":
+        if isinstance(call, SeatCallRefused):
             refused[seat] += 1
-        if content.get("tool") not in SUBMIT_TOOLS:
+        if call.tool not in SUBMIT_TOOLS:
             continue
-        checkpoint = content.get("checkpoint_event_id")
-        if isinstance(checkpoint, int):
-            turns[seat].add(checkpoint)
-        kind = _waste_kind(row["name"], content)
+        if call.checkpoint_event_id is not None:
+            turns[seat].add(call.checkpoint_event_id)
+        kind = _waste_kind(call)
         if kind is not None:
             kinds[seat][kind] += 1
             continue
         accepted[seat] += 1
-        if content.get("run_id") in golden_runs:
+        if isinstance(call, SeatCall) and call.run_id in golden_runs:
             new_goldens[seat] += 1
-        took = _number(content.get("seconds_since_turn_opened"))
-        if took is not None:
-            seconds[seat].append(took)
+        if isinstance(call, SeatCall) and call.seconds_since_turn_opened is not None:
+            seconds[seat].append(float(call.seconds_since_turn_opened))
     stats = [
         SeatStats(
             seat=seat,

@@ -1,0 +1,492 @@
+"""The event contract: one pydantic model per event's content, named after its event.
+
+Every writer builds one of these and hands it to ``EventLog``; every reader turns a stored
+content back into one (``read_content``, or the typed reads of ``ax3l.shared.db.event_reads``).
+The name is the model's (``ProposalAccepted.event``); its category and usual level stay in
+``ax3l.shared.events.CATALOG``.
+
+Two promises, both pinned by ``shared/tests/test_event_models.py``:
+
+* **Stored bytes do not change.** A model remembers the keys it was given, in the order given,
+  and stores exactly those (``stored()``): no key is added, dropped or moved, and strict
+  validation never converts a value, so ``to_content(model)`` is the text the dict-based writer
+  stored. Keys a writer adds only sometimes are optional fields, left out unless given.
+* **Every stored row still reads.** Each field is optional (rows of older versions lack keys)
+  and unknown keys are kept (``extra="allow"``). A value that does not fit its field (a row
+  written by hand or by an old version) reads as None instead of failing the whole row;
+  ``get`` tells an absent key from a stored null.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar, Self, TypeVar, cast
+
+from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError, model_validator
+
+from ax3l.shared.events import CATALOG, Category, Level, category_of, default_level
+
+C = TypeVar("C", bound="EventContent")
+
+# Every name in the catalog has its model here (each subclass below that sets ``event``).
+MODELS: dict[str, type[EventContent]] = {}
+
+
+class EventContent(BaseModel):
+    """The content of one event; a subclass per event name sets ``event``."""
+
+    model_config = ConfigDict(strict=True, extra="allow", frozen=True, protected_namespaces=())
+
+    event: ClassVar[str] = ""
+    _keys: tuple[str, ...] = PrivateAttr(default=())
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        name = cls.__dict__.get("event")
+        if name:
+            if name not in CATALOG:
+                raise ValueError(f"{cls.__name__}.event {name!r} is not in the event catalog")
+            if name in MODELS:
+                raise ValueError(
+                    f"{name!r} has two models: {MODELS[name].__name__}, {cls.__name__}"
+                )
+            MODELS[name] = cls
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember_keys(cls, data: Any, handler: Any) -> Any:
+        model = handler(data)
+        if isinstance(data, dict) and isinstance(model, EventContent):
+            model._keys = tuple(data)
+        return model
+
+    @classmethod
+    def category(cls) -> Category:
+        """The event's category, from the catalog."""
+        return category_of(cls.event)
+
+    @classmethod
+    def level(cls) -> Level:
+        """The event's usual level, from the catalog."""
+        return default_level(cls.event)
+
+    def keys(self) -> tuple[str, ...]:
+        """The content's keys, in the order they are stored."""
+        return self._keys
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value stored under ``key`` (None when it did not fit), ``default`` when absent."""
+        if key not in self._keys:
+            return default
+        if key in type(self).model_fields:
+            return getattr(self, key)
+        return (self.__pydantic_extra__ or {}).get(key)
+
+    def stored(self) -> Any:
+        """What ``EventLog`` stores as JSON: the given keys, in the given order."""
+        return {key: self.get(key) for key in self._keys}
+
+    @classmethod
+    def from_stored(cls, content: Any) -> Self:
+        """The model of a parsed stored content; never fails (see the module docstring)."""
+        if not isinstance(content, dict):
+            return cls._lenient({})
+        try:
+            return cls.model_validate(content)
+        except ValidationError as exc:
+            misfits = {str(error["loc"][0]) for error in exc.errors() if error["loc"]}
+            return cls._lenient({k: None if k in misfits else v for k, v in content.items()})
+
+    @classmethod
+    def _lenient(cls, content: dict[str, Any]) -> Self:
+        values = {name: None for name in cls.model_fields} | content
+        model = cast(Self, cls.model_construct(_fields_set=set(content), **values))
+        model._keys = tuple(content)
+        return model
+
+
+class TextContent(EventContent):
+    """A content stored as plain text, not JSON (a prompt)."""
+
+    text: str | None = None
+
+    def stored(self) -> Any:
+        return self.text
+
+    @classmethod
+    def from_stored(cls, content: Any) -> Self:
+        if isinstance(content, str):
+            return cls(text=content)
+        return cls._lenient({} if content is None else {"text": json.dumps(content)})
+
+
+def model_of(name: str) -> type[EventContent]:
+    """The content model of event ``name`` (the bare ``EventContent`` for an unknown name)."""
+    return MODELS.get(name, EventContent)
+
+
+def read_content(name: str, content: Any) -> EventContent:
+    """A parsed stored content as the model of its event ``name``."""
+    return model_of(name).from_stored(content)
+
+
+# -- Conversation ---------------------------------------------------------------------------
+
+
+class ConversationStarted(EventContent):
+    """A proposer took a turn (``Proposer.log_started``); a fallback or a pipelined start adds
+    ``fallback_for``, ``pipelined``, ``while_run_id`` and the like."""
+
+    event: ClassVar[str] = "conversation_started"
+    proposer: str | None = None
+    parameter: str | None = None
+    index: int | None = None
+    loop_process_id: str | None = None
+    checkpoint_event_id: int | None = None
+    golden_run_id: str | None = None
+    seed: int | None = None
+    pipelined: bool | None = None
+    while_run_id: str | None = None
+    fallback_for: str | None = None
+    hybrid_role: str | None = None
+
+
+class ConversationEnded(EventContent):
+    """A conversation ended: ``outcome`` is ``accepted`` (with ``run_id``), ``failed`` (with
+    ``error``) or ``discarded`` (a pipelined one, with ``reason``)."""
+
+    event: ClassVar[str] = "conversation_ended"
+    proposer: str | None = None
+    parameter: str | None = None
+    outcome: str | None = None
+    run_id: str | None = None
+    error: str | None = None
+    reason: str | None = None
+    pipelined: bool | None = None
+    mcp_sessions: list[dict[str, Any]] | None = None
+
+
+class ConversationResumed(EventContent):
+    """A pipelined conversation was handed its turn (AX3L_PIPELINE)."""
+
+    event: ClassVar[str] = "conversation_resumed"
+    proposer: str | None = None
+    parameter: str | None = None
+    index: int | None = None
+    checkpoint_event_id: int | None = None
+    golden_run_id: str | None = None
+    seed: int | None = None
+    while_run_id: str | None = None
+    call_held: bool | None = None
+    held_seconds: float | None = None
+    ahead_seconds: float | None = None
+
+
+class PromptSent(TextContent):
+    """A prompt to the model, stored as its text."""
+
+    event: ClassVar[str] = "prompt_sent"
+
+
+class ReplyReceived(EventContent):
+    """The model server's reply, stored as it came (its keys are the server's)."""
+
+    event: ClassVar[str] = "reply_received"
+
+
+# -- LLM ------------------------------------------------------------------------------------
+
+
+class LlmRequestFailed(EventContent):
+    """A model request failed or its reply was unusable; ``ModelFailure.facts`` are added."""
+
+    event: ClassVar[str] = "llm_request_failed"
+    kind: str | None = None
+    detail: str | None = None
+    http_status: int | None = None
+    parameter: str | None = None
+    url: str | None = None
+    correctable: bool | None = None
+
+
+# -- Tool -----------------------------------------------------------------------------------
+
+
+class ToolRequestReceived(EventContent):
+    """A message reached the broker: its size and (the start of) its text."""
+
+    event: ClassVar[str] = "tool_request_received"
+    size_bytes: int | None = None
+    text: str | None = None
+    truncated: bool | None = None
+
+
+class ToolExecutionStarted(EventContent):
+    """The broker handed a request to its method's handler."""
+
+    event: ClassVar[str] = "tool_execution_started"
+    method: str | None = None
+    parameter: str | None = None
+
+
+class ToolExecutionCompleted(EventContent):
+    """A handler answered: ``status`` ``ok`` with ``run_id``, or ``rejected`` with ``code``."""
+
+    event: ClassVar[str] = "tool_execution_completed"
+    method: str | None = None
+    status: str | None = None
+    run_id: str | None = None
+    code: str | None = None
+
+
+class ToolExecutionFailed(EventContent):
+    """A request was refused or its handler failed: the reply's ``error`` (code and message),
+    and for a turn refusal its ``turn_refusal`` details."""
+
+    event: ClassVar[str] = "tool_execution_failed"
+    method: str | None = None
+    error: dict[str, Any] | None = None
+    turn_refusal: dict[str, Any] | None = None
+
+
+class SeatCall(EventContent):
+    """A seat's tool call at the Streamable HTTP endpoint and how it went: a submission's
+    ``outcome`` (``accepted`` with ``run_id``, ``rejected`` with the broker's ``code`` and
+    ``reason``, ``error`` or ``not_delivered`` with ``error``, as the broker or the channel
+    gave them)."""
+
+    event: ClassVar[str] = "seat_call"
+    seat: str | None = None
+    tool: str | None = None
+    open: bool | None = None
+    entry: str | None = None
+    values: dict[str, Any] | None = None
+    checkpoint_event_id: int | None = None
+    seconds_since_turn_opened: int | float | None = None
+    outcome: str | None = None
+    run_id: str | None = None
+    code: Any = None
+    reason: Any = None
+    error: Any = None
+
+
+class SeatCallRefused(EventContent):
+    """A seat's call refused before its tool ran (``reason``), or by its tool (``message``)."""
+
+    event: ClassVar[str] = "seat_call_refused"
+    seat: str | None = None
+    tool: str | None = None
+    reason: str | None = None
+    message: str | None = None
+    values: dict[str, Any] | None = None
+    checkpoint_event_id: int | None = None
+
+
+# -- SnakeLab -------------------------------------------------------------------------------
+
+
+class SimulationSubmitted(EventContent):
+    """A run was recorded: by the broker with its proposal (``queue_position``, ``adopted``), or
+    by the orchestrator for a baseline or a retry (``purpose``, ``attempt``, ``retry_of``...)."""
+
+    event: ClassVar[str] = "simulation_submitted"
+    run_id: str | None = None
+    config: dict[str, Any] | None = None
+    queue_position: int | None = None
+    adopted: bool | None = None
+    purpose: str | None = None
+    reason: str | None = None
+    retry_of: str | None = None
+    attempt: int | None = None
+    reused: bool | None = None
+    infrastructure_failure: bool | None = None
+    proposal_event_id: int | None = None
+    proposal_run_id: str | None = None
+    failed_error: str | None = None
+
+
+class RunStage(EventContent):
+    """A stage of a run as the orchestrator saw it."""
+
+    run_id: str | None = None
+    state: str | None = None
+
+
+class SimulationQueued(RunStage):
+    event: ClassVar[str] = "simulation_queued"
+
+
+class SimulationStarted(RunStage):
+    event: ClassVar[str] = "simulation_started"
+
+
+class SimulationRestarted(RunStage):
+    event: ClassVar[str] = "simulation_restarted"
+
+
+class RunEnded(RunStage):
+    """A run's end (``RunWaiter._finish``); ``timed_out`` and ``never_trained`` only when so."""
+
+    high_score: int | None = None
+    episode_count: int | None = None
+    error: str | None = None
+    timed_out: bool | None = None
+    never_trained: bool | None = None
+
+
+class SimulationCompleted(RunEnded):
+    event: ClassVar[str] = "simulation_completed"
+
+
+class SimulationFailed(RunEnded):
+    event: ClassVar[str] = "simulation_failed"
+
+
+class SimulationCancelled(RunEnded):
+    event: ClassVar[str] = "simulation_cancelled"
+
+
+# -- Configuration --------------------------------------------------------------------------
+
+
+class RoundRobinCheckpoint(EventContent):
+    """The turn's position, stored before anyone is asked for a proposal."""
+
+    event: ClassVar[str] = "round_robin_checkpoint"
+    parameter_order: list[str] | None = None
+    index: int | None = None
+
+
+class ProposalAccepted(EventContent):
+    """The broker submitted a proposal (``checkpoint_event_id`` names its turn; ``adopted``
+    when a reconciler recorded a run SnakeLab created anyway)."""
+
+    event: ClassVar[str] = "proposal_accepted"
+    parameter: str | None = None
+    values: dict[str, Any] | None = None
+    changes: dict[str, Any] | None = None
+    run_id: str | None = None
+    config: dict[str, Any] | None = None
+    golden_run_id: str | None = None
+    golden_event_id: int | None = None
+    checkpoint_event_id: int | None = None
+    adopted: bool | None = None
+    proposer: str | None = None
+
+
+class ProposalRejected(EventContent):
+    """A refused proposal: its values (printable), the code, reason and correction prompt."""
+
+    parameter: str | None = None
+    values: dict[str, Any] | None = None
+    code: str | None = None
+    reason: str | None = None
+    prompt: str | None = None
+    run_ids: list[str] | None = None
+    checkpoint_event_id: int | None = None
+
+
+class ProposalRejectedInvalid(ProposalRejected):
+    event: ClassVar[str] = "proposal_rejected_invalid"
+
+
+class ProposalRejectedDuplicate(ProposalRejected):
+    """``run_ids`` are the stored runs the candidate duplicates."""
+
+    event: ClassVar[str] = "proposal_rejected_duplicate"
+
+
+class ParameterSpaceExhausted(EventContent):
+    """A finite entry's every choice already ran on this seed: the turn was skipped."""
+
+    event: ClassVar[str] = "parameter_space_exhausted"
+    parameter: str | None = None
+    index: int | None = None
+    seed: int | None = None
+    golden_run_id: str | None = None
+    choices: int | None = None
+
+
+class ConfigurationCompared(EventContent):
+    """A run compared with the golden: ``decision`` is ``promoted``, ``retained`` or ``failed``;
+    ``proposal_run_id`` and ``never_trained`` only for a retried step."""
+
+    event: ClassVar[str] = "configuration_compared"
+    golden_run_id: str | None = None
+    latest_run_id: str | None = None
+    current_golden_run_id: str | None = None
+    reason: str | None = None
+    parameter: str | None = None
+    index: int | None = None
+    high_score: int | None = None
+    golden_high_score: int | None = None
+    seed: int | None = None
+    state: str | None = None
+    changes: dict[str, Any] | None = None
+    decision: str | None = None
+    proposal_run_id: str | None = None
+    never_trained: bool | None = None
+
+
+class GoldenConfig(EventContent):
+    """A golden configuration and why it is one. Ax3l writes whole numbers; the reports also
+    take a whole float (a hand-edited row) as one, so these three fields admit floats."""
+
+    run_id: str | None = None
+    config: dict[str, Any] | None = None
+    high_score: int | float | None = None
+    seed: int | float | None = None
+    simulations: int | float | None = None
+    reason: str | None = None
+    kind: str | None = None
+    parameter: str | None = None
+    index: int | None = None
+    previous_run_id: str | None = None
+    previous_high_score: int | None = None
+    previous_seed: int | None = None
+    proposer: str | None = None
+
+
+class GoldenConfigCreated(GoldenConfig):
+    """``kind`` is ``seeding``, ``promotion`` or ``seed_rotation``; stored with its
+    ``experiment_highscores`` row."""
+
+    event: ClassVar[str] = "golden_config_created"
+
+
+class GoldenConfigReplaced(GoldenConfig):
+    event: ClassVar[str] = "golden_config_replaced"
+
+
+class GoldenConfigRetained(EventContent):
+    """A compared run did not beat the golden configuration."""
+
+    event: ClassVar[str] = "golden_config_retained"
+    golden_run_id: str | None = None
+    run_id: str | None = None
+    reason: str | None = None
+    parameter: str | None = None
+    index: int | None = None
+
+
+class SeedRotationStarted(EventContent):
+    """The decision to rotate, with the exact config the baseline run uses."""
+
+    event: ClassVar[str] = "seed_rotation_started"
+    config: dict[str, Any] | None = None
+    seed: int | None = None
+    previous_seed: int | None = None
+    golden_run_id: str | None = None
+    golden_event_id: int | None = None
+    golden_high_score: int | None = None
+    stagnant_cycles: int | None = None
+
+
+class GoldenConfigSeedIncremented(EventContent):
+    """The rotation's seed step, written once per rotation."""
+
+    event: ClassVar[str] = "golden_config_seed_incremented"
+    seed: int | None = None
+    previous_seed: int | None = None
+    golden_run_id: str | None = None
