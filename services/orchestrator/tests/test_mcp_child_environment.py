@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ax3l.orchestrator.mcp_session import MCP_MODULE, bound_session
+import pytest
+
+from ax3l.orchestrator.mcp_session import bound_session
 from ax3l.shared.registry import ENTRIES
 from ax3l.shared.settings import Settings
 from ax3l.testing.plugin import free_port
@@ -41,40 +43,61 @@ ALLOWED = {
 }
 
 
-def _children_environments(module: str) -> list[dict[str, str]]:
-    """The environments of this process's children running ``python -m module``."""
-    found = []
+def _descendant_environments(module: str, endpoint: str) -> list[dict[str, str]]:
+    """The environments (as exec'd) of this process's descendants running ``python -m module``
+    for ``endpoint``: the MCP child, or the zygote and the child it forked."""
+    parents: dict[int, int] = {}
+    environments: dict[int, dict[str, str]] = {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             stat = (proc / "stat").read_text()
-            parent = int(stat.rsplit(")", 1)[1].split()[1])
             cmdline = (proc / "cmdline").read_bytes().split(b"\0")
             raw = (proc / "environ").read_bytes()
         except OSError:
             continue
-        if parent == os.getpid() and module.encode() in cmdline:
+        parents[int(proc.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+        if any(part.startswith(module.encode()) for part in cmdline):
             pairs = (item.partition(b"=") for item in raw.split(b"\0") if item)
-            found.append({key.decode(): value.decode() for key, _, value in pairs})
-    return found
+            environments[int(proc.name)] = {k.decode(): v.decode() for k, _, v in pairs}
+
+    def ours(pid: int) -> bool:
+        while pid > 1:
+            pid = parents.get(pid, 0)
+            if pid == os.getpid():
+                return True
+        return False
+
+    return [
+        env
+        for pid, env in environments.items()
+        if ours(pid) and env.get("AX3L_ZMQ_ENDPOINT") == endpoint
+    ]
 
 
-async def test_mcp_child_environment_has_no_database_or_admin_setting(monkeypatch):
-    """A real MCP child's environment (read from /proc) holds only its binding and basics."""
+@pytest.mark.parametrize("spawn", ["exec", "fork"])
+async def test_mcp_child_environment_has_no_database_or_admin_setting(monkeypatch, spawn):
+    """A real MCP child's environment (read from /proc) holds only its binding and basics;
+    forked, so do the zygote's and the child's, and the binding is set in the child."""
     for key, value in PARENT_SECRETS.items():
         monkeypatch.setenv(key, value)
     entry = ENTRIES[0]
     endpoint = f"tcp://127.0.0.1:{free_port()}"
-    settings = Settings(AX3L_ZMQ_ENDPOINT=endpoint, AX3L_ZMQ_TIMEOUT=7)
+    settings = Settings(AX3L_ZMQ_ENDPOINT=endpoint, AX3L_ZMQ_TIMEOUT=7, AX3L_MCP_SPAWN=spawn)
     async with bound_session(entry, settings) as session:
         assert session.tool.name == entry.tool_name
-        environments = _children_environments(MCP_MODULE)
-    assert len(environments) == 1
-    child = environments[0]
-    assert set(child) - ALLOWED - {key for key in child if key.startswith("LC_")} == set()
-    assert not [key for key in child if key.startswith(("DB_", "SNAKELAB_")) or "DB_" in key]
-    assert not [value for value in child.values() if "secret" in value]
-    assert child["AX3L_CONVERSATION_PARAMETER"] == entry.name
-    assert child["AX3L_ZMQ_ENDPOINT"] == endpoint
-    assert float(child["AX3L_ZMQ_TIMEOUT"]) == 7
+        # The description names the bound entry: the child read its binding.
+        assert f"for {entry.name}, the parameter assigned" in session.tool.description
+        environments = _descendant_environments("ax3l.app.snakelab.tools", endpoint)
+    assert len(environments) == (1 if spawn == "exec" else 2)
+    for child in environments:
+        assert set(child) - ALLOWED - {key for key in child if key.startswith("LC_")} == set()
+        assert not [key for key in child if key.startswith(("DB_", "SNAKELAB_")) or "DB_" in key]
+        assert not [value for value in child.values() if "secret" in value]
+        assert child["AX3L_ZMQ_ENDPOINT"] == endpoint
+        assert float(child["AX3L_ZMQ_TIMEOUT"]) == 7
+    if spawn == "exec":
+        assert environments[0]["AX3L_CONVERSATION_PARAMETER"] == entry.name
+    else:  # the zygote's environment has no binding; each child sets its own after the fork
+        assert all("AX3L_CONVERSATION_PARAMETER" not in child for child in environments)

@@ -6,30 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ax3l.orchestrator.mcp_session import MCP_MODULE
 from ax3l.shared.registry import ENTRIES
+from ax3l.testing.mcp_children import mcp_children
 from ax3l.testing.stack import Stack, check_history
 
 RUN_SECONDS = 4.0
-
-
-def mcp_children(parent: int) -> dict[int, str]:
-    """The live MCP children of ``parent``: pid -> their AX3L_CONVERSATION_PARAMETER."""
-    found = {}
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-            raw = (proc / "environ").read_bytes()
-        except OSError:
-            continue
-        if int(fields[1]) != parent or fields[0] == "Z" or MCP_MODULE.encode() not in cmdline:
-            continue
-        pairs = dict(item.partition(b"=")[::2] for item in raw.split(b"\0") if item)
-        found[int(proc.name)] = pairs.get(b"AX3L_CONVERSATION_PARAMETER", b"").decode()
-    return found
 
 
 def running(pid: int) -> bool:

@@ -6,37 +6,22 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from pathlib import Path
 
 import pytest
 
-from ax3l.orchestrator.mcp_session import MCP_MODULE, BoundSession
+from ax3l.orchestrator.mcp_session import BoundSession
 from ax3l.orchestrator.session_pool import SessionPool
 from ax3l.shared.registry import BY_NAME, ENTRIES
 from ax3l.shared.settings import Settings
+from ax3l.testing.mcp_children import mcp_children as children_of
 from ax3l.testing.plugin import free_port
 
 DEADLINE = 60.0
 
 
 def mcp_children() -> dict[int, str]:
-    """This process's MCP children: pid -> their AX3L_CONVERSATION_PARAMETER."""
-    found = {}
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            stat = (proc / "stat").read_text()
-            fields = stat.rsplit(")", 1)[1].split()
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-            raw = (proc / "environ").read_bytes()
-        except OSError:
-            continue
-        if int(fields[1]) != os.getpid() or fields[0] == "Z" or MCP_MODULE.encode() not in cmdline:
-            continue
-        pairs = dict(item.partition(b"=")[::2] for item in raw.split(b"\0") if item)
-        found[int(proc.name)] = pairs.get(b"AX3L_CONVERSATION_PARAMETER", b"").decode()
-    return found
+    """This process's MCP sessions: pid -> their binding."""
+    return children_of(os.getpid())
 
 
 async def until(condition, what: str) -> None:  # type: ignore[no-untyped-def]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -139,6 +140,12 @@ class Settings(BaseSettings):
         ge=0,
         le=6,
         description="turns after the current one whose MCP session is started in advance",
+    )
+    mcp_spawn: Literal["fork", "exec"] = Field(
+        "fork",
+        validation_alias="AX3L_MCP_SPAWN",
+        description="how a conversation's MCP child starts: forked from a pre-imported"
+        " parent (fork) or as a new interpreter (exec)",
     )
     pipeline: bool = Field(
         False,

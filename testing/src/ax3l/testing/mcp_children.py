@@ -32,14 +32,23 @@ def _processes() -> dict[int, tuple[int, str, list[bytes], bytes]]:
     return table
 
 
-def mcp_children(parent: int) -> dict[int, str]:
-    """``parent``'s live MCP sessions: pid -> the entry they are bound to ("" if unbound)."""
-    table = _processes()
-    zygotes = {
+def _zygotes(table: dict[int, tuple[int, str, list[bytes], bytes]], parent: int) -> set[int]:
+    return {
         pid
         for pid, (ppid, _, cmdline, _) in table.items()
         if ppid == parent and ZYGOTE_MODULE in cmdline
     }
+
+
+def zygotes_of(parent: int) -> set[int]:
+    """The pids of ``parent``'s live zygotes."""
+    return _zygotes(_processes(), parent)
+
+
+def mcp_children(parent: int) -> dict[int, str]:
+    """``parent``'s live MCP sessions: pid -> the entry they are bound to ("" if unbound)."""
+    table = _processes()
+    zygotes = _zygotes(table, parent)
     found = {}
     for pid, (ppid, name, _, raw) in table.items():
         if ppid in zygotes:

@@ -1,8 +1,10 @@
 """A private MCP stdio session per conversation, bound to its single or pair.
 
-The MCP server is a child process started with this interpreter and the environment that binds
-it: ``AX3L_CONVERSATION_PARAMETER`` (the entry) and ``AX3L_ZMQ_ENDPOINT`` (the broker). Its one
-tool is discovered with ``list_tools``; the definition sent to the model is exactly that.
+The MCP server is a child process with the environment that binds it:
+``AX3L_CONVERSATION_PARAMETER`` (the entry) and ``AX3L_ZMQ_ENDPOINT`` (the broker). It is
+forked from a pre-imported parent (``mcp_fork.py``, ``AX3L_MCP_SPAWN=fork``, the default) or
+started as a new interpreter (``exec``). Its one tool is discovered with ``list_tools``; the
+definition sent to the model is exactly that.
 """
 
 from __future__ import annotations
@@ -18,7 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcp import Client, MCPError, StdioServerParameters
+from mcp.client._transport import Transport
+from mcp.client.stdio import get_default_environment
 
+from ax3l.app.snakelab.tools.binding import BINDING_ENV
+from ax3l.orchestrator.mcp_fork import forked_stdio, zygote_for
 from ax3l.shared.registry import Entry
 from ax3l.shared.settings import Settings
 from ax3l.shared.tool_channel import client_endpoint
@@ -126,16 +132,18 @@ class BoundSession:
         return ToolReply(text, payload)
 
 
-def child_environment(entry: Entry, settings: Settings) -> dict[str, str]:
+def child_environment(entry: Entry | None, settings: Settings) -> dict[str, str]:
     """Exactly what the MCP child reads: its binding, the broker's endpoint, the tool timeout
-    and the schema file, plus what a Python process needs (least privilege)."""
+    and the schema file, plus what a Python process needs (least privilege). Without
+    ``entry``: the zygote's, which binds each child it forks."""
     env = {
         key: value
         for key, value in os.environ.items()
         if key in PROCESS_KEYS or key.startswith(PROCESS_PREFIXES)
     }
+    if entry is not None:
+        env[BINDING_ENV] = entry.name
     env.update(
-        AX3L_CONVERSATION_PARAMETER=entry.name,
         AX3L_ZMQ_ENDPOINT=client_endpoint(settings),
         AX3L_ZMQ_TIMEOUT=str(settings.zmq_timeout),
     )
@@ -143,6 +151,17 @@ def child_environment(entry: Entry, settings: Settings) -> dict[str, str]:
         # The tool's descriptions name the ranges of the orchestrator's schema.
         env["AX3L_SCHEMA_PATH"] = str(settings.schema_path)
     return env
+
+
+def _transport(entry: Entry, settings: Settings) -> StdioServerParameters | Transport:
+    """How the child for ``entry`` starts (``AX3L_MCP_SPAWN``): forked from the zygote, or a
+    new interpreter through the SDK's stdio client."""
+    if settings.mcp_spawn == "fork":
+        zygote = zygote_for(get_default_environment() | child_environment(None, settings))
+        return forked_stdio(zygote, entry.name)
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", MCP_MODULE], env=child_environment(entry, settings)
+    )
 
 
 @asynccontextmanager
@@ -155,12 +174,11 @@ async def bound_session(
     """
     if timings is None:
         timings = []
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", MCP_MODULE], env=child_environment(entry, settings)
-    )
     began = time.perf_counter()
     try:
-        async with Client(params, read_timeout_seconds=settings.mcp_call_timeout) as client:
+        async with Client(
+            _transport(entry, settings), read_timeout_seconds=settings.mcp_call_timeout
+        ) as client:
             try:
                 listing = await client.list_tools()
             except (MCPError, TimeoutError, OSError) as exc:
@@ -185,7 +203,7 @@ async def bound_session(
     except BaseExceptionGroup as group:
         # The SDK's task group wraps whatever left the session, ours included: unwrap it.
         raise _single(group, entry) from None
-    except (MCPError, OSError) as exc:
+    except (MCPError, OSError) as exc:  # ForkFailed is an OSError
         raise ToolSessionFailed(f"the MCP session for {entry.name} failed: {exc}") from exc
 
 
