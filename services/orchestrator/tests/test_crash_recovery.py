@@ -120,38 +120,42 @@ def test_crash_between_comparison_and_promotion_promotes_once(stack: Stack) -> N
     assert summary.compared[1].get("current_golden_run_id") == compare.process_id
 
 
-def test_crash_after_the_rotation_started_finishes_that_rotation(stack: Stack) -> None:
-    """Killed right after seed_rotation_started: the rotation is completed once."""
+# A seed rotation after every stagnant cycle.
+ROTATING = {"AX3L_SEED_STAGNANT_ROUNDS": "1"}
+
+
+def crash_in_rotation(stack: Stack, point: str) -> None:
+    """On the tiny schema, rotating after every stagnant cycle, killed at ``point``."""
     stack.use_schema(tiny_schema())
     stack.start()
-    env = {"AX3L_SEED_STAGNANT_ROUNDS": "1"}
-    stack.crash_at("rotation_started", env=env)
+    stack.crash_at(point, env=ROTATING)
+
+
+def rotation_submissions(stack: Stack) -> list[Any]:
+    return [e for e in stack.events("simulation_submitted") if e.source_name == "SeedRotation"]
+
+
+def test_crash_after_the_rotation_started_finishes_that_rotation(stack: Stack) -> None:
+    """Killed right after seed_rotation_started: the rotation is completed once."""
+    crash_in_rotation(stack, "rotation_started")
     assert len(stack.events("seed_rotation_started")) == 1
-    restart_until(stack, seed_golden(stack, 1972), "two rotations", env=env)
+    restart_until(stack, seed_golden(stack, 1972), "two rotations", env=ROTATING)
     check_rotations(stack)
 
 
 def test_crash_after_the_rotation_submit_finds_that_run(stack: Stack) -> None:
     """Killed between submitting the baseline and recording it: the run is found, not resent."""
-    stack.use_schema(tiny_schema())
-    stack.start()
-    env = {"AX3L_SEED_STAGNANT_ROUNDS": "1"}
-    stack.crash_at("rotation_after_submit", env=env)
-    restart_until(stack, seed_golden(stack, 1971), "the seed 1971 baseline", env=env)
-    records = [e for e in stack.events("simulation_submitted") if e.source_name == "SeedRotation"]
-    assert records[0].get("reused") is True
+    crash_in_rotation(stack, "rotation_after_submit")
+    restart_until(stack, seed_golden(stack, 1971), "the seed 1971 baseline", env=ROTATING)
+    assert rotation_submissions(stack)[0].get("reused") is True
     check_rotations(stack)
 
 
 def test_crash_while_waiting_for_the_rotation_run_resumes_it(stack: Stack) -> None:
     """Killed while waiting for the baseline run: the restart waits for the same run."""
-    stack.use_schema(tiny_schema())
-    stack.start()
-    env = {"AX3L_SEED_STAGNANT_ROUNDS": "1"}
-    stack.crash_at("rotation_waiting", env=env)
-    restart_until(stack, seed_golden(stack, 1972), "two rotations", env=env)
-    records = [e for e in stack.events("simulation_submitted") if e.source_name == "SeedRotation"]
-    assert records[0].get("reused") is False
+    crash_in_rotation(stack, "rotation_waiting")
+    restart_until(stack, seed_golden(stack, 1972), "two rotations", env=ROTATING)
+    assert rotation_submissions(stack)[0].get("reused") is False
     check_rotations(stack)
 
 

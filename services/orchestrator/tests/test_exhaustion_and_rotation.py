@@ -21,6 +21,16 @@ def completions(stack: Stack) -> list[Any]:
     return stack.events("configuration_compared", "parameter_space_exhausted")
 
 
+def wait_for_steps(stack: Stack, steps: int, what: str, proc: Any) -> None:
+    """Wait until ``steps`` steps are complete (compared or skipped as exhausted)."""
+    stack.wait_for(
+        lambda: stack.count("configuration_compared", "parameter_space_exhausted") >= steps,
+        90,
+        what,
+        proc,
+    )
+
+
 def test_exhausted_entries_are_skipped_counted_and_stay_skipped_after_a_restart(
     stack: Stack,
 ) -> None:
@@ -29,21 +39,11 @@ def test_exhausted_entries_are_skipped_counted_and_stay_skipped_after_a_restart(
     stack.start()
     env = {"AX3L_SEED_STAGNANT_ROUNDS": "100"}
     proc = stack.orchestrator("random", env=env)
-    stack.wait_for(
-        lambda: stack.count("configuration_compared", "parameter_space_exhausted") >= 14,
-        90,
-        "two cycles",
-        proc,
-    )
+    wait_for_steps(stack, 14, "two cycles", proc)
     assert stack.status()["cycles"] >= 1
     proc.kill()
     proc = stack.orchestrator("random", env=env)
-    stack.wait_for(
-        lambda: stack.count("configuration_compared", "parameter_space_exhausted") >= 24,
-        90,
-        "three more steps",
-        proc,
-    )
+    wait_for_steps(stack, 24, "three more steps", proc)
     status = stack.status()
     proc.stop()
 
@@ -74,12 +74,7 @@ def test_continuous_entries_are_never_exhausted(stack: Stack) -> None:
     stack.use_schema(schema)
     stack.start()
     proc = stack.orchestrator("random", env={"AX3L_SEED_STAGNANT_ROUNDS": "100"})
-    stack.wait_for(
-        lambda: stack.count("configuration_compared", "parameter_space_exhausted") >= 21,
-        90,
-        "three cycles",
-        proc,
-    )
+    wait_for_steps(stack, 21, "three cycles", proc)
     proc.stop()
     check_history(stack)
     compared = [

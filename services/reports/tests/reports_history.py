@@ -204,6 +204,37 @@ def reply_json(entry_index: int, run: RealRun, reasoning: str) -> dict[str, Any]
     )
 
 
+async def _write_golden(
+    log: EventLog,
+    cur: Any,
+    replay: Replay,
+    run: RealRun,
+    position: int,
+    reason: str,
+    parent: int | None = None,
+    **more: Any,
+) -> None:
+    """``golden_config_created`` for ``run``, the experiment's ``position``th simulation, with
+    its high-score row (``more`` ends the content); ``replay`` records it."""
+    event = await log.write(
+        cur,
+        "golden_config_created",
+        {
+            "run_id": run.run_id,
+            "config": cached_schema(None).unflatten(run.flat),
+            "high_score": run.high_score,
+            "seed": run.seed,
+            "simulations": position,
+            "reason": reason,
+            **more,
+        },
+        process_id=run.run_id,
+        parent_event_id=parent,
+        highscore=HighscoreRow(position, run.high_score, run.seed),
+    )
+    replay.goldens.append((event, run, position))
+
+
 async def replay_history(db: Database, runs: list[RealRun]) -> Replay:
     """Write the events Ax3l's loop would have logged for ``runs``; returns what was written."""
     schema = cached_schema(None)
@@ -226,21 +257,7 @@ async def replay_history(db: Database, runs: list[RealRun]) -> Replay:
             process_id=first.run_id,
             parent_event_id=submitted,
         )
-        event = await log.write(
-            cur,
-            "golden_config_created",
-            {
-                "run_id": first.run_id,
-                "config": schema.unflatten(first.flat),
-                "high_score": first.high_score,
-                "seed": first.seed,
-                "simulations": 1,
-                "reason": "Initial configuration (schema defaults).",
-            },
-            process_id=first.run_id,
-            highscore=HighscoreRow(1, first.high_score, first.seed),
-        )
-        replay.goldens.append((event, first, 1))
+        await _write_golden(log, cur, replay, first, 1, "Initial configuration (schema defaults).")
     for position, run in enumerate(runs[1:], start=2):
         async with db.transaction() as cur:
             if run.seed != golden.seed:
@@ -261,21 +278,9 @@ async def replay_history(db: Database, runs: list[RealRun]) -> Replay:
                     {"run_id": run.run_id, "high_score": run.high_score},
                     process_id=run.run_id,
                 )
-                event = await log.write(
-                    cur,
-                    "golden_config_created",
-                    {
-                        "run_id": run.run_id,
-                        "config": schema.unflatten(run.flat),
-                        "high_score": run.high_score,
-                        "seed": run.seed,
-                        "simulations": position,
-                        "reason": f"Fresh baseline for seed {run.seed}.",
-                    },
-                    process_id=run.run_id,
-                    highscore=HighscoreRow(position, run.high_score, run.seed),
+                await _write_golden(
+                    log, cur, replay, run, position, f"Fresh baseline for seed {run.seed}."
                 )
-                replay.goldens.append((event, run, position))
                 golden, golden_score = run, run.high_score
                 continue
             index = changed_entry(golden.flat, run.flat)
@@ -380,23 +385,9 @@ async def replay_history(db: Database, runs: list[RealRun]) -> Replay:
                 },
             )
             if better:
-                event = await log.write(
-                    cur,
-                    "golden_config_created",
-                    {
-                        "run_id": run.run_id,
-                        "config": schema.unflatten(run.flat),
-                        "high_score": run.high_score,
-                        "seed": run.seed,
-                        "simulations": position,
-                        "reason": reason,
-                        "proposer": proposer,
-                    },
-                    process_id=run.run_id,
-                    parent_event_id=compared,
-                    highscore=HighscoreRow(position, run.high_score, run.seed),
+                await _write_golden(
+                    log, cur, replay, run, position, reason, compared, proposer=proposer
                 )
-                replay.goldens.append((event, run, position))
                 golden, golden_score = run, run.high_score
     await add_hostile_conversation(log, replay)
     row = await db.fetchone("SELECT COUNT(*) AS n FROM events")

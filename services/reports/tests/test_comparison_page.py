@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, sync_playwright
+from plotted import plotted_traces
 from reports_testing import Server, private_databases, reports_server
+from stored_rows import stored_rows
 
 from ax3l.testing.plugin import TestDatabases
 
@@ -118,34 +120,26 @@ def browser() -> Iterator[Browser]:
 
 def _stored(dbs: TestDatabases) -> dict[str, list[list[int | None]]]:
     """The finished repeats' curves as stored, per proposer."""
-    conn = dbs.connect("ax3l", dbs.ax3l_db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(
-                "SELECT proposer, best_so_far FROM comparison_repeats WHERE state = 'finished'"
-                " ORDER BY proposer, repeat_index"
-            )
-            found: dict[str, list[list[int | None]]] = {}
-            for proposer, curve in cur.fetchall():
-                found.setdefault(proposer, []).append(json.loads(curve))
-            return found
-    finally:
-        conn.close()
+    found: dict[str, list[list[int | None]]] = {}
+    for proposer, curve in stored_rows(
+        dbs,
+        "SELECT proposer, best_so_far FROM comparison_repeats WHERE state = 'finished'"
+        " ORDER BY proposer, repeat_index",
+        user="ax3l",
+    ):
+        found.setdefault(proposer, []).append(json.loads(curve))
+    return found
 
 
 def _stored_turns(dbs: TestDatabases) -> dict[str, dict[str, Any]]:
     """Per proposer, from the finished repeats as stored: wasted per accepted on finite and on
     continuous entries (None without accepted ones) and, where stored, who proposed."""
-    conn = dbs.connect("ax3l", dbs.ax3l_db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(
-                "SELECT proposer, accepted_proposals, content FROM comparison_repeats"
-                " WHERE state = 'finished'"
-            )
-            rows = cur.fetchall()
-    finally:
-        conn.close()
+    rows = stored_rows(
+        dbs,
+        "SELECT proposer, accepted_proposals, content FROM comparison_repeats"
+        " WHERE state = 'finished'",
+        user="ax3l",
+    )
     sums: dict[str, dict[str, int]] = {}
     for proposer, accepted, text in rows:
         content = json.loads(text)
@@ -199,12 +193,7 @@ def test_comparison_plot_points_and_table_are_the_stored_results(
     try:
         page.goto(server.url + "/proposers")
         page.click("#comparison-link a")
-        page.wait_for_selector("#comparison-plot[data-ready=true]", timeout=15000)
-        traces = page.evaluate(
-            "() => document.getElementById('comparison-plot').data.map(t => ({name: t.name,"
-            " x: Array.from(t.x), y: Array.from(t.y)}))"
-        )
-        by_name = {t["name"]: t for t in traces}
+        by_name = plotted_traces(page, "comparison-plot")
         stored = _stored(comparison)
         for proposer, curves in stored.items():
             expected = _expected(curves)

@@ -6,6 +6,7 @@ import json
 import re
 
 import pytest
+from stored_rows import stored_rows
 
 from ax3l.shared.events import CATALOG, CATEGORIES, Category
 from ax3l.shared.registry import PARAMETER_ORDER
@@ -14,13 +15,8 @@ from ax3l.testing.plugin import free_port
 
 def _ids(experiment, where: str = "1=1", args: tuple = ()) -> list[int]:
     """Event ids newest first, straight from SQL, to compare pages against."""
-    conn = experiment.dbs.connect("admin", experiment.dbs.ax3l_db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"SELECT event_id FROM events WHERE {where} ORDER BY event_id DESC", args)
-            return [row[0] for row in cur.fetchall()]
-    finally:
-        conn.close()
+    sql = f"SELECT event_id FROM events WHERE {where} ORDER BY event_id DESC"
+    return [row[0] for row in stored_rows(experiment.dbs, sql, args)]
 
 
 async def _walk(client, params: dict) -> list[int]:

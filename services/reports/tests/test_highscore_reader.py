@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from stored_rows import stored_rows
+
 from ax3l.reports.queries.highscores import HighscoreReader
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
@@ -16,16 +18,11 @@ async def _golden(log: EventLog, sims: int, score: int, seed: int) -> int:
 
 
 def _table(dbs) -> list[tuple[int, int, int, int]]:
-    conn = dbs.connect("admin", dbs.ax3l_db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(
-                "SELECT event_id, simulations, score, seed FROM experiment_highscores"
-                " ORDER BY simulations, event_id"
-            )
-            return [tuple(row) for row in cur.fetchall()]
-    finally:
-        conn.close()
+    return stored_rows(
+        dbs,
+        "SELECT event_id, simulations, score, seed FROM experiment_highscores"
+        " ORDER BY simulations, event_id",
+    )
 
 
 def _seen(points) -> list[tuple[int, int, int, int | None]]:

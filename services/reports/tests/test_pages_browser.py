@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
+from plotted import plotted_traces
 from reports_testing import FakeSnakeLab, Server, StatusServer, reports_server, running_status
+from stored_rows import stored_rows
 
 from ax3l.testing.plugin import wait_until
 
@@ -198,16 +200,10 @@ def test_pages_through_older_events(server, page):
 
 
 def _highscore_rows(experiment) -> list[tuple[int, int, int]]:
-    conn = experiment.dbs.connect("admin", experiment.dbs.ax3l_db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(
-                "SELECT simulations, score, seed FROM experiment_highscores"
-                " ORDER BY simulations, event_id"
-            )
-            return [tuple(row) for row in cur.fetchall()]
-    finally:
-        conn.close()
+    return stored_rows(
+        experiment.dbs,
+        "SELECT simulations, score, seed FROM experiment_highscores ORDER BY simulations, event_id",
+    )
 
 
 def test_highscore_plot_points_are_the_table_rows(server, experiment, page, test_output_dir):
@@ -215,12 +211,7 @@ def test_highscore_plot_points_are_the_table_rows(server, experiment, page, test
     with a marker at every seed change."""
     p = page.page
     p.goto(server.url + "/experiment-highscores")
-    p.wait_for_selector("#highscores-plot[data-ready=true]", timeout=15000)
-    traces = p.evaluate(
-        "() => document.getElementById('highscores-plot').data.map(t => ({name: t.name,"
-        " x: Array.from(t.x), y: Array.from(t.y), shape: t.line && t.line.shape}))"
-    )
-    by_name = {trace["name"]: trace for trace in traces}
+    by_name = plotted_traces(p, "highscores-plot")
     rows = _highscore_rows(experiment)
     golden = by_name["Accepted golden scores"]
     assert list(zip(golden["x"], golden["y"], strict=True)) == [(s, sc) for s, sc, _ in rows]
@@ -259,6 +250,13 @@ def test_script_in_a_reply_shows_as_text_and_never_runs(server, experiment, page
     p.screenshot(path=str(test_output_dir / "hostile-conversation.png"), full_page=True)
 
 
+def reload_until(p: Page, url: str, selector: str, text: str, what: str) -> None:
+    """Load ``url`` again and again until ``selector`` shows ``text`` (10 s at most)."""
+    wait_until(
+        lambda: p.goto(url) and text in p.locator(selector).inner_text(), timeout=10, what=what
+    )
+
+
 def test_status_bar_reads_snakelab_and_the_experiment(server, experiment, snakelab, page):
     """The status bar shows SnakeLab's state from its control socket and the experiment's
     golden, all-time high, run count and seed; a reload picks up a change of state."""
@@ -266,24 +264,19 @@ def test_status_bar_reads_snakelab_and_the_experiment(server, experiment, snakel
     _, golden_run, _ = experiment.replay.goldens[-1]
     best = max(run.high_score for _, run, _ in experiment.replay.goldens)
     snakelab.active = None
-    wait_until(
-        lambda: p.goto(server.url + "/") and "Idle" in p.locator("#snakelab-state").inner_text(),
-        timeout=10,
-        what="SnakeLab idle on the status bar",
-    )
+    reload_until(p, server.url + "/", "#snakelab-state", "Idle", "SnakeLab idle on the status bar")
     assert p.locator("#golden-high-score .v").inner_text() == str(golden_run.high_score)
     assert p.locator("#all-time-high-score .v").inner_text() == str(best)
     assert p.locator("#simulations-submitted .v").inner_text() == str(len(experiment.runs))
     assert p.locator("#current-seed .v").inner_text() == str(golden_run.seed)
     assert p.locator("#experiment-cycles .v").inner_text().isdigit()
     snakelab.active = running_status(experiment.runs[-1].run_id)
-    wait_until(
-        lambda: (
-            p.goto(server.url + "/")
-            and "Running Simulation" in p.locator("#snakelab-state").inner_text()
-        ),
-        timeout=10,
-        what="Running Simulation on the status bar",
+    reload_until(
+        p,
+        server.url + "/",
+        "#snakelab-state",
+        "Running Simulation",
+        "Running Simulation on the status bar",
     )
     assert "700/1500" in p.locator("#snakelab-state").inner_text()
 
@@ -352,13 +345,8 @@ def test_status_bar_shows_the_loop_and_its_outage(
             experiment.dbs, tmp_path / "reports.log", snakelab.endpoint, orchestrator.url
         ) as server:
             p = page.page
-            wait_until(
-                lambda: (
-                    p.goto(server.url + "/")
-                    and "Conversing" in p.locator("#loop-state").inner_text()
-                ),
-                timeout=10,
-                what="the loop on the status bar",
+            reload_until(
+                p, server.url + "/", "#loop-state", "Conversing", "the loop on the status bar"
             )
             assert "gamma (entry 5) · llm" in p.locator("#loop-state").inner_text()
             streak = p.locator("#failure-streak")
@@ -379,13 +367,12 @@ def test_status_bar_shows_the_loop_and_its_outage(
 
             orchestrator.close()
             stopped = True
-            wait_until(
-                lambda: (
-                    p.goto(server.url + "/")
-                    and "orchestrator unavailable since" in p.locator("#loop-state").inner_text()
-                ),
-                timeout=10,
-                what="the orchestrator shown unavailable",
+            reload_until(
+                p,
+                server.url + "/",
+                "#loop-state",
+                "orchestrator unavailable since",
+                "the orchestrator shown unavailable",
             )
             assert p.locator("#failure-streak").count() == 0
             p.locator("#status-bar").screenshot(

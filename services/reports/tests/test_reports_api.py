@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import statistics
 
+from stored_rows import stored_rows
+
 from ax3l.shared.cycles import count_cycles
 
 
 def _cycle_events(experiment):
-    conn = experiment.dbs.connect("admin", experiment.dbs.ax3l_db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(
-                "SELECT e.event_id, e.name, m.content FROM events e"
-                " LEFT JOIN event_messages m ON m.event_id = e.event_id ORDER BY e.event_id"
-            )
-            return list(cur.fetchall())
-    finally:
-        conn.close()
+    return stored_rows(
+        experiment.dbs,
+        "SELECT e.event_id, e.name, m.content FROM events e"
+        " LEFT JOIN event_messages m ON m.event_id = e.event_id ORDER BY e.event_id",
+    )
 
 
 async def test_status_reports_the_experiment(client, experiment):

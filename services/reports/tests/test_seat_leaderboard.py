@@ -29,6 +29,22 @@ async def _seat(
     await log.log(name, {"seat": seat, **content}, source_name=seat, process_id=str(uuid.uuid4()))
 
 
+async def _submitted(
+    log: EventLog, seat: str, checkpoint: int, outcome: str, seconds: float, **more: Any
+) -> None:
+    """A seat's ``submit_single_value`` that reached the broker, ``seconds`` into the turn."""
+    await _seat(
+        log,
+        "seat_call",
+        seat,
+        checkpoint,
+        tool="submit_single_value",
+        outcome=outcome,
+        **more,
+        seconds_since_turn_opened=seconds,
+    )
+
+
 async def test_seats_count_turns_accepted_wasted_seconds_and_goldens(seat_history, make_client):
     """Per seat: turns it submitted in, accepted and wasted submissions by kind, the median
     seconds from a turn's opening to its accepted submission and new goldens; calls without a
@@ -40,26 +56,8 @@ async def test_seats_count_turns_accepted_wasted_seconds_and_goldens(seat_histor
         first = await log.log("round_robin_checkpoint", {"parameter_order": order, "index": 0})
         await _seat(log, "seat_call_refused", "", None, tool=None, reason="unknown_token")
         await _seat(log, "seat_call", "alice", first, tool="current_turn", open=True)
-        await _seat(
-            log,
-            "seat_call",
-            "alice",
-            first,
-            tool="submit_single_value",
-            outcome="rejected",
-            code="duplicate_config",
-            seconds_since_turn_opened=1.0,
-        )
-        await _seat(
-            log,
-            "seat_call",
-            "alice",
-            first,
-            tool="submit_single_value",
-            outcome="accepted",
-            run_id=run_1,
-            seconds_since_turn_opened=3.0,
-        )
+        await _submitted(log, "alice", first, "rejected", 1.0, code="duplicate_config")
+        await _submitted(log, "alice", first, "accepted", 3.0, run_id=run_1)
         await _seat(
             log,
             "seat_call_refused",
@@ -78,16 +76,7 @@ async def test_seats_count_turns_accepted_wasted_seconds_and_goldens(seat_histor
             tool="submit_pair_values",
             reason="wrong_kind",
         )
-        await _seat(
-            log,
-            "seat_call",
-            "alice",
-            second,
-            tool="submit_single_value",
-            outcome="accepted",
-            run_id=run_2,
-            seconds_since_turn_opened=7.0,
-        )
+        await _submitted(log, "alice", second, "accepted", 7.0, run_id=run_2)
         await _seat(
             log, "seat_call_refused", "bob", None, tool="submit_single_value", reason="no_turn"
         )
