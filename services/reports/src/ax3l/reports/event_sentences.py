@@ -1,10 +1,12 @@
 """One readable sentence per event, as the user's own system words its log.
 
-``sentence(name, content, parameter)`` reads the (possibly cut) content an event stores and
-says what happened: ``High score: 37 < 45; model.hidden_size: 224 -> 272.``, ``Model timed out
-after 300 s on hidden_size``, ``Proposal accepted: hidden_size = 272 (run 3f2a1b9c)``. It
-returns None when the content does not hold what the sentence needs; the list then shows the
-content itself. Contents are untrusted: this only builds text, the templates escape it.
+``sentence(name, content, parameter)`` reads the (possibly cut) content an event stores, as its
+content model (``ax3l.shared.event_models``), and says what happened: ``High score: 37 < 45;
+model.hidden_size: 224 -> 272.``, ``Model timed out after 300 s on hidden_size``, ``Proposal
+accepted: hidden_size = 272 (run 3f2a1b9c)``. It returns None when the content does not hold
+what the sentence needs; the list then shows the content itself. Contents are untrusted: a
+value that does not fit its field reads as absent, and this only builds text, the templates
+escape it.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ax3l.shared import event_models as ev
+from ax3l.shared.event_models import EventContent, read_content
 from ax3l.shared.registry import BY_NAME
 
-Content = dict[str, Any]
-Builder = Callable[[Content, str | None], str | None]
+Builder = Callable[[Any, str | None], str | None]
 
 # The failure kinds the orchestrator stores in llm_request_failed, worded for the list.
 FAILURE_KINDS: dict[str, str] = {
@@ -33,8 +36,8 @@ FAILURE_KINDS: dict[str, str] = {
 DETAIL_CHARS = 120
 
 
-def _text(content: Content, key: str) -> str | None:
-    value = content.get(key)
+def _text(value: Any) -> str | None:
+    """A value worded as text: a non-empty string, or a number."""
     if isinstance(value, str) and value:
         return value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -42,8 +45,7 @@ def _text(content: Content, key: str) -> str | None:
     return None
 
 
-def _int(content: Content, key: str) -> int | None:
-    value = content.get(key)
+def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -55,9 +57,9 @@ def _number(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _run(content: Content, key: str = "run_id") -> str | None:
-    run_id = _text(content, key)
-    return None if run_id is None else f"run {run_id[:8]}"
+def _run(run_id: Any) -> str | None:
+    text = _text(run_id)
+    return None if text is None else f"run {text[:8]}"
 
 
 def _short(text: str, limit: int = DETAIL_CHARS) -> str:
@@ -88,44 +90,44 @@ def _on(parameter: str | None) -> str:
 # -- Conversation ------------------------------------------------------------------------------
 
 
-def conversation_started(c: Content, parameter: str | None) -> str | None:
-    proposer = _text(c, "proposer")
-    parameter = _text(c, "parameter") or parameter
-    fallback_for = _text(c, "fallback_for")
+def conversation_started(c: ev.ConversationStarted, parameter: str | None) -> str | None:
+    proposer = _text(c.proposer)
+    parameter = _text(c.parameter) or parameter
+    fallback_for = _text(c.fallback_for)
     if proposer and fallback_for:
-        streak = _int(c, "failure_streak")
+        streak = _int(c.get("failure_streak"))
         failed = "model" if fallback_for == "llm" else fallback_for
         after = f" after {streak} failed {failed} conversation{'s' * (streak != 1)}"
         return f"{proposer} proposed{_for(parameter)}{after if streak else f' instead of {failed}'}"
     who = f"{proposer} conversation" if proposer else "Conversation"
-    if c.get("pipelined") is True:
-        run = _text(c, "while_run_id")
+    if c.pipelined is True:
+        run = _text(c.while_run_id)
         return f"{who}{_for(parameter)} started ahead, while run {run or '?'} trains"
     return f"{who}{_for(parameter)} started"
 
 
-def conversation_resumed(c: Content, parameter: str | None) -> str | None:
-    proposer = _text(c, "proposer")
-    parameter = _text(c, "parameter") or parameter
+def conversation_resumed(c: ev.ConversationResumed, parameter: str | None) -> str | None:
+    proposer = _text(c.proposer)
+    parameter = _text(c.parameter) or parameter
     who = f"Pipelined {proposer} conversation" if proposer else "Pipelined conversation"
-    held = c.get("held_seconds")
-    if c.get("call_held") is True and isinstance(held, int | float) and not isinstance(held, bool):
+    held = c.held_seconds
+    if c.call_held is True and held is not None:
         return f"{who}{_for(parameter)} got its turn: its call, held {held:.1f} s, goes ahead"
     return f"{who}{_for(parameter)} got its turn"
 
 
-def conversation_ended(c: Content, parameter: str | None) -> str | None:
-    proposer = _text(c, "proposer")
-    parameter = _text(c, "parameter") or parameter
+def conversation_ended(c: ev.ConversationEnded, parameter: str | None) -> str | None:
+    proposer = _text(c.proposer)
+    parameter = _text(c.parameter) or parameter
     who = f"{proposer} conversation" if proposer else "Conversation"
-    outcome = _text(c, "outcome")
+    outcome = _text(c.outcome)
     if outcome == "accepted":
-        run = _run(c)
+        run = _run(c.run_id)
         return f"{who}{_for(parameter)} ended: {run + ' ' if run else ''}accepted"
-    error = _text(c, "error")
+    error = _text(c.error)
     if outcome == "failed" or error:
         return f"{who}{_for(parameter)} failed" + (f": {_short(error)}" if error else "")
-    said = _text(c, "reason") or outcome
+    said = _text(c.reason) or outcome
     return f"{who}{_for(parameter)} ended" + (f": {_short(said)}" if said else "")
 
 
@@ -137,22 +139,27 @@ def prompt_sent(text: str, parameter: str | None, source: str | None) -> str:
     return f"{head}: {first}" if first else head
 
 
-def llm_request_failed(c: Content, parameter: str | None) -> str | None:
-    kind = _text(c, "kind")
+def llm_request_failed(c: ev.LlmRequestFailed, parameter: str | None) -> str | None:
+    kind = _text(c.kind)
     if kind is None:
         return None
-    parameter = _text(c, "parameter") or parameter
-    detail = _text(c, "detail")
+    parameter = _text(c.parameter) or parameter
+    detail = _text(c.detail)
     head = FAILURE_KINDS.get(kind, f"Model failed ({kind})")
     if kind == "timeout":
         seconds = next(
-            (c[k] for k in ("timeout_seconds", "seconds", "elapsed_seconds") if _text(c, k)), None
+            (
+                c.get(k)
+                for k in ("timeout_seconds", "seconds", "elapsed_seconds")
+                if _text(c.get(k))
+            ),
+            None,
         )
         after = f" after {_number(seconds)} s" if seconds is not None else ""
         return f"{head}{after}{_on(parameter)}"
-    if kind == "http_error" and (status := _int(c, "http_status")) is not None:
+    if kind == "http_error" and (status := _int(c.http_status)) is not None:
         head = f"Model server answered HTTP {status}"
-    if kind == "length" and (cap := _int(c, "max_tokens")) is not None:
+    if kind == "length" and (cap := _int(c.get("max_tokens"))) is not None:
         head = f"Model reply cut at max_tokens ({cap})"
     sentence = f"{head}{_on(parameter)}"
     if detail and kind not in ("length", "context_overflow"):
@@ -163,49 +170,48 @@ def llm_request_failed(c: Content, parameter: str | None) -> str | None:
 # -- Tool --------------------------------------------------------------------------------------
 
 
-def tool_request_received(c: Content, parameter: str | None) -> str | None:
-    text = c.get("text")
-    if not isinstance(text, str):
-        method = _text(c, "method")
+def tool_request_received(c: ev.ToolRequestReceived, parameter: str | None) -> str | None:
+    text = c.text
+    if text is None:
+        method = _text(c.get("method"))
         return None if method is None else f"Tool request {_short(method, 60)}{_for(parameter)}"
     try:
         request = json.loads(text)
     except ValueError:
         request = None
     if not isinstance(request, dict) or not isinstance(request.get("method"), str):
-        size = _int(c, "size_bytes")
+        size = _int(c.size_bytes)
         return "Tool request received" + (f" ({size} bytes, unreadable)" if size else "")
     payload = request.get("payload")
     payload = payload if isinstance(payload, dict) else {}
-    named = _text(payload, "parameter") or _text(payload, "pair") or parameter
+    named = _text(payload.get("parameter")) or _text(payload.get("pair")) or parameter
     values = {k: v for k, v in payload.items() if k.startswith("value")}
     proposed = values_text(named, values) if values else None
     method = _short(request["method"], 60)
     return f"Tool request {method}" + (f": {proposed}" if proposed else _for(named))
 
 
-def tool_execution_started(c: Content, parameter: str | None) -> str | None:
-    method = _text(c, "method") or "tool"
-    return f"Executing {method}{_for(_text(c, 'parameter') or parameter)}"
+def tool_execution_started(c: ev.ToolExecutionStarted, parameter: str | None) -> str | None:
+    method = _text(c.method) or "tool"
+    return f"Executing {method}{_for(_text(c.parameter) or parameter)}"
 
 
-def tool_execution_completed(c: Content, parameter: str | None) -> str | None:
-    method = _text(c, "method") or "Tool"
-    status = _text(c, "status")
+def tool_execution_completed(c: ev.ToolExecutionCompleted, parameter: str | None) -> str | None:
+    method = _text(c.method) or "Tool"
+    status = _text(c.status)
     if status == "ok":
-        run = _run(c)
+        run = _run(c.run_id)
         return f"{method} accepted" + (f": {run}" if run else "")
     if status == "rejected":
-        code = _text(c, "code")
+        code = _text(c.code)
         return f"{method} rejected" + (f": {code.replace('_', ' ')}" if code else "")
     return None
 
 
-def tool_execution_failed(c: Content, parameter: str | None) -> str | None:
-    method = _text(c, "method") or "Tool request"
-    error = c.get("error")
-    error = error if isinstance(error, dict) else {}
-    code, message = _text(error, "code"), _text(error, "message")
+def tool_execution_failed(c: ev.ToolExecutionFailed, parameter: str | None) -> str | None:
+    method = _text(c.method) or "Tool request"
+    error = c.error or {}
+    code, message = _text(error.get("code")), _text(error.get("message"))
     sentence = f"{_short(method, 60)} failed"
     if code:
         sentence += f" ({code})"
@@ -218,37 +224,37 @@ def tool_execution_failed(c: Content, parameter: str | None) -> str | None:
 PURPOSES = {"seeding": "the first golden", "seed_rotation": "the seed rotation"}
 
 
-def simulation_submitted(c: Content, parameter: str | None) -> str | None:
-    run = _run(c)
+def simulation_submitted(c: ev.SimulationSubmitted, parameter: str | None) -> str | None:
+    run = _run(c.run_id)
     if run is None:
         return None
-    purpose = _text(c, "purpose")
+    purpose = _text(c.purpose)
     sentence = f"{run.capitalize()} submitted"
     if purpose:
         sentence += f" for {PURPOSES.get(purpose, purpose)}"
     elif parameter:
         sentence += f" for {parameter}"
-    if c.get("reused") is True:
+    if c.reused is True:
         sentence += " (already in SnakeLab: reused)"
-    elif c.get("adopted") is True:
+    elif c.adopted is True:
         sentence += " (adopted after a restart)"
-    elif (position := _int(c, "queue_position")) is not None:
+    elif (position := _int(c.queue_position)) is not None:
         sentence += f", queue position {position}"
     return sentence
 
 
 def _run_state(verb: str) -> Builder:
-    def build(c: Content, parameter: str | None) -> str | None:
-        run = _run(c)
+    def build(c: ev.RunStage, parameter: str | None) -> str | None:
+        run = _run(c.run_id)
         if run is None:
             return None
         sentence = f"{run.capitalize()} {verb}"
-        score, episodes = _int(c, "high_score"), _int(c, "episode_count")
+        score, episodes = _int(c.get("high_score")), _int(c.get("episode_count"))
         if score is not None:
             sentence += f": high score {score}"
             if episodes is not None:
                 sentence += f" in {episodes} episodes"
-        if error := _text(c, "error"):
+        if error := _text(c.get("error")):
             sentence += f": {_short(error)}"
         return sentence
 
@@ -258,17 +264,17 @@ def _run_state(verb: str) -> Builder:
 # -- Configuration -----------------------------------------------------------------------------
 
 
-def round_robin_checkpoint(c: Content, parameter: str | None) -> str | None:
-    order, index = c.get("parameter_order"), _int(c, "index")
-    if not isinstance(order, list) or index is None or not 0 <= index < len(order):
+def round_robin_checkpoint(c: ev.RoundRobinCheckpoint, parameter: str | None) -> str | None:
+    order, index = c.parameter_order, c.index
+    if order is None or index is None or not 0 <= index < len(order):
         return None
     return f"Turn {index + 1} of {len(order)}: {order[index]}"
 
 
-def proposal_accepted(c: Content, parameter: str | None) -> str | None:
-    parameter = _text(c, "parameter") or parameter
-    proposed = values_text(parameter, c.get("values"))
-    run = _run(c)
+def proposal_accepted(c: ev.ProposalAccepted, parameter: str | None) -> str | None:
+    parameter = _text(c.parameter) or parameter
+    proposed = values_text(parameter, c.values)
+    run = _run(c.run_id)
     if proposed is None:
         if parameter is None or run is None:
             return None
@@ -277,10 +283,10 @@ def proposal_accepted(c: Content, parameter: str | None) -> str | None:
 
 
 def _rejected(how: str) -> Builder:
-    def build(c: Content, parameter: str | None) -> str | None:
-        parameter = _text(c, "parameter") or parameter
-        proposed = values_text(parameter, c.get("values"))
-        reason = _text(c, "reason")
+    def build(c: ev.ProposalRejected, parameter: str | None) -> str | None:
+        parameter = _text(c.parameter) or parameter
+        proposed = values_text(parameter, c.values)
+        reason = _text(c.reason)
         if proposed is None and reason is None:
             return None
         sentence = f"Proposal rejected as {how}" + (f": {proposed}" if proposed else "")
@@ -289,9 +295,9 @@ def _rejected(how: str) -> Builder:
     return build
 
 
-def parameter_space_exhausted(c: Content, parameter: str | None) -> str | None:
-    parameter = _text(c, "parameter") or parameter
-    choices, seed = _int(c, "choices"), _int(c, "seed")
+def parameter_space_exhausted(c: ev.ParameterSpaceExhausted, parameter: str | None) -> str | None:
+    parameter = _text(c.parameter) or parameter
+    choices, seed = c.choices, c.seed
     sentence = f"{parameter or 'The parameter'} exhausted"
     if choices is not None:
         sentence += f": all {choices} values ran"
@@ -300,54 +306,56 @@ def parameter_space_exhausted(c: Content, parameter: str | None) -> str | None:
     return sentence + "; turn skipped"
 
 
-def configuration_compared(c: Content, parameter: str | None) -> str | None:
-    return _text(c, "reason")
+def configuration_compared(c: ev.ConfigurationCompared, parameter: str | None) -> str | None:
+    return _text(c.reason)
 
 
-def golden_config_created(c: Content, parameter: str | None) -> str | None:
-    run = _run(c)
-    score = _int(c, "high_score")
+def golden_config_created(c: ev.GoldenConfigCreated, parameter: str | None) -> str | None:
+    run = _run(c.run_id)
+    score = _int(c.high_score)
     if run is None and score is None:
         return None
-    kind = _text(c, "kind")
+    kind = _text(c.kind)
     sentence = "New golden configuration"
     if run:
         sentence += f": {run}"
     if score is not None:
         sentence += f", high score {score}"
-    if (seed := _int(c, "seed")) is not None:
+    if (seed := _int(c.seed)) is not None:
         sentence += f", seed {seed}"
     if kind and kind != "promotion":
         sentence += f" ({kind.replace('_', ' ')})"
     return sentence
 
 
-def golden_config_replaced(c: Content, parameter: str | None) -> str | None:
-    run = _run(c) or _run(c, "golden_run_id")
-    reason = _text(c, "reason")
+def golden_config_replaced(c: ev.GoldenConfigReplaced, parameter: str | None) -> str | None:
+    run = _run(c.run_id) or _run(c.get("golden_run_id"))
+    reason = _text(c.reason)
     sentence = "Golden configuration replaced" + (f" by {run}" if run else "")
     return sentence + (f": {_short(reason)}" if reason else "")
 
 
-def golden_config_retained(c: Content, parameter: str | None) -> str | None:
-    reason = _text(c, "reason")
+def golden_config_retained(c: ev.GoldenConfigRetained, parameter: str | None) -> str | None:
+    reason = _text(c.reason)
     return "Golden configuration kept" + (f": {reason}" if reason else "")
 
 
-def seed_rotation_started(c: Content, parameter: str | None) -> str | None:
-    seed, previous = _int(c, "seed"), _int(c, "previous_seed")
+def seed_rotation_started(c: ev.SeedRotationStarted, parameter: str | None) -> str | None:
+    seed, previous = c.seed, c.previous_seed
     if seed is None:
         return None
     sentence = "Seed rotation" + (
         f" {previous} -> {seed}" if previous is not None else f" to {seed}"
     )
-    if (stagnant := _int(c, "stagnant_cycles")) is not None:
+    if (stagnant := c.stagnant_cycles) is not None:
         sentence += f" after {stagnant} stagnant cycle{'s' * (stagnant != 1)}"
     return sentence
 
 
-def golden_config_seed_incremented(c: Content, parameter: str | None) -> str | None:
-    seed, previous = _int(c, "seed"), _int(c, "previous_seed")
+def golden_config_seed_incremented(
+    c: ev.GoldenConfigSeedIncremented, parameter: str | None
+) -> str | None:
+    seed, previous = c.seed, c.previous_seed
     if seed is None:
         return None
     return "Golden seed" + (f" {previous} -> {seed}" if previous is not None else f" set to {seed}")
@@ -356,66 +364,66 @@ def golden_config_seed_incremented(c: Content, parameter: str | None) -> str | N
 # -- Seats (outside agents) ---------------------------------------------------------------
 
 
-def seat_call(c: Content, parameter: str | None) -> str | None:
-    seat, tool = _text(c, "seat") or "A seat", _text(c, "tool")
+def seat_call(c: ev.SeatCall, parameter: str | None) -> str | None:
+    seat, tool = _text(c.seat) or "A seat", _text(c.tool)
     if tool is None:
         return None
     if tool == "current_turn":
-        if c.get("open") is False:
+        if c.open is False:
             return f"Seat {seat} asked for the turn; none is open"
         return f"Seat {seat} read the current turn{_on(parameter)}"
     if tool == "history":
-        return f"Seat {seat} read the history of {_text(c, 'entry') or parameter or 'an entry'}"
-    values = values_text(parameter, c.get("values"))
+        return f"Seat {seat} read the history of {_text(c.entry) or parameter or 'an entry'}"
+    values = values_text(parameter, c.values)
     proposed = f"Seat {seat} proposed {values}" if values else f"Seat {seat} called {tool}"
-    outcome = _text(c, "outcome")
+    outcome = _text(c.outcome)
     if outcome == "accepted":
-        run = _run(c)
+        run = _run(c.run_id)
         return f"{proposed}: accepted" + (f" ({run})" if run else "")
     if outcome == "rejected":
-        return f"{proposed}: rejected ({_short(_text(c, 'reason') or _text(c, 'code') or '')})"
+        return f"{proposed}: rejected ({_short(_text(c.reason) or _text(c.code) or '')})"
     if outcome in ("error", "not_delivered"):
-        return f"{proposed}: not delivered ({_short(_text(c, 'error') or '')})"
+        return f"{proposed}: not delivered ({_short(_text(c.error) or '')})"
     return proposed
 
 
-def seat_call_refused(c: Content, parameter: str | None) -> str | None:
-    seat, tool = _text(c, "seat"), _text(c, "tool")
+def seat_call_refused(c: ev.SeatCallRefused, parameter: str | None) -> str | None:
+    seat, tool = _text(c.seat), _text(c.tool)
     who = f"Seat {seat}" if seat else "A request without a valid seat token"
     what = f" calling {tool}" if tool else ""
-    why = _text(c, "message") or _text(c, "reason")
+    why = _text(c.message) or _text(c.reason)
     return f"{who} was refused{what}" + (f": {_short(why)}" if why else "")
 
 
 BUILDERS: dict[str, Builder] = {
-    "seat_call": seat_call,
-    "seat_call_refused": seat_call_refused,
-    "conversation_started": conversation_started,
-    "conversation_ended": conversation_ended,
-    "llm_request_failed": llm_request_failed,
-    "tool_request_received": tool_request_received,
-    "tool_execution_started": tool_execution_started,
-    "tool_execution_completed": tool_execution_completed,
-    "tool_execution_failed": tool_execution_failed,
-    "simulation_submitted": simulation_submitted,
-    "simulation_queued": _run_state("queued"),
-    "simulation_started": _run_state("started"),
-    "simulation_completed": _run_state("completed"),
-    "simulation_cancelled": _run_state("cancelled"),
-    "simulation_failed": _run_state("failed"),
-    "simulation_restarted": _run_state("restarted"),
-    "round_robin_checkpoint": round_robin_checkpoint,
-    "proposal_accepted": proposal_accepted,
-    "conversation_resumed": conversation_resumed,
-    "proposal_rejected_invalid": _rejected("invalid"),
-    "proposal_rejected_duplicate": _rejected("a duplicate"),
-    "parameter_space_exhausted": parameter_space_exhausted,
-    "configuration_compared": configuration_compared,
-    "golden_config_created": golden_config_created,
-    "golden_config_replaced": golden_config_replaced,
-    "golden_config_retained": golden_config_retained,
-    "seed_rotation_started": seed_rotation_started,
-    "golden_config_seed_incremented": golden_config_seed_incremented,
+    ev.SeatCall.event: seat_call,
+    ev.SeatCallRefused.event: seat_call_refused,
+    ev.ConversationStarted.event: conversation_started,
+    ev.ConversationEnded.event: conversation_ended,
+    ev.LlmRequestFailed.event: llm_request_failed,
+    ev.ToolRequestReceived.event: tool_request_received,
+    ev.ToolExecutionStarted.event: tool_execution_started,
+    ev.ToolExecutionCompleted.event: tool_execution_completed,
+    ev.ToolExecutionFailed.event: tool_execution_failed,
+    ev.SimulationSubmitted.event: simulation_submitted,
+    ev.SimulationQueued.event: _run_state("queued"),
+    ev.SimulationStarted.event: _run_state("started"),
+    ev.SimulationCompleted.event: _run_state("completed"),
+    ev.SimulationCancelled.event: _run_state("cancelled"),
+    ev.SimulationFailed.event: _run_state("failed"),
+    ev.SimulationRestarted.event: _run_state("restarted"),
+    ev.RoundRobinCheckpoint.event: round_robin_checkpoint,
+    ev.ProposalAccepted.event: proposal_accepted,
+    ev.ConversationResumed.event: conversation_resumed,
+    ev.ProposalRejectedInvalid.event: _rejected("invalid"),
+    ev.ProposalRejectedDuplicate.event: _rejected("a duplicate"),
+    ev.ParameterSpaceExhausted.event: parameter_space_exhausted,
+    ev.ConfigurationCompared.event: configuration_compared,
+    ev.GoldenConfigCreated.event: golden_config_created,
+    ev.GoldenConfigReplaced.event: golden_config_replaced,
+    ev.GoldenConfigRetained.event: golden_config_retained,
+    ev.SeedRotationStarted.event: seed_rotation_started,
+    ev.GoldenConfigSeedIncremented.event: golden_config_seed_incremented,
 }
 
 
@@ -429,8 +437,9 @@ def sentence(name: str, content: Any, parameter: str | None = None) -> str | Non
     build = BUILDERS.get(name)
     if build is None or not isinstance(content, dict):
         return None
+    model: EventContent = read_content(name, content)
     try:
-        return build(content, parameter)
+        return build(model, parameter)
     except (TypeError, ValueError, AttributeError):
         # A content of an older or foreign shape: show it as it is instead.
         return None
