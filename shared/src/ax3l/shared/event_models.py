@@ -153,7 +153,8 @@ class ConversationStarted(EventContent):
 
 
 class ConversationEnded(EventContent):
-    """A conversation ended: ``outcome`` is ``accepted`` (with ``run_id``), ``failed`` (with
+    """A conversation ended: ``outcome`` is ``accepted`` (with ``run_id`` and ``mcp_sessions``,
+    each ``{spawn_seconds, prepared, wait_seconds, close_seconds?}``), ``failed`` (with
     ``error``) or ``discarded`` (a pipelined one, with ``reason``)."""
 
     event: ClassVar[str] = "conversation_ended"
@@ -199,7 +200,8 @@ class ReplyReceived(EventContent):
 
 
 class LlmRequestFailed(EventContent):
-    """A model request failed or its reply was unusable; ``ModelFailure.facts`` are added."""
+    """A model request failed or its reply was unusable; ``ModelFailure.facts`` are added
+    (``timeout_seconds`` for a timeout, ``max_tokens`` for a cut reply)."""
 
     event: ClassVar[str] = "llm_request_failed"
     kind: str | None = None
