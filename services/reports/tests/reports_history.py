@@ -204,6 +204,17 @@ def reply_json(entry_index: int, run: RealRun, reasoning: str) -> dict[str, Any]
     )
 
 
+async def _write_completed(log: EventLog, cur: Any, run: RealRun, submitted: int | None) -> None:
+    """``simulation_completed`` for ``run``, under its ``simulation_submitted`` when given."""
+    await log.write(
+        cur,
+        "simulation_completed",
+        {"run_id": run.run_id, "high_score": run.high_score},
+        process_id=run.run_id,
+        parent_event_id=submitted,
+    )
+
+
 async def _write_golden(
     log: EventLog,
     cur: Any,
@@ -250,13 +261,7 @@ async def replay_history(db: Database, runs: list[RealRun]) -> Replay:
             {"run_id": first.run_id, "config": schema.unflatten(first.flat)},
             process_id=first.run_id,
         )
-        await log.write(
-            cur,
-            "simulation_completed",
-            {"run_id": first.run_id, "high_score": first.high_score},
-            process_id=first.run_id,
-            parent_event_id=submitted,
-        )
+        await _write_completed(log, cur, first, submitted)
         await _write_golden(log, cur, replay, first, 1, "Initial configuration (schema defaults).")
     for position, run in enumerate(runs[1:], start=2):
         async with db.transaction() as cur:
@@ -272,12 +277,7 @@ async def replay_history(db: Database, runs: list[RealRun]) -> Replay:
                 await log.write(
                     cur, "simulation_submitted", {"run_id": run.run_id}, process_id=run.run_id
                 )
-                await log.write(
-                    cur,
-                    "simulation_completed",
-                    {"run_id": run.run_id, "high_score": run.high_score},
-                    process_id=run.run_id,
-                )
+                await _write_completed(log, cur, run, None)
                 await _write_golden(
                     log, cur, replay, run, position, f"Fresh baseline for seed {run.seed}."
                 )
@@ -358,13 +358,7 @@ async def replay_history(db: Database, runs: list[RealRun]) -> Replay:
                     cur, "simulation_started", {"run_id": run.run_id}, process_id=run.run_id
                 )
                 continue  # still running: nothing compared yet
-            await log.write(
-                cur,
-                "simulation_completed",
-                {"run_id": run.run_id, "high_score": run.high_score},
-                process_id=run.run_id,
-                parent_event_id=submitted,
-            )
+            await _write_completed(log, cur, run, submitted)
             better = run.high_score > golden_score
             changes = "; ".join(
                 f"{leaf.path}: {golden.flat[leaf.column]} -> {run.flat[leaf.column]}"

@@ -7,19 +7,16 @@ import statistics
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, sync_playwright
-from plotted import plotted_traces
+from headless_browser import have_chromium, headless_chromium, plotted_traces
+from playwright.sync_api import Browser
 from reports_testing import Server, private_databases, reports_server
 from stored_rows import stored_rows
 
 from ax3l.testing.plugin import TestDatabases
 
-CHROMIUM = "/usr/bin/chromium"
-LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 BUDGET = 6
 # (proposer, repeat, best-so-far curve); the repeats of a proposer differ in shape and length.
 CURVES: list[tuple[str, int, list[int | None]]] = [
@@ -108,14 +105,10 @@ def server(comparison, tmp_path_factory) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    if not Path(CHROMIUM).exists():
+    if not have_chromium():
         pytest.skip("Debian's chromium is needed")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with headless_chromium() as chromium:
+        yield chromium
 
 
 def _stored(dbs: TestDatabases) -> dict[str, list[list[int | None]]]:

@@ -6,21 +6,17 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
-from plotted import plotted_traces
+from headless_browser import have_chromium, headless_chromium, plotted_traces
+from playwright.sync_api import Browser, ConsoleMessage, Page
 from reports_testing import FakeSnakeLab, Server, StatusServer, reports_server, running_status
 from stored_rows import stored_rows
 
 from ax3l.testing.plugin import wait_until
 
-CHROMIUM = "/usr/bin/chromium"
-LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is needed")
+pytestmark = pytest.mark.skipif(not have_chromium(), reason="Debian's chromium is needed")
 
 
 @pytest.fixture(scope="module")
@@ -41,12 +37,8 @@ def server(experiment, snakelab, tmp_path_factory) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with headless_chromium() as chromium:
+        yield chromium
 
 
 class Watched:

@@ -191,24 +191,32 @@ def _single_request(ctx: PromptContext) -> str:
     )
 
 
-def first_contact_single(ctx: PromptContext) -> Prompt:
+def _single(ctx: PromptContext, source_name: str, advice: str) -> Prompt:
+    """A single's instructions: the parameter, its leaf, the advice, the request."""
     path = ctx.entry.paths[0]
     return Prompt(
+        source_name,
+        f"Your parameter is {path}.\n{_leaf_block(ctx, path)}\n{advice} {_single_request(ctx)}",
+    )
+
+
+def first_contact_single(ctx: PromptContext) -> Prompt:
+    path = ctx.entry.paths[0]
+    return _single(
+        ctx,
         "FirstContactSingle",
-        f"Your parameter is {path}.\n{_leaf_block(ctx, path)}\n"
         f"Pick the value of {path} you expect to score best, or the one whose result would"
-        f" teach the most. {_single_request(ctx)}",
+        " teach the most.",
     )
 
 
 def comparison_single(ctx: PromptContext) -> Prompt:
     path = ctx.entry.paths[0]
-    return Prompt(
+    return _single(
+        ctx,
         "ComparisonSingle",
-        f"Your parameter is {path}.\n{_leaf_block(ctx, path)}\n"
         f"Use the high-score history above to choose the next value of {path}: move towards"
-        " what scored well, or test a region nobody has tried. "
-        f"{_single_request(ctx)}",
+        " what scored well, or test a region nobody has tried.",
     )
 
 

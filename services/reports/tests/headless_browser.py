@@ -1,0 +1,38 @@
+"""Debian's Chromium driven by Playwright for the page tests, and what a plotly figure draws."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from playwright.sync_api import Browser, Page, sync_playwright
+
+CHROMIUM = "/usr/bin/chromium"
+LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+TRACES = (
+    "id => document.getElementById(id).data.map(t => ({name: t.name,"
+    " x: Array.from(t.x), y: Array.from(t.y), shape: t.line && t.line.shape}))"
+)
+
+
+def have_chromium() -> bool:
+    return Path(CHROMIUM).exists()
+
+
+@contextmanager
+def headless_chromium() -> Iterator[Browser]:
+    """Chromium, headless, closed on the way out."""
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def plotted_traces(page: Page, plot_id: str) -> dict[str, dict[str, Any]]:
+    """The traces of the figure ``plot_id`` by name: ``x``, ``y`` and the line's ``shape``."""
+    page.wait_for_selector(f"#{plot_id}[data-ready=true]", timeout=15000)
+    return {trace["name"]: trace for trace in page.evaluate(TRACES, plot_id)}
