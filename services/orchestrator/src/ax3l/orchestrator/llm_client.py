@@ -80,6 +80,12 @@ class ModelClient:
     async def close(self) -> None:
         await self._http.aclose()
 
+    @property
+    def http(self) -> httpx.AsyncClient:
+        """The client's connection pool, for the model server's other endpoints (``/props``):
+        a new ``httpx.AsyncClient`` per request would build a TLS context each time."""
+        return self._http
+
     def request_body(self, messages: list[dict[str, Any]], tool: ToolDefinition) -> dict[str, Any]:
         body: dict[str, Any] = {
             "messages": messages,

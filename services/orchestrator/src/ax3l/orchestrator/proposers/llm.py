@@ -102,7 +102,7 @@ class LlmProposer(Proposer):
         settings = self.deps.settings
         if self._context_tokens is None:
             found = await context_tokens(
-                settings.llm_context_tokens, settings.llm_url, PROPS_TIMEOUT
+                settings.llm_context_tokens, settings.llm_url, PROPS_TIMEOUT, self.model.http
             )
             if settings.llm_context_tokens is not None or found != DEFAULT_CONTEXT_TOKENS:
                 self._context_tokens = found
