@@ -44,8 +44,18 @@ async def test_a_killed_zygote_is_replaced_by_the_next_session(settings):
     assert second != first
 
 
-async def test_a_child_that_does_not_exit_is_killed_when_its_session_closes(settings):
-    """A stopped child cannot read its end of file: the session kills it and leaves nothing."""
+@pytest.mark.parametrize("pidfds", [True, False])
+async def test_a_child_that_does_not_exit_is_killed_when_its_session_closes(
+    settings, monkeypatch, pidfds
+):
+    """A stopped child cannot read its end of file: the session kills it and leaves nothing,
+    also where pidfds are refused (a container's seccomp profile) and the pid is watched."""
+    if not pidfds:
+
+        def refused(pid: int) -> int:
+            raise PermissionError(1, "Operation not permitted")
+
+        monkeypatch.setattr(os, "pidfd_open", refused)
     async with bound_session(BY_NAME["epsilon_pair"], settings):
         ((pid, name),) = mcp_children(os.getpid()).items()
         assert name == "epsilon_pair"

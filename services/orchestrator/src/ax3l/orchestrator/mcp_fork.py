@@ -10,8 +10,8 @@ process of its own, bound to its entry, which exits when the orchestrator closes
 
 ``forked_stdio`` is the MCP client transport for such a child: newline-delimited JSON-RPC,
 as the SDK's ``stdio_client``, over the socket. Closing it shuts the socket for writing (the
-child reads end of file and exits), waits for the child through a pidfd and kills it if it
-does not go within ``EXIT_TIMEOUT``.
+child reads end of file and exits), waits for the child through a pidfd (by its pid where
+pidfds are refused) and kills it if it does not go within ``EXIT_TIMEOUT``.
 
 A zygote that died (killed, or its machine's memory ran out) is started again on the next
 request; one that cannot start makes the session fail like a child that cannot be spawned.
@@ -44,6 +44,7 @@ START_TIMEOUT = 30.0
 REQUEST_TIMEOUT = 5.0
 # Seconds a child has to exit after its socket is shut before it is killed.
 EXIT_TIMEOUT = 2.0
+EXIT_POLL = 0.01  # where there are no pidfds
 # The longest JSON-RPC line read from a child (tool listings are a few KiB).
 LINE_LIMIT = 16 * 1024 * 1024
 
@@ -184,16 +185,12 @@ def _parse_line(line: bytes) -> SessionMessage | Exception:
 async def forked_stdio(zygote: Zygote, parameter: str) -> AsyncIterator[TransportStreams]:
     """The MCP client transport of one forked child bound to ``parameter``."""
     sock, pid = await asyncio.to_thread(zygote.fork, parameter)
-    try:
-        pidfd: int | None = os.pidfd_open(pid)
-    except ProcessLookupError:
-        pidfd = None  # the child is already gone: the session will see end of file
+    child = _Child(pid)
     try:
         reader, writer = await asyncio.open_unix_connection(sock=sock, limit=LINE_LIMIT)
     except BaseException:
         sock.close()
-        if pidfd is not None:
-            os.close(pidfd)
+        child.forget()
         raise
     read_in, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_out = anyio.create_memory_object_stream[SessionMessage](0)
@@ -224,37 +221,79 @@ async def forked_stdio(zygote: Zygote, parameter: str) -> AsyncIterator[Transpor
         finally:
             with anyio.CancelScope(shield=True):
                 write_stream.close()
-                await _stop_child(writer, pidfd)
+                await _stop_child(writer, child)
                 read_stream.close()
             group.cancel_scope.cancel()
 
 
-async def _stop_child(writer: asyncio.StreamWriter, pidfd: int | None) -> None:
+class _Child:
+    """A forked child, watched through a pidfd (no pid reuse can fool it), or by its pid where
+    the kernel or a container's seccomp profile refuses ``pidfd_open``."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.pidfd: int | None = None
+        self.gone = False
+        try:
+            self.pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            self.gone = True  # already exited: the session sees end of file
+        except OSError:
+            pass  # no pidfds here: poll the pid (the zygote reaps its children at once)
+
+    def exited(self) -> bool:
+        if self.gone or self.pidfd is not None:
+            return self.gone
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            self.gone = True
+        return self.gone
+
+    async def wait(self) -> bool:
+        """Whether the child exits within ``EXIT_TIMEOUT`` seconds."""
+        if self.pidfd is None:
+            for _ in range(round(EXIT_TIMEOUT / EXIT_POLL)):
+                if self.exited():
+                    return True
+                await asyncio.sleep(EXIT_POLL)
+            return self.exited()
+        loop = asyncio.get_running_loop()
+        gone = loop.create_future()
+        loop.add_reader(self.pidfd, lambda: gone.done() or gone.set_result(None))
+        try:
+            await asyncio.wait_for(gone, EXIT_TIMEOUT)
+        except TimeoutError:
+            return False
+        finally:
+            loop.remove_reader(self.pidfd)
+        self.gone = True
+        return True
+
+    def kill(self) -> None:
+        with suppress(ProcessLookupError):
+            if self.pidfd is not None:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            elif not self.exited():
+                os.kill(self.pid, signal.SIGKILL)
+
+    def forget(self) -> None:
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+            self.gone = True
+
+
+async def _stop_child(writer: asyncio.StreamWriter, child: _Child) -> None:
     """Shut the child's stdin, wait for it to exit, kill it when it does not."""
     with suppress(OSError):
         writer.write_eof()
     try:
-        if pidfd is not None and not await _exited(pidfd):
-            with suppress(ProcessLookupError):
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-            await _exited(pidfd)
+        if not await child.wait():
+            child.kill()
+            await child.wait()
     finally:
-        if pidfd is not None:
-            os.close(pidfd)
+        child.forget()
         writer.close()
         with suppress(OSError):
             await writer.wait_closed()
-
-
-async def _exited(pidfd: int) -> bool:
-    """Whether the process behind ``pidfd`` exits within ``EXIT_TIMEOUT`` seconds."""
-    loop = asyncio.get_running_loop()
-    gone = loop.create_future()
-    loop.add_reader(pidfd, lambda: gone.done() or gone.set_result(None))
-    try:
-        await asyncio.wait_for(gone, EXIT_TIMEOUT)
-    except TimeoutError:
-        return False
-    finally:
-        loop.remove_reader(pidfd)
-    return True
