@@ -191,9 +191,19 @@ def _single_request(ctx: PromptContext) -> str:
     )
 
 
-def _single(ctx: PromptContext, source_name: str, advice: str) -> Prompt:
+# What each single's instructions advise; ``{path}`` is the parameter.
+SINGLE_ADVICE = {
+    "FirstContactSingle": "Pick the value of {path} you expect to score best, or the one whose"
+    " result would teach the most.",
+    "ComparisonSingle": "Use the high-score history above to choose the next value of {path}:"
+    " move towards what scored well, or test a region nobody has tried.",
+}
+
+
+def _single(ctx: PromptContext, source_name: str) -> Prompt:
     """A single's instructions: the parameter, its leaf, the advice, the request."""
     path = ctx.entry.paths[0]
+    advice = SINGLE_ADVICE[source_name].format(path=path)
     return Prompt(
         source_name,
         f"Your parameter is {path}.\n{_leaf_block(ctx, path)}\n{advice} {_single_request(ctx)}",
@@ -201,23 +211,11 @@ def _single(ctx: PromptContext, source_name: str, advice: str) -> Prompt:
 
 
 def first_contact_single(ctx: PromptContext) -> Prompt:
-    path = ctx.entry.paths[0]
-    return _single(
-        ctx,
-        "FirstContactSingle",
-        f"Pick the value of {path} you expect to score best, or the one whose result would"
-        " teach the most.",
-    )
+    return _single(ctx, "FirstContactSingle")
 
 
 def comparison_single(ctx: PromptContext) -> Prompt:
-    path = ctx.entry.paths[0]
-    return _single(
-        ctx,
-        "ComparisonSingle",
-        f"Use the high-score history above to choose the next value of {path}: move towards"
-        " what scored well, or test a region nobody has tried.",
-    )
+    return _single(ctx, "ComparisonSingle")
 
 
 def _pair_report(ctx: PromptContext, title: str) -> str:
