@@ -29,7 +29,7 @@ from ax3l.shared.event_models import (
 )
 from ax3l.shared.tool_channel import BROKER_SENDER, MCP_SENDER, PROTOCOL_VERSION, TOOL_TARGET
 from ax3l.toolbroker.handlers import MethodHandler
-from ax3l.toolbroker.results import Accepted, ProtocolFailure
+from ax3l.toolbroker.results import Accepted, HandlerResult, ProtocolFailure, Rejected
 from ax3l.toolbroker.status import BrokerStatus
 from ax3l.toolbroker.submission import RequestContext
 from ax3l.toolbroker.value_rules import clean_name, printable, shorten
@@ -155,54 +155,16 @@ class ToolHandler:
     async def _handle(
         self, raw: bytes, request: Request, frames: int
     ) -> tuple[dict[str, Any], str]:
+        """Parse, log the receipt, dispatch, log the outcome; the reply payload and outcome."""
         process_id = str(uuid.uuid4())
         # Reading the envelope has no effect, so it may come first; what is logged (and
         # committed before any handler runs) is received, then started or failed.
-        handler: MethodHandler | None = None
-        refused: ProtocolFailure | None = None
-        try:
-            parse_request(raw, self.max_bytes, request, frames)
-            assert request.method is not None
-            handler = self.handlers.get(request.method)
-            if handler is None:
-                raise ProtocolFailure(
-                    "unknown_method",
-                    f"unknown method {printable(request.method)}; the methods are"
-                    f" {', '.join(sorted(self.handlers))}",
-                )
-        except ProtocolFailure as failure:
-            refused = failure
+        handler, refused = self._parse(raw, request, frames)
         parameter = _parameter_of(request.payload)
         try:
-            async with self.log.db.transaction("logging a tool request") as cur:
-                received = await self.log.write(
-                    cur,
-                    describe_request(raw),
-                    process_id=process_id,
-                    source_name=SOURCE_NAME,
-                    parameter=parameter,
-                )
-                if refused is not None or handler is None:
-                    await self.log.write(
-                        cur,
-                        ToolExecutionFailed(
-                            method=request.method, **(refused or _NO_HANDLER).payload()
-                        ),
-                        level="WARNING",
-                        process_id=process_id,
-                        parent_event_id=received,
-                        source_name=SOURCE_NAME,
-                        parameter=parameter,
-                    )
-                else:
-                    await self.log.write(
-                        cur,
-                        ToolExecutionStarted(method=request.method, parameter=parameter),
-                        process_id=process_id,
-                        parent_event_id=received,
-                        source_name=handler.source_name,
-                        parameter=parameter,
-                    )
+            received = await self._log_receipt(
+                raw, request, process_id, parameter, handler, refused
+            )
         except Exception as exc:
             logger.error("tool request not handled: logging it failed: %s", exc)
             unlogged = ProtocolFailure(
@@ -214,38 +176,128 @@ class ToolHandler:
             refused = refused or _NO_HANDLER
             return refused.payload(), refused.code
 
-        ctx = RequestContext(process_id, received, handler.source_name)
-        try:
-            result = await handler(request.payload, ctx)
-        except ProtocolFailure as failure:
-            await self._log_failure(failure, process_id, received, request, failure.log_level)
-            return failure.payload(), failure.outcome
-        except Exception as exc:
-            logger.exception("%s crashed", handler.source_name)
-            crash = ProtocolFailure(
-                "handler_error",
-                f"{handler.source_name} failed: {_public_error(exc)}",
-            )
-            await self._log_failure(crash, process_id, received, request, level="ERROR")
-            return crash.payload(), crash.code
-
-        status = result.payload()["status"]
+        result = await self._dispatch(handler, request.payload, process_id, received)
+        if isinstance(result, ProtocolFailure):
+            await self._log_failure(result, process_id, received, request, result.log_level)
+            return result.payload(), result.outcome
         if isinstance(result, Accepted):
-            try:
-                await self.log.log(
-                    ToolExecutionCompleted(
-                        method=request.method, status=status, run_id=result.run_id
+            await self._log_accepted(result, request, process_id, received, handler, parameter)
+            return result.payload(), result.outcome
+        unlogged = await self._log_rejected(
+            result, request, process_id, received, handler, parameter
+        )
+        if unlogged is not None:
+            return unlogged.payload(), unlogged.code
+        return result.payload(), result.outcome
+
+    def _parse(
+        self, raw: bytes, request: Request, frames: int
+    ) -> tuple[MethodHandler | None, ProtocolFailure | None]:
+        """Read the envelope into ``request`` and find its method's handler, or why not."""
+        try:
+            parse_request(raw, self.max_bytes, request, frames)
+            assert request.method is not None
+            handler = self.handlers.get(request.method)
+            if handler is None:
+                raise ProtocolFailure(
+                    "unknown_method",
+                    f"unknown method {printable(request.method)}; the methods are"
+                    f" {', '.join(sorted(self.handlers))}",
+                )
+        except ProtocolFailure as failure:
+            return None, failure
+        return handler, None
+
+    async def _log_receipt(
+        self,
+        raw: bytes,
+        request: Request,
+        process_id: str,
+        parameter: str | None,
+        handler: MethodHandler | None,
+        refused: ProtocolFailure | None,
+    ) -> int:
+        """Commit ``tool_request_received`` with ``tool_execution_started`` (or ``_failed`` for
+        a refused request); the received event's id."""
+        async with self.log.db.transaction("logging a tool request") as cur:
+            received = await self.log.write(
+                cur,
+                describe_request(raw),
+                process_id=process_id,
+                source_name=SOURCE_NAME,
+                parameter=parameter,
+            )
+            if refused is not None or handler is None:
+                await self.log.write(
+                    cur,
+                    ToolExecutionFailed(
+                        method=request.method, **(refused or _NO_HANDLER).payload()
                     ),
+                    level="WARNING",
+                    process_id=process_id,
+                    parent_event_id=received,
+                    source_name=SOURCE_NAME,
+                    parameter=parameter,
+                )
+            else:
+                await self.log.write(
+                    cur,
+                    ToolExecutionStarted(method=request.method, parameter=parameter),
                     process_id=process_id,
                     parent_event_id=received,
                     source_name=handler.source_name,
                     parameter=parameter,
                 )
-            except Exception as exc:
-                # The run and its proposal events are durable: still answer with the run.
-                logger.error("could not log tool_execution_completed: %s", exc)
-            return result.payload(), result.outcome
+        return received
 
+    async def _dispatch(
+        self, handler: MethodHandler, payload: dict[str, Any], process_id: str, received: int
+    ) -> HandlerResult | ProtocolFailure:
+        """The handler's result, or the protocol failure it raised (a crash is one too)."""
+        try:
+            return await handler(payload, RequestContext(process_id, received, handler.source_name))
+        except ProtocolFailure as failure:
+            return failure
+        except Exception as exc:
+            logger.exception("%s crashed", handler.source_name)
+            return ProtocolFailure(
+                "handler_error", f"{handler.source_name} failed: {_public_error(exc)}"
+            )
+
+    async def _log_accepted(
+        self,
+        result: Accepted,
+        request: Request,
+        process_id: str,
+        received: int,
+        handler: MethodHandler,
+        parameter: str | None,
+    ) -> None:
+        try:
+            await self.log.log(
+                ToolExecutionCompleted(
+                    method=request.method, status=result.payload()["status"], run_id=result.run_id
+                ),
+                process_id=process_id,
+                parent_event_id=received,
+                source_name=handler.source_name,
+                parameter=parameter,
+            )
+        except Exception as exc:
+            # The run and its proposal events are durable: still answer with the run.
+            logger.error("could not log tool_execution_completed: %s", exc)
+
+    async def _log_rejected(
+        self,
+        result: Rejected,
+        request: Request,
+        process_id: str,
+        received: int,
+        handler: MethodHandler,
+        parameter: str | None,
+    ) -> ProtocolFailure | None:
+        """Log the rejection with ``tool_execution_completed``; the failure to answer with
+        instead when that could not be logged."""
         try:
             async with self.log.db.transaction("logging a rejected proposal") as cur:
                 await self.log.write(
@@ -258,7 +310,9 @@ class ToolHandler:
                 )
                 await self.log.write(
                     cur,
-                    ToolExecutionCompleted(method=request.method, status=status, code=result.code),
+                    ToolExecutionCompleted(
+                        method=request.method, status=result.payload()["status"], code=result.code
+                    ),
                     process_id=process_id,
                     parent_event_id=received,
                     source_name=handler.source_name,
@@ -266,13 +320,12 @@ class ToolHandler:
                 )
         except Exception as exc:
             logger.error("could not log the rejection: %s", exc)
-            unlogged = ProtocolFailure(
+            return ProtocolFailure(
                 "handler_error",
                 f"the proposal was rejected ({result.code}) but the rejection could not be"
                 f" logged ({_public_error(exc)})",
             )
-            return unlogged.payload(), unlogged.code
-        return result.payload(), result.outcome
+        return None
 
     async def _log_failure(
         self,

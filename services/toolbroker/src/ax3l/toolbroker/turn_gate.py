@@ -24,6 +24,7 @@ from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.event_models import ProposalAccepted
 from ax3l.shared.registry import PARAMETER_ORDER
 from ax3l.shared.turn_state import TurnState, latest_turn_state
 from ax3l.toolbroker.results import TurnRefused
@@ -72,7 +73,7 @@ class TurnGate:
                 f" that first; " + NOTHING_DONE,
             )
         if state.answer is not None:
-            if state.answer.name == "proposal_accepted":
+            if state.answer.name == ProposalAccepted.event:
                 done = (
                     f"already has its accepted proposal (run {state.answer.run_id},"
                     f" event {state.answer.event_id})"
