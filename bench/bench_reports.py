@@ -22,7 +22,6 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -41,7 +40,7 @@ from ax3l.shared.events import CATALOG
 from ax3l.shared.ports import free_port
 from ax3l.shared.registry import ENTRIES, PARAMETER_ORDER
 from ax3l.shared.settings import Settings
-from ax3l.testing.plugin import read_env_file
+from ax3l.testing.plugin import admin_connection, private_db_env
 from ax3l.testing.processes import ManagedProcess, ProcessFailed
 from ax3l.testing.scripted_llm import completion, tool_call
 
@@ -53,22 +52,11 @@ BATCH = 5000
 
 
 def read_env() -> dict[str, str]:
-    env_file = ROOT / ".run" / "db.env"
-    if not env_file.exists():
-        subprocess.run([str(ROOT / "scripts" / "mariadb.sh"), "start"], check=True)
-    return read_env_file(env_file)
+    return private_db_env(ROOT)
 
 
 def connect(env: dict[str, str], database: str | None = None) -> Any:
-    return pymysql.connect(
-        host=env["DB_HOST"],
-        port=int(env["DB_PORT"]),
-        user=env["AX3L_DB_ADMIN_USER"],
-        password=env["AX3L_DB_ADMIN_PASSWORD"],
-        database=database,
-        autocommit=True,
-        charset="utf8mb4",
-    )
+    return admin_connection(env, database)
 
 
 def settings(env: dict[str, str]) -> Settings:

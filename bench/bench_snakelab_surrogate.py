@@ -24,7 +24,6 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -35,7 +34,7 @@ import zmq.asyncio
 
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.snakelab_client import SnakeLabClient
-from ax3l.testing.plugin import read_env_file
+from ax3l.testing.plugin import private_db_env
 from ax3l.testing.snakelab_process import (
     ScratchDatabase,
     SnakeLabProcess,
@@ -66,10 +65,7 @@ def cpu_seconds(pid: int | None) -> float:
 
 
 def db_env() -> dict[str, str]:
-    env_file = REPO / ".run" / "db.env"
-    if not env_file.exists():
-        subprocess.run([str(REPO / "scripts" / "mariadb.sh"), "start"], check=True)
-    return read_env_file(env_file)
+    return private_db_env(REPO)
 
 
 async def one_round(

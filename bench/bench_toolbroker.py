@@ -30,7 +30,6 @@ import os
 import random
 import secrets
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -53,7 +52,7 @@ from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
 from ax3l.shared.ports import free_port
 from ax3l.shared.settings import Settings
-from ax3l.testing.plugin import read_env_file
+from ax3l.testing.plugin import private_db_env
 from ax3l.testing.processes import ManagedProcess
 from snakelab.tables import ALL_TABLES as SNAKELAB_TABLES  # SnakeLab 2.x's tables, exactly
 
@@ -63,10 +62,7 @@ TARGET_P99_MS = 10.0
 
 
 def read_env() -> dict[str, str]:
-    env_file = ROOT / ".run" / "db.env"
-    if not env_file.exists():
-        subprocess.run([str(ROOT / "scripts" / "mariadb.sh"), "start"], check=True)
-    return read_env_file(env_file)
+    return private_db_env(ROOT)
 
 
 def connect(env: dict[str, str], user: str, database: str | None = None) -> Any:

@@ -23,13 +23,7 @@ def _get_json(url: str) -> dict | None:
 
 
 def _count_events(databases, name: str) -> int:
-    conn = databases.connect("admin", databases.ax3l_db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT COUNT(*) FROM events WHERE name = %s", (name,))
-            return int(cur.fetchone()[0])
-    finally:
-        conn.close()
+    return int(databases.query("SELECT COUNT(*) FROM events WHERE name = %s", (name,))[0][0])
 
 
 def test_stack_starts_runs_the_experiment_and_stops(databases, tmp_path):

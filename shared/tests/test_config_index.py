@@ -1,8 +1,5 @@
 import asyncio
-import hashlib
-import json
 import uuid
-from datetime import UTC, datetime
 from fractions import Fraction
 
 import pytest
@@ -12,51 +9,22 @@ from ax3l.shared.canonical import fingerprint
 from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.db.database import Database
+from ax3l.testing import snakelab_rows
 
 SCHEMA = load_schema()
 
 
-def _insert_run(cur, config, status="completed", version="2.1.0", run_id=None):
+def _insert_run(cur, config, **fields):
     """Insert one run the way SnakeLab does (run row and configuration row together)."""
-    run_id = run_id or str(uuid.uuid4())
-    flat = SCHEMA.flatten(config)
-    text = json.dumps(config, sort_keys=True, separators=(",", ":"))
-    cur.execute(
-        "INSERT INTO simulation_runs (run_id, project_version, config_hash, status, created_at)"
-        " VALUES (%s, %s, %s, %s, %s)",
-        (
-            run_id,
-            version,
-            hashlib.sha256(text.encode()).hexdigest(),
-            status,
-            datetime.now(UTC).replace(tzinfo=None),
-        ),
-    )
-    columns = ", ".join(flat)
-    marks = ", ".join(["%s"] * (len(flat) + 1))
-    cur.execute(
-        f"INSERT INTO configurations (run_id, {columns}) VALUES ({marks})",
-        (run_id, *flat.values()),
-    )
-    return run_id
+    return snakelab_rows.insert_run(cur, SCHEMA, config, **fields)
 
 
 def insert_runs(dbs, *configs, **fields):
-    conn = dbs.connect("snakelab", dbs.snakelab_db)
-    try:
-        with conn.cursor() as cur:
-            return [_insert_run(cur, config, **fields) for config in configs]
-    finally:
-        conn.close()
+    return snakelab_rows.insert_runs(dbs, SCHEMA, *configs, **fields)
 
 
 def snakelab_sql(dbs, sql, args=None):
-    conn = dbs.connect("snakelab", dbs.snakelab_db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql, args)
-    finally:
-        conn.close()
+    dbs.query(sql, args, user="snakelab")
 
 
 def with_values(changes):

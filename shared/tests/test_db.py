@@ -14,13 +14,14 @@ from ax3l.shared.db.reads import count_simulations, current_golden
 
 
 def _count(dbs, table):
-    conn = dbs.connect("admin", dbs.ax3l_db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"SELECT COUNT(*) FROM {table}")
-            return cur.fetchone()[0]
-    finally:
-        conn.close()
+    return dbs.query(f"SELECT COUNT(*) FROM {table}")[0][0]
+
+
+def _event_rows(dbs):
+    """How many events, event messages and highscore rows are stored."""
+    return tuple(
+        _count(dbs, table) for table in ("events", "event_messages", "experiment_highscores")
+    )
 
 
 async def test_event_message_and_highscore_are_written_together(databases):
@@ -43,11 +44,7 @@ async def test_event_message_and_highscore_are_written_together(databases):
         )
         found = await current_golden(db)
     assert found is not None and found[0] == event_id and found[1].high_score == 40
-    assert (
-        _count(databases, "events"),
-        _count(databases, "event_messages"),
-        _count(databases, "experiment_highscores"),
-    ) == (1, 1, 1)
+    assert _event_rows(databases) == (1, 1, 1)
 
 
 async def test_failed_highscore_insert_rolls_back_the_event(databases):
@@ -57,11 +54,7 @@ async def test_failed_highscore_insert_rolls_back_the_event(databases):
         with pytest.raises(DatabaseError):
             # A negative run count does not fit BIGINT UNSIGNED: the third insert fails.
             await log.log("golden_config_created", {"x": 1}, highscore=HighscoreRow(-5, 1, 1))
-    assert (
-        _count(databases, "events"),
-        _count(databases, "event_messages"),
-        _count(databases, "experiment_highscores"),
-    ) == (0, 0, 0)
+    assert _event_rows(databases) == (0, 0, 0)
 
 
 async def test_event_fields_and_catalog(databases):

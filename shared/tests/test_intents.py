@@ -1,8 +1,5 @@
 import asyncio
-import hashlib
 import json
-import uuid
-from datetime import UTC, datetime
 
 from ax3l.shared import intents
 from ax3l.shared.config_index import ConfigIndex
@@ -10,6 +7,7 @@ from ax3l.shared.config_schema import load_schema
 from ax3l.shared.db.cli import reset_events
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
+from ax3l.testing.snakelab_rows import insert_runs
 
 SCHEMA = load_schema()
 DEFAULT = SCHEMA.default_config()
@@ -17,30 +15,7 @@ DEFAULT = SCHEMA.default_config()
 
 def insert_run(dbs, config, status="queued"):
     """Insert one run the way SnakeLab does (run row and configuration row together)."""
-    run_id = str(uuid.uuid4())
-    flat = SCHEMA.flatten(config)
-    text = json.dumps(config, sort_keys=True, separators=(",", ":"))
-    conn = dbs.connect("snakelab", dbs.snakelab_db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(
-                "INSERT INTO simulation_runs"
-                " (run_id, project_version, config_hash, status, created_at)"
-                " VALUES (%s, '2.1.0', %s, %s, %s)",
-                (
-                    run_id,
-                    hashlib.sha256(text.encode()).hexdigest(),
-                    status,
-                    datetime.now(UTC).replace(tzinfo=None),
-                ),
-            )
-            cur.execute(
-                f"INSERT INTO configurations (run_id, {', '.join(flat)})"
-                f" VALUES (%s, {', '.join(['%s'] * len(flat))})",
-                (run_id, *flat.values()),
-            )
-    finally:
-        conn.close()
+    (run_id,) = insert_runs(dbs, SCHEMA, config, status=status)
     return run_id
 
 

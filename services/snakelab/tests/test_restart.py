@@ -13,26 +13,18 @@ STOPPED = "Server stopped before run completed"
 
 
 def rows(databases: Databases) -> dict[str, tuple]:
-    conn = databases.connect("snakelab", databases.snakelab_db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(
-                "SELECT run_id, status, error_message, episode_count, completed_at"
-                " FROM simulation_runs"
-            )
-            return {row[0]: row[1:] for row in cur.fetchall()}
-    finally:
-        conn.close()
+    found = databases.query(
+        "SELECT run_id, status, error_message, episode_count, completed_at FROM simulation_runs",
+        user="snakelab",
+    )
+    return {row[0]: row[1:] for row in found}
 
 
 def episode_rows(databases: Databases, run_id: str) -> int:
-    conn = databases.connect("snakelab", databases.snakelab_db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT COUNT(*) FROM simulation_episodes WHERE run_id = %s", (run_id,))
-            return int(cur.fetchone()[0])
-    finally:
-        conn.close()
+    ((count,),) = databases.query(
+        "SELECT COUNT(*) FROM simulation_episodes WHERE run_id = %s", (run_id,), user="snakelab"
+    )
+    return int(count)
 
 
 async def wait_for(condition, within: float = 20.0, what: str = "") -> None:  # type: ignore[no-untyped-def]

@@ -85,17 +85,12 @@ def insert(store: RunStore, **partial: Any) -> Run:
 
 
 def rows(databases: Databases) -> list[tuple[Any, ...]]:
-    conn = databases.connect("snakelab", databases.snakelab_db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(
-                "SELECT r.run_id, r.status, r.error_message, r.episode_count,"
-                " (SELECT COUNT(*) FROM configurations c WHERE c.run_id = r.run_id)"
-                " FROM simulation_runs r ORDER BY r.id"
-            )
-            return list(cur.fetchall())
-    finally:
-        conn.close()
+    return databases.query(
+        "SELECT r.run_id, r.status, r.error_message, r.episode_count,"
+        " (SELECT COUNT(*) FROM configurations c WHERE c.run_id = r.run_id)"
+        " FROM simulation_runs r ORDER BY r.id",
+        user="snakelab",
+    )
 
 
 @pytest.fixture

@@ -77,13 +77,7 @@ class Harness:
 
     def query(self, sql: str, args: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], ...]:
         """Rows of one SELECT in SnakeLab's database, as the SnakeLab user."""
-        conn = self.databases.connect("snakelab", self.databases.snakelab_db)
-        try:
-            with conn.cursor() as cur:
-                cur.execute(sql, args)
-                return tuple(cur.fetchall())
-        finally:
-            conn.close()
+        return tuple(self.databases.query(sql, args, user="snakelab"))
 
     def row(self, run_id: str) -> tuple[Any, ...]:
         (found,) = self.query(

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import itertools
 import json
 import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import pymysql
@@ -30,6 +28,7 @@ from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
 from ax3l.shared.registry import BY_NAME, PARAMETER_ORDER
 from ax3l.testing.plugin import TestDatabases, free_port
+from ax3l.testing.snakelab_rows import insert_runs
 from ax3l.testing.zmq_peer import ScriptedPeer, snakelab_reply
 from ax3l.toolbroker.main import Broker
 
@@ -64,50 +63,22 @@ class Lab:
         self, config: dict[str, Any], status: str = "completed", version: str = "2.1.0"
     ) -> str:
         """A run written straight into SnakeLab's tables, as another writer would."""
-        run_id = str(uuid.uuid4())
-        flat = SCHEMA.flatten(config)
-        text = json.dumps(config, sort_keys=True, separators=(",", ":"))
-        conn = self._connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute(
-                    "INSERT INTO simulation_runs"
-                    " (run_id, project_version, config_hash, status, created_at)"
-                    " VALUES (%s, %s, %s, %s, %s)",
-                    (
-                        run_id,
-                        version,
-                        hashlib.sha256(text.encode()).hexdigest(),
-                        status,
-                        datetime.now(UTC).replace(tzinfo=None),
-                    ),
-                )
-                cur.execute(
-                    f"INSERT INTO configurations (run_id, {', '.join(flat)})"
-                    f" VALUES (%s, {', '.join(['%s'] * len(flat))})",
-                    (run_id, *flat.values()),
-                )
-        finally:
-            conn.close()
+        (run_id,) = insert_runs(
+            self.dbs, SCHEMA, config, database=self.db_name, status=status, version=version
+        )
         return run_id
 
+    def _query(self, sql: str, args: Any = None) -> list[tuple[Any, ...]]:
+        return self.dbs.query(sql, args, user="snakelab", database=self.db_name)
+
     def run_count(self) -> int:
-        conn = self._connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute("SELECT COUNT(*) FROM simulation_runs")
-                return int(cur.fetchone()[0])
-        finally:
-            conn.close()
+        return int(self._query("SELECT COUNT(*) FROM simulation_runs")[0][0])
 
     def runs_with_seed(self, seed: int) -> list[str]:
-        conn = self._connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute("SELECT run_id FROM configurations WHERE seed = %s", (seed,))
-                return [row[0] for row in cur.fetchall()]
-        finally:
-            conn.close()
+        return [
+            row[0]
+            for row in self._query("SELECT run_id FROM configurations WHERE seed = %s", (seed,))
+        ]
 
     def stored_config(self, run_id: str) -> dict[str, Any]:
         conn = self._connect()
@@ -158,13 +129,7 @@ async def open_turn(dbs: TestDatabases, parameter: str) -> int:
 
 def sql(dbs: TestDatabases, query: str, args: Any = None) -> list[Any]:
     """Rows of ``query`` run as admin on the test's ax3l database."""
-    conn = dbs.connect("admin", dbs.ax3l_db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(query, args)
-            return list(cur.fetchall())
-    finally:
-        conn.close()
+    return dbs.query(query, args)
 
 
 def event_names(dbs: TestDatabases) -> list[str]:

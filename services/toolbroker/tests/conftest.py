@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import pymysql
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -23,7 +22,7 @@ from broker_harness import (
 )
 
 from ax3l.shared.snakelab_client import SnakeLabClient
-from ax3l.testing.plugin import TestDatabases
+from ax3l.testing.plugin import TestDatabases, admin_connection
 from ax3l.testing.snakelab_process import SnakeLabProcess, scratch_snakelab_database
 
 
@@ -32,13 +31,7 @@ def module_snakelab(db_env: dict[str, str]) -> Iterator[tuple[str, str]]:
     """The reference SnakeLab (surrogate trainer, instant runs) on a scratch database that
     Ax3l's user may SELECT from; yields (endpoint, database name)."""
     with scratch_snakelab_database(db_env) as scratch:
-        admin = pymysql.connect(
-            host=db_env["DB_HOST"],
-            port=int(db_env["DB_PORT"]),
-            user=db_env["AX3L_DB_ADMIN_USER"],
-            password=db_env["AX3L_DB_ADMIN_PASSWORD"],
-            autocommit=True,
-        )
+        admin = admin_connection(db_env)
         grant = f"`{scratch.name}`.* TO '{db_env['DB_USER']}'@'%'"
         try:
             with admin.cursor() as cur:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,15 +109,42 @@ class TestDatabases:
             charset="utf8mb4",
         )
 
+    def query(
+        self, sql: str, args: Any = None, user: str = "admin", database: str | None = None
+    ) -> list[tuple[Any, ...]]:
+        """The rows of one statement, on a connection of its own as ``user``; ``database``
+        defaults to SnakeLab's for the ``snakelab`` user and to Ax3l's for the others."""
+        if database is None:
+            database = self.snakelab_db if user == "snakelab" else self.ax3l_db
+        conn = self.connect(user, database)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql, args)
+                return list(cur.fetchall())
+        finally:
+            conn.close()
 
-def _admin(values: dict[str, str]) -> Any:
+
+def admin_connection(values: dict[str, str], database: str | None = None) -> Any:
+    """A blocking autocommit connection as the private MariaDB's admin (``db.env`` values)."""
     return pymysql.connect(
         host=values["DB_HOST"],
         port=int(values["DB_PORT"]),
         user=values["AX3L_DB_ADMIN_USER"],
         password=values["AX3L_DB_ADMIN_PASSWORD"],
+        database=database,
         autocommit=True,
+        charset="utf8mb4",
     )
+
+
+def private_db_env(repo: Path) -> dict[str, str]:
+    """``<repo>/.run/db.env``'s values; the private MariaDB is started first when there is no
+    such file yet (how the benchmarks find their database)."""
+    env_file = repo / ".run" / "db.env"
+    if not env_file.exists():
+        subprocess.run([str(repo / "scripts" / "mariadb.sh"), "start"], check=True)
+    return read_env_file(env_file)
 
 
 @pytest.fixture(scope="session")
@@ -162,7 +190,7 @@ def scratch_databases(
         admin_user=db_env["AX3L_DB_ADMIN_USER"],
         admin_password=db_env["AX3L_DB_ADMIN_PASSWORD"],
     )
-    admin = _admin(db_env)
+    admin = admin_connection(db_env)
     try:
         with admin.cursor() as cur:
             for name in (dbs.ax3l_db, dbs.snakelab_db):
@@ -202,6 +230,19 @@ def snakelab_tables(databases: TestDatabases) -> TestDatabases:
     """``databases`` with SnakeLab's tables created."""
     create_snakelab_tables(databases)
     return databases
+
+
+@pytest.fixture
+def stack(databases: TestDatabases, tmp_path: Path) -> Iterator[Any]:
+    """A not yet started ``ax3l.testing.stack.Stack`` on this test's databases (call
+    ``stack.start()``; ``use_schema`` first if needed); everything killed after."""
+    from ax3l.testing.stack import Stack  # processes and schemas: only for suites that ask
+
+    created = Stack(databases, tmp_path)
+    try:
+        yield created
+    finally:
+        created.close()
 
 
 @pytest.fixture

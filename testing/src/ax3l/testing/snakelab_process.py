@@ -26,6 +26,7 @@ from typing import Any
 import pymysql
 
 from ax3l.shared.ports import free_port
+from ax3l.testing.plugin import admin_connection
 from ax3l.testing.processes import ManagedProcess, ProcessFailed
 from snakelab.healthcheck import ping
 
@@ -175,13 +176,7 @@ def scratch_snakelab_database(db_env: Mapping[str, str]) -> Iterator[ScratchData
         user=db_env["SNAKELAB_DB_USER"],
         password=db_env["SNAKELAB_DB_PASSWORD"],
     )
-    admin = pymysql.connect(
-        host=database.host,
-        port=database.port,
-        user=db_env["AX3L_DB_ADMIN_USER"],
-        password=db_env["AX3L_DB_ADMIN_PASSWORD"],
-        autocommit=True,
-    )
+    admin = admin_connection(dict(db_env))
     grant_target = f"`{database.name}`.* TO '{database.user}'@'%'"
     try:
         with admin.cursor() as cur:
