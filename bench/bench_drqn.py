@@ -29,7 +29,7 @@ from snakelab.trainers.drqn import (
     single_threaded_blas,
 )
 from snakelab.trainers.nn import SlidingWindowQ
-from snakelab.trainers.snake_env import OBSERVATION_SIZE, SnakeGame
+from snakelab.trainers.snake_env import OBSERVATION_SIZE
 
 # The schema's defaults (the real SnakeLab's default run).
 DEFAULT_CONFIG: dict[str, Any] = load_schema().default_config()
@@ -56,14 +56,7 @@ def bench_acting(settings: DrqnSettings, moves: int) -> float:
     done_moves = 0
     started = time.perf_counter()
     while done_moves < moves:
-        game = SnakeGame(
-            width=settings.board_width,
-            height=settings.board_height,
-            initial_length=settings.initial_snake_length,
-            max_moves_multiplier=settings.max_moves_multiplier,
-            rewards=settings.rewards,
-            food_rng=rng,
-        )
+        game = settings.new_game(rng)
         observation = game.observation()
         policy.start(observation)
         done = False

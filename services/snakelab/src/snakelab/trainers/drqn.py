@@ -106,6 +106,17 @@ class DrqnSettings:
     epsilon_minimum: float
     epsilon_decay: float
 
+    def new_game(self, food_rng: np.random.Generator) -> SnakeGame:
+        """A fresh game on this configuration's board and rewards."""
+        return SnakeGame(
+            width=self.board_width,
+            height=self.board_height,
+            initial_length=self.initial_snake_length,
+            max_moves_multiplier=self.max_moves_multiplier,
+            rewards=self.rewards,
+            food_rng=food_rng,
+        )
+
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> DrqnSettings:
         """Read a full, validated SnakeLab configuration."""
@@ -369,14 +380,7 @@ def _play_episode(
 ) -> _EpisodeOutcome:
     """Play one episode with the current network and store it in the replay memory."""
     seed = food_seed(settings.seed, episode)
-    game = SnakeGame(
-        width=settings.board_width,
-        height=settings.board_height,
-        initial_length=settings.initial_snake_length,
-        max_moves_multiplier=settings.max_moves_multiplier,
-        rewards=settings.rewards,
-        food_rng=np.random.default_rng(seed),
-    )
+    game = settings.new_game(np.random.default_rng(seed))
     observation = game.observation()
     policy.start(observation)
     observations = [observation]
