@@ -16,6 +16,7 @@ import json
 import logging
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ax3l.shared.db.errors import DatabaseError
@@ -120,6 +121,26 @@ def reply_bytes(request: Request, payload: Mapping[str, Any]) -> bytes:
     return json.dumps(envelope, allow_nan=False).encode("ascii")
 
 
+@dataclass(frozen=True)
+class _Handled:
+    """A request its handler answered: what each of its outcome events is stamped with."""
+
+    method: str | None
+    process_id: str
+    received: int
+    source_name: str
+    parameter: str | None
+
+    def fields(self, **override: Any) -> dict[str, Any]:
+        return {
+            "process_id": self.process_id,
+            "parent_event_id": self.received,
+            "source_name": self.source_name,
+            "parameter": self.parameter,
+            **override,
+        }
+
+
 class ToolHandler:
     """Dispatches tool-channel requests to their method handlers, one at a time."""
 
@@ -180,12 +201,11 @@ class ToolHandler:
         if isinstance(result, ProtocolFailure):
             await self._log_failure(result, process_id, received, request, result.log_level)
             return result.payload(), result.outcome
+        call = _Handled(request.method, process_id, received, handler.source_name, parameter)
         if isinstance(result, Accepted):
-            await self._log_accepted(result, request, process_id, received, handler, parameter)
+            await self._log_accepted(result, call)
             return result.payload(), result.outcome
-        unlogged = await self._log_rejected(
-            result, request, process_id, received, handler, parameter
-        )
+        unlogged = await self._log_rejected(result, call)
         if unlogged is not None:
             return unlogged.payload(), unlogged.code
         return result.payload(), result.outcome
@@ -264,38 +284,19 @@ class ToolHandler:
                 "handler_error", f"{handler.source_name} failed: {_public_error(exc)}"
             )
 
-    async def _log_accepted(
-        self,
-        result: Accepted,
-        request: Request,
-        process_id: str,
-        received: int,
-        handler: MethodHandler,
-        parameter: str | None,
-    ) -> None:
+    async def _log_accepted(self, result: Accepted, call: _Handled) -> None:
         try:
             await self.log.log(
                 ToolExecutionCompleted(
-                    method=request.method, status=result.payload()["status"], run_id=result.run_id
+                    method=call.method, status=result.payload()["status"], run_id=result.run_id
                 ),
-                process_id=process_id,
-                parent_event_id=received,
-                source_name=handler.source_name,
-                parameter=parameter,
+                **call.fields(),
             )
         except Exception as exc:
             # The run and its proposal events are durable: still answer with the run.
             logger.error("could not log tool_execution_completed: %s", exc)
 
-    async def _log_rejected(
-        self,
-        result: Rejected,
-        request: Request,
-        process_id: str,
-        received: int,
-        handler: MethodHandler,
-        parameter: str | None,
-    ) -> ProtocolFailure | None:
+    async def _log_rejected(self, result: Rejected, call: _Handled) -> ProtocolFailure | None:
         """Log the rejection with ``tool_execution_completed``; the failure to answer with
         instead when that could not be logged."""
         try:
@@ -303,20 +304,14 @@ class ToolHandler:
                 await self.log.write(
                     cur,
                     model_of(result.event).model_validate(result.content),
-                    process_id=process_id,
-                    parent_event_id=received,
-                    source_name=handler.source_name,
-                    parameter=result.parameter,
+                    **call.fields(parameter=result.parameter),
                 )
                 await self.log.write(
                     cur,
                     ToolExecutionCompleted(
-                        method=request.method, status=result.payload()["status"], code=result.code
+                        method=call.method, status=result.payload()["status"], code=result.code
                     ),
-                    process_id=process_id,
-                    parent_event_id=received,
-                    source_name=handler.source_name,
-                    parameter=parameter,
+                    **call.fields(),
                 )
         except Exception as exc:
             logger.error("could not log the rejection: %s", exc)
