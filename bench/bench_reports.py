@@ -40,7 +40,7 @@ from ax3l.shared.events import CATALOG
 from ax3l.shared.ports import free_port
 from ax3l.shared.registry import ENTRIES, PARAMETER_ORDER
 from ax3l.shared.settings import Settings
-from ax3l.testing.plugin import admin_connection, private_db_env
+from ax3l.testing.plugin import admin_connection, ax3l_settings, private_db_env
 from ax3l.testing.processes import ManagedProcess, ProcessFailed
 from ax3l.testing.scripted_llm import completion, tool_call
 
@@ -60,14 +60,7 @@ def connect(env: dict[str, str], database: str | None = None) -> Any:
 
 
 def settings(env: dict[str, str]) -> Settings:
-    return Settings(
-        DB_HOST=env["DB_HOST"],
-        DB_PORT=int(env["DB_PORT"]),
-        DB_USER=env["DB_USER"],
-        DB_PASSWORD=env["DB_PASSWORD"],
-        AX3L_DB_NAME=AX3L_DB,
-        AX3L_SNAKELAB_DB_NAME=SNAKELAB_DB,
-    )
+    return ax3l_settings(env, AX3L_DB, SNAKELAB_DB)
 
 
 # -- data -----------------------------------------------------------------------------------
@@ -124,6 +117,27 @@ class History:
             text = content if isinstance(content, str) else json.dumps(content)
             self.messages.append((event_id, text))
         return event_id
+
+    def golden(
+        self, run_id: str, score: int, seed: int, simulations: int, reason: str, **extra: Any
+    ) -> None:
+        """``golden_config_created`` for ``run_id`` and its highscore row."""
+        parent = extra.pop("parent", None)
+        golden_id = self.add(
+            "golden_config_created",
+            {
+                "run_id": run_id,
+                "high_score": score,
+                "seed": seed,
+                "simulations": simulations,
+                "reason": reason,
+                "config": {"seed": seed},
+                **extra,
+            },
+            process=run_id,
+            parent=parent,
+        )
+        self.highscores.append((golden_id, simulations, score, seed))
 
 
 PROMPT_FILLER = (
@@ -187,19 +201,7 @@ def history(target_events: int, run_ids: list[str], run_scores: list[int]) -> It
     run_index = 1
     index = 0
     stagnant_steps = 0
-    golden_id = out.add(
-        "golden_config_created",
-        {
-            "run_id": golden_run,
-            "high_score": golden_score,
-            "seed": seed,
-            "simulations": 1,
-            "reason": "Initial configuration.",
-            "config": {"seed": seed},
-        },
-        process=golden_run,
-    )
-    out.highscores.append((golden_id, 1, golden_score, seed))
+    out.golden(golden_run, golden_score, seed, 1, "Initial configuration.")
     while out.next_id <= target_events and run_index < len(run_ids):
         run_id = run_ids[run_index]
         score = run_scores[run_index]
@@ -210,19 +212,7 @@ def history(target_events: int, run_ids: list[str], run_scores: list[int]) -> It
             out.add("golden_config_seed_incremented", {"from": seed - 1, "to": seed})
             submitted = out.add("simulation_submitted", {"run_id": run_id}, process=run_id)
             out.add("simulation_completed", {"run_id": run_id}, process=run_id, parent=submitted)
-            golden_id = out.add(
-                "golden_config_created",
-                {
-                    "run_id": run_id,
-                    "high_score": score,
-                    "seed": seed,
-                    "simulations": run_index,
-                    "reason": f"Fresh baseline for seed {seed}.",
-                    "config": {"seed": seed},
-                },
-                process=run_id,
-            )
-            out.highscores.append((golden_id, run_index, score, seed))
+            out.golden(run_id, score, seed, run_index, f"Fresh baseline for seed {seed}.")
             golden_score, golden_run, stagnant_steps = score, run_id, 0
             continue
         entry = ENTRIES[index]
@@ -305,21 +295,8 @@ def history(target_events: int, run_ids: list[str], run_scores: list[int]) -> It
                 },
             )
             if better:
-                golden_id = out.add(
-                    "golden_config_created",
-                    {
-                        "run_id": run_id,
-                        "high_score": score,
-                        "seed": seed,
-                        "simulations": run_index,
-                        "reason": f"High score: {score} > {golden_score}.",
-                        "config": {"seed": seed},
-                        "proposer": "llm",
-                    },
-                    process=run_id,
-                    parent=compared,
-                )
-                out.highscores.append((golden_id, run_index, score, seed))
+                reason = f"High score: {score} > {golden_score}."
+                out.golden(run_id, score, seed, run_index, reason, proposer="llm", parent=compared)
                 golden_score, golden_run, stagnant_steps = score, run_id, 0
             else:
                 stagnant_steps += 1

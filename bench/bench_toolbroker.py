@@ -52,7 +52,7 @@ from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
 from ax3l.shared.ports import free_port
 from ax3l.shared.settings import Settings
-from ax3l.testing.plugin import private_db_env
+from ax3l.testing.plugin import ax3l_settings, private_db_env
 from ax3l.testing.processes import ManagedProcess
 from snakelab.tables import ALL_TABLES as SNAKELAB_TABLES  # SnakeLab 2.x's tables, exactly
 
@@ -103,17 +103,6 @@ def scratch_databases(env: dict[str, str], keep: bool) -> Iterator[tuple[str, st
                 for name in (ax3l_db, snakelab_db):
                     cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
         admin.close()
-
-
-def ax3l_settings(env: dict[str, str], ax3l_db: str, snakelab_db: str) -> Settings:
-    return Settings(
-        DB_HOST=env["DB_HOST"],
-        DB_PORT=int(env["DB_PORT"]),
-        DB_USER=env["DB_USER"],
-        DB_PASSWORD=env["DB_PASSWORD"],
-        AX3L_DB_NAME=ax3l_db,
-        AX3L_SNAKELAB_DB_NAME=snakelab_db,
-    )
 
 
 # -- synthetic experiment -----------------------------------------------------------------------
