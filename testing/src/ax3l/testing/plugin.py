@@ -140,14 +140,8 @@ def admin_connection(values: dict[str, str], database: str | None = None) -> Any
 
 def ax3l_settings(values: dict[str, str], ax3l_db: str, snakelab_db: str) -> Settings:
     """Ax3l's settings with its login from ``db.env`` values, on these two databases."""
-    return Settings(
-        DB_HOST=values["DB_HOST"],
-        DB_PORT=int(values["DB_PORT"]),
-        DB_USER=values["DB_USER"],
-        DB_PASSWORD=values["DB_PASSWORD"],
-        AX3L_DB_NAME=ax3l_db,
-        AX3L_SNAKELAB_DB_NAME=snakelab_db,
-    )
+    login = {key: values[key] for key in ("DB_HOST", "DB_PORT", "DB_USER", "DB_PASSWORD")}
+    return Settings(**login, AX3L_DB_NAME=ax3l_db, AX3L_SNAKELAB_DB_NAME=snakelab_db)
 
 
 def private_db_env(repo: Path) -> dict[str, str]:
