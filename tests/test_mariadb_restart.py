@@ -79,18 +79,7 @@ def second_mariadb() -> Iterator[PrivateMariaDB]:
 def restart_databases(second_mariadb: PrivateMariaDB) -> TestDatabases:
     """The instance's own ``ax3l`` and ``snakelab`` databases (mariadb.sh made the grants)."""
     env = second_mariadb.db_env()
-    dbs = TestDatabases(
-        host=env["DB_HOST"],
-        port=int(env["DB_PORT"]),
-        ax3l_db=env["AX3L_DB_NAME"],
-        snakelab_db=env["SNAKELAB_DB_NAME"],
-        ax3l_user=env["DB_USER"],
-        ax3l_password=env["DB_PASSWORD"],
-        snakelab_user=env["SNAKELAB_DB_USER"],
-        snakelab_password=env["SNAKELAB_DB_PASSWORD"],
-        admin_user=env["AX3L_DB_ADMIN_USER"],
-        admin_password=env["AX3L_DB_ADMIN_PASSWORD"],
-    )
+    dbs = TestDatabases.from_env(env, env["AX3L_DB_NAME"], env["SNAKELAB_DB_NAME"])
     ensure_schema(dbs.settings())
     return dbs
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,7 @@ from ax3l.shared.config_schema import load_schema
 from ax3l.shared.snakelab_client import SnakeLabClient, SnakeLabError
 from ax3l.testing.plugin import TestDatabases as Databases
 from ax3l.testing.plugin import free_port
-from ax3l.testing.snakelab_process import SnakeLabProcess
+from ax3l.testing.snakelab_process import SnakeLabProcess, run_to_exit
 from snakelab.server import parse_options
 
 
@@ -72,13 +70,7 @@ def test_an_unreachable_database_exits_1_without_leaking_the_password() -> None:
         "SNAKELAB_DB_PASSWORD": "s3cret-value",
         "SNAKELAB_DB_WAIT_SECONDS": "0",
     }
-    done = subprocess.run(
-        [sys.executable, "-m", "snakelab", "--port", str(free_port()), "--events-port", "0"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_to_exit(env, 60)
     assert done.returncode == 1
     assert "cannot use SnakeLab's database snakelab@127.0.0.1" in done.stderr
     assert "s3cret-value" not in done.stderr + done.stdout

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -17,7 +15,7 @@ import pytest
 from ax3l.shared.snakelab_client import SnakeLabClient, SnakeLabError
 from ax3l.testing.plugin import TestDatabases as Databases
 from ax3l.testing.plugin import free_port
-from ax3l.testing.snakelab_process import SnakeLabProcess
+from ax3l.testing.snakelab_process import SnakeLabProcess, run_to_exit
 from ax3l.testing.waiting import wait_until_async
 
 TERMINAL = ("completed", "failed", "cancelled")
@@ -257,13 +255,7 @@ def test_a_wrong_password_stops_the_server_at_once_with_what_to_fix(
         "SNAKELAB_DB_WAIT_SECONDS": "60",
     }
     started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "snakelab", "--port", str(free_port()), "--events-port", "0"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=50,
-    )
+    done = run_to_exit(env, 50)
     assert done.returncode == 1
     assert time.monotonic() - started < 30  # far below the 60 s it would wait for an outage
     assert "check SNAKELAB_DB_USER and SNAKELAB_DB_PASSWORD" in done.stderr

@@ -131,17 +131,8 @@ class PrivateMariaDB:
     def databases(self) -> TestDatabases:
         """The ``ax3l`` and ``snakelab`` databases the script creates, with their grants."""
         values = self.settings()
-        return TestDatabases(
-            host=values["DB_HOST"],
-            port=int(values["DB_PORT"]),
-            ax3l_db=values["AX3L_DB_NAME"],
-            snakelab_db=values["AX3L_SNAKELAB_DB_NAME"],
-            ax3l_user=values["DB_USER"],
-            ax3l_password=values["DB_PASSWORD"],
-            snakelab_user=values["SNAKELAB_DB_USER"],
-            snakelab_password=values["SNAKELAB_DB_PASSWORD"],
-            admin_user=values["AX3L_DB_ADMIN_USER"],
-            admin_password=values["AX3L_DB_ADMIN_PASSWORD"],
+        return TestDatabases.from_env(
+            values, values["AX3L_DB_NAME"], values["AX3L_SNAKELAB_DB_NAME"]
         )
 
     def destroy(self) -> None:

@@ -63,6 +63,22 @@ class TestDatabases:
     admin_user: str
     admin_password: str
 
+    @classmethod
+    def from_env(cls, values: dict[str, str], ax3l_db: str, snakelab_db: str) -> TestDatabases:
+        """These two databases with the logins of ``db.env`` values."""
+        return cls(
+            host=values["DB_HOST"],
+            port=int(values["DB_PORT"]),
+            ax3l_db=ax3l_db,
+            snakelab_db=snakelab_db,
+            ax3l_user=values["DB_USER"],
+            ax3l_password=values["DB_PASSWORD"],
+            snakelab_user=values["SNAKELAB_DB_USER"],
+            snakelab_password=values["SNAKELAB_DB_PASSWORD"],
+            admin_user=values["AX3L_DB_ADMIN_USER"],
+            admin_password=values["AX3L_DB_ADMIN_PASSWORD"],
+        )
+
     def settings(self, **overrides: Any) -> Settings:
         """Ax3l settings pointing at these databases."""
         values: dict[str, Any] = {
@@ -184,18 +200,7 @@ def scratch_databases(
     The grants are the real ones: Ax3l's user may only SELECT SnakeLab's tables.
     """
     suffix = f"{prefix}{secrets.token_hex(4)}"
-    dbs = TestDatabases(
-        host=db_env["DB_HOST"],
-        port=int(db_env["DB_PORT"]),
-        ax3l_db=f"ax3l_{suffix}",
-        snakelab_db=f"snakelab_{suffix}",
-        ax3l_user=db_env["DB_USER"],
-        ax3l_password=db_env["DB_PASSWORD"],
-        snakelab_user=db_env["SNAKELAB_DB_USER"],
-        snakelab_password=db_env["SNAKELAB_DB_PASSWORD"],
-        admin_user=db_env["AX3L_DB_ADMIN_USER"],
-        admin_password=db_env["AX3L_DB_ADMIN_PASSWORD"],
-    )
+    dbs = TestDatabases.from_env(db_env, f"ax3l_{suffix}", f"snakelab_{suffix}")
     admin = admin_connection(db_env)
     try:
         with admin.cursor() as cur:

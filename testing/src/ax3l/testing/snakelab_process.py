@@ -133,6 +133,18 @@ class SnakeLabProcess:
         self.close()
 
 
+def run_to_exit(env: Mapping[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """``python -m snakelab`` on a free port without events, run until it exits on its own
+    (a server that must refuse to start), its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "snakelab", "--port", str(free_port()), "--events-port", "0"],
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 @dataclass(frozen=True)
 class ScratchDatabase:
     """A throwaway SnakeLab database and the SnakeLab user that may use it."""
