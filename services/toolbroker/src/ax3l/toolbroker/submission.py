@@ -32,13 +32,14 @@ from ax3l.shared.config_schema import ConfigInvalid, ConfigSchema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.db.event_log import EventLog
-from ax3l.shared.db.reads import current_golden
+from ax3l.shared.db.reads import GoldenRecord, current_golden
 from ax3l.shared.registry import Entry
 from ax3l.shared.snakelab_client import (
     SnakeLabClient,
     SnakeLabError,
     SnakeLabProtocolError,
     SnakeLabUnavailable,
+    SubmitReply,
 )
 from ax3l.toolbroker.results import Accepted, ProtocolFailure, Rejected
 from ax3l.toolbroker.turn_gate import TurnGate
@@ -58,6 +59,15 @@ class RequestContext:
     request_event_id: int
     source_name: str
     checkpoint_event_id: int | None = None  # the live turn, once ``enter_turn`` admitted it
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """The golden configuration with a proposal's values, in the schema's types."""
+
+    config: dict[str, Any]
+    changes: dict[str, Any]  # config path -> value
+    values: dict[str, Any]  # tool argument name -> value
 
 
 def _values_text(entry: Entry, values: dict[str, Any]) -> str:
@@ -179,7 +189,27 @@ class SubmissionWorkflow:
         # A run a crashed or timed-out submission left behind must count as stored before
         # this candidate is compared with the stored runs.
         await intents.reconcile(self.db, self.schema, self.log, index=self.index)
+        golden_event_id, golden = await self._golden()
+        candidate = await self._candidate(ctx, entry, values, golden)
+        if isinstance(candidate, Rejected):
+            return candidate
+        duplicate = await self._duplicate(ctx, entry, candidate, golden)
+        if duplicate is not None:
+            return duplicate
+        intent_id = await self._record_intent(ctx, entry, candidate, golden_event_id, golden)
+        reply = await self._send(ctx, entry, candidate, intent_id)
+        if isinstance(reply, Rejected):
+            return reply
+        if self.crash_after_submit:
+            print(
+                f"{CRASH_AFTER_SUBMIT_ENV}: exiting after SnakeLab accepted {reply.run_id}",
+                file=sys.stderr,
+                flush=True,
+            )
+            os._exit(CRASH_EXIT_CODE)
+        return await self._complete(intent_id, reply)
 
+    async def _golden(self) -> tuple[int, GoldenRecord]:
         found = await current_golden(self.db)
         if found is None:
             raise ProtocolFailure(
@@ -187,7 +217,17 @@ class SubmissionWorkflow:
                 "there is no golden configuration yet: the orchestrator seeds the experiment"
                 " with SnakeLab's default configuration first; try again once it exists",
             )
-        golden_event_id, golden = found
+        return found
+
+    async def _candidate(
+        self,
+        ctx: RequestContext,
+        entry: Entry,
+        values: dict[str, int | float],
+        golden: GoldenRecord,
+    ) -> _Candidate | Rejected:
+        """The golden configuration with ``values``, validated (an InvalidValue rejection when
+        the values break the schema)."""
         changes = {
             path: values[name] for path, name in zip(entry.paths, entry.value_names, strict=True)
         }
@@ -217,29 +257,42 @@ class SubmissionWorkflow:
         accepted_values = {
             name: changes[path] for path, name in zip(entry.paths, entry.value_names, strict=True)
         }
+        return _Candidate(candidate, changes, accepted_values)
 
-        if configs_equal(self.schema, candidate, golden.config):
+    async def _duplicate(
+        self, ctx: RequestContext, entry: Entry, candidate: _Candidate, golden: GoldenRecord
+    ) -> Rejected | None:
+        """A NoDupes rejection when the candidate is the golden or already stored, else None."""
+        if configs_equal(self.schema, candidate.config, golden.config):
             reason = (
-                f"{_values_text(entry, accepted_values)} is what the golden configuration"
+                f"{_values_text(entry, candidate.values)} is what the golden configuration"
                 f" (run {golden.run_id}) already uses, so the proposal changes nothing"
             )
             return await self.reject_duplicate(
-                ctx, entry.name, accepted_values, reason, [golden.run_id]
+                ctx, entry.name, candidate.values, reason, [golden.run_id]
             )
-
-        stored = await self.index.find_indexed(candidate)
+        stored = await self.index.find_indexed(candidate.config)
         if stored:
-            reason = _duplicate_reason(entry, accepted_values, stored)
+            reason = _duplicate_reason(entry, candidate.values, stored)
             run_ids = [run.run_id for run in stored]
-            return await self.reject_duplicate(ctx, entry.name, accepted_values, reason, run_ids)
+            return await self.reject_duplicate(ctx, entry.name, candidate.values, reason, run_ids)
+        return None
 
-        intent_id = await intents.record_intent(
+    async def _record_intent(
+        self,
+        ctx: RequestContext,
+        entry: Entry,
+        candidate: _Candidate,
+        golden_event_id: int,
+        golden: GoldenRecord,
+    ) -> int:
+        return await intents.record_intent(
             self.db,
             entry=entry.name,
-            config=candidate,
-            values=accepted_values,
-            changes=changes,
-            fingerprint=self.index.fingerprint(candidate),
+            config=candidate.config,
+            values=candidate.values,
+            changes=candidate.changes,
+            fingerprint=self.index.fingerprint(candidate.config),
             golden_run_id=golden.run_id,
             golden_event_id=golden_event_id,
             after_id=await self.index.position(),
@@ -247,13 +300,18 @@ class SubmissionWorkflow:
             source_name=ctx.source_name,
             checkpoint_event_id=ctx.checkpoint_event_id,
         )
+
+    async def _send(
+        self, ctx: RequestContext, entry: Entry, candidate: _Candidate, intent_id: int
+    ) -> SubmitReply | Rejected:
+        """``simulation.submit`` once; SnakeLab's refusal of the config is an InvalidValue."""
         try:
-            reply = await self.snakelab.submit(candidate)
+            return await self.snakelab.submit(candidate.config)
         except SnakeLabError as exc:
             await intents.refuse_intent(self.db, intent_id)
             if exc.code == "invalid_config":
                 reason = f"SnakeLab refused the configuration: {shorten(exc.message)}"
-                return await self.reject_invalid(ctx, entry.name, accepted_values, reason)
+                return await self.reject_invalid(ctx, entry.name, candidate.values, reason)
             raise ProtocolFailure(
                 "handler_error",
                 f"SnakeLab refused the submission ({exc.code}: {shorten(exc.message)});"
@@ -271,14 +329,8 @@ class SubmissionWorkflow:
                 f" created the run, reconciliation adopts it (submission intent {intent_id})",
             ) from None
 
-        if self.crash_after_submit:
-            print(
-                f"{CRASH_AFTER_SUBMIT_ENV}: exiting after SnakeLab accepted {reply.run_id}",
-                file=sys.stderr,
-                flush=True,
-            )
-            os._exit(CRASH_EXIT_CODE)
-
+    async def _complete(self, intent_id: int, reply: SubmitReply) -> Accepted:
+        """Write the accepted run's events and close its intent."""
         try:
             recorded = await intents.complete_intent(
                 self.db, self.log, intent_id, reply.run_id, reply.queue_position
