@@ -46,6 +46,18 @@ def read_env_file(path: Path) -> dict[str, str]:
     return values
 
 
+# TestDatabases' fields and the db.env keys they are read from (the port is an int).
+_ENV_KEYS = {
+    "host": "DB_HOST",
+    "ax3l_user": "DB_USER",
+    "ax3l_password": "DB_PASSWORD",
+    "snakelab_user": "SNAKELAB_DB_USER",
+    "snakelab_password": "SNAKELAB_DB_PASSWORD",
+    "admin_user": "AX3L_DB_ADMIN_USER",
+    "admin_password": "AX3L_DB_ADMIN_PASSWORD",
+}
+
+
 @dataclass
 class TestDatabases:
     """A private pair of databases (``ax3l_*`` and ``snakelab_*``) with the real grants."""
@@ -66,18 +78,8 @@ class TestDatabases:
     @classmethod
     def from_env(cls, values: dict[str, str], ax3l_db: str, snakelab_db: str) -> TestDatabases:
         """These two databases with the logins of ``db.env`` values."""
-        return cls(
-            host=values["DB_HOST"],
-            port=int(values["DB_PORT"]),
-            ax3l_db=ax3l_db,
-            snakelab_db=snakelab_db,
-            ax3l_user=values["DB_USER"],
-            ax3l_password=values["DB_PASSWORD"],
-            snakelab_user=values["SNAKELAB_DB_USER"],
-            snakelab_password=values["SNAKELAB_DB_PASSWORD"],
-            admin_user=values["AX3L_DB_ADMIN_USER"],
-            admin_password=values["AX3L_DB_ADMIN_PASSWORD"],
-        )
+        logins = {field: values[key] for field, key in _ENV_KEYS.items()}
+        return cls(port=int(values["DB_PORT"]), ax3l_db=ax3l_db, snakelab_db=snakelab_db, **logins)
 
     def settings(self, **overrides: Any) -> Settings:
         """Ax3l settings pointing at these databases."""

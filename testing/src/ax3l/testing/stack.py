@@ -19,7 +19,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from ax3l.shared.config_schema import BUNDLED_SCHEMA
 from ax3l.shared.registry import ENTRIES, PARAMETER_ORDER
@@ -55,7 +55,7 @@ class Ev:
 
 
 # The stack's processes; the name its tests use.
-Proc = ManagedProcess
+Proc: TypeAlias = ManagedProcess
 
 
 def _http_ok(url: str) -> bool:

@@ -52,7 +52,7 @@ class ScriptedPeer:
             raise RuntimeError("the scripted peer did not bind its socket")
 
     def _serve(self) -> None:
-        socket = zmq.Context.instance().socket(zmq.ROUTER)
+        socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
         socket.setsockopt(zmq.LINGER, 0)
         try:
             self.endpoint = f"tcp://127.0.0.1:{socket.bind_to_random_port('tcp://127.0.0.1')}"
