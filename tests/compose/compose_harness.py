@@ -3,20 +3,23 @@ published report port and the database container, and crashed the way the kernel
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import shutil
 import subprocess
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ax3l.testing.plugin import free_port
+from ax3l.testing.plugin import free_port, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 ONE_OFF = {"ax3l-db"}
@@ -70,6 +73,22 @@ class Compose:
         )
         assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-3000:])
         return done
+
+    @contextlib.contextmanager
+    def up(self, timings: Timings, label: str, healthy_within: float) -> Iterator[Compose]:
+        """``up -d`` and wait until every service is healthy (timed as ``label``); on the way
+        out the logs are saved and the project is taken ``down -v``."""
+        try:
+            began = time.monotonic()
+            self.run("up", "-d")
+            wait_until(
+                self.all_healthy, timeout=healthy_within, interval=1, what="every service healthy"
+            )
+            timings[label] = time.monotonic() - began
+            yield self
+        finally:
+            self.save_logs()
+            self.run("down", "-v", "--remove-orphans")
 
     def container(self, service: str) -> str:
         ids = self.run("ps", "-a", "-q", service).stdout.split()

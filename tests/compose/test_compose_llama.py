@@ -46,15 +46,8 @@ def llama(base_images: None, output_dir: Path, timings: Timings) -> Iterator[Com
     )
     compose.run("down", "-v", "--remove-orphans")
     compose.run("build")
-    try:
-        began = time.monotonic()
-        compose.run("up", "-d")
-        wait_until(compose.all_healthy, timeout=400, interval=1, what="every service healthy")
-        timings["llama: up to all healthy"] = time.monotonic() - began
+    with compose.up(timings, "llama: up to all healthy", healthy_within=400):
         yield compose
-    finally:
-        compose.save_logs()
-        compose.run("down", "-v", "--remove-orphans")
 
 
 def test_the_orchestrator_converses_with_the_model_container_and_the_loop_advances(

@@ -49,15 +49,8 @@ def demo(base_images: None, output_dir: Path, timings: Timings) -> Iterator[Comp
     began = time.monotonic()
     compose.run("build")
     timings["build (all project images)"] = time.monotonic() - began
-    try:
-        began = time.monotonic()
-        compose.run("up", "-d")
-        wait_until(compose.all_healthy, timeout=300, interval=1, what="every service healthy")
-        timings["up to all healthy"] = time.monotonic() - began
+    with compose.up(timings, "up to all healthy", healthy_within=300):
         yield compose
-    finally:
-        compose.save_logs()
-        compose.run("down", "-v", "--remove-orphans")
 
 
 def test_every_service_is_healthy_and_only_the_report_port_is_published(demo: Compose):

@@ -173,8 +173,9 @@ async def send_raw(endpoint: str, raw: bytes | list[bytes], wait: float = 10.0) 
         sock.close(linger=0)
 
 
-def envelope(method: str, payload: Any, **fields: Any) -> bytes:
-    message = {
+def request_message(method: str, payload: Any, **fields: Any) -> dict[str, Any]:
+    """A tool's request envelope, as the MCP server sends it (``fields`` added or replaced)."""
+    return {
         "protocol_version": 1,
         "sender": "mcp-snakelab",
         "target": "snakelab",
@@ -182,7 +183,10 @@ def envelope(method: str, payload: Any, **fields: Any) -> bytes:
         "payload": payload,
         **fields,
     }
-    return json.dumps(message).encode()
+
+
+def envelope(method: str, payload: Any, **fields: Any) -> bytes:
+    return json.dumps(request_message(method, payload, **fields)).encode()
 
 
 class RunningBroker:

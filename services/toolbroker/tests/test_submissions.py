@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from broker_harness import SCHEMA, event_names, sql
+from broker_harness import SCHEMA, event_names, request_message, sql
 
 from ax3l.shared import intents
 from ax3l.shared.db.database import Database
@@ -183,13 +183,7 @@ async def test_protocol_errors_are_answered_and_the_listener_keeps_serving(
     databases, lab, golden, broker, envelope, code, fragment
 ):
     """Malformed envelopes and unknown methods get their error reply; the next request works."""
-    message = {
-        "protocol_version": 1,
-        "sender": "mcp-snakelab",
-        "target": "snakelab",
-        "method": "submit_single_value",
-        "payload": {"parameter": "gamma", "value": 0.95},
-    }
+    message = request_message("submit_single_value", {"parameter": "gamma", "value": 0.95})
     reply = await broker.send_raw(json.dumps({**message, **envelope}).encode())
     assert reply["sender"] == "ax3l" and reply["payload"]["error"]["code"] == code
     assert fragment in reply["payload"]["error"]["message"]
