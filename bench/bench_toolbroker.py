@@ -54,6 +54,7 @@ from ax3l.shared.ports import free_port
 from ax3l.shared.settings import Settings
 from ax3l.testing.plugin import ax3l_settings, private_db_env
 from ax3l.testing.processes import ManagedProcess
+from ax3l.testing.waiting import WaitTimeout, wait_until_async
 from snakelab.tables import ALL_TABLES as SNAKELAB_TABLES  # SnakeLab 2.x's tables, exactly
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -212,15 +213,16 @@ async def settle(env: dict[str, str], deadline_seconds: float = 30.0) -> None:
     the checks are timed in the steady state an experiment runs in, not during flushing."""
     conn = connect(env, "admin")
     try:
-        deadline = time.monotonic() + deadline_seconds
         with conn.cursor() as cur:
-            while time.monotonic() < deadline:
+
+            def flushed() -> bool:
                 cur.execute("SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_pages_%'")
                 pages = {name: value for name, value in cur.fetchall()}
                 dirty = int(pages["Innodb_buffer_pool_pages_dirty"])
-                if dirty < 0.05 * int(pages["Innodb_buffer_pool_pages_total"]):
-                    return
-                await asyncio.sleep(0.5)
+                return dirty < 0.05 * int(pages["Innodb_buffer_pool_pages_total"])
+
+            with contextlib.suppress(WaitTimeout):  # timed as it is, then
+                await wait_until_async(flushed, deadline_seconds, interval=0.5)
     finally:
         conn.close()
 
