@@ -29,11 +29,12 @@ from ax3l.orchestrator.proposers.base import (
     TurnAhead,
     TurnContext,
 )
+from ax3l.orchestrator.turns import ADVANCING_EVENTS
 from ax3l.shared.db.database import Database
 
 logger = logging.getLogger(__name__)
 
-TURN_MOVED = ("proposal_accepted", "parameter_space_exhausted")
+TURN_MOVED = ADVANCING_EVENTS
 
 
 async def failure_streak(db: Database, proposer: str) -> int:
