@@ -117,15 +117,7 @@ class TestDatabases:
             "ax3l": (self.ax3l_user, self.ax3l_password),
             "snakelab": (self.snakelab_user, self.snakelab_password),
         }[user]
-        return pymysql.connect(
-            host=self.host,
-            port=self.port,
-            user=credentials[0],
-            password=credentials[1],
-            database=database,
-            autocommit=True,
-            charset="utf8mb4",
-        )
+        return mysql_connection(self.host, self.port, *credentials, database)
 
     def query(
         self, sql: str, args: Any = None, user: str = "admin", database: str | None = None
@@ -143,16 +135,30 @@ class TestDatabases:
             conn.close()
 
 
-def admin_connection(values: dict[str, str], database: str | None = None) -> Any:
-    """A blocking autocommit connection as the private MariaDB's admin (``db.env`` values)."""
+def mysql_connection(
+    host: str, port: int, user: str, password: str, database: str | None = None, **options: Any
+) -> Any:
+    """A blocking autocommit utf8mb4 connection (``options`` as pymysql takes them)."""
     return pymysql.connect(
-        host=values["DB_HOST"],
-        port=int(values["DB_PORT"]),
-        user=values["AX3L_DB_ADMIN_USER"],
-        password=values["AX3L_DB_ADMIN_PASSWORD"],
+        host=host,
+        port=port,
+        user=user,
+        password=password,
         database=database,
         autocommit=True,
         charset="utf8mb4",
+        **options,
+    )
+
+
+def admin_connection(values: dict[str, str], database: str | None = None) -> Any:
+    """A blocking autocommit connection as the private MariaDB's admin (``db.env`` values)."""
+    return mysql_connection(
+        values["DB_HOST"],
+        int(values["DB_PORT"]),
+        values["AX3L_DB_ADMIN_USER"],
+        values["AX3L_DB_ADMIN_PASSWORD"],
+        database,
     )
 
 

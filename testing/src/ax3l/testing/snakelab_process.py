@@ -26,7 +26,7 @@ from typing import Any
 import pymysql
 
 from ax3l.shared.ports import free_port
-from ax3l.testing.plugin import admin_connection
+from ax3l.testing.plugin import admin_connection, mysql_connection
 from ax3l.testing.processes import ManagedProcess, ProcessFailed
 from snakelab.healthcheck import ping
 
@@ -167,15 +167,7 @@ class ScratchDatabase:
 
     def connect(self) -> Any:
         """A blocking autocommit connection as the SnakeLab user."""
-        return pymysql.connect(
-            host=self.host,
-            port=self.port,
-            user=self.user,
-            password=self.password,
-            database=self.name,
-            autocommit=True,
-            charset="utf8mb4",
-        )
+        return mysql_connection(self.host, self.port, self.user, self.password, self.name)
 
 
 @contextmanager
