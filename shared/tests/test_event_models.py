@@ -323,3 +323,49 @@ async def test_both_call_forms_store_the_same_row_and_typed_reads_parse_it(datab
     assert newest is not None and newest.event_id == inside and newest.model.high_score == 41
     assert through_cursor is not None and through_cursor.event_id == inside
     assert to_content(newest.model) == rows[0]["content"]
+
+
+async def test_the_intents_writer_stores_the_old_bytes(snakelab_tables):
+    """``complete_intent`` stores exactly the text the dict-based writer stored, key order and
+    the turn's ``checkpoint_event_id`` included."""
+    from ax3l.shared import intents
+    from ax3l.shared.config_index import ConfigIndex
+    from ax3l.shared.config_schema import load_schema
+
+    schema = load_schema()
+    config = schema.with_values(schema.default_config(), {"training.gamma": 0.97})
+    async with Database(snakelab_tables.settings()) as db:
+        log, index = EventLog(db), ConfigIndex(db, schema)
+        intent_id = await intents.record_intent(
+            db,
+            entry="gamma",
+            config=config,
+            values={"value": 0.97},
+            changes={"training.gamma": 0.97},
+            fingerprint=index.fingerprint(config),
+            golden_run_id="golden-run",
+            golden_event_id=3,
+            after_id=await index.position(),
+            source_name="SubmitSingleValueHandler",
+            checkpoint_event_id=5,
+        )
+        await intents.complete_intent(db, log, intent_id, "run-1", 2)
+        rows = await db.fetchall(
+            "SELECT e.name, m.content FROM events e JOIN event_messages m"
+            " ON m.event_id = e.event_id ORDER BY e.event_id"
+        )
+    proposal = {
+        "parameter": "gamma",
+        "values": {"value": 0.97},
+        "changes": {"training.gamma": 0.97},
+        "run_id": "run-1",
+        "config": config,
+        "golden_run_id": "golden-run",
+        "golden_event_id": 3,
+        "checkpoint_event_id": 5,
+    }
+    submitted = {"run_id": "run-1", "config": config, "queue_position": 2}
+    assert [(row["name"], row["content"]) for row in rows] == [
+        ("proposal_accepted", to_content(proposal)),
+        ("simulation_submitted", to_content(submitted)),
+    ]
