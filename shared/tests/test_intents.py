@@ -19,6 +19,12 @@ def insert_run(dbs, config, status="queued"):
     return run_id
 
 
+async def state_of(db, intent_id):
+    """The stored intent's state (None when there is no such intent)."""
+    stored = await intents.get_intent(db, intent_id)
+    return stored.state if stored is not None else None
+
+
 def candidate(gamma=0.97):
     return SCHEMA.with_values(DEFAULT, {"training.gamma": gamma})
 
@@ -126,16 +132,14 @@ async def test_older_or_claimed_runs_are_not_adopted(snakelab_tables):
         assert adopted == []
         assert [i.intent_id for i in await intents.pending_intents(db)] == [young]
         assert await intents.reconcile(db, SCHEMA, log, abandon_after=0) == []
-        stored = await intents.get_intent(db, young)
-        assert stored is not None and stored.state == intents.ABANDONED
+        assert await state_of(db, young) == intents.ABANDONED
 
         run_id = insert_run(dbs, candidate(0.96))
         taken = await record(db, index, candidate(0.96), after_id=0)
         await intents.complete_intent(db, log, taken, run_id, 0)
         other = await record(db, index, candidate(0.96), after_id=0)
         assert await intents.reconcile(db, SCHEMA, log, abandon_after=0) == []
-        stored = await intents.get_intent(db, other)
-        assert stored is not None and stored.state == intents.ABANDONED
+        assert await state_of(db, other) == intents.ABANDONED
 
 
 async def test_an_abandoned_intent_is_completed_when_snakelab_answers_after_all(snakelab_tables):
@@ -147,8 +151,7 @@ async def test_an_abandoned_intent_is_completed_when_snakelab_answers_after_all(
         await intents.reconcile(db, SCHEMA, log, abandon_after=0)
         recorded = await intents.complete_intent(db, log, intent_id, "late-run", 1)
         assert recorded.written
-        stored = await intents.get_intent(db, intent_id)
-        assert stored is not None and stored.state == intents.DONE
+        assert await state_of(db, intent_id) == intents.DONE
 
 
 async def test_refused_intents_are_closed_and_never_adopted(snakelab_tables):
@@ -160,8 +163,7 @@ async def test_refused_intents_are_closed_and_never_adopted(snakelab_tables):
         await intents.refuse_intent(db, intent_id)
         insert_run(dbs, candidate())
         assert await intents.reconcile(db, SCHEMA, log) == []
-        stored = await intents.get_intent(db, intent_id)
-        assert stored is not None and stored.state == intents.REFUSED
+        assert await state_of(db, intent_id) == intents.REFUSED
 
 
 async def test_reset_events_forgets_intents(snakelab_tables):
