@@ -98,6 +98,10 @@ class FakeTime:
         self.sleeps.append(seconds)
         self.now += seconds
 
+    def trainer(self, seconds: float) -> SurrogateTrainer:
+        """A trainer paced to ``seconds`` on this clock."""
+        return SurrogateTrainer(seconds, clock=self.clock, sleep=self.sleep)
+
 
 def test_default_config_scores_in_the_real_band() -> None:
     """The default config scores 35-45 on most of seeds 1970-1989, like the real SnakeLab."""
@@ -259,7 +263,7 @@ def test_paced_and_unpaced_runs_report_the_same_episodes() -> None:
     config = default_config(seed=1975, epochs=600)
     fake = FakeTime()
     paced, unpaced = RecordingControl(), RecordingControl()
-    a = SurrogateTrainer(1.0, clock=fake.clock, sleep=fake.sleep).run(config, paced)
+    a = fake.trainer(1.0).run(config, paced)
     b = SurrogateTrainer(0).run(config, unpaced)
     assert a == b
     assert paced.episodes == unpaced.episodes
@@ -286,9 +290,7 @@ def test_paced_run_spreads_episodes_over_the_wall_time() -> None:
     """With seconds > 0 episodes are spread over that time in short, checkpointed sleeps."""
     fake = FakeTime()
     control = RecordingControl()
-    SurrogateTrainer(30.0, clock=fake.clock, sleep=fake.sleep).run(
-        default_config(epochs=500), control
-    )
+    fake.trainer(30.0).run(default_config(epochs=500), control)
     assert len(control.episodes) == 500
     assert fake.now == pytest.approx(30.0, abs=SLEEP_SLICE_SECONDS)
     assert max(fake.sleeps) <= SLEEP_SLICE_SECONDS
@@ -299,9 +301,7 @@ def test_paced_run_cancels_and_pauses_responsively() -> None:
     """A paced run stops within one sleep slice and does not count paused time."""
     fake = FakeTime()
     cancelled = RecordingControl(stop_after=1)
-    result = SurrogateTrainer(300.0, clock=fake.clock, sleep=fake.sleep).run(
-        default_config(), cancelled
-    )
+    result = fake.trainer(300.0).run(default_config(), cancelled)
     assert result.episodes_completed == 0 and result.high_score is None
     assert fake.now <= SLEEP_SLICE_SECONDS
 
@@ -313,9 +313,7 @@ def test_paced_run_cancels_and_pauses_responsively() -> None:
 
     fake = FakeTime()
     paused = PausingControl()
-    SurrogateTrainer(10.0, clock=fake.clock, sleep=fake.sleep).run(
-        default_config(epochs=500), paused
-    )
+    fake.trainer(10.0).run(default_config(epochs=500), paused)
     assert len(paused.episodes) == 500
     assert fake.now == pytest.approx(110.0, abs=SLEEP_SLICE_SECONDS)
 
