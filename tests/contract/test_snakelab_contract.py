@@ -3,7 +3,8 @@
 This is the suite Ax3l's ``SnakeLabClient`` is tested with: every method and every error code
 of ``shared/docs/snakelab.md`` that a client can reach, over a real ZeroMQ socket, against the
 reference SnakeLab with each trainer (a 0-second surrogate that finishes runs at once, a slow
-surrogate and ``drqn`` whose runs stay in progress), each on its own scratch database. Only
+surrogate and ``drqn`` whose runs stay in progress), each on its own scratch database, and
+against the test support's scripted SnakeLab for the methods it claims. Only
 behaviour the contract states is asserted here; the reference's own choices are pinned in
 ``services/snakelab/tests``.
 """
@@ -33,6 +34,7 @@ from ax3l.testing.snakelab_process import (
     scratch_snakelab_database,
 )
 from ax3l.testing.waiting import WaitTimeout, wait_until_async
+from ax3l.testing.zmq_peer import ScriptedPeer, ok, refused, scripted_snakelab
 
 SCHEMA = load_schema()
 STATUS_KEYS = {
@@ -69,6 +71,26 @@ LABS = {
 ALL = list(LABS)
 FINISHING = ["surrogate"]
 BUSY = ["surrogate-slow", "drqn"]
+# The scripted SnakeLab of the test support (ax3l.testing.zmq_peer), held to the contract for
+# what it claims: health, the reply envelope, unknown methods and unknown runs.
+SCRIPTED = "scripted"
+
+
+def scripted_lab() -> ScriptedPeer:
+    """The scripted SnakeLab: idle (``active`` is null), and no run is ever found."""
+
+    def unknown_run(payload: Any) -> dict[str, Any]:
+        return refused("run_not_found", f"no run {payload.get('run_id')!r}")
+
+    runs = ("simulation.status", "simulation.pause", "simulation.resume", "simulation.cancel")
+    methods = {method: unknown_run for method in runs}
+    return scripted_snakelab(
+        {
+            "health": lambda _: ok({"service": "snake-lab", "project_version": "2.1.0"}),
+            "simulation.active": lambda _: ok({"run": None}),
+            **methods,
+        }
+    )
 
 
 @dataclass
@@ -76,8 +98,8 @@ class Lab:
     """One SnakeLab process on its own database, and the runs the current test submitted."""
 
     kind: str
-    server: SnakeLabProcess
-    database: ScratchDatabase
+    server: SnakeLabProcess | None  # None: the scripted SnakeLab (no process, no database)
+    database: ScratchDatabase | None
     client: SnakeLabClient
     created: list[str] = field(default_factory=list)
 
@@ -107,6 +129,7 @@ class Lab:
         return found
 
     def row(self, run_id: str) -> dict[str, Any] | None:
+        assert self.database is not None, "the scripted SnakeLab has no database"
         conn = self.database.connect()
         try:
             with conn.cursor() as cur:
@@ -124,6 +147,7 @@ class Lab:
             conn.close()
 
     def scalar(self, sql: str, *args: Any) -> Any:
+        assert self.database is not None, "the scripted SnakeLab has no database"
         conn = self.database.connect()
         try:
             with conn.cursor() as cur:
@@ -136,6 +160,13 @@ class Lab:
 @pytest.fixture(scope="module")
 def lab_process(request: pytest.FixtureRequest, db_env: dict[str, str]) -> Iterator[Lab]:
     kind = request.param
+    if kind == SCRIPTED:
+        peer = scripted_lab()
+        try:
+            yield Lab(kind, None, None, SnakeLabClient(peer.endpoint))
+        finally:
+            peer.close()
+        return
     trainer, seconds = LABS[kind]
     with (
         scratch_snakelab_database(db_env) as database,
@@ -176,7 +207,7 @@ def has_episodes(status: RunStatus) -> bool:
 # -- envelope ------------------------------------------------------------------------------
 
 
-@labs(*ALL)
+@labs(*ALL, SCRIPTED)
 async def test_health_names_the_service(lab: Lab) -> None:
     """health answers service "snake-lab" and a project version."""
     reply = await lab.client.health()
@@ -184,7 +215,7 @@ async def test_health_names_the_service(lab: Lab) -> None:
     assert reply.project_version
 
 
-@labs(*ALL)
+@labs(*ALL, SCRIPTED)
 async def test_replies_have_the_exact_envelope(lab: Lab) -> None:
     """Success and error replies carry exactly their four keys and echo the request id."""
     ok = await lab.raw(
@@ -309,7 +340,7 @@ async def test_a_missing_envelope_key_is_an_invalid_request(lab: Lab) -> None:
     assert reply["request_id"] == "r5"
 
 
-@labs(*ALL)
+@labs(*ALL, SCRIPTED)
 async def test_an_unknown_method_is_named(lab: Lab) -> None:
     """A method the server does not have answers unknown_method."""
     with pytest.raises(SnakeLabError) as caught:
@@ -441,7 +472,7 @@ async def test_the_status_object_has_exactly_the_contract_keys(lab: Lab) -> None
         assert set(payload["last_episode"]) == LAST_EPISODE_KEYS
 
 
-@labs(*ALL)
+@labs(*ALL, SCRIPTED)
 @pytest.mark.parametrize(
     "method",
     ["simulation.status", "simulation.pause", "simulation.resume", "simulation.cancel"],
@@ -548,6 +579,7 @@ async def test_the_ended_event_follows_the_stored_terminal_state(lab: Lab) -> No
     monitor = sub.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
     try:
         sub.setsockopt(zmq.SUBSCRIBE, b"snake_lab.simulation.ended")
+        assert lab.server is not None
         sub.connect(lab.server.events_endpoint)
         await asyncio.wait_for(monitor.recv_multipart(), 5)
         run_id = await lab.submit()

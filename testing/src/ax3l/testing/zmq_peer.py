@@ -6,7 +6,9 @@ what ``answer(request)`` returns, or never when that is None (a peer that went s
 Its socket lives in a thread of its own and is only ever touched there, so synchronous and
 asynchronous tests use it the same way; ``close`` stops the thread and closes the socket.
 
-``snakelab_reply`` and ``broker_reply`` are the two envelopes a peer answers in.
+``snakelab_reply`` and ``broker_reply`` are the two envelopes a peer answers in;
+``scripted_snakelab`` is a SnakeLab that answers a table of methods (and ``unknown_method`` to
+the others), which the contract suite holds to the contract for what it claims.
 """
 
 from __future__ import annotations
@@ -19,11 +21,23 @@ from typing import Any
 import zmq
 
 Answer = Callable[[dict[str, Any]], dict[str, Any] | None]
+# A SnakeLab method of a scripted SnakeLab: the request's payload in, ``ok``/``refused`` out.
+Method = Callable[[Any], dict[str, Any]]
 
 
 def snakelab_reply(request: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
     """SnakeLab's reply envelope (protocol 1) to ``request``: ``reply`` with the request id."""
-    return {"protocol_version": 1, "request_id": request["request_id"], **reply}
+    return {"protocol_version": 1, "request_id": request.get("request_id"), **reply}
+
+
+def ok(payload: dict[str, Any]) -> dict[str, Any]:
+    """A SnakeLab success reply's status and payload."""
+    return {"status": "ok", "payload": payload}
+
+
+def refused(code: str, message: str) -> dict[str, Any]:
+    """A SnakeLab error reply's status and error."""
+    return {"status": "error", "error": {"code": code, "message": message}}
 
 
 def broker_reply(request: dict[str, Any], payload: Any) -> dict[str, Any]:
@@ -73,3 +87,18 @@ class ScriptedPeer:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(5)
+
+
+def scripted_snakelab(methods: dict[str, Method]) -> ScriptedPeer:
+    """A SnakeLab control socket answering ``methods`` from each request's payload, and
+    ``unknown_method`` to any other method."""
+
+    def answer(request: dict[str, Any]) -> dict[str, Any]:
+        method = methods.get(request.get("method", ""))
+        if method is None:
+            return snakelab_reply(
+                request, refused("unknown_method", f"unknown method {request.get('method')!r}")
+            )
+        return snakelab_reply(request, method(request.get("payload")))
+
+    return ScriptedPeer(answer)
