@@ -334,37 +334,30 @@ async def test_the_intents_writer_stores_the_old_bytes(snakelab_tables):
 
     schema = load_schema()
     config = schema.with_values(schema.default_config(), {"training.gamma": 0.97})
+    written = next(content for model, content in WRITTEN if model is ProposalAccepted)
+    proposal = {**written, "config": config}
+    del proposal["adopted"]  # only a reconciler's adoption says so
     async with Database(snakelab_tables.settings()) as db:
         log, index = EventLog(db), ConfigIndex(db, schema)
         intent_id = await intents.record_intent(
             db,
-            entry="gamma",
+            entry=proposal["parameter"],
             config=config,
-            values={"value": 0.97},
-            changes={"training.gamma": 0.97},
+            values=proposal["values"],
+            changes=proposal["changes"],
             fingerprint=index.fingerprint(config),
-            golden_run_id="golden-run",
-            golden_event_id=3,
+            golden_run_id=proposal["golden_run_id"],
+            golden_event_id=proposal["golden_event_id"],
             after_id=await index.position(),
             source_name="SubmitSingleValueHandler",
-            checkpoint_event_id=5,
+            checkpoint_event_id=proposal["checkpoint_event_id"],
         )
-        await intents.complete_intent(db, log, intent_id, "run-1", 2)
+        await intents.complete_intent(db, log, intent_id, proposal["run_id"], 2)
         rows = await db.fetchall(
             "SELECT e.name, m.content FROM events e JOIN event_messages m"
             " ON m.event_id = e.event_id ORDER BY e.event_id"
         )
-    proposal = {
-        "parameter": "gamma",
-        "values": {"value": 0.97},
-        "changes": {"training.gamma": 0.97},
-        "run_id": "run-1",
-        "config": config,
-        "golden_run_id": "golden-run",
-        "golden_event_id": 3,
-        "checkpoint_event_id": 5,
-    }
-    submitted = {"run_id": "run-1", "config": config, "queue_position": 2}
+    submitted = {"run_id": proposal["run_id"], "config": config, "queue_position": 2}
     assert [(row["name"], row["content"]) for row in rows] == [
         ("proposal_accepted", to_content(proposal)),
         ("simulation_submitted", to_content(submitted)),
