@@ -51,11 +51,12 @@ TERMINAL_MODELS: dict[str, type[RunEnded]] = {
     "vanished": SimulationFailed,
 }
 TERMINAL_EVENTS = {state: model.event for state, model in TERMINAL_MODELS.items()}
+ENDED_EVENTS = sorted(set(TERMINAL_EVENTS.values()))
 
 
 async def ended_unscored(db: Database, run_id: str | None) -> bool:
     """Whether the run's logged end has no score (it failed, or completed without one)."""
-    ended = await latest(db, sorted(set(TERMINAL_EVENTS.values())), process_id=run_id)
+    ended = await latest(db, ENDED_EVENTS, process_id=run_id)
     if ended is None:
         return False
     end: RunEnded = ended.model
@@ -126,7 +127,7 @@ class RunWaiter:
     ) -> RunOutcome:
         """Wait until ``run_id`` ends (or ``deadline`` seconds after its submission passed) and
         return how; safe to call again after a restart."""
-        ended = await latest(self.db, sorted(set(TERMINAL_EVENTS.values())), process_id=run_id)
+        ended = await latest(self.db, ENDED_EVENTS, process_id=run_id)
         if ended is not None:
             end: RunEnded = ended.model
             row = await run_with_config(self.db, self.schema, run_id)
