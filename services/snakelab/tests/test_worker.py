@@ -104,13 +104,8 @@ class Harness:
 
 
 def settings(databases: Databases) -> DbSettings:
-    return DbSettings(
-        host=databases.host,
-        port=databases.port,
-        user=databases.snakelab_user,
-        password=databases.snakelab_password,
-        database=databases.snakelab_db,
-    )
+    d = databases
+    return DbSettings(d.host, d.port, d.snakelab_user, d.snakelab_password, d.snakelab_db)
 
 
 @pytest.fixture

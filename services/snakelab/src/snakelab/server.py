@@ -15,6 +15,7 @@ does, with exit code 1 and a message saying what to fix.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import signal
@@ -116,6 +117,8 @@ def parse_options(argv: Sequence[str] | None, env: Mapping[str, str]) -> ServerO
     )
     parser.add_argument(
         "--schema",
+        dest="schema_path",
+        metavar="SCHEMA",
         default=env.get("SNAKELAB_SCHEMA_PATH") or None,
         help="config schema file (env SNAKELAB_SCHEMA_PATH; the bundled schema)",
     )
@@ -132,6 +135,8 @@ def parse_options(argv: Sequence[str] | None, env: Mapping[str, str]) -> ServerO
         "30",
         "how long to wait for the database at startup",
         type=seconds,
+        dest="db_wait_seconds",
+        metavar="DB_WAIT",
     )
     option("--log-level", "SNAKELAB_LOG_LEVEL", "INFO", "log level on stderr", choices=LOG_LEVELS)
     args = parser.parse_args(argv)
@@ -141,17 +146,9 @@ def parse_options(argv: Sequence[str] | None, env: Mapping[str, str]) -> ServerO
         parser.error(f"SNAKELAB_TRAINER must be one of {', '.join(TRAINERS)}")
     if args.log_level not in LOG_LEVELS:
         parser.error(f"SNAKELAB_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
-    return ServerOptions(
-        address=args.address,
-        port=args.port,
-        events_port=args.events_port,
-        trainer=args.trainer,
-        surrogate_seconds=args.surrogate_seconds,
-        schema_path=args.schema,
-        max_message_bytes=args.max_message_bytes,
-        db_wait_seconds=args.db_wait,
-        log_level=args.log_level,
-    )
+    # Each flag's destination is the option of that name.
+    names = [field.name for field in dataclasses.fields(ServerOptions)]
+    return ServerOptions(**{name: getattr(args, name) for name in names})
 
 
 def make_trainer(name: str, surrogate_seconds: float) -> Trainer:
