@@ -1,4 +1,5 @@
 import asyncio
+import contextlib
 import json
 
 from ax3l.shared import intents
@@ -17,6 +18,13 @@ def insert_run(dbs, config, status="queued"):
     """Insert one run the way SnakeLab does (run row and configuration row together)."""
     (run_id,) = insert_runs(dbs, SCHEMA, config, status=status)
     return run_id
+
+
+@contextlib.asynccontextmanager
+async def opened(dbs):
+    """The database, its event log and a config index, as the broker holds them."""
+    async with Database(dbs.settings()) as db:
+        yield db, EventLog(db), ConfigIndex(db, SCHEMA)
 
 
 async def state_of(db, intent_id):
@@ -56,8 +64,7 @@ async def proposal_events(db):
 async def test_completion_writes_both_events_once(snakelab_tables):
     """An accepted submission logs proposal_accepted then its child simulation_submitted, once."""
     dbs = snakelab_tables
-    async with Database(dbs.settings()) as db:
-        log, index = EventLog(db), ConfigIndex(db, SCHEMA)
+    async with opened(dbs) as (db, log, index):
         intent_id = await record(db, index, candidate())
         first = await intents.complete_intent(db, log, intent_id, "run-1", 0)
         again = await intents.complete_intent(db, log, intent_id, "run-1", 0)
@@ -110,8 +117,7 @@ async def test_concurrent_reconcilers_adopt_a_run_exactly_once(snakelab_tables):
 async def test_completion_after_adoption_writes_nothing(snakelab_tables):
     """The broker finishing late after a reconciler adopted the run adds no second pair."""
     dbs = snakelab_tables
-    async with Database(dbs.settings()) as db:
-        log, index = EventLog(db), ConfigIndex(db, SCHEMA)
+    async with opened(dbs) as (db, log, index):
         intent_id = await record(db, index, candidate())
         run_id = insert_run(dbs, candidate())
         assert await intents.reconcile(db, SCHEMA, log) == [run_id]
@@ -123,8 +129,7 @@ async def test_completion_after_adoption_writes_nothing(snakelab_tables):
 async def test_older_or_claimed_runs_are_not_adopted(snakelab_tables):
     """Only runs newer than the intent's check and not claimed by another intent are adopted."""
     dbs = snakelab_tables
-    async with Database(dbs.settings()) as db:
-        log, index = EventLog(db), ConfigIndex(db, SCHEMA)
+    async with opened(dbs) as (db, log, index):
         insert_run(dbs, candidate(0.95))  # existed before the check: never "ours"
         await index.refresh()
         young = await record(db, index, candidate(0.95))
@@ -145,8 +150,7 @@ async def test_older_or_claimed_runs_are_not_adopted(snakelab_tables):
 async def test_an_abandoned_intent_is_completed_when_snakelab_answers_after_all(snakelab_tables):
     """If SnakeLab's answer arrives after the intent was abandoned, the run still gets events."""
     dbs = snakelab_tables
-    async with Database(dbs.settings()) as db:
-        log, index = EventLog(db), ConfigIndex(db, SCHEMA)
+    async with opened(dbs) as (db, log, index):
         intent_id = await record(db, index, candidate())
         await intents.reconcile(db, SCHEMA, log, abandon_after=0)
         recorded = await intents.complete_intent(db, log, intent_id, "late-run", 1)
@@ -157,8 +161,7 @@ async def test_an_abandoned_intent_is_completed_when_snakelab_answers_after_all(
 async def test_refused_intents_are_closed_and_never_adopted(snakelab_tables):
     """SnakeLab's refusal closes the intent; a later equal run is not adopted for it."""
     dbs = snakelab_tables
-    async with Database(dbs.settings()) as db:
-        log, index = EventLog(db), ConfigIndex(db, SCHEMA)
+    async with opened(dbs) as (db, log, index):
         intent_id = await record(db, index, candidate())
         await intents.refuse_intent(db, intent_id)
         insert_run(dbs, candidate())
