@@ -141,7 +141,7 @@ def test_malformed_requests_are_refused_and_the_zygote_serves_on(zygote, data, w
     ours.settimeout(5)
     with ours:
         assert ours.recv(1) == b"", "a refused request's descriptor is closed, not served"
-    sock, pid = zygote.fork("epsilon_pair")
+    sock, _pid = zygote.fork("epsilon_pair")
     (init,) = exchange(sock, INITIALIZE)
     assert "result" in init
     sock.close()

@@ -70,7 +70,7 @@ async def test_a_zygote_that_cannot_start_fails_the_session_with_its_reason(tmp_
         AX3L_MCP_SPAWN="fork",
         AX3L_SCHEMA_PATH=str(tmp_path / "missing.json"),
     )
-    with pytest.raises(ToolSessionFailed, match="missing.json"):
+    with pytest.raises(ToolSessionFailed, match=r"missing\.json"):
         async with bound_session(BY_NAME["gamma"], settings):
             pass
     assert not mcp_children(os.getpid())

@@ -259,10 +259,10 @@ class _Child:
                 await asyncio.sleep(EXIT_POLL)
             return self.exited()
         loop = asyncio.get_running_loop()
-        gone = loop.create_future()
-        loop.add_reader(self.pidfd, lambda: gone.done() or gone.set_result(None))
+        gone = asyncio.Event()
+        loop.add_reader(self.pidfd, gone.set)
         try:
-            await asyncio.wait_for(gone, EXIT_TIMEOUT)
+            await asyncio.wait_for(gone.wait(), EXIT_TIMEOUT)
         except TimeoutError:
             return False
         finally:
