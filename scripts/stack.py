@@ -146,7 +146,7 @@ def services(env: dict[str, str]) -> list[Service]:
             ["ax3l-toolbroker"],
             _ax3l_keys(
                 Settings,
-                "AX3L_TEST_CRASH_AFTER_SUBMIT",
+                "AX3L_TEST_CRASH_AT",
                 without=(*REPORTS_LOGIN, "AX3L_CONVERSATION_PARAMETER"),
             ),
             *urls("AX3L_TOOLBROKER_PORT", "28872"),

@@ -3,6 +3,7 @@
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 
 import httpx
@@ -55,7 +56,7 @@ async def test_sigkill_after_snakelab_accepted_is_adopted_exactly_once(
     """A broker killed between SnakeLab's reply and the events has the run adopted once, as
     the turn's proposal: the lost reply's resubmission is refused, not a second run."""
     checkpoint = await open_turn(databases, "gamma")
-    crashing = BrokerProcess(lab.env(), tmp_path, AX3L_TEST_CRASH_AFTER_SUBMIT="1")
+    crashing = BrokerProcess(lab.env(), tmp_path, AX3L_TEST_CRASH_AT="broker_after_submit")
     try:
         await crashing.wait_healthy()
         sock = zmq.Context.instance().socket(zmq.REQ)
@@ -63,7 +64,7 @@ async def test_sigkill_after_snakelab_accepted_is_adopted_exactly_once(
         try:
             sock.connect(crashing.zmq_endpoint)
             sock.send(envelope("submit_single_value", {"parameter": "gamma", "value": 0.965}))
-            assert await crashing.wait_exit_async() == 70
+            assert await crashing.wait_exit_async() == -signal.SIGKILL
         finally:
             sock.close(linger=0)
     finally:
@@ -144,3 +145,17 @@ async def test_ready_is_503_when_snakelab_does_not_answer(databases, lab):
     assert body["checks"] == {"database": True, "snakelab": False}
     [problem] = body["problems"]
     assert problem.startswith("snakelab: ") and "did not answer" in problem
+
+
+def test_an_unknown_crash_point_stops_the_broker_at_start():
+    """A misspelt AX3L_TEST_CRASH_AT cannot hide a test gap: the broker exits 2 and says so."""
+    env = dict(os.environ, AX3L_TEST_CRASH_AT="broker_after_sumbit")
+    result = subprocess.run(
+        [sys.executable, "-m", "ax3l.toolbroker"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "unknown crash point 'broker_after_sumbit'" in result.stderr

@@ -16,7 +16,6 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from ax3l.orchestrator.crash_points import crash_point
 from ax3l.orchestrator.event_reads import StoredEvent, latest
 from ax3l.orchestrator.golden import create_golden
 from ax3l.orchestrator.infra_retry import retry_never_trained
@@ -24,6 +23,7 @@ from ax3l.orchestrator.services import LoopServices
 from ax3l.orchestrator.status import Phase
 from ax3l.orchestrator.turns import turn_proposals
 from ax3l.orchestrator.waiting import RunOutcome
+from ax3l.shared.crash_points import crash_point
 from ax3l.shared.db.reads import GoldenRecord, current_golden, run_with_config
 from ax3l.shared.event_models import (
     ConfigurationCompared,

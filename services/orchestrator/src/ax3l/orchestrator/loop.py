@@ -20,7 +20,6 @@ from tenacity import (
 )
 
 from ax3l.orchestrator.comparison import finish_proposal, pending_proposal
-from ax3l.orchestrator.crash_points import crash_point
 from ax3l.orchestrator.cycles import read_cycles
 from ax3l.orchestrator.exhaustion import skip_if_exhausted
 from ax3l.orchestrator.proposers import ConversationFailed, Proposer, TurnContext
@@ -31,6 +30,7 @@ from ax3l.orchestrator.services import LoopServices, StepFailed
 from ax3l.orchestrator.status import Phase
 from ax3l.orchestrator.submission import SubmissionRefused
 from ax3l.orchestrator.turns import ParameterOrderChanged, next_turn, write_checkpoint
+from ax3l.shared.crash_points import crash_point
 from ax3l.shared.db.errors import DatabaseError, DatabaseTimeout
 from ax3l.shared.db.reads import current_golden
 

@@ -28,7 +28,6 @@ from pathlib import Path
 
 import uvicorn
 
-from ax3l.orchestrator.crash_points import UnknownCrashPoint, arm, armed_points
 from ax3l.orchestrator.loop import FATAL, ExperimentLoop
 from ax3l.orchestrator.proposers import PROPOSER_NAMES, Proposer, ProposerDeps, make_proposer
 from ax3l.orchestrator.raw_capture import RawCapture
@@ -41,6 +40,7 @@ from ax3l.orchestrator.submission import OnceSubmitter
 from ax3l.orchestrator.waiting import RunWaiter
 from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema, SchemaFileError, load_schema
+from ax3l.shared.crash_points import UnknownCrashPoint, arm, armed_points
 from ax3l.shared.db.availability import wait_for_database
 from ax3l.shared.db.cli import ensure_schema
 from ax3l.shared.db.database import Database

@@ -14,9 +14,9 @@ import asyncio
 import logging
 from typing import Any
 
-from ax3l.orchestrator.crash_points import crash_point
 from ax3l.orchestrator.status import LoopStatus
 from ax3l.shared.config_index import ConfigIndex
+from ax3l.shared.crash_points import crash_point
 from ax3l.shared.db.database import Database
 from ax3l.shared.snakelab_client import (
     SnakeLabClient,

@@ -28,6 +28,7 @@ from fastapi import FastAPI
 from ax3l.shared import intents
 from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema, SchemaFileError, cached_schema
+from ax3l.shared.crash_points import UnknownCrashPoint, arm, armed_points
 from ax3l.shared.db.availability import wait_for_database
 from ax3l.shared.db.cli import ensure_schema
 from ax3l.shared.db.database import Database
@@ -223,6 +224,11 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    try:
+        arm(armed_points())
+    except UnknownCrashPoint as exc:
+        print(f"ax3l-toolbroker: {exc}", file=sys.stderr)
+        return 2
     settings = get_settings()
     host = args.host or settings.http_host
     port = args.port if args.port is not None else settings.toolbroker_port

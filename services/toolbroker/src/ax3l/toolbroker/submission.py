@@ -10,16 +10,14 @@ pending and the reply is a ``handler_error`` that says so; the run, if SnakeLab 
 is adopted by ``ax3l.shared.intents.reconcile`` (at broker or orchestrator start, and here
 before every later submission). Nothing is resent.
 
-Test hook: with ``AX3L_TEST_CRASH_AFTER_SUBMIT=1`` in its environment the broker process
-exits (``os._exit(70)``) right after SnakeLab accepted a run, before any event is written, so
-tests can prove the run is adopted exactly once on restart. Never set it in production.
+Test hook: the crash point ``broker_after_submit`` (``AX3L_TEST_CRASH_AT``, see
+``ax3l.shared.crash_points``) kills the broker right after SnakeLab accepted a run, before any
+event is written, so tests can prove the run is adopted exactly once on restart.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import sys
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -29,6 +27,7 @@ from ax3l.shared import intents, prompts_corrections
 from ax3l.shared.canonical import configs_equal
 from ax3l.shared.config_index import ConfigIndex, IndexedRun
 from ax3l.shared.config_schema import ConfigInvalid, ConfigSchema
+from ax3l.shared.crash_points import crash_point
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.db.event_log import EventLog
@@ -46,9 +45,6 @@ from ax3l.toolbroker.turn_gate import TurnGate
 from ax3l.toolbroker.value_rules import printable, shorten
 
 logger = logging.getLogger(__name__)
-
-CRASH_AFTER_SUBMIT_ENV = "AX3L_TEST_CRASH_AFTER_SUBMIT"
-CRASH_EXIT_CODE = 70
 
 
 @dataclass(frozen=True)
@@ -88,16 +84,12 @@ class SubmissionWorkflow:
         schema: ConfigSchema,
         index: ConfigIndex,
         snakelab: SnakeLabClient,
-        crash_after_submit: bool | None = None,
     ):
         self.db = db
         self.log = log
         self.schema = schema
         self.index = index
         self.snakelab = snakelab
-        if crash_after_submit is None:
-            crash_after_submit = os.environ.get(CRASH_AFTER_SUBMIT_ENV, "") == "1"
-        self.crash_after_submit = crash_after_submit
         self.gate = TurnGate(db, schema, log, index)
 
     async def enter_turn(self, ctx: RequestContext, requested: str) -> RequestContext:
@@ -200,13 +192,7 @@ class SubmissionWorkflow:
         reply = await self._send(ctx, entry, candidate, intent_id)
         if isinstance(reply, Rejected):
             return reply
-        if self.crash_after_submit:
-            print(
-                f"{CRASH_AFTER_SUBMIT_ENV}: exiting after SnakeLab accepted {reply.run_id}",
-                file=sys.stderr,
-                flush=True,
-            )
-            os._exit(CRASH_EXIT_CODE)
+        crash_point("broker_after_submit")
         return await self._complete(intent_id, reply)
 
     async def _golden(self) -> tuple[int, GoldenRecord]:

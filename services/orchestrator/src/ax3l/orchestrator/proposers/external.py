@@ -21,7 +21,6 @@ import logging
 import time
 from typing import Any
 
-from ax3l.orchestrator.crash_points import crash_point
 from ax3l.orchestrator.event_reads import StoredEvent
 from ax3l.orchestrator.prompts import Prompt, conversation_prompts, read_prompt_context
 from ax3l.orchestrator.proposers.base import (
@@ -34,6 +33,7 @@ from ax3l.orchestrator.proposers.fallback import WithFallback
 from ax3l.orchestrator.seat_server import OpenTurn, SeatEndpoint, SeatReads, TurnBoard
 from ax3l.orchestrator.seats import SeatDirectory
 from ax3l.orchestrator.turns import turn_proposals
+from ax3l.shared.crash_points import crash_point
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,6 @@ import dataclasses
 import time
 from typing import Any
 
-from ax3l.orchestrator.crash_points import crash_point
 from ax3l.orchestrator.llm_client import ModelClient, ModelFailure, ToolCall, extract_tool_call
 from ax3l.orchestrator.mcp_session import BoundSession
 from ax3l.orchestrator.model_corrections import correction_for, prose_of
@@ -43,6 +42,7 @@ from ax3l.orchestrator.proposers.base import (
     TurnContext,
 )
 from ax3l.orchestrator.proposers.pipeline import Gate, Pipeline
+from ax3l.shared.crash_points import crash_point
 from ax3l.shared.db.errors import DatabaseError
 
 CORRECTION_NAMES = {"invalid_value": "InvalidValue", "duplicate_config": "NoDupes"}

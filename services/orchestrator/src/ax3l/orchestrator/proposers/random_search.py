@@ -6,7 +6,6 @@ import random
 from collections.abc import Sequence
 
 from ax3l.orchestrator.comparable_history import ComparableHistory, load_history
-from ax3l.orchestrator.crash_points import crash_point
 from ax3l.orchestrator.mcp_session import BoundSession
 from ax3l.orchestrator.proposers.base import (
     ConversationFailed,
@@ -22,6 +21,7 @@ from ax3l.orchestrator.proposers.search_space import (
     key_of,
     random_untested,
 )
+from ax3l.shared.crash_points import crash_point
 
 
 class RandomProposer(Proposer):

@@ -1,13 +1,16 @@
 """Test-only crash hooks: ``AX3L_TEST_CRASH_AT=<point>[@n][,<point>[@n]...]`` kills the process
 with SIGKILL the n-th time (default: the first time) it reaches a named point, so crash tests
-hit exact moments.
+hit exact moments. One mechanism for every service: the orchestrator and the toolbroker arm
+the points named in their own environment at start (``arm(armed_points())``).
 
-Points (in the order a turn meets them):
+Points (in the order a turn meets them; the broker's is ``broker_after_submit``):
 
 * ``seeding_after_submit``: the default config was submitted, its submission not yet recorded.
 * ``seeding_waiting``: the seeding run is recorded and being waited on.
 * ``after_checkpoint``: a ``round_robin_checkpoint`` was written, nothing else of the turn.
 * ``model_call``: the prompts are stored and the request to the model is about to be sent.
+* ``broker_after_submit`` (toolbroker): SnakeLab accepted the proposal's run and the broker
+  has written nothing about it (no ``proposal_accepted``): the restart adopts it exactly once.
 * ``after_tool_accepted``: the broker accepted the proposal (``proposal_accepted`` is stored)
   and the orchestrator has not recorded anything about the reply.
 * ``waiting``: a proposal's run is being waited on.
@@ -32,6 +35,7 @@ POINTS = frozenset(
         "seeding_waiting",
         "after_checkpoint",
         "model_call",
+        "broker_after_submit",
         "after_tool_accepted",
         "waiting",
         "retry_after_submit",
