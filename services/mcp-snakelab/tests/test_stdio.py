@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+from ax3l.testing.mcp_wire import INITIALIZED, call_tool, initialize
 from ax3l.testing.waiting import wait_until
 from ax3l.testing.zmq_peer import ScriptedPeer, broker_reply
 
@@ -27,23 +28,9 @@ def test_stdio_server_speaks_only_protocol_and_uses_the_config_file_binding(tmp_
     )
     try:
         messages = [
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "test", "version": "1"},
-                },
-            },
-            {"jsonrpc": "2.0", "method": "notifications/initialized"},
-            {
-                "jsonrpc": "2.0",
-                "id": 2,
-                "method": "tools/call",
-                "params": {"name": "submit_single_value", "arguments": {"value": 32}},
-            },
+            initialize(),
+            INITIALIZED,
+            call_tool(2, "submit_single_value", {"value": 32}),
         ]
         assert process.stdin is not None and process.stdout is not None
         for message in messages:

@@ -13,19 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from ax3l.testing.mcp_wire import INITIALIZED, call_tool, initialize
 from ax3l.testing.waiting import wait_until
 from ax3l.testing.zmq_peer import ScriptedPeer, broker_reply
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "test", "version": "1"},
-    },
-}
 
 
 class Zygote:
@@ -104,14 +94,9 @@ def test_a_forked_child_is_a_bound_server_named_after_its_entry(zygote, broker):
     wait_until(lambda: comm.read_text().strip() == "gamma", 10, "the child named after gamma")
     init, call = exchange(
         sock,
-        INITIALIZE,
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {
-            "jsonrpc": "2.0",
-            "id": 2,
-            "method": "tools/call",
-            "params": {"name": "submit_single_value", "arguments": {"value": 0.97}},
-        },
+        initialize(),
+        INITIALIZED,
+        call_tool(2, "submit_single_value", {"value": 0.97}),
     )
     assert init["result"]["serverInfo"]["name"] == "ax3l-snakelab"
     assert json.loads(call["result"]["content"][0]["text"]) == {"status": "ok", "run_id": "r1"}
@@ -142,7 +127,7 @@ def test_malformed_requests_are_refused_and_the_zygote_serves_on(zygote, data, w
     with ours:
         assert ours.recv(1) == b"", "a refused request's descriptor is closed, not served"
     sock, _pid = zygote.fork("epsilon_pair")
-    (init,) = exchange(sock, INITIALIZE)
+    (init,) = exchange(sock, initialize())
     assert "result" in init
     sock.close()
 
@@ -154,7 +139,7 @@ def test_closing_the_control_socket_ends_the_zygote_but_not_a_serving_child(zygo
     sock, pid = zygote.fork("reward_pair")
     zygote.control.close()
     assert zygote.process.wait(timeout=20) == 0
-    (init,) = exchange(sock, INITIALIZE)
+    (init,) = exchange(sock, initialize())
     assert init["result"]["serverInfo"]["name"] == "ax3l-snakelab"
     sock.close()
     wait_until(lambda: gone(pid), 20, "the child to exit")

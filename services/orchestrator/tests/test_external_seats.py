@@ -23,6 +23,7 @@ from mcp.types import CallToolResult
 
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.registry import BY_NAME
+from ax3l.testing.mcp_wire import initialize
 from ax3l.testing.plugin import free_port
 from ax3l.testing.stack import Proc, Stack
 
@@ -222,17 +223,7 @@ def _initialize(url: str, token: str | None) -> httpx2.Response:
     headers = {"accept": "application/json, text/event-stream"}
     if token is not None:
         headers["authorization"] = f"Bearer {token}"
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "test", "version": "0"},
-        },
-    }
-    return httpx2.post(url, json=body, headers=headers, timeout=5)
+    return httpx2.post(url, json=initialize(), headers=headers, timeout=5)
 
 
 def test_no_open_turn_wrong_kind_and_rate_limit_are_clear_tool_errors(stack: Stack) -> None:

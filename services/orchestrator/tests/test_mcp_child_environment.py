@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
 from ax3l.orchestrator.mcp_session import bound_session
 from ax3l.shared.registry import ENTRIES
 from ax3l.shared.settings import Settings
+from ax3l.testing.mcp_children import mcp_processes
 from ax3l.testing.plugin import free_port
 
 # What the orchestrator's own environment holds under `make run` and must stay there.
@@ -43,36 +43,20 @@ ALLOWED = {
 }
 
 
-def _descendant_environments(module: str, endpoint: str) -> list[dict[str, str]]:
-    """The environments (as exec'd) of this process's descendants running ``python -m module``
-    for ``endpoint``: the MCP child, or the zygote and the child it forked."""
-    parents: dict[int, int] = {}
-    environments: dict[int, dict[str, str]] = {}
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            stat = (proc / "stat").read_text()
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-            raw = (proc / "environ").read_bytes()
-        except OSError:
-            continue
-        parents[int(proc.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-        if any(part.startswith(module.encode()) for part in cmdline):
-            pairs = (item.partition(b"=") for item in raw.split(b"\0") if item)
-            environments[int(proc.name)] = {k.decode(): v.decode() for k, _, v in pairs}
+def _descendant_environments(endpoint: str) -> list[dict[str, str]]:
+    """The environments (as exec'd) of this process's MCP descendants for ``endpoint``: the
+    MCP child, or the zygote and the child it forked."""
+    table = mcp_processes()
 
     def ours(pid: int) -> bool:
-        while pid > 1:
-            pid = parents.get(pid, 0)
-            if pid == os.getpid():
-                return True
-        return False
+        while pid in table:
+            pid = table[pid].parent
+        return pid == os.getpid()
 
     return [
-        env
-        for pid, env in environments.items()
-        if ours(pid) and env.get("AX3L_ZMQ_ENDPOINT") == endpoint
+        proc.environ
+        for pid, proc in table.items()
+        if ours(pid) and proc.environ.get("AX3L_ZMQ_ENDPOINT") == endpoint
     ]
 
 
@@ -89,7 +73,7 @@ async def test_mcp_child_environment_has_no_database_or_admin_setting(monkeypatc
         assert session.tool.name == entry.tool_name
         # The description names the bound entry: the child read its binding.
         assert f"for {entry.name}, the parameter assigned" in session.tool.description
-        environments = _descendant_environments("ax3l.app.snakelab.tools", endpoint)
+        environments = _descendant_environments(endpoint)
     assert len(environments) == (1 if spawn == "exec" else 2)
     for child in environments:
         assert set(child) - ALLOWED - {key for key in child if key.startswith("LC_")} == set()

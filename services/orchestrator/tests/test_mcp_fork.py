@@ -24,6 +24,7 @@ def settings() -> Settings:
 
 @pytest.fixture(autouse=True)
 def no_zygote_left():
+    close_zygotes()  # earlier tests' (their sessions are closed; their zygotes wait for more)
     yield
     close_zygotes()
     assert zygotes_of(os.getpid()) == set()
@@ -33,14 +34,14 @@ async def test_a_killed_zygote_is_replaced_by_the_next_session(settings):
     """SIGKILL of the zygote between two conversations: the second still gets its session,
     from a new zygote, and is bound to its own entry."""
     async with bound_session(BY_NAME["gamma"], settings) as session:
-        assert list(mcp_children(os.getpid()).values()) == ["gamma"]
-        (first,) = zygotes_of(os.getpid())
+        assert "gamma" in mcp_children(os.getpid()).values()
+        (first,) = zygotes_of(os.getpid(), settings.zmq_endpoint)
     assert session.close_seconds is not None
     os.kill(first, signal.SIGKILL)
     async with bound_session(BY_NAME["batch_size"], settings) as session:
         assert session.tool.name == "submit_single_value"
         assert "for batch_size, the parameter assigned" in session.tool.description
-        (second,) = zygotes_of(os.getpid())
+        (second,) = zygotes_of(os.getpid(), settings.zmq_endpoint)
     assert second != first
 
 

@@ -8,13 +8,21 @@ its binding; the zygote itself is not a session and is left out.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 MCP_MODULE = b"ax3l.app.snakelab.tools"
 ZYGOTE_MODULE = b"ax3l.app.snakelab.tools.zygote"
 
 
-def _processes() -> dict[int, tuple[int, str, list[bytes], bytes]]:
-    """pid -> (parent, name, command line, environment) of every live MCP process."""
+class McpProcess(NamedTuple):
+    parent: int
+    name: str
+    cmdline: list[bytes]
+    environ: dict[str, str]  # as it was exec'd (a forked child shows its zygote's)
+
+
+def mcp_processes() -> dict[int, McpProcess]:
+    """pid -> parent, name, command line and environment of every live MCP process."""
     table = {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -28,32 +36,38 @@ def _processes() -> dict[int, tuple[int, str, list[bytes], bytes]]:
         name, rest = stat.split("(", 1)[1].rsplit(")", 1)
         fields = rest.split()
         if fields[0] != "Z" and any(part.startswith(MCP_MODULE) for part in cmdline):
-            table[int(proc.name)] = (int(fields[1]), name, cmdline, raw)
+            pairs = (item.partition(b"=") for item in raw.split(b"\0") if item)
+            environ = {key.decode(): value.decode() for key, _, value in pairs}
+            table[int(proc.name)] = McpProcess(int(fields[1]), name, cmdline, environ)
     return table
 
 
-def _zygotes(table: dict[int, tuple[int, str, list[bytes], bytes]], parent: int) -> set[int]:
+def _zygotes(table: dict[int, McpProcess], parent: int) -> set[int]:
     return {
         pid
-        for pid, (ppid, _, cmdline, _) in table.items()
-        if ppid == parent and ZYGOTE_MODULE in cmdline
+        for pid, proc in table.items()
+        if proc.parent == parent and ZYGOTE_MODULE in proc.cmdline
     }
 
 
-def zygotes_of(parent: int) -> set[int]:
-    """The pids of ``parent``'s live zygotes."""
-    return _zygotes(_processes(), parent)
+def zygotes_of(parent: int, endpoint: str | None = None) -> set[int]:
+    """The pids of ``parent``'s live zygotes (for children of the broker at ``endpoint``)."""
+    table = mcp_processes()
+    return {
+        pid
+        for pid in _zygotes(table, parent)
+        if endpoint is None or table[pid].environ.get("AX3L_ZMQ_ENDPOINT") == endpoint
+    }
 
 
 def mcp_children(parent: int) -> dict[int, str]:
     """``parent``'s live MCP sessions: pid -> the entry they are bound to ("" if unbound)."""
-    table = _processes()
+    table = mcp_processes()
     zygotes = _zygotes(table, parent)
     found = {}
-    for pid, (ppid, name, _, raw) in table.items():
-        if ppid in zygotes:
-            found[pid] = name
-        elif ppid == parent and pid not in zygotes:
-            pairs = dict(item.partition(b"=")[::2] for item in raw.split(b"\0") if item)
-            found[pid] = pairs.get(b"AX3L_CONVERSATION_PARAMETER", b"").decode()
+    for pid, proc in table.items():
+        if proc.parent in zygotes:
+            found[pid] = proc.name
+        elif proc.parent == parent and pid not in zygotes:
+            found[pid] = proc.environ.get("AX3L_CONVERSATION_PARAMETER", "")
     return found
