@@ -208,6 +208,9 @@ def build_reply(script: Script, behaviour: dict[str, Any], body: Any) -> tuple[i
 def make_handler(script: Script) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body go out as two writes; with Nagle's algorithm the body waits for the
+        # client's delayed ACK (about 40 ms a reply): an "instant" model would not be instant.
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:
             pass  # requests are recorded; access lines would only clutter test output

@@ -66,6 +66,8 @@ async def ended_unscored(db: Database, run_id: str | None) -> bool:
 STARTED_STATES = frozenset({"running", "paused", "cancelling"})
 # run_not_found with no row in SnakeLab's tables this many polls in a row: the run is gone.
 VANISHED_AFTER = 2
+# Seconds before the second look at a run; each later wait doubles, up to AX3L_POLL_INTERVAL.
+FIRST_POLL = 0.01
 
 
 @dataclass(frozen=True)
@@ -144,11 +146,11 @@ class RunWaiter:
             started=await latest(self.db, SimulationStarted, process_id=run_id) is not None
         )
         submitted_at = await self._submitted_at(run_id) if deadline is not None else None
-        first = True
+        polls = 0
         while True:
-            if not first:
-                await asyncio.sleep(self.interval)
-            first = False
+            if polls:
+                await asyncio.sleep(self._delay(polls, progress))
+            polls += 1
             # Measured before the poll: a run that ended while nobody watched is still read.
             overdue = deadline is not None and _elapsed(submitted_at) > deadline
             outcome = await self._poll(run_id, parent_event_id, progress, crash_at)
@@ -157,6 +159,14 @@ class RunWaiter:
             if overdue:
                 assert deadline is not None
                 return await self._time_out(run_id, deadline, progress.state, parent_event_id)
+
+    def _delay(self, polls: int, progress: _Progress) -> float:
+        """Seconds before the next look: ``FIRST_POLL`` doubling up to the interval, so a short
+        run's end is seen within milliseconds and a long run is polled at the interval; the
+        full interval while SnakeLab does not know the run (``VANISHED_AFTER`` counts those)."""
+        if progress.missing:
+            return self.interval
+        return min(self.interval, FIRST_POLL * 2 ** min(polls - 1, 30))
 
     async def _poll(
         self,
