@@ -15,11 +15,16 @@ from ax3l.shared.event_models import (
     GoldenConfigCreated,
     GoldenConfigRetained,
     GoldenConfigSeedIncremented,
+    LlmRequestFailed,
     ParameterSpaceExhausted,
     PromptSent,
     ProposalAccepted,
     ProposalRejectedDuplicate,
+    ProposalRejectedInvalid,
+    ReplyReceived,
     RoundRobinCheckpoint,
+    SeatCall,
+    SeatCallRefused,
     SeedRotationStarted,
     SimulationFailed,
     SimulationStarted,
@@ -126,6 +131,90 @@ WRITTEN = [
             "checkpoint_event_id": 5,
         },
     ),
+    # A broker's invalid-value rejection outside a turn: no parameter, no checkpoint.
+    (
+        ProposalRejectedInvalid,
+        {
+            "parameter": None,
+            "values": {"value": '"0.97"'},
+            "code": "invalid_value",
+            "reason": "not a number",
+            "prompt": "InvalidValue: «0.97» is a string",
+        },
+    ),
+    # The model's reply is stored as the server sent it.
+    (
+        ReplyReceived,
+        {
+            "id": "chatcmpl-1",
+            "model": "gemma",
+            "choices": [{"finish_reason": "length", "message": {"content": "Très bien"}}],
+            "usage": {"completion_tokens": 512},
+            "timings": {"predicted_per_second": 41.5},
+        },
+    ),
+    # A model failure's facts (timeout_seconds, max_tokens) follow its fixed keys.
+    (
+        LlmRequestFailed,
+        {
+            "kind": "timeout",
+            "detail": "no reply within 60 s",
+            "http_status": None,
+            "parameter": "gamma",
+            "url": "http://127.0.0.1:27770/v1/chat/completions",
+            "correctable": False,
+            "timeout_seconds": 60.0,
+        },
+    ),
+    # The seat endpoint's events: the seat first, the turn's checkpoint last when not given.
+    (SeatCall, {"seat": "alice", "tool": "current_turn", "open": False}),
+    (SeatCall, {"seat": "alice", "tool": "history", "entry": "gamma", "checkpoint_event_id": 7}),
+    (
+        SeatCall,
+        {
+            "seat": "alice",
+            "tool": "submit_single_value",
+            "values": {"value": 0.97},
+            "checkpoint_event_id": 7,
+            "seconds_since_turn_opened": 1.25,
+            "outcome": "rejected",
+            "code": "duplicate_config",
+            "reason": "already ran",
+        },
+    ),
+    (
+        SeatCall,
+        {
+            "seat": "bob",
+            "tool": "submit_pair_values",
+            "values": {"value_1": 1, "value_2": 0.5},
+            "checkpoint_event_id": 7,
+            "seconds_since_turn_opened": 0.5,
+            "outcome": "error",
+            "error": {"code": "handler_error", "message": "no turn"},
+        },
+    ),
+    (
+        SeatCallRefused,
+        {
+            "seat": None,
+            "tool": None,
+            "reason": "no_token",
+            "http_method": "POST",
+            "path": "/mcp",
+        },
+    ),
+    (
+        SeatCallRefused,
+        {
+            "seat": "alice",
+            "tool": "submit_single_value",
+            "reason": "turn_taken",
+            "message": "the turn for gamma was already taken by seat bob (run r)",
+            "values": {"value": 0.97},
+            "checkpoint_event_id": 7,
+        },
+    ),
     (
         ProposalAccepted,
         {
@@ -140,8 +229,13 @@ WRITTEN = [
             "adopted": True,
         },
     ),
-    # simulation_submitted has three writers, each with its own key order.
+    # simulation_submitted has three writers, each with its own key order: the broker's, a
+    # baseline's (first run, then a retry) and an infrastructure retry's.
     (SimulationSubmitted, {"run_id": "r", "config": CONFIG, "queue_position": None}),
+    (
+        SimulationSubmitted,
+        {"run_id": "r", "config": CONFIG, "purpose": "seeding", "reused": False, "attempt": 1},
+    ),
     (
         SimulationSubmitted,
         {

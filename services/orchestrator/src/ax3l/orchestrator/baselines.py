@@ -17,6 +17,7 @@ from typing import Any
 from ax3l.orchestrator.attempts import StoredRun, attempt_number, stored_runs, unrecorded_runs
 from ax3l.orchestrator.services import LoopServices
 from ax3l.orchestrator.submission import BaselineFailed
+from ax3l.shared.event_models import SimulationSubmitted
 
 logger = logging.getLogger(__name__)
 
@@ -70,24 +71,23 @@ async def next_baseline_run(
             config, what, crash_after_submit=crash_after_submit
         )
         reused = not submitted
-    attempt = attempt_number(runs, run_id)
-    content: dict[str, Any] = {
-        "run_id": run_id,
-        "config": config,
-        "purpose": purpose,
-        "reused": reused,
-        "attempt": attempt,
-    }
     earlier = [run for run in runs if run.run_id != run_id and run.ended_unscored]
+    retry: dict[str, Any] = {}
     if earlier:
-        content.update(
-            reason="retry",
-            retry_of=earlier[-1].run_id,
-            infrastructure_failure=earlier[-1].never_trained,
-        )
+        retry = {
+            "reason": "retry",
+            "retry_of": earlier[-1].run_id,
+            "infrastructure_failure": earlier[-1].never_trained,
+        }
     record_id = await services.log.log(
-        "simulation_submitted",
-        content,
+        SimulationSubmitted(
+            run_id=run_id,
+            config=config,
+            purpose=purpose,
+            reused=reused,
+            attempt=attempt_number(runs, run_id),
+            **retry,
+        ),
         level="WARNING" if earlier else None,
         process_id=run_id,
         parent_event_id=parent_event_id,

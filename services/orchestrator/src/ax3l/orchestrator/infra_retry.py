@@ -24,6 +24,7 @@ from ax3l.orchestrator.attempts import attempt_number, stored_runs, unrecorded_r
 from ax3l.orchestrator.event_reads import StoredEvent, select
 from ax3l.orchestrator.services import LoopServices
 from ax3l.orchestrator.waiting import RunOutcome
+from ax3l.shared.event_models import ProposalAccepted, SimulationSubmitted
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ SOURCE = "InfraRetry"
 
 async def retry_never_trained(
     services: LoopServices,
-    accepted: StoredEvent,
+    accepted: StoredEvent[ProposalAccepted],
     outcome: RunOutcome,
     parameter: str | None,
 ) -> str | None:
@@ -40,13 +41,13 @@ async def retry_never_trained(
     returns the retry's run id (the step goes on with it), or None: the step completes."""
     if not outcome.never_trained:
         return None
-    config: dict[str, Any] | None = accepted.field("config") or outcome.config
+    config: dict[str, Any] | None = accepted.model.config or outcome.config
     if not isinstance(config, dict):
         logger.warning("proposal %s has no configuration to retry", accepted.event_id)
         return None
     runs = await stored_runs(services, config)
     # A vanished run left no row, so the recorded retries count too.
-    recorded = len(await select(services.db, "simulation_submitted", parent=accepted.event_id))
+    recorded = len(await select(services.db, SimulationSubmitted, parent=accepted.event_id))
     made = max(len(runs) - 1, recorded - 1, 0)
     lost = [run for run in await unrecorded_runs(services, runs) if run.run_id != outcome.run_id]
     if lost:
@@ -74,19 +75,18 @@ async def retry_never_trained(
     # A stored run's place among the configuration's runs; a new one follows every retry made.
     attempt = attempt_number(runs, run_id) if lost else made + 2
     await services.log.log(
-        "simulation_submitted",
-        {
-            "run_id": run_id,
-            "config": config,
-            "purpose": "retry",
-            "reason": "retry",
-            "retry_of": outcome.run_id,
-            "attempt": attempt,
-            "proposal_event_id": accepted.event_id,
-            "proposal_run_id": accepted.field("run_id") or accepted.process_id,
-            "failed_error": outcome.error,
-            "reused": reused,
-        },
+        SimulationSubmitted(
+            run_id=run_id,
+            config=config,
+            purpose="retry",
+            reason="retry",
+            retry_of=outcome.run_id,
+            attempt=attempt,
+            proposal_event_id=accepted.event_id,
+            proposal_run_id=accepted.model.run_id or accepted.process_id,
+            failed_error=outcome.error,
+            reused=reused,
+        ),
         level="WARNING",
         process_id=run_id,
         parent_event_id=accepted.event_id,

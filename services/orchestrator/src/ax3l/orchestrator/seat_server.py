@@ -51,6 +51,7 @@ from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.db.reads import GoldenRecord, current_golden
+from ax3l.shared.event_models import SeatCall, SeatCallRefused
 from ax3l.shared.registry import Entry, EntryKind
 from ax3l.shared.settings import Settings
 from ax3l.shared.tool_channel import ToolChannelError, ZMQClient, client_endpoint
@@ -243,14 +244,17 @@ class SeatEndpoint:
     # -- events ---------------------------------------------------------------------------
 
     async def _event(
-        self, name: str, seat: str | None, content: dict[str, Any], level: str | None = None
+        self,
+        model: type[SeatCall | SeatCallRefused],
+        seat: str | None,
+        content: dict[str, Any],
+        level: str | None = None,
     ) -> None:
         turn = self.board.turn
         if turn is not None:
             content.setdefault("checkpoint_event_id", turn.checkpoint_event_id)
         await self.log.log(
-            name,
-            {"seat": seat, **content},
+            model.model_validate({"seat": seat, **content}),
             level=level,
             process_id=turn.conversation_id if turn else None,
             parent_event_id=turn.started_event_id if turn else None,
@@ -259,12 +263,12 @@ class SeatEndpoint:
         )
 
     async def _refused_request(self, reason: str, seat: str | None, facts: dict[str, Any]) -> None:
-        await self._event("seat_call_refused", seat, {"tool": None, "reason": reason, **facts})
+        await self._event(SeatCallRefused, seat, {"tool": None, "reason": reason, **facts})
 
     async def _refuse(self, seat: str, tool: str, reason: str, message: str, **facts: Any) -> None:
         """Log a refused tool call and raise the tool error the seat reads."""
         await self._event(
-            "seat_call_refused", seat, {"tool": tool, "reason": reason, "message": message, **facts}
+            SeatCallRefused, seat, {"tool": tool, "reason": reason, "message": message, **facts}
         )
         raise ToolError(message)
 
@@ -342,7 +346,7 @@ class SeatEndpoint:
     async def current_turn(self, seat: str) -> dict[str, Any]:
         turn = self.board.turn
         if turn is None or turn.run_id is not None:
-            await self._event("seat_call", seat, {"tool": "current_turn", "open": False})
+            await self._event(SeatCall, seat, {"tool": "current_turn", "open": False})
             return {
                 "open": False,
                 "message": "No turn is open for the seats right now (the experiment is seeding,"
@@ -358,7 +362,7 @@ class SeatEndpoint:
         describe = single_description if entry.kind == "single" else pair_description
         prompt = "\n\n".join(p.text for p in turn.prompts) + f"\n\n{values.describe()}"
         await self._event(
-            "seat_call",
+            SeatCall,
             seat,
             {
                 "tool": "current_turn",
@@ -414,7 +418,7 @@ class SeatEndpoint:
             assert found is not None
             golden = found[1]
         found_history = await load_history(self.reads.db, self.reads.schema, entry, golden.config)
-        await self._event("seat_call", seat, {"tool": "history", "entry": entry.name})
+        await self._event(SeatCall, seat, {"tool": "history", "entry": entry.name})
         return {
             "entry": entry.name,
             "settings": list(entry.paths),
@@ -479,7 +483,7 @@ class SeatEndpoint:
             reply = await self.client.call(tool, {key: entry.name, **values})
         except ToolChannelError as exc:
             await self._event(
-                "seat_call", seat, {**facts, "outcome": "not_delivered", "error": str(exc)}, "ERROR"
+                SeatCall, seat, {**facts, "outcome": "not_delivered", "error": str(exc)}, "ERROR"
             )
             # The proposer still finds a proposal the broker accepted in the events.
             turn.answered.set()
@@ -498,7 +502,7 @@ class SeatEndpoint:
             error = reply.get("error")
             outcome = {"outcome": "error", "error": error}
         await self._event(
-            "seat_call", seat, {**facts, **outcome}, "WARNING" if status != "ok" else None
+            SeatCall, seat, {**facts, **outcome}, "WARNING" if status != "ok" else None
         )
         if turn.run_id is not None:
             turn.answered.set()

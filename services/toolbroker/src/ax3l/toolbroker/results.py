@@ -3,8 +3,10 @@ protocol failure (``invalid_request``, ``unknown_method``, ``handler_error``).""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
+
+from ax3l.shared.event_models import ProposalRejected
 
 ProtocolCode = Literal["invalid_request", "unknown_method", "handler_error"]
 
@@ -78,17 +80,16 @@ class Accepted:
 class Rejected:
     """The proposal was refused; ``prompt`` is the correction the model reads next.
 
-    ``event`` and ``content`` are the ``proposal_rejected_*`` event the dispatcher logs with
-    the request's outcome, and ``parameter`` its parameter column.
+    ``content`` is the ``proposal_rejected_*`` event (its model names it) the dispatcher logs
+    with the request's outcome, and ``parameter`` its parameter column.
     """
 
     code: Literal["invalid_value", "duplicate_config"]
     reason: str
     prompt: str
     source_name: str
-    event: str = ""
+    content: ProposalRejected
     parameter: str | None = None
-    content: dict[str, Any] = field(default_factory=dict)
 
     @property
     def outcome(self) -> str:

@@ -32,6 +32,11 @@ from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.db.reads import GoldenRecord, current_golden
+from ax3l.shared.event_models import (
+    ProposalRejected,
+    ProposalRejectedDuplicate,
+    ProposalRejectedInvalid,
+)
 from ax3l.shared.registry import Entry
 from ax3l.shared.snakelab_client import (
     SnakeLabClient,
@@ -110,7 +115,7 @@ class SubmissionWorkflow:
         return await self._reject(
             ctx,
             "invalid_value",
-            "proposal_rejected_invalid",
+            ProposalRejectedInvalid,
             prompts_corrections.INVALID_VALUE,
             prompts_corrections.invalid_value(reason),
             parameter,
@@ -130,7 +135,7 @@ class SubmissionWorkflow:
         return await self._reject(
             ctx,
             "duplicate_config",
-            "proposal_rejected_duplicate",
+            ProposalRejectedDuplicate,
             prompts_corrections.NO_DUPES,
             prompts_corrections.no_dupes(reason),
             parameter,
@@ -143,7 +148,7 @@ class SubmissionWorkflow:
         self,
         ctx: RequestContext,
         code: Any,
-        event: str,
+        model: type[ProposalRejected],
         source_name: str,
         prompt: str,
         parameter: str | None,
@@ -152,22 +157,23 @@ class SubmissionWorkflow:
         **extra: Any,
     ) -> Rejected:
         # The dispatcher logs the event together with tool_execution_completed.
-        content = {
-            "parameter": parameter,
-            "values": {name: printable(value) for name, value in values.items()},
-            "code": code,
-            "reason": reason,
-            "prompt": prompt,
-            **extra,
-        }
+        turn: dict[str, int] = {}
         if ctx.checkpoint_event_id is not None:
-            content["checkpoint_event_id"] = ctx.checkpoint_event_id
+            turn["checkpoint_event_id"] = ctx.checkpoint_event_id
+        content = model(
+            parameter=parameter,
+            values={name: printable(value) for name, value in values.items()},
+            code=code,
+            reason=reason,
+            prompt=prompt,
+            **extra,
+            **turn,
+        )
         return Rejected(
             code=code,
             reason=reason,
             prompt=prompt,
             source_name=source_name,
-            event=event,
             parameter=parameter,
             content=content,
         )

@@ -26,7 +26,6 @@ from ax3l.shared.event_models import (
     ToolExecutionFailed,
     ToolExecutionStarted,
     ToolRequestReceived,
-    model_of,
 )
 from ax3l.shared.tool_channel import BROKER_SENDER, MCP_SENDER, PROTOCOL_VERSION, TOOL_TARGET
 from ax3l.toolbroker.handlers import MethodHandler
@@ -303,7 +302,7 @@ class ToolHandler:
             async with self.log.db.transaction("logging a rejected proposal") as cur:
                 await self.log.write(
                     cur,
-                    model_of(result.event).model_validate(result.content),
+                    result.content,
                     **call.fields(parameter=result.parameter),
                 )
                 await self.log.write(

@@ -44,6 +44,7 @@ from ax3l.orchestrator.proposers.base import (
 from ax3l.orchestrator.proposers.pipeline import Gate, Pipeline
 from ax3l.shared.crash_points import crash_point
 from ax3l.shared.db.errors import DatabaseError
+from ax3l.shared.event_models import LlmRequestFailed, PromptSent, ReplyReceived
 
 CORRECTION_NAMES = {"invalid_value": "InvalidValue", "duplicate_config": "NoDupes"}
 # Prose fed back to the model is bounded: it only needs to see what it said.
@@ -113,8 +114,7 @@ class LlmProposer(Proposer):
         self, prompt: Prompt, conversation_id: str, parameter: str, parent: int
     ) -> int:
         return await self.deps.log.log(
-            "prompt_sent",
-            prompt.text,
+            PromptSent(text=prompt.text),
             process_id=conversation_id,
             parent_event_id=parent,
             source_name=prompt.source_name,
@@ -126,16 +126,15 @@ class LlmProposer(Proposer):
     ) -> None:
         self.deps.status.error(f"{parameter}: model {exc.kind}: {exc.detail}")
         await self.deps.log.log(
-            "llm_request_failed",
-            {
-                "kind": exc.kind,
-                "detail": exc.detail,
-                "http_status": exc.http_status,
-                "parameter": parameter,
-                "url": self.model.url,
-                "correctable": exc.correctable,
+            LlmRequestFailed(
+                kind=exc.kind,
+                detail=exc.detail,
+                http_status=exc.http_status,
+                parameter=parameter,
+                url=self.model.url,
+                correctable=exc.correctable,
                 **exc.facts,
-            },
+            ),
             process_id=conversation_id,
             parent_event_id=parent,
             parameter=parameter,
@@ -285,8 +284,7 @@ class _Conversation:
     async def _log_reply(self, reply: dict[str, Any], last_prompt: int) -> int:
         """``reply_received`` for the reply; its event id."""
         return await self.deps.log.log(
-            "reply_received",
-            reply,
+            ReplyReceived.model_validate(reply),
             process_id=self.conversation_id,
             parent_event_id=last_prompt,
             parameter=self.parameter,
