@@ -15,17 +15,24 @@ incrementally; ``CycleTracker`` feeds it from the database, reading only new eve
 from __future__ import annotations
 
 import asyncio
-import json
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.event_reads import parse_message, select
+from ax3l.shared.event_models import (
+    ConfigurationCompared,
+    GoldenConfigCreated,
+    ParameterSpaceExhausted,
+    RoundRobinCheckpoint,
+    read_content,
+)
 from ax3l.shared.registry import PARAMETER_ORDER
 
-CHECKPOINT = "round_robin_checkpoint"
-COMPLETIONS = frozenset({"configuration_compared", "parameter_space_exhausted"})
-GOLDEN = "golden_config_created"
+CHECKPOINT = RoundRobinCheckpoint.event
+COMPLETIONS = frozenset({ConfigurationCompared.event, ParameterSpaceExhausted.event})
+GOLDEN = GoldenConfigCreated.event
 CYCLE_EVENTS = (CHECKPOINT, *sorted(COMPLETIONS), GOLDEN)
 
 
@@ -50,36 +57,25 @@ class CycleCount:
     order: tuple[str, ...] | None
 
 
+def _parsed(content: Any) -> Any:
+    """A content given as its stored text or already parsed, parsed."""
+    return parse_message(content) if isinstance(content, str) else content
+
+
 def checkpoint_position(content: Any) -> tuple[tuple[str, ...], int] | None:
-    """``(parameter_order, index)`` of a checkpoint's content, or None when it is unreadable."""
-    if isinstance(content, str):
-        try:
-            content = json.loads(content)
-        except ValueError:
-            return None
-    if not isinstance(content, dict):
-        return None
-    order = content.get("parameter_order")
-    index = content.get("index")
-    if (
-        not isinstance(order, list)
-        or not order
-        or not all(isinstance(name, str) for name in order)
-        or type(index) is not int
-        or not 0 <= index < len(order)
-    ):
+    """``(parameter_order, index)`` of a checkpoint's content (text or parsed), or None when it
+    is unreadable."""
+    checkpoint = RoundRobinCheckpoint.from_stored(_parsed(content))
+    order, index = checkpoint.parameter_order, checkpoint.index
+    if not order or index is None or not 0 <= index < len(order):
         return None
     return tuple(order), index
 
 
-def _own_index(content: Any) -> int | None:
-    if isinstance(content, str):
-        try:
-            content = json.loads(content)
-        except ValueError:
-            return None
-    index = content.get("index") if isinstance(content, dict) else None
-    return index if type(index) is int and index >= 0 else None
+def _own_index(name: str, content: Any) -> int | None:
+    """The index a completion's content (text or parsed) names, if a usable one."""
+    index = read_content(name, _parsed(content)).get("index")
+    return index if index is not None and index >= 0 else None
 
 
 @dataclass
@@ -111,7 +107,7 @@ class CycleCounter:
                 self._order, self._expected, self._attempt_start = order, 0, None
             self._index = index
         elif name in COMPLETIONS:
-            self._complete_step(event_id, _own_index(content))
+            self._complete_step(event_id, _own_index(name, content))
         elif name == GOLDEN:
             self._last_golden = event_id
 
@@ -186,21 +182,13 @@ class CycleTracker:
         async with self._lock:
             if self._counter.last_event_id and not await self._still_there(db):
                 self._counter = CycleCounter()
-            placeholders = ", ".join(["%s"] * len(CYCLE_EVENTS))
             while True:
-                # Golden creations are counted by name alone: their contents are not read.
-                rows = await db.fetchall(
-                    "SELECT e.event_id, e.name, m.content FROM events e"
-                    " LEFT JOIN event_messages m"
-                    f" ON m.event_id = e.event_id AND e.name <> '{GOLDEN}'"
-                    f" WHERE e.name IN ({placeholders}) AND e.event_id > %s"
-                    " ORDER BY e.event_id LIMIT %s",
-                    (*CYCLE_EVENTS, self._counter.last_event_id, self.BATCH),
-                    doing="reading round-robin events",
+                events = await select(
+                    db, CYCLE_EVENTS, after=self._counter.last_event_id, oldest=self.BATCH
                 )
-                for row in rows:
-                    self._counter.feed(int(row["event_id"]), row["name"], row["content"])
-                if len(rows) < self.BATCH:
+                for event in events:
+                    self._counter.feed(event.event_id, event.name, event.content)
+                if len(events) < self.BATCH:
                     return self._counter.count()
 
     async def _still_there(self, db: Database) -> bool:

@@ -12,14 +12,15 @@ unanswered latest checkpoint.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.event_reads import StoredEvent, latest, select
+from ax3l.shared.event_models import ParameterSpaceExhausted, ProposalAccepted, RoundRobinCheckpoint
 from ax3l.shared.registry import PARAMETER_ORDER
 
-ANSWERING_EVENTS = ("proposal_accepted", "parameter_space_exhausted")
+ANSWERING_EVENTS = (ProposalAccepted.event, ParameterSpaceExhausted.event)
 
 
 @dataclass(frozen=True)
@@ -61,55 +62,33 @@ class TurnState:
         return self.answer is None
 
 
-def _parsed(text: str | None) -> Any:
-    try:
-        return json.loads(text) if text is not None else None
-    except ValueError:
+def _answer(event: StoredEvent[Any], checkpoint_id: int) -> Answer | None:
+    """The answer ``event`` (written after the checkpoint) gives it, if any."""
+    if not isinstance(event.model, ProposalAccepted):
+        return Answer(event.event_id, event.name, None)
+    proposal = event.model
+    named = proposal.checkpoint_event_id
+    if named is not None and named != checkpoint_id:
         return None
-
-
-def _answer(row: dict[str, Any], checkpoint_id: int) -> Answer | None:
-    """The answer ``row`` (an event after the checkpoint) gives it, if any."""
-    if row["name"] != "proposal_accepted":
-        return Answer(int(row["event_id"]), str(row["name"]), None)
-    content = _parsed(row["content"])
-    content = content if isinstance(content, dict) else {}
-    named = content.get("checkpoint_event_id")
-    if type(named) is int and named != checkpoint_id:
-        return None
-    run_id = content.get("run_id")
-    run_id = run_id if isinstance(run_id, str) else row["process_id"]
-    return Answer(int(row["event_id"]), "proposal_accepted", run_id)
+    run_id = proposal.run_id if proposal.run_id is not None else event.process_id
+    return Answer(event.event_id, ProposalAccepted.event, run_id)
 
 
 async def latest_turn_state(db: Database) -> TurnState | None:
     """The latest checkpoint and its answer, or None before the first checkpoint."""
-    row = await db.fetchone(
-        "SELECT e.event_id, m.content FROM events e"
-        " LEFT JOIN event_messages m ON m.event_id = e.event_id"
-        " WHERE e.name = 'round_robin_checkpoint' ORDER BY e.event_id DESC LIMIT 1",
-        doing="reading the latest round-robin checkpoint",
-    )
-    if row is None:
+    checkpoint = await latest(db, RoundRobinCheckpoint)
+    if checkpoint is None:
         return None
-    checkpoint_id = int(row["event_id"])
-    content = _parsed(row["content"])
-    content = content if isinstance(content, dict) else {}
-    marks = ", ".join(["%s"] * len(ANSWERING_EVENTS))
     # Only the events of the latest turn are read: a handful.
-    after = await db.fetchall(
-        "SELECT e.event_id, e.name, e.process_id, m.content FROM events e"
-        " LEFT JOIN event_messages m ON m.event_id = e.event_id"
-        f" WHERE e.event_id > %s AND e.name IN ({marks}) ORDER BY e.event_id",
-        (checkpoint_id, *ANSWERING_EVENTS),
-        doing="reading whether the round-robin turn has its proposal",
-    )
+    after = await select(db, ANSWERING_EVENTS, after=checkpoint.event_id)
     answer = next(
-        (found for row in after if (found := _answer(row, checkpoint_id)) is not None), None
+        (found for event in after if (found := _answer(event, checkpoint.event_id)) is not None),
+        None,
     )
+    # As stored, not as the model reads them: a refusal names the value that is wrong.
     return TurnState(
-        checkpoint_event_id=checkpoint_id,
-        index=content.get("index"),
-        parameter_order=content.get("parameter_order"),
+        checkpoint_event_id=checkpoint.event_id,
+        index=checkpoint.field("index"),
+        parameter_order=checkpoint.field("parameter_order"),
         answer=answer,
     )

@@ -101,8 +101,10 @@ async def select(
     parent: int | None = None,
     source_name: str | None = None,
     newest: int | None = None,
+    oldest: int | None = None,
 ) -> list[StoredEvent[C]]:
-    """Events of ``names`` matching the filters, oldest first (or the ``newest`` n).
+    """Events of ``names`` matching the filters, oldest first (only the ``oldest`` n, or the
+    ``newest`` n).
 
     ``source`` is the ``Database`` or a cursor of the caller's transaction.
     """
@@ -125,6 +127,9 @@ async def select(
         args.append(newest)
     else:
         sql += " ORDER BY e.event_id"
+        if oldest is not None:
+            sql += " LIMIT %s"
+            args.append(oldest)
     if isinstance(source, Database) or hasattr(source, "transaction"):
         rows = await source.fetchall(sql, args, doing=f"reading {', '.join(wanted)} events")
     else:

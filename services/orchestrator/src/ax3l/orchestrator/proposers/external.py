@@ -71,9 +71,8 @@ class ExternalProposer(Proposer):
             ctx.checkpoint_event_id, "round_robin_checkpoint", "INFO", None, None, None, None, {}
         )
         for proposal in await turn_proposals(self.deps.db, checkpoint):
-            run_id = proposal.field("run_id")
-            if isinstance(run_id, str):
-                return run_id
+            if proposal.model.run_id is not None:
+                return proposal.model.run_id
         return None
 
     async def converse(self, ctx: TurnContext, conversation_id: str, started_event_id: int) -> str:
