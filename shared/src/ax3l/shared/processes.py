@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
-from ax3l.testing.waiting import WaitTimeout, wait_until, wait_until_async
+from ax3l.shared.waiting import WaitTimeout, wait_until, wait_until_async
 
 
 class ProcessFailed(AssertionError):
