@@ -34,6 +34,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
+from ax3l.shared.env_files import read_env_file, setting_names
+from ax3l.shared.processes import ManagedProcess, end_group, process_alive
+from ax3l.shared.waiting import WaitTimeout, wait_until
+
 REPO = Path(__file__).resolve().parent.parent
 RUN_DIR = Path(os.environ.get("AX3L_RUN_DIR", REPO / ".run"))
 PID_DIR = RUN_DIR / "stack"
@@ -95,21 +101,7 @@ class Service:
         return {**chosen, **self.extra_env}
 
 
-def setting_names(model: Any) -> set[str]:
-    """The environment variables a pydantic settings class reads (its validation aliases)."""
-    from pydantic import AliasChoices
-
-    names: set[str] = set()
-    for info in model.model_fields.values():
-        alias = info.validation_alias
-        if isinstance(alias, str):
-            names.add(alias)
-        elif isinstance(alias, AliasChoices):
-            names.update(choice for choice in alias.choices if isinstance(choice, str))
-    return names
-
-
-def _ax3l_keys(model: Any, *extra: str, without: Iterable[str] = ()) -> tuple[str, ...]:
+def _ax3l_keys(model: type[BaseModel], *extra: str, without: Iterable[str] = ()) -> tuple[str, ...]:
     return tuple(sorted((setting_names(model) | set(extra)) - set(without) - NEVER_PASSED))
 
 
@@ -170,16 +162,6 @@ def services(env: dict[str, str]) -> list[Service]:
     ]
 
 
-def read_env_file(path: Path) -> dict[str, str]:
-    values: dict[str, str] = {}
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            key, _, value = line.partition("=")
-            values[key.strip()] = value.strip()
-    return values
-
-
 def stack_env() -> dict[str, str]:
     """Every setting the stack knows: the shell's, over the private MariaDB's settings.
 
@@ -216,21 +198,24 @@ def create_schema(env: dict[str, str]) -> None:
 
     settings = Settings(**{k: v for k, v in env.items() if k not in NEVER_PASSED})
     wait = float_setting(env, "AX3L_STACK_DB_WAIT", 120.0)
-    deadline = time.monotonic() + wait
-    told = False
-    while True:
+    unavailable: list[DatabaseUnavailable] = []  # each failed attempt's reason
+
+    def schema_summary() -> str | None:
         try:
-            print(f"stack: {ensure_schema(settings)}")
-            return
+            return ensure_schema(settings)
         except DatabaseUnavailable as exc:
-            if time.monotonic() > deadline:
-                sys.exit(f"stack: the database did not come back within {wait:g} s: {exc}")
-            if not told:
+            if not unavailable:
                 print(f"stack: waiting up to {wait:g} s for the database ({exc})", flush=True)
-                told = True
-            time.sleep(1.0)
-        except DatabaseError as exc:
-            sys.exit(f"stack: {exc}")
+            unavailable.append(exc)
+            return None
+
+    try:
+        summary = wait_until(schema_summary, wait, "the database", interval=1.0)
+    except WaitTimeout:
+        sys.exit(f"stack: the database did not come back within {wait:g} s: {unavailable[-1]}")
+    except DatabaseError as exc:
+        sys.exit(f"stack: {exc}")
+    print(f"stack: {summary}")
 
 
 def log_path(service: Service) -> Path:
@@ -243,21 +228,6 @@ def pid_path(service: Service) -> Path:
 
 def now_text() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def process_alive(pid: int) -> bool:
-    """True for a live process (a zombie, killed but not yet reaped, is not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def _runs(pid: int, needle: str) -> bool:
@@ -330,31 +300,6 @@ def healthy(service: Service) -> bool:
     return http_get(service.health_url, timeout=1.0)[0] == 200
 
 
-def kill_group(pid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
-
-
-def end_process(pid: int, reap: Callable[[], None], timeout: float = 15.0) -> None:
-    """SIGTERM the process group of ``pid``, SIGKILL it after ``timeout``."""
-    kill_group(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        reap()
-        if not process_alive(pid):
-            break
-        time.sleep(0.1)
-    else:
-        kill_group(pid, signal.SIGKILL)
-        for _ in range(50):
-            reap()
-            if not process_alive(pid):
-                break
-            time.sleep(0.1)
-    # The group's other members (an orchestrator's MCP children) go with it.
-    kill_group(pid, signal.SIGKILL)
-
-
 def terminate(service: Service, timeout: float = 15) -> None:
     """Stop a service a supervisor no longer looks after (its pid file names it)."""
     pid = running_pid(service)
@@ -365,7 +310,7 @@ def terminate(service: Service, timeout: float = 15) -> None:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
 
-    end_process(pid, reap, timeout)
+    end_group(pid, timeout, reap)
     pid_path(service).unlink(missing_ok=True)
     print(f"stack: {service.name} stopped")
 
@@ -379,7 +324,7 @@ class Child:
     """A supervised service: its process (ours, or adopted from a pid file) and its record."""
 
     service: Service
-    proc: subprocess.Popen[bytes] | None = None
+    proc: ManagedProcess | None = None
     pid: int | None = None
     started: float = 0.0
     started_at: str = ""
@@ -390,13 +335,13 @@ class Child:
 
     def alive(self) -> bool:
         if self.proc is not None:
-            return self.proc.poll() is None
+            return self.proc.alive()
         return self.pid is not None and process_alive(self.pid)
 
     def exit_text(self) -> str:
-        if self.proc is None or self.proc.returncode is None:
+        code = None if self.proc is None else self.proc.returncode
+        if code is None:
             return "exited"
-        code = self.proc.returncode
         if code < 0:
             with contextlib.suppress(ValueError):
                 return f"was killed by {signal.Signals(-code).name}"
@@ -458,17 +403,15 @@ class Supervisor:
 
     def launch(self, child: Child) -> None:
         service = child.service
-        command = [venv_bin(service.command[0]), *service.command[1:]]
-        with log_path(service).open("ab") as log:
-            child.proc = subprocess.Popen(
-                command,
-                env=service.environment(self.env),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # its own group: stopping it stops its MCP children
-                cwd=REPO,
-            )
+        child.proc = ManagedProcess(
+            service.name,
+            [venv_bin(service.command[0]), *service.command[1:]],
+            service.environment(self.env),
+            log_path(service),
+            new_session=True,  # its own group: stopping it stops its MCP children
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+        )
         child.pid = child.proc.pid
         child.started = time.monotonic()
         child.started_at = now_text()
@@ -531,32 +474,34 @@ class Supervisor:
                 return
             if not self.adopt(child):
                 self.launch(child)
-            deadline = time.monotonic() + HEALTH_TIMEOUT
-            while not self.stopping:
-                self.watch_all()
-                if child.restart_at is None and child.alive() and healthy(child.service):
+            try:
+                wait_until(lambda child=child: self.started(child), HEALTH_TIMEOUT, interval=0.2)
+            except WaitTimeout:
+                self.note(
+                    f"{child.service.name} not healthy after {HEALTH_TIMEOUT:g} s;"
+                    f" going on (see {log_path(child.service)})"
+                )
+            else:
+                if not self.stopping:
                     self.note(f"{child.service.name} started (pid {child.pid})")
-                    break
-                if time.monotonic() > deadline:
-                    self.note(
-                        f"{child.service.name} not healthy after {HEALTH_TIMEOUT:g} s;"
-                        f" going on (see {log_path(child.service)})"
-                    )
-                    break
-                time.sleep(0.2)
             self.save()
+
+    def started(self, child: Child) -> bool:
+        """Whether to go on to the next service: ``child`` is healthy, or we are stopping.
+        Meanwhile the services already started are watched (and restarted)."""
+        if self.stopping:
+            return True
+        self.watch_all()
+        return child.restart_at is None and child.alive() and healthy(child.service)
 
     def stop_all(self) -> None:
         for child in reversed(self.children):
-            pid, proc = child.pid, child.proc
             child.restart_at = None
-            if pid is not None and child.alive():
-
-                def reap(proc: subprocess.Popen[bytes] | None = proc) -> None:
-                    if proc is not None:
-                        proc.poll()
-
-                end_process(pid, reap)
+            if child.pid is not None and child.alive():
+                if child.proc is not None:
+                    child.proc.stop_group()
+                else:  # adopted from a previous supervisor: not our child
+                    end_group(child.pid)
                 self.note(f"{child.service.name} stopped")
             pid_path(child.service).unlink(missing_ok=True)
 
@@ -662,36 +607,39 @@ def start_background() -> int:
     PID_DIR.mkdir(parents=True, exist_ok=True)
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     STATE_FILE.unlink(missing_ok=True)
-    with STACK_LOG.open("ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "supervise"],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            cwd=REPO,
-        )
-    deadline = time.monotonic() + START_TIMEOUT
-    while True:
-        code = proc.poll()
+    proc = ManagedProcess(
+        "supervisor",
+        [sys.executable, str(Path(__file__).resolve()), "supervise"],
+        os.environ,
+        STACK_LOG,
+        new_session=True,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+    )
+
+    def running() -> dict[str, Any] | None:
         state = read_state()
+        if proc.alive() and state.get("supervisor_pid") == proc.pid:
+            return state if state.get("state") == "running" else None
+        return None
+
+    try:
+        state = wait_until(running, START_TIMEOUT, "the stack", interval=0.2, give_up=proc.exited)
+    except WaitTimeout:
+        code = proc.returncode
         if code == LOCK_BUSY:
             other = supervisor_pid()
             return already_running(env, other) if other else 1
         if code is not None:
-            message = state.get("message") or f"the supervisor exited with {code}"
+            message = read_state().get("message") or f"the supervisor exited with {code}"
             print(f"stack: {message}\nstack: its log: {STACK_LOG}", file=sys.stderr)
             return 1
-        if state.get("supervisor_pid") == proc.pid and state.get("state") == "running":
-            break
-        if time.monotonic() > deadline:
-            print(
-                f"stack: not up after {START_TIMEOUT:g} s; the supervisor keeps trying"
-                f" (`make status`, {STACK_LOG})",
-                file=sys.stderr,
-            )
-            return 1
-        time.sleep(0.2)
+        print(
+            f"stack: not up after {START_TIMEOUT:g} s; the supervisor keeps trying"
+            f" (`make status`, {STACK_LOG})",
+            file=sys.stderr,
+        )
+        return 1
     for name, record in state["services"].items():
         print(f"stack: {name} started (pid {record['pid']})")
     print(f"stack: supervisor pid {proc.pid} restarts crashed services; log {STACK_LOG}")
@@ -705,9 +653,8 @@ def stop() -> int:
     if pid is not None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 90
-        while process_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        with contextlib.suppress(WaitTimeout):
+            wait_until(lambda: not process_alive(pid), 90, "the supervisor", interval=0.1)
         if process_alive(pid):
             os.kill(pid, signal.SIGKILL)
         SUPERVISOR_PID.unlink(missing_ok=True)

@@ -1,10 +1,13 @@
-"""A child process under test: launched with its output in a log file, waited on until it is
-ready, stopped or killed, its log's tail shown when it fails.
+"""A child process with its output in a log file: launched, waited on until it is ready,
+stopped or killed, its log's tail shown when it fails.
 
-Every process the tests, the stack under test and the benchmarks start (the reference
-SnakeLab, the toolbroker, the orchestrator, the report server, the scripted model) is one of
-these. ``new_session`` gives it a process group of its own, so ``kill`` and ``stop`` reach its
-children too (the orchestrator's MCP sessions).
+Every process Ax3l starts as a child is one: the services of ``scripts/stack.py`` (``make
+run``/``make start``), those of each ``ax3l-compare`` repeat, and every process the tests and
+benchmarks start (the reference SnakeLab, the toolbroker, the orchestrator, the report server,
+the scripted model). ``new_session`` gives it a process group of its own, so ``kill`` and
+``stop`` reach its children too (the orchestrator's MCP sessions). ``end_group`` stops a group
+by pid alone, for a process that is not our child (one a previous supervisor left running).
+Standard library only, like ``waiting``.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import contextlib
 import os
 import signal
 import subprocess
+import urllib.error
+import urllib.request
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -20,7 +25,58 @@ from ax3l.shared.waiting import WaitTimeout, wait_until, wait_until_async
 
 
 class ProcessFailed(AssertionError):
-    """A managed process exited, did not become ready, or did not exit in time."""
+    """A managed process exited, did not become ready, or did not exit in time (an
+    ``AssertionError``, so that in a test it reads as a failed check)."""
+
+
+def process_alive(pid: int) -> bool:
+    """True for a live process (a zombie, killed but not yet reaped, is not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def signal_group(pid: int, sig: int) -> None:
+    """``sig`` to the process group led by ``pid``, if it still exists."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+def end_group(pid: int, timeout: float = 15.0, reap: Callable[[], object] | None = None) -> None:
+    """SIGTERM the process group led by ``pid`` and wait for its leader; SIGKILL the group
+    after ``timeout``. ``reap`` (between looks) collects the leader when it is our child."""
+
+    def gone() -> bool:
+        if reap is not None:
+            reap()
+        return not process_alive(pid)
+
+    signal_group(pid, signal.SIGTERM)
+    try:
+        wait_until(gone, timeout, "the process to stop", interval=0.1)
+    except WaitTimeout:
+        signal_group(pid, signal.SIGKILL)
+        with contextlib.suppress(WaitTimeout):
+            wait_until(gone, 5.0, "the process to die", interval=0.1)
+    # The group's other members (an orchestrator's MCP children) go with it.
+    signal_group(pid, signal.SIGKILL)
+
+
+def http_ok(url: str, timeout: float = 0.5) -> bool:
+    """Whether a GET of ``url`` answers 200: a service's ``/health`` as a ``wait_ready``."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
 
 
 class ManagedProcess:
@@ -36,6 +92,8 @@ class ManagedProcess:
         *,
         new_session: bool = False,
         log_lines: int = 60,
+        cwd: Path | None = None,
+        stdin: int | None = None,
     ):
         self.name = name
         self.log_path = log_path
@@ -52,6 +110,8 @@ class ManagedProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT if log is not None else None,
                 start_new_session=new_session,
+                cwd=cwd,
+                stdin=stdin,
             )
 
     @property
@@ -135,3 +195,9 @@ class ManagedProcess:
         if self.new_session or self.alive():
             self.kill()
         return self.popen.returncode
+
+    def stop_group(self, timeout: float = 15.0) -> int | None:
+        """``end_group`` for this process (with ``new_session``): the SIGTERM reaches its
+        children too, so they shut down on their own. Returns the exit code."""
+        end_group(self.popen.pid, timeout, reap=self.popen.poll)
+        return self.popen.poll()

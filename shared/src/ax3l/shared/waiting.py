@@ -1,9 +1,11 @@
-"""Waiting on a condition with a deadline, the one way tests and test support wait.
+"""Waiting on a condition with a deadline: the one way the tests, the test support,
+``scripts/stack.py`` and ``ax3l-compare`` wait (never a fixed sleep, never a loop of their own).
 
 ``wait_until`` polls a plain function, ``wait_until_async`` a function or coroutine function
 from inside an event loop. Both return the condition's first truthy result and raise
 ``WaitTimeout`` at the deadline; ``give_up`` (called between polls) ends the wait at once with
 its message, after one last look at the condition, for a process that died meanwhile.
+``WaitTimeout`` is an ``AssertionError``, so that in a test it reads as a failed check.
 """
 
 from __future__ import annotations

@@ -34,8 +34,8 @@ from typing import Any
 
 import pymysql
 
+from ax3l.shared.waiting import WaitTimeout, wait_until
 from ax3l.testing.plugin import TestDatabases, free_port, read_env_file
-from ax3l.testing.waiting import WaitTimeout, wait_until
 
 STEP_EVENTS = ("configuration_compared", "parameter_space_exhausted")
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ax3l.shared.db.cli import ensure_schema
+from ax3l.shared.waiting import WaitTimeout, wait_until
 from ax3l.testing import chaos
 from ax3l.testing.chaos import (
     Invariant,
@@ -34,7 +35,6 @@ from ax3l.testing.chaos import (
 )
 from ax3l.testing.plugin import TestDatabases, free_port
 from ax3l.testing.scripted_llm import random_call_ranges
-from ax3l.testing.waiting import WaitTimeout, wait_until
 
 TARGETS = ("orchestrator", "toolbroker", "snakelab", "mariadb")
 # Deaths of these without a kill are findings: they should wait out an outage in place.

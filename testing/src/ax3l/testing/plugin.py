@@ -19,9 +19,10 @@ import pymysql
 import pytest
 
 from ax3l.shared.db.cli import ensure_schema
+from ax3l.shared.env_files import read_env_file as read_env_file  # re-exported: db.env here
 from ax3l.shared.ports import free_port as free_port  # re-exported: tests take ports here
 from ax3l.shared.settings import Settings
-from ax3l.testing.waiting import wait_until as wait_until  # re-exported: tests wait here
+from ax3l.shared.waiting import wait_until as wait_until  # re-exported: tests wait here
 
 
 def _find_env_file() -> Path | None:
@@ -34,16 +35,6 @@ def _find_env_file() -> Path | None:
         if candidate.exists():
             return candidate
     return None
-
-
-def read_env_file(path: Path) -> dict[str, str]:
-    values = {}
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            key, _, value = line.partition("=")
-            values[key.strip()] = value.strip()
-    return values
 
 
 # TestDatabases' fields and the db.env keys they are read from (the port is an int).

@@ -26,8 +26,8 @@ from typing import Any
 import pymysql
 
 from ax3l.shared.ports import free_port
+from ax3l.shared.processes import ManagedProcess, ProcessFailed
 from ax3l.testing.plugin import admin_connection, mysql_connection
-from ax3l.testing.processes import ManagedProcess, ProcessFailed
 from snakelab.healthcheck import ping
 
 

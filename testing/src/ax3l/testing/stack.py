@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from ax3l.shared.config_schema import BUNDLED_SCHEMA
+from ax3l.shared.processes import ManagedProcess, http_ok
 from ax3l.shared.registry import ENTRIES, PARAMETER_ORDER
+from ax3l.shared.waiting import WaitTimeout, wait_until
 from ax3l.testing.plugin import TestDatabases, free_port
-from ax3l.testing.processes import ManagedProcess
 from ax3l.testing.snakelab_process import SnakeLabProcess
-from ax3l.testing.waiting import WaitTimeout, wait_until
 
 FAST_ENV = {
     "AX3L_POLL_INTERVAL": "0.05",
@@ -56,14 +56,6 @@ class Ev:
 
 # The stack's processes; the name its tests use.
 Proc: TypeAlias = ManagedProcess
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=0.5) as response:
-            return bool(response.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
 
 
 def http_json(url: str) -> Any:
@@ -159,7 +151,7 @@ class Stack:
         broker_port = self._spawn_broker()
         self.snakelab.start()
         assert self.broker is not None
-        self.broker.wait_ready(lambda: _http_ok(f"http://127.0.0.1:{broker_port}/health"), 30)
+        self.broker.wait_ready(lambda: http_ok(f"http://127.0.0.1:{broker_port}/health"), 30)
         return self
 
     def restart_snakelab(self) -> SnakeLabProcess:
@@ -197,7 +189,7 @@ class Stack:
         """Start (another) broker on the same endpoint and wait until it answers."""
         port = self._spawn_broker()
         assert self.broker is not None
-        self.broker.wait_ready(lambda: _http_ok(f"http://127.0.0.1:{port}/health"), 30)
+        self.broker.wait_ready(lambda: http_ok(f"http://127.0.0.1:{port}/health"), 30)
         return self.broker
 
     def start_model(self, script: dict[str, Any]) -> ModelServer:
@@ -223,7 +215,7 @@ class Stack:
             self.folder / f"model-{number}.log",
         )
         self.procs.append(proc)
-        proc.wait_ready(lambda: _http_ok(f"http://127.0.0.1:{port}/health"), 20)
+        proc.wait_ready(lambda: http_ok(f"http://127.0.0.1:{port}/health"), 20)
         model = ModelServer(proc, port, record)
         self.models.append(model)
         return model

@@ -9,18 +9,13 @@ reaches none of them; SnakeLab's login only SnakeLab, Ax3l's only the broker and
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
-from ax3l.compare.settings import setting_names
+from ax3l.shared.env_files import setting_names
 from ax3l.shared.ports import free_port as free_port
+from ax3l.shared.processes import ManagedProcess, http_ok
 from ax3l.shared.settings import Settings
 from snakelab.healthcheck import ping
 
@@ -56,10 +51,7 @@ PER_REPEAT = frozenset(
 # the cost of a repeat. Exported values win.
 FAST_LOOP = {"AX3L_POLL_INTERVAL": "0.05", "AX3L_RETRY_BACKOFF_MAX": "1"}
 START_TIMEOUT = 60.0
-
-
-class ProcessFailed(RuntimeError):
-    """A service of a repeat exited or did not become ready."""
+STOP_TIMEOUT = 15.0  # SIGTERM, then SIGKILL of the group
 
 
 def base_env(environ: Mapping[str, str]) -> dict[str, str]:
@@ -72,64 +64,15 @@ def ax3l_passthrough(environ: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in environ.items() if k in known}
 
 
-class Service:
-    """A child process whose output goes to a log file."""
-
-    def __init__(self, name: str, args: list[str], env: dict[str, str], log_path: Path):
-        self.name = name
-        self.log_path = log_path
-        with log_path.open("ab") as log:
-            self.popen = subprocess.Popen(
-                args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-
-    def alive(self) -> bool:
-        return self.popen.poll() is None
-
-    def log_tail(self, lines: int = 30) -> str:
-        if not self.log_path.exists():
-            return ""
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-
-    def failure(self, what: str) -> ProcessFailed:
-        return ProcessFailed(f"{self.name} {what} (log {self.log_path}):\n{self.log_tail()}")
-
-    def stop(self, timeout: float = 15.0) -> None:
-        """SIGTERM, then SIGKILL of its process group (the orchestrator's MCP children too)."""
-        if self.alive():
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
-            os.killpg(self.popen.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        if self.popen.poll() is None:
-            self.popen.wait(10)
-
-    def wait_ready(self, ready: Callable[[], bool], timeout: float = START_TIMEOUT) -> None:
-        deadline = time.monotonic() + timeout
-        while not ready():
-            if not self.alive():
-                raise self.failure(f"exited with {self.popen.returncode} while starting")
-            if time.monotonic() > deadline:
-                raise self.failure(f"not ready after {timeout:g} s")
-            time.sleep(0.05)
-
-
-def http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=0.5) as response:
-            return bool(response.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
+def launch(name: str, args: list[str], env: dict[str, str], log_path: Path) -> ManagedProcess:
+    """A repeat's service in a process group of its own (stopping it stops the orchestrator's
+    MCP children too); a failure shows the last 30 lines of its log."""
+    return ManagedProcess(name, args, env, log_path, new_session=True, log_lines=30)
 
 
 def start_snakelab(
     env: dict[str, str], folder: Path, surrogate_seconds: float, schema: Path
-) -> tuple[Service, str]:
+) -> tuple[ManagedProcess, str]:
     """The reference SnakeLab on the surrogate trainer; returns it and its control endpoint."""
     port = free_port()
     full = {
@@ -142,26 +85,26 @@ def start_snakelab(
     }
     args = [sys.executable, "-m", "snakelab", "--address", "127.0.0.1", "--port", str(port)]
     args += ["--events-port", "0"]
-    service = Service("snakelab", args, full, folder / "snakelab.log")
+    service = launch("snakelab", args, full, folder / "snakelab.log")
     endpoint = f"tcp://127.0.0.1:{port}"
-    service.wait_ready(lambda: ping(endpoint))
+    service.wait_ready(lambda: ping(endpoint), START_TIMEOUT)
     return service, endpoint
 
 
-def start_toolbroker(env: dict[str, str], folder: Path, zmq_endpoint: str) -> Service:
+def start_toolbroker(env: dict[str, str], folder: Path, zmq_endpoint: str) -> ManagedProcess:
     port = free_port()
     full = {**env, "AX3L_TOOLBROKER_PORT": str(port), "AX3L_ZMQ_ENDPOINT": zmq_endpoint}
-    service = Service(
+    service = launch(
         "toolbroker",
         [sys.executable, "-m", "ax3l.toolbroker", "--zmq-endpoint", zmq_endpoint],
         full,
         folder / "toolbroker.log",
     )
-    service.wait_ready(lambda: http_ok(f"http://127.0.0.1:{port}/health"))
+    service.wait_ready(lambda: http_ok(f"http://127.0.0.1:{port}/health"), START_TIMEOUT)
     return service
 
 
-def start_orchestrator(env: dict[str, str], folder: Path, proposer: str) -> Service:
+def start_orchestrator(env: dict[str, str], folder: Path, proposer: str) -> ManagedProcess:
     """The orchestrator with ``AX3L_PROPOSER`` = ``proposer`` (not waited for: it seeds)."""
     full = {
         **FAST_LOOP,
@@ -169,7 +112,7 @@ def start_orchestrator(env: dict[str, str], folder: Path, proposer: str) -> Serv
         "AX3L_ORCHESTRATOR_PORT": str(free_port()),
         "AX3L_PROPOSER": proposer,
     }
-    return Service(
+    return launch(
         "orchestrator",
         [sys.executable, "-m", "ax3l.orchestrator"],
         full,

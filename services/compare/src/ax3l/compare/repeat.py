@@ -28,6 +28,7 @@ from ax3l.compare.tpe_advice import ADVICE_SOURCE
 from ax3l.compare.turn_counts import COUNTED_EVENTS, TurnCounts, TurnEvent, count_turns, entry_kinds
 from ax3l.shared.comparison_stats import best_so_far
 from ax3l.shared.config_schema import BUNDLED_SCHEMA, ConfigSchema
+from ax3l.shared.processes import ManagedProcess
 
 TERMINAL = ("completed", "failed", "cancelled")
 POLL_SECONDS = 0.05
@@ -154,7 +155,7 @@ def run_repeat(
     began = time.monotonic()
     result = RepeatResult(plan, "failed")
     folder.mkdir(parents=True, exist_ok=True)
-    services: list[processes.Service] = []
+    services: list[ManagedProcess] = []
     try:
         with repeat_databases(settings) as dbs:
             try:
@@ -162,7 +163,7 @@ def run_repeat(
                 _run(job, dbs, services, result, began)
             finally:
                 for service in reversed(services):
-                    service.stop()
+                    service.stop(processes.STOP_TIMEOUT)
     except Exception as exc:
         result.state = "failed"
         result.error = f"{type(exc).__name__}: {exc}"
@@ -188,7 +189,7 @@ class _Job:
 def _run(
     job: _Job,
     dbs: RepeatDatabases,
-    services: list[processes.Service],
+    services: list[ManagedProcess],
     result: RepeatResult,
     began: float,
 ) -> None:
@@ -225,7 +226,7 @@ def _run(
                 _check(orchestrator, services, deadline, job.stop, job.timeout)
                 time.sleep(POLL_SECONDS)
             # The budget is spent: no further proposal may start.
-            orchestrator.stop()
+            orchestrator.stop(processes.STOP_TIMEOUT)
             while True:
                 runs = _runs(cur, dbs.snakelab_db, job.plan.budget)
                 if all(status in TERMINAL for _, status, _ in runs):
@@ -243,8 +244,8 @@ def _run(
 
 
 def _check(
-    orchestrator: processes.Service | None,
-    services: list[processes.Service],
+    orchestrator: ManagedProcess | None,
+    services: list[ManagedProcess],
     deadline: float,
     stop: threading.Event,
     timeout: float,

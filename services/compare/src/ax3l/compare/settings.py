@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import AliasChoices, Field, SecretStr
 
+from ax3l.shared.env_files import read_env_file, setting_names
 from ax3l.shared.settings import Settings
 
 
@@ -39,29 +40,6 @@ class CompareSettings(Settings):
         if self.parallel is not None:
             return self.parallel
         return max(1, (os.cpu_count() or 1) // 2)
-
-
-def read_env_file(path: Path) -> dict[str, str]:
-    """``KEY=value`` lines (``.run/db.env``); blank lines and ``#`` comments skipped."""
-    values: dict[str, str] = {}
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            key, _, value = line.partition("=")
-            values[key.strip()] = value.strip()
-    return values
-
-
-def setting_names(model: type[Settings]) -> set[str]:
-    """The environment variables a settings class reads (its validation aliases)."""
-    names: set[str] = set()
-    for info in model.model_fields.values():
-        alias = info.validation_alias
-        if isinstance(alias, str):
-            names.add(alias)
-        elif isinstance(alias, AliasChoices):
-            names.update(choice for choice in alias.choices if isinstance(choice, str))
-    return names
 
 
 def effective_env(env_file: Path | None, environ: Mapping[str, str]) -> dict[str, str]:
