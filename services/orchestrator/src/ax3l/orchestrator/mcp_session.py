@@ -83,19 +83,19 @@ class ToolReply:
         return self.payload.get("status") == "rejected"
 
 
+@dataclass(eq=False)
 class BoundSession:
-    """An open MCP session and its discovered tool."""
+    """An open MCP session and its discovered tool, with its timings."""
 
-    def __init__(self, client: Client, tool: ToolDefinition, call_timeout: float, spawn: float):
-        self._client = client
-        self.tool = tool
-        self.call_timeout = call_timeout
-        self.spawn_seconds = spawn
-        self.close_seconds: float | None = None
-        # Set by the session pool: started before its conversation, and how long that
-        # conversation waited for it.
-        self.prepared = False
-        self.wait_seconds: float | None = None
+    _client: Client
+    tool: ToolDefinition
+    call_timeout: float
+    spawn_seconds: float
+    close_seconds: float | None = None
+    # Set by the session pool: started before its conversation, and how long that
+    # conversation waited for it.
+    prepared: bool = False
+    wait_seconds: float | None = None
 
     async def alive(self) -> bool:
         """Whether the child still answers (a fresh tool listing, as the protocol has no ping
