@@ -5,6 +5,7 @@ import sys
 
 import pymysql
 import pytest
+from pydantic import ValidationError
 
 from ax3l.shared.db.cli import ensure_schema, reset_events
 from ax3l.shared.db.database import Database
@@ -45,6 +46,20 @@ async def test_event_message_and_highscore_are_written_together(databases):
         found = await current_golden(db)
     assert found is not None and found[0] == event_id and found[1].high_score == 40
     assert _event_rows(databases) == (1, 1, 1)
+
+
+async def test_current_golden_needs_every_required_field_and_takes_a_whole_float(databases):
+    """The current golden reads a hand-edited whole float as its int, as it always did, and
+    refuses a content that lacks a required field (a lenient read would leave it None)."""
+    golden = {"run_id": "r1", "config": {}, "seed": 1970, "simulations": 1, "reason": "x"}
+    async with Database(databases.settings()) as db:
+        log = EventLog(db)
+        await log.log("golden_config_created", {**golden, "high_score": 40.0})
+        found = await current_golden(db)
+        assert found is not None and type(found[1].high_score) is int
+        await log.log("golden_config_created", {"run_id": "r2", "high_score": 41})
+        with pytest.raises(ValidationError, match="config"):
+            await current_golden(db)
 
 
 async def test_failed_highscore_insert_rolls_back_the_event(databases):

@@ -36,14 +36,14 @@ from ax3l.orchestrator.prompt_budget import (
 from ax3l.orchestrator.prompts import PromptContext, conversation_prompts, prompts_tokens
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.db.database import Database
-from ax3l.shared.db.reads import GoldenRecord
+from ax3l.shared.event_models import GoldenConfigCreated
 from ax3l.shared.registry import BY_NAME
 from ax3l.testing.plugin import TestDatabases
 
 SCHEMA = load_schema()
 DEFAULTS = SCHEMA.default_config()
 SEED = 1990
-GOLDEN = GoldenRecord(
+GOLDEN = GoldenConfigCreated(
     run_id="golden-run", config=DEFAULTS, high_score=45, seed=SEED, simulations=3, reason="x"
 )
 BUDGET = 10_000

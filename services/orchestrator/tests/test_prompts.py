@@ -10,12 +10,12 @@ import pytest
 from ax3l.orchestrator.comparable_history import ComparableHistory, HistoryRun
 from ax3l.orchestrator.prompts import PromptContext, conversation_prompts
 from ax3l.shared.config_schema import load_schema
-from ax3l.shared.db.reads import GoldenRecord
+from ax3l.shared.event_models import GoldenConfigCreated
 from ax3l.shared.registry import BY_NAME
 
 SCHEMA = load_schema()
 DEFAULTS = SCHEMA.default_config()
-GOLDEN = GoldenRecord(
+GOLDEN = GoldenConfigCreated(
     run_id="golden-run", config=DEFAULTS, high_score=45, seed=1970, simulations=3, reason="x"
 )
 

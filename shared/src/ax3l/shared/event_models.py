@@ -22,7 +22,14 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar, Self, TypeVar, cast
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ax3l.shared.events import CATALOG, Category, Level, category_of, default_level
 
@@ -432,15 +439,21 @@ class ConfigurationCompared(EventContent):
 
 
 class GoldenConfig(EventContent):
-    """A golden configuration and why it is one. Ax3l writes whole numbers; the reports also
-    take a whole float (a hand-edited row) as one, so these three fields admit floats."""
+    """A golden configuration and why it is one: the loop's and the broker's reference
+    (``ax3l.shared.db.reads.current_golden``) and a point of the reports' pages.
 
-    run_id: str | None = None
-    config: dict[str, Any] | None = None
-    high_score: int | float | None = None
-    seed: int | float | None = None
-    simulations: int | float | None = None
-    reason: str | None = None
+    Its first six fields are required: every golden Ax3l writes has them, and the loop cannot
+    go on without them. A lenient read of an odd row (``from_stored``) still never fails and
+    leaves a missing one None, so the reports check them. Ax3l writes whole numbers; a whole
+    float (a hand-edited row) in an otherwise whole row reads as its int.
+    """
+
+    run_id: str
+    config: dict[str, Any]
+    high_score: int
+    seed: int
+    simulations: int
+    reason: str
     kind: str | None = None
     parameter: str | None = None
     index: int | None = None
@@ -448,6 +461,11 @@ class GoldenConfig(EventContent):
     previous_high_score: int | None = None
     previous_seed: int | None = None
     proposer: str | None = None
+
+    @field_validator("high_score", "seed", "simulations", mode="before")
+    @classmethod
+    def _whole_float(cls, value: Any) -> Any:
+        return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 class GoldenConfigCreated(GoldenConfig):

@@ -24,7 +24,7 @@ from ax3l.orchestrator.status import Phase
 from ax3l.orchestrator.turns import turn_proposals
 from ax3l.orchestrator.waiting import RunOutcome
 from ax3l.shared.crash_points import crash_point
-from ax3l.shared.db.reads import GoldenRecord, current_golden, run_with_config
+from ax3l.shared.db.reads import current_golden, run_with_config
 from ax3l.shared.event_models import (
     ConfigurationCompared,
     GoldenConfigCreated,
@@ -115,7 +115,9 @@ def changes_between(
     return changed
 
 
-def comparison_reason(outcome: RunOutcome, golden: GoldenRecord, changes: dict[str, list]) -> str:
+def comparison_reason(
+    outcome: RunOutcome, golden: GoldenConfigCreated, changes: dict[str, list]
+) -> str:
     """``High score: 41 > 40; training.gamma: 0.96 -> 0.97.`` (or why there is no score)."""
     if outcome.scored:
         assert outcome.high_score is not None

@@ -11,8 +11,7 @@ import logging
 
 from ax3l.orchestrator.services import LoopServices
 from ax3l.orchestrator.turns import Turn
-from ax3l.shared.db.reads import GoldenRecord
-from ax3l.shared.event_models import ParameterSpaceExhausted
+from ax3l.shared.event_models import GoldenConfigCreated, ParameterSpaceExhausted
 from ax3l.shared.registry import domain
 
 logger = logging.getLogger(__name__)
@@ -21,7 +20,7 @@ logger = logging.getLogger(__name__)
 async def skip_if_exhausted(
     services: LoopServices,
     turn: Turn,
-    golden: GoldenRecord,
+    golden: GoldenConfigCreated,
     checkpoint_event_id: int,
 ) -> bool:
     """Log ``parameter_space_exhausted`` and return True when the turn's domain is used up."""

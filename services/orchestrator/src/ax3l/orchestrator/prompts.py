@@ -29,7 +29,7 @@ from ax3l.orchestrator.event_reads import latest
 from ax3l.orchestrator.prompt_budget import MESSAGE_TOKENS, fits, messages_tokens, shrunk_budget
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
-from ax3l.shared.db.reads import GoldenRecord
+from ax3l.shared.event_models import GoldenConfigCreated
 from ax3l.shared.registry import Entry
 
 
@@ -48,7 +48,7 @@ class PromptContext:
 
     entry: Entry
     schema: ConfigSchema
-    golden: GoldenRecord
+    golden: GoldenConfigCreated
     history: ComparableHistory
     first_conversation: bool
     tool_name: str
@@ -59,7 +59,7 @@ class PromptContext:
     def of(
         cls,
         schema: ConfigSchema,
-        golden: GoldenRecord,
+        golden: GoldenConfigCreated,
         history: ComparableHistory,
         first_conversation: bool,
     ) -> PromptContext:
@@ -71,7 +71,7 @@ class PromptContext:
 
 
 async def read_prompt_context(
-    db: Database, schema: ConfigSchema, entry: Entry, golden: GoldenRecord
+    db: Database, schema: ConfigSchema, entry: Entry, golden: GoldenConfigCreated
 ) -> PromptContext:
     """The context of a turn's prompts as the events stand: the entry's comparable history,
     whether this is the experiment's first conversation, and the registry's tool names."""

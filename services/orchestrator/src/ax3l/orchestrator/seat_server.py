@@ -50,8 +50,8 @@ from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.db.event_log import EventLog
-from ax3l.shared.db.reads import GoldenRecord, current_golden
-from ax3l.shared.event_models import SeatCall, SeatCallRefused
+from ax3l.shared.db.reads import current_golden
+from ax3l.shared.event_models import GoldenConfigCreated, SeatCall, SeatCallRefused
 from ax3l.shared.registry import Entry, EntryKind
 from ax3l.shared.settings import Settings
 from ax3l.shared.tool_channel import ToolChannelError, ZMQClient, client_endpoint
@@ -94,7 +94,7 @@ class OpenTurn:
     checkpoint_event_id: int
     conversation_id: str
     started_event_id: int
-    golden: GoldenRecord
+    golden: GoldenConfigCreated
     prompts: list[Prompt]
     deadline_seconds: float
     opened_at: float = field(default_factory=time.monotonic)

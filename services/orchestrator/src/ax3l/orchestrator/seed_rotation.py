@@ -19,8 +19,8 @@ from ax3l.orchestrator.services import LoopServices, StepFailed
 from ax3l.orchestrator.status import Phase
 from ax3l.orchestrator.waiting import ended_unscored
 from ax3l.shared.crash_points import crash_point
-from ax3l.shared.db.reads import GoldenRecord
 from ax3l.shared.event_models import (
+    GoldenConfigCreated,
     GoldenConfigSeedIncremented,
     SeedRotationStarted,
     SimulationSubmitted,
@@ -61,7 +61,7 @@ async def pending_rotation_run(services: LoopServices, rotation: Rotation) -> st
 
 
 async def start_rotation(
-    services: LoopServices, golden_event_id: int, golden: GoldenRecord, stagnant: int
+    services: LoopServices, golden_event_id: int, golden: GoldenConfigCreated, stagnant: int
 ) -> StoredEvent:
     """Store the decision to rotate, with the exact config the baseline run will use."""
     schema = services.schema

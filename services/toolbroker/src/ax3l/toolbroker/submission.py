@@ -31,8 +31,9 @@ from ax3l.shared.crash_points import crash_point
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.db.event_log import EventLog
-from ax3l.shared.db.reads import GoldenRecord, current_golden
+from ax3l.shared.db.reads import current_golden
 from ax3l.shared.event_models import (
+    GoldenConfigCreated,
     ProposalRejected,
     ProposalRejectedDuplicate,
     ProposalRejectedInvalid,
@@ -157,7 +158,7 @@ class SubmissionWorkflow:
         **extra: Any,
     ) -> Rejected:
         # The dispatcher logs the event together with tool_execution_completed.
-        turn: dict[str, int] = {}
+        turn: dict[str, Any] = {}
         if ctx.checkpoint_event_id is not None:
             turn["checkpoint_event_id"] = ctx.checkpoint_event_id
         content = model(
@@ -201,7 +202,7 @@ class SubmissionWorkflow:
         crash_point("broker_after_submit")
         return await self._complete(intent_id, reply)
 
-    async def _golden(self) -> tuple[int, GoldenRecord]:
+    async def _golden(self) -> tuple[int, GoldenConfigCreated]:
         found = await current_golden(self.db)
         if found is None:
             raise ProtocolFailure(
@@ -216,7 +217,7 @@ class SubmissionWorkflow:
         ctx: RequestContext,
         entry: Entry,
         values: dict[str, int | float],
-        golden: GoldenRecord,
+        golden: GoldenConfigCreated,
     ) -> _Candidate | Rejected:
         """The golden configuration with ``values``, validated (an InvalidValue rejection when
         the values break the schema)."""
@@ -252,7 +253,7 @@ class SubmissionWorkflow:
         return _Candidate(candidate, changes, accepted_values)
 
     async def _duplicate(
-        self, ctx: RequestContext, entry: Entry, candidate: _Candidate, golden: GoldenRecord
+        self, ctx: RequestContext, entry: Entry, candidate: _Candidate, golden: GoldenConfigCreated
     ) -> Rejected | None:
         """A NoDupes rejection when the candidate is the golden or already stored, else None."""
         if configs_equal(self.schema, candidate.config, golden.config):
@@ -276,7 +277,7 @@ class SubmissionWorkflow:
         entry: Entry,
         candidate: _Candidate,
         golden_event_id: int,
-        golden: GoldenRecord,
+        golden: GoldenConfigCreated,
     ) -> int:
         return await intents.record_intent(
             self.db,

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
+from ax3l.shared.event_models import GoldenConfigCreated
 
 RUN_COLUMNS = (
     "r.id, r.run_id, r.project_version, r.config_hash, r.status, r.episode_count,"
@@ -16,17 +15,9 @@ RUN_COLUMNS = (
 )
 
 
-class GoldenRecord(BaseModel):
-    """The content of a ``golden_config_created`` event: the current reference configuration."""
-
-    model_config = ConfigDict(extra="allow")
-
-    run_id: str
-    config: dict[str, Any]
-    high_score: int
-    seed: int
-    simulations: int
-    reason: str
+# The golden configuration's one model is its event's content; bench/bench_llm.py still
+# imports it by its old name.
+GoldenRecord = GoldenConfigCreated
 
 
 async def count_simulations(db: Database) -> int:
@@ -53,8 +44,13 @@ async def run_with_config(db: Database, schema: ConfigSchema, run_id: str) -> di
     return row
 
 
-async def current_golden(db: Database) -> tuple[int, GoldenRecord] | None:
-    """The latest ``golden_config_created`` event id and record, or None before seeding."""
+async def current_golden(db: Database) -> tuple[int, GoldenConfigCreated] | None:
+    """The latest ``golden_config_created`` event id and content, or None before seeding.
+
+    Unlike the reports' lenient reads, this one is strict about what the loop needs: a content
+    without one of the model's required fields raises ``ValidationError``. Values convert as
+    the loop has always read them (pydantic's lax mode: ``41.0`` or ``"41"`` for a high score).
+    """
     row = await db.fetchone(
         "SELECT e.event_id, m.content FROM events e"
         " JOIN event_messages m ON m.event_id = e.event_id"
@@ -63,4 +59,5 @@ async def current_golden(db: Database) -> tuple[int, GoldenRecord] | None:
     )
     if row is None:
         return None
-    return int(row["event_id"]), GoldenRecord.model_validate(json.loads(row["content"]))
+    content = json.loads(row["content"])
+    return int(row["event_id"]), GoldenConfigCreated.model_validate(content, strict=False)

@@ -18,8 +18,7 @@ from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
-from ax3l.shared.db.reads import GoldenRecord
-from ax3l.shared.event_models import ConversationEnded, ConversationStarted
+from ax3l.shared.event_models import ConversationEnded, ConversationStarted, GoldenConfigCreated
 from ax3l.shared.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -49,7 +48,7 @@ class TurnAhead:
 
     turn: Turn
     golden_event_id: int
-    golden: GoldenRecord
+    golden: GoldenConfigCreated
     loop_process_id: str
     while_run_id: str
 
@@ -61,7 +60,7 @@ class TurnContext:
     turn: Turn
     checkpoint_event_id: int
     golden_event_id: int
-    golden: GoldenRecord
+    golden: GoldenConfigCreated
     loop_process_id: str
 
 
