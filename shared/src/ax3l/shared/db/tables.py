@@ -11,52 +11,61 @@ SCHEMA_VERSION = "1"
 
 TABLE_OPTIONS = "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci"
 
-EVENTS = f"""
-CREATE TABLE IF NOT EXISTS events (
-  event_id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
-  occurred_at DATETIME(6) NOT NULL,
-  name VARCHAR(100) NOT NULL,
-  category VARCHAR(50) NOT NULL,
-  log_level VARCHAR(10) NOT NULL,
-  process_id CHAR(36) NULL,
-  parent_event_id BIGINT UNSIGNED NULL,
-  source_name VARCHAR(255) NULL,
-  parameter VARCHAR(100) NULL,
-  ax3l_version VARCHAR(100) NULL,
-  KEY idx_events_occurred (occurred_at, event_id),
-  KEY idx_events_name (name, occurred_at),
-  KEY idx_events_process (process_id, event_id),
-  CONSTRAINT fk_events_parent FOREIGN KEY (parent_event_id)
-    REFERENCES events (event_id) ON DELETE CASCADE
-) {TABLE_OPTIONS}
-"""
 
-EVENT_MESSAGES = f"""
-CREATE TABLE IF NOT EXISTS event_messages (
-  event_id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
-  content LONGTEXT NOT NULL,
-  CONSTRAINT fk_event_messages_event FOREIGN KEY (event_id)
-    REFERENCES events (event_id) ON DELETE CASCADE
-) {TABLE_OPTIONS}
-"""
+def create_table(name: str, *definitions: str) -> str:
+    """``CREATE TABLE IF NOT EXISTS name`` with its columns, keys and constraints, one a line,
+    and the options every table of Ax3l's and SnakeLab's has."""
+    body = ",\n".join(f"  {definition}" for definition in definitions)
+    return f"\nCREATE TABLE IF NOT EXISTS {name} (\n{body}\n) {TABLE_OPTIONS}\n"
 
-EXPERIMENT_HIGHSCORES = f"""
-CREATE TABLE IF NOT EXISTS experiment_highscores (
-  event_id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
-  simulations BIGINT UNSIGNED NOT NULL,
-  score INT NOT NULL,
-  seed BIGINT NULL,
-  CONSTRAINT fk_experiment_highscores_event FOREIGN KEY (event_id)
-    REFERENCES events (event_id) ON DELETE CASCADE
-) {TABLE_OPTIONS}
-"""
 
-META = f"""
-CREATE TABLE IF NOT EXISTS ax3l_meta (
-  name VARCHAR(64) NOT NULL PRIMARY KEY,
-  value VARCHAR(255) NOT NULL
-) {TABLE_OPTIONS}
-"""
+def cascading_key(constraint: str, column: str, parent: str, parent_column: str = "") -> str:
+    """A foreign key whose rows go with their parent row (``parent_column``: ``column``)."""
+    return (
+        f"CONSTRAINT {constraint} FOREIGN KEY ({column})\n"
+        f"    REFERENCES {parent} ({parent_column or column}) ON DELETE CASCADE"
+    )
+
+
+EVENTS = create_table(
+    "events",
+    "event_id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY",
+    "occurred_at DATETIME(6) NOT NULL",
+    "name VARCHAR(100) NOT NULL",
+    "category VARCHAR(50) NOT NULL",
+    "log_level VARCHAR(10) NOT NULL",
+    "process_id CHAR(36) NULL",
+    "parent_event_id BIGINT UNSIGNED NULL",
+    "source_name VARCHAR(255) NULL",
+    "parameter VARCHAR(100) NULL",
+    "ax3l_version VARCHAR(100) NULL",
+    "KEY idx_events_occurred (occurred_at, event_id)",
+    "KEY idx_events_name (name, occurred_at)",
+    "KEY idx_events_process (process_id, event_id)",
+    cascading_key("fk_events_parent", "parent_event_id", "events", "event_id"),
+)
+
+EVENT_MESSAGES = create_table(
+    "event_messages",
+    "event_id BIGINT UNSIGNED NOT NULL PRIMARY KEY",
+    "content LONGTEXT NOT NULL",
+    cascading_key("fk_event_messages_event", "event_id", "events"),
+)
+
+EXPERIMENT_HIGHSCORES = create_table(
+    "experiment_highscores",
+    "event_id BIGINT UNSIGNED NOT NULL PRIMARY KEY",
+    "simulations BIGINT UNSIGNED NOT NULL",
+    "score INT NOT NULL",
+    "seed BIGINT NULL",
+    cascading_key("fk_experiment_highscores_event", "event_id", "events"),
+)
+
+META = create_table(
+    "ax3l_meta",
+    "name VARCHAR(64) NOT NULL PRIMARY KEY",
+    "value VARCHAR(255) NOT NULL",
+)
 
 # The user's tables, in creation order (foreign keys point backwards).
 USER_TABLES: tuple[tuple[str, str], ...] = (
@@ -109,56 +118,51 @@ EXPERIMENT_TABLES: list[str] = ["experiment_highscores", "event_messages", "even
 # 64-bit hash prefixes and entries their registry position, so the index stays small enough
 # for the buffer pool at hundreds of thousands of runs; every hit is verified exactly.
 
-CONFIG_INDEX_STATE = f"""
-CREATE TABLE IF NOT EXISTS config_index_state (
-  name VARCHAR(32) NOT NULL PRIMARY KEY,
-  last_id BIGINT UNSIGNED NOT NULL,
-  last_run_id CHAR(36) NULL,
-  columns_hash CHAR(64) CHARACTER SET ascii NOT NULL
-) {TABLE_OPTIONS}
-"""
+CONFIG_INDEX_STATE = create_table(
+    "config_index_state",
+    "name VARCHAR(32) NOT NULL PRIMARY KEY",
+    "last_id BIGINT UNSIGNED NOT NULL",
+    "last_run_id CHAR(36) NULL",
+    "columns_hash CHAR(64) CHARACTER SET ascii NOT NULL",
+)
 
-CONFIG_INDEX_RUNS = f"""
-CREATE TABLE IF NOT EXISTS config_index_runs (
-  sl_id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
-  config_key BIGINT UNSIGNED NOT NULL,
-  KEY idx_config_index_runs_key (config_key, sl_id)
-) {TABLE_OPTIONS}
-"""
+CONFIG_INDEX_RUNS = create_table(
+    "config_index_runs",
+    "sl_id BIGINT UNSIGNED NOT NULL PRIMARY KEY",
+    "config_key BIGINT UNSIGNED NOT NULL",
+    "KEY idx_config_index_runs_key (config_key, sl_id)",
+)
 
-CONFIG_INDEX_CONTEXTS = f"""
-CREATE TABLE IF NOT EXISTS config_index_contexts (
-  entry TINYINT UNSIGNED NOT NULL,
-  context_key BIGINT UNSIGNED NOT NULL,
-  sl_id BIGINT UNSIGNED NOT NULL,
-  PRIMARY KEY (entry, context_key, sl_id)
-) {TABLE_OPTIONS}
-"""
+CONFIG_INDEX_CONTEXTS = create_table(
+    "config_index_contexts",
+    "entry TINYINT UNSIGNED NOT NULL",
+    "context_key BIGINT UNSIGNED NOT NULL",
+    "sl_id BIGINT UNSIGNED NOT NULL",
+    "PRIMARY KEY (entry, context_key, sl_id)",
+)
 
-CONFIG_INDEX_HOLES = f"""
-CREATE TABLE IF NOT EXISTS config_index_holes (
-  lo BIGINT UNSIGNED NOT NULL PRIMARY KEY,
-  hi BIGINT UNSIGNED NOT NULL,
-  noticed_at DATETIME(6) NOT NULL
-) {TABLE_OPTIONS}
-"""
+CONFIG_INDEX_HOLES = create_table(
+    "config_index_holes",
+    "lo BIGINT UNSIGNED NOT NULL PRIMARY KEY",
+    "hi BIGINT UNSIGNED NOT NULL",
+    "noticed_at DATETIME(6) NOT NULL",
+)
 
 # -- durable submission intents (ax3l.shared.intents) -----------------------------------------
 
-SUBMISSION_INTENTS = f"""
-CREATE TABLE IF NOT EXISTS submission_intents (
-  intent_id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
-  created_at DATETIME(6) NOT NULL,
-  resolved_at DATETIME(6) NULL,
-  state VARCHAR(16) NOT NULL,
-  entry VARCHAR(100) NOT NULL,
-  fingerprint CHAR(64) CHARACTER SET ascii NOT NULL,
-  run_id CHAR(36) NULL,
-  content LONGTEXT NOT NULL,
-  KEY idx_submission_intents_state (state, intent_id),
-  KEY idx_submission_intents_run (run_id)
-) {TABLE_OPTIONS}
-"""
+SUBMISSION_INTENTS = create_table(
+    "submission_intents",
+    "intent_id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY",
+    "created_at DATETIME(6) NOT NULL",
+    "resolved_at DATETIME(6) NULL",
+    "state VARCHAR(16) NOT NULL",
+    "entry VARCHAR(100) NOT NULL",
+    "fingerprint CHAR(64) CHARACTER SET ascii NOT NULL",
+    "run_id CHAR(36) NULL",
+    "content LONGTEXT NOT NULL",
+    "KEY idx_submission_intents_state (state, intent_id)",
+    "KEY idx_submission_intents_run (run_id)",
+)
 
 OWN_TABLES.extend(
     [
@@ -176,55 +180,51 @@ OWN_TABLES.extend(
 # ``best_so_far`` is a JSON list, the best high score among SnakeLab's runs 1..k (null before
 # the first scored run), one value per run up to the budget.
 
-COMPARISONS = f"""
-CREATE TABLE IF NOT EXISTS comparisons (
-  comparison_id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
-  started_at DATETIME(6) NOT NULL,
-  finished_at DATETIME(6) NULL,
-  state VARCHAR(16) NOT NULL,
-  proposers VARCHAR(255) NOT NULL,
-  repeats INT UNSIGNED NOT NULL,
-  budget INT UNSIGNED NOT NULL,
-  wall_seconds DOUBLE NULL,
-  content LONGTEXT NOT NULL
-) {TABLE_OPTIONS}
-"""
+COMPARISONS = create_table(
+    "comparisons",
+    "comparison_id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY",
+    "started_at DATETIME(6) NOT NULL",
+    "finished_at DATETIME(6) NULL",
+    "state VARCHAR(16) NOT NULL",
+    "proposers VARCHAR(255) NOT NULL",
+    "repeats INT UNSIGNED NOT NULL",
+    "budget INT UNSIGNED NOT NULL",
+    "wall_seconds DOUBLE NULL",
+    "content LONGTEXT NOT NULL",
+)
 
-COMPARISON_REPEATS = f"""
-CREATE TABLE IF NOT EXISTS comparison_repeats (
-  comparison_id BIGINT UNSIGNED NOT NULL,
-  proposer VARCHAR(100) NOT NULL,
-  repeat_index INT UNSIGNED NOT NULL,
-  seed BIGINT NOT NULL,
-  state VARCHAR(16) NOT NULL,
-  runs INT UNSIGNED NOT NULL,
-  best_score INT NULL,
-  best_so_far LONGTEXT NOT NULL,
-  accepted_proposals INT UNSIGNED NOT NULL,
-  model_turns INT UNSIGNED NOT NULL,
-  wasted_turns INT UNSIGNED NOT NULL,
-  wall_seconds DOUBLE NOT NULL,
-  finished_at DATETIME(6) NOT NULL,
-  content LONGTEXT NOT NULL,
-  PRIMARY KEY (comparison_id, proposer, repeat_index),
-  CONSTRAINT fk_comparison_repeats_comparison FOREIGN KEY (comparison_id)
-    REFERENCES comparisons (comparison_id) ON DELETE CASCADE
-) {TABLE_OPTIONS}
-"""
+COMPARISON_REPEATS = create_table(
+    "comparison_repeats",
+    "comparison_id BIGINT UNSIGNED NOT NULL",
+    "proposer VARCHAR(100) NOT NULL",
+    "repeat_index INT UNSIGNED NOT NULL",
+    "seed BIGINT NOT NULL",
+    "state VARCHAR(16) NOT NULL",
+    "runs INT UNSIGNED NOT NULL",
+    "best_score INT NULL",
+    "best_so_far LONGTEXT NOT NULL",
+    "accepted_proposals INT UNSIGNED NOT NULL",
+    "model_turns INT UNSIGNED NOT NULL",
+    "wasted_turns INT UNSIGNED NOT NULL",
+    "wall_seconds DOUBLE NOT NULL",
+    "finished_at DATETIME(6) NOT NULL",
+    "content LONGTEXT NOT NULL",
+    "PRIMARY KEY (comparison_id, proposer, repeat_index)",
+    cascading_key("fk_comparison_repeats_comparison", "comparison_id", "comparisons"),
+)
 
 OWN_TABLES.extend([("comparisons", COMPARISONS), ("comparison_repeats", COMPARISON_REPEATS)])
 
 # -- seats: outside agents that may take the turns of the ``external`` proposer --------------
 # Only a SHA-256 of each token is stored; the token itself is printed once by ``ax3l-seats``.
 
-SEATS = f"""
-CREATE TABLE IF NOT EXISTS seats (
-  name VARCHAR(64) NOT NULL PRIMARY KEY,
-  token_hash CHAR(64) CHARACTER SET ascii NOT NULL,
-  created_at DATETIME(6) NOT NULL,
-  revoked_at DATETIME(6) NULL,
-  UNIQUE KEY idx_seats_token (token_hash)
-) {TABLE_OPTIONS}
-"""
+SEATS = create_table(
+    "seats",
+    "name VARCHAR(64) NOT NULL PRIMARY KEY",
+    "token_hash CHAR(64) CHARACTER SET ascii NOT NULL",
+    "created_at DATETIME(6) NOT NULL",
+    "revoked_at DATETIME(6) NULL",
+    "UNIQUE KEY idx_seats_token (token_hash)",
+)
 
 OWN_TABLES.append(("seats", SEATS))
