@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeAlias
 
 from ax3l.shared import event_models as ev
 from ax3l.shared.event_models import EventContent, read_content
@@ -89,46 +89,58 @@ def _on(parameter: str | None) -> str:
 
 # -- Conversation ------------------------------------------------------------------------------
 
+_Conversation: TypeAlias = ev.ConversationStarted | ev.ConversationResumed | ev.ConversationEnded
+
+
+def _speaker(c: _Conversation, parameter: str | None) -> tuple[str | None, str | None]:
+    """The conversation's proposer and its parameter (the event's own, else the row's)."""
+    return _text(c.proposer), _text(c.parameter) or parameter
+
+
+def _subject(proposer: str | None, parameter: str | None, pipelined: bool = False) -> str:
+    """Whom a conversation's sentence is about: ``tpe conversation for gamma``,
+    ``Pipelined conversation``."""
+    if pipelined:
+        who = f"Pipelined {proposer} conversation" if proposer else "Pipelined conversation"
+    else:
+        who = f"{proposer} conversation" if proposer else "Conversation"
+    return f"{who}{_for(parameter)}"
+
 
 def conversation_started(c: ev.ConversationStarted, parameter: str | None) -> str | None:
-    proposer = _text(c.proposer)
-    parameter = _text(c.parameter) or parameter
+    proposer, parameter = _speaker(c, parameter)
     fallback_for = _text(c.fallback_for)
     if proposer and fallback_for:
         streak = _int(c.get("failure_streak"))
         failed = "model" if fallback_for == "llm" else fallback_for
         after = f" after {streak} failed {failed} conversation{'s' * (streak != 1)}"
         return f"{proposer} proposed{_for(parameter)}{after if streak else f' instead of {failed}'}"
-    who = f"{proposer} conversation" if proposer else "Conversation"
+    who = _subject(proposer, parameter)
     if c.pipelined is True:
         run = _text(c.while_run_id)
-        return f"{who}{_for(parameter)} started ahead, while run {run or '?'} trains"
-    return f"{who}{_for(parameter)} started"
+        return f"{who} started ahead, while run {run or '?'} trains"
+    return f"{who} started"
 
 
 def conversation_resumed(c: ev.ConversationResumed, parameter: str | None) -> str | None:
-    proposer = _text(c.proposer)
-    parameter = _text(c.parameter) or parameter
-    who = f"Pipelined {proposer} conversation" if proposer else "Pipelined conversation"
+    who = _subject(*_speaker(c, parameter), pipelined=True)
     held = c.held_seconds
     if c.call_held is True and held is not None:
-        return f"{who}{_for(parameter)} got its turn: its call, held {held:.1f} s, goes ahead"
-    return f"{who}{_for(parameter)} got its turn"
+        return f"{who} got its turn: its call, held {held:.1f} s, goes ahead"
+    return f"{who} got its turn"
 
 
 def conversation_ended(c: ev.ConversationEnded, parameter: str | None) -> str | None:
-    proposer = _text(c.proposer)
-    parameter = _text(c.parameter) or parameter
-    who = f"{proposer} conversation" if proposer else "Conversation"
+    who = _subject(*_speaker(c, parameter))
     outcome = _text(c.outcome)
     if outcome == "accepted":
         run = _run(c.run_id)
-        return f"{who}{_for(parameter)} ended: {run + ' ' if run else ''}accepted"
+        return f"{who} ended: {run + ' ' if run else ''}accepted"
     error = _text(c.error)
     if outcome == "failed" or error:
-        return f"{who}{_for(parameter)} failed" + (f": {_short(error)}" if error else "")
+        return f"{who} failed" + (f": {_short(error)}" if error else "")
     said = _text(c.reason) or outcome
-    return f"{who}{_for(parameter)} ended" + (f": {_short(said)}" if said else "")
+    return f"{who} ended" + (f": {_short(said)}" if said else "")
 
 
 def prompt_sent(text: str, parameter: str | None, source: str | None) -> str:
