@@ -244,29 +244,20 @@ class Restart:
     error: str = ""
 
 
+@dataclass(eq=False)
 class Supervised:
     """One service under supervision: its process (or the MariaDB) and its restart thread."""
 
-    def __init__(
-        self,
-        name: str,
-        spawn: Callable[[], None],
-        alive: Callable[[], bool],
-        kill9: Callable[[], None],
-        describe_death: Callable[[], tuple[int | None, str]],
-        rng: random.Random,
-        kill_delay: tuple[float, float],
-    ):
-        self.name = name
-        self.spawn = spawn
-        self.alive = alive
-        self._kill9 = kill9
-        self.describe_death = describe_death
-        self.rng = rng
-        self.kill_delay = kill_delay
-        self.killed_pending = False
-        self.restarting = False
-        self.lock = threading.Lock()
+    name: str
+    spawn: Callable[[], None]
+    alive: Callable[[], bool]
+    _kill9: Callable[[], None]
+    describe_death: Callable[[], tuple[int | None, str]]
+    rng: random.Random
+    kill_delay: tuple[float, float]
+    killed_pending: bool = field(default=False, init=False)
+    restarting: bool = field(default=False, init=False)
+    lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def kill9(self) -> None:
         with self.lock:
