@@ -18,23 +18,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PARAMETERS = (
-    "hidden_size",
-    "sequence_length",
-    "batch_size",
-    "learning_rate",
-    "gamma",
-    "epsilon_pair",
-    "reward_pair",
-)
+VENV = ROOT / ".venv"
+
+try:
+    from ax3l.shared.registry import PARAMETER_ORDER as PARAMETERS
+except ImportError:
+    # Started by a Python without Ax3l (``python3 scripts/...``): run in the checkout's venv.
+    if not (VENV / "bin" / "python").exists() or Path(sys.prefix).resolve() == VENV.resolve():
+        raise
+    os.execv(VENV / "bin" / "python", [str(VENV / "bin" / "python"), __file__, *sys.argv[1:]])
 
 
 def default_python() -> str:
-    venv = ROOT / ".venv" / "bin" / "python"
+    venv = VENV / "bin" / "python"
     return str(venv) if venv.exists() else sys.executable
 
 
