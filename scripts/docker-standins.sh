@@ -142,42 +142,38 @@ EOF
 
 base_id() { docker image inspect --format '{{.Id}}' "$DEBIAN_IMAGE"; }
 
+# Keeps, pulls or builds the stand-in $1 on the debian stand-in: the Dockerfile $3 in the build
+# context $WORK/$2, with each further SOURCE=TARGET copied (mode kept) to TARGET in it. The label
+# hashes the debian image's id, the Dockerfile and the sources, in that order.
+debian_standin() {
+  local image=$1 ctx=$WORK/$2 dockerfile=$3 hash pair
+  shift 3
+  hash=$( (base_id; cat "$dockerfile" "${@%%=*}") | sha256sum | cut -c1-16)
+  wanted "$image" "$hash" && return
+  mkdir -p "$ctx"
+  for pair in "$@"; do cp -p "${pair%%=*}" "$ctx/${pair#*=}"; done
+  cp "$dockerfile" "$ctx/Dockerfile"
+  build "$image" "$hash" "$ctx" "$ctx/Dockerfile"
+}
+
 python_image() {
-  local ca=(/usr/local/share/ca-certificates/*.crt)
+  local ca=(/usr/local/share/ca-certificates/*.crt) cert certs=()
   [ -e "${ca[0]}" ] || ca=()
-  local hash
-  hash=$( (base_id; cat "$STANDINS/python.Dockerfile" "${ca[@]}") | sha256sum | cut -c1-16)
-  wanted "$PYTHON_IMAGE" "$hash" && return
-  local ctx=$WORK/python
-  mkdir -p "$ctx/ca"
-  [ ${#ca[@]} -eq 0 ] || cp "${ca[@]}" "$ctx/ca/"
-  cp "$STANDINS/python.Dockerfile" "$ctx/Dockerfile"
-  build "$PYTHON_IMAGE" "$hash" "$ctx" "$ctx/Dockerfile"
+  mkdir -p "$WORK/python/ca" # COPY ca/ wants the folder, also when this machine adds no CA
+  for cert in "${ca[@]}"; do certs+=("$cert=ca/${cert##*/}"); done
+  debian_standin "$PYTHON_IMAGE" python "$STANDINS/python.Dockerfile" "${certs[@]}"
 }
 
 db_image() {
-  local hash
-  hash=$( (base_id; cat "$STANDINS/mariadb.Dockerfile" "$STANDINS/mariadb-entrypoint.sh") | sha256sum | cut -c1-16)
-  wanted "$DB_IMAGE" "$hash" && return
-  local ctx=$WORK/db
-  mkdir -p "$ctx"
-  cp "$STANDINS/mariadb.Dockerfile" "$ctx/Dockerfile"
-  cp -p "$STANDINS/mariadb-entrypoint.sh" "$ctx/"
-  build "$DB_IMAGE" "$hash" "$ctx" "$ctx/Dockerfile"
+  debian_standin "$DB_IMAGE" db "$STANDINS/mariadb.Dockerfile" \
+    "$STANDINS/mariadb-entrypoint.sh=mariadb-entrypoint.sh"
 }
 
 llama_image() {
   local binary
   binary=$(scripts/llama-server.sh path)
   [ -x "$binary" ] || { log "no llama-server binary yet: run scripts/llama-server.sh build"; exit 1; }
-  local hash
-  hash=$( (base_id; cat "$STANDINS/llama-server.Dockerfile" "$binary") | sha256sum | cut -c1-16)
-  wanted "$LLAMA_IMAGE" "$hash" && return
-  local ctx=$WORK/llama
-  mkdir -p "$ctx"
-  cp "$binary" "$ctx/llama-server"
-  cp "$STANDINS/llama-server.Dockerfile" "$ctx/Dockerfile"
-  build "$LLAMA_IMAGE" "$hash" "$ctx" "$ctx/Dockerfile"
+  debian_standin "$LLAMA_IMAGE" llama "$STANDINS/llama-server.Dockerfile" "$binary=llama-server"
 }
 
 debian
