@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import random
 import time
 import uuid
@@ -32,10 +33,10 @@ from ax3l.orchestrator.prompt_budget import (
     prompt_token_budget,
 )
 from ax3l.orchestrator.prompts import PromptContext, conversation_prompts, prompts_tokens
-from ax3l.shared.config_schema import load_schema
+from ax3l.shared.config_schema import Leaf, load_schema
 from ax3l.shared.db.database import Database
-from ax3l.shared.db.reads import GoldenRecord
-from ax3l.shared.registry import BY_NAME, Entry
+from ax3l.shared.event_models import GoldenConfigCreated
+from ax3l.shared.registry import BY_NAME, Entry, leaf_domain
 from ax3l.testing.plugin import TestDatabases, create_snakelab_tables, scratch_databases
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,7 +44,7 @@ SCHEMA = load_schema()
 DEFAULTS = SCHEMA.default_config()
 SEED = 1990
 SEEDS = 21  # the user's real experiment went through 16 seeds in about 1,800 runs
-GOLDEN = GoldenRecord(
+GOLDEN = GoldenConfigCreated(
     run_id="golden", config=DEFAULTS, high_score=45, seed=SEED, simulations=1, reason="bench"
 )
 SIZES = (100, 10_000, 100_000)
@@ -52,14 +53,20 @@ MAX_TOKENS = 4096
 CORRECTIONS = 3
 
 
-def _values(name: str, rng: random.Random) -> tuple[int | float, ...]:
-    if name == "hidden_size":
-        return (64 + 16 * rng.randrange(21),)
-    if name == "learning_rate":
-        return (round(rng.uniform(0.0005, 0.005), 5),)
-    if name == "epsilon_pair":
-        return (round(rng.uniform(0.85, 0.999), 3), round(rng.uniform(0.9, 0.999), 3))
-    return (rng.randrange(7), -rng.randrange(7))
+def _values(entry: Entry, rng: random.Random) -> tuple[int | float, ...]:
+    """One value per path, uniform over the schema's range: one of its steps where it has
+    them, else to three significant digits of the range's top (so values repeat, as in a
+    long history)."""
+    return tuple(_draw(SCHEMA.by_path[path], rng) for path in entry.paths)
+
+
+def _draw(leaf: Leaf, rng: random.Random) -> int | float:
+    steps = leaf_domain(leaf)
+    if steps is not None:
+        return SCHEMA.coerce(leaf, rng.choice(steps))
+    assert leaf.minimum is not None and leaf.maximum is not None
+    decimals = 2 - math.floor(math.log10(abs(leaf.maximum) or 1))
+    return round(rng.uniform(leaf.minimum, leaf.maximum), decimals)
 
 
 def _history(entry: Entry, runs: int) -> ComparableHistory:
@@ -70,7 +77,7 @@ def _history(entry: Entry, runs: int) -> ComparableHistory:
             "completed" if rng.random() < 0.9 else "failed",
             rng.randrange(60),
             SEED - SEEDS + 1 + i * SEEDS // runs,
-            _values(entry.name, rng),
+            _values(entry, rng),
         )
         for i in range(runs)
     )
@@ -115,9 +122,7 @@ def prompt_sizes() -> None:
         budget = prompt_token_budget(DEFAULT_CONTEXT_TOKENS, MAX_TOKENS, tool, CORRECTIONS)
         for runs in SIZES:
             history = _history(entry, runs)
-            ctx = PromptContext(
-                entry, SCHEMA, GOLDEN, history, False, entry.tool_name, entry.value_names
-            )
+            ctx = PromptContext.of(SCHEMA, GOLDEN, history, False)
             started = time.perf_counter()
             fitted = conversation_prompts(ctx, budget)
             seconds = time.perf_counter() - started
