@@ -3,9 +3,15 @@ import json
 from ax3l.shared.cycles import CycleCounter, CycleTracker, checkpoint_position, count_cycles
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
+from ax3l.shared.event_models import (
+    ConfigurationCompared,
+    GoldenConfigCreated,
+    RoundRobinCheckpoint,
+)
 from ax3l.shared.registry import PARAMETER_ORDER
 
 ORDER = list(PARAMETER_ORDER)
+GOLDEN = GoldenConfigCreated(run_id="g", config={}, high_score=1, seed=1, simulations=1, reason="x")
 
 
 class History:
@@ -199,12 +205,10 @@ def test_incremental_feeding_equals_one_pass():
 
 async def _log_cycle(log: EventLog, golden_at: int | None = None) -> None:
     for index in range(7):
-        await log.log("round_robin_checkpoint", {"parameter_order": ORDER, "index": index})
-        await log.log("configuration_compared", {"reason": "x"})
+        await log.log(RoundRobinCheckpoint(parameter_order=ORDER, index=index))
+        await log.log(ConfigurationCompared(reason="x"))
         if index == golden_at:
-            await log.log(
-                "golden_config_created", {"high_score": 1}, highscore=HighscoreRow(1, 1, 1)
-            )
+            await log.log(GOLDEN, highscore=HighscoreRow(1, 1, 1))
 
 
 async def test_tracker_reads_new_events_and_starts_over_after_a_wipe(databases):

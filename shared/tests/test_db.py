@@ -12,6 +12,11 @@ from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError, DatabaseUnavailable, SchemaMismatch
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
 from ax3l.shared.db.reads import count_simulations, current_golden
+from ax3l.shared.event_models import GoldenConfigCreated, PromptSent, ReplyReceived
+
+GOLDEN = GoldenConfigCreated(
+    run_id="r1", config={}, high_score=40, seed=1970, simulations=1, reason="initial"
+)
 
 
 def _count(dbs, table):
@@ -28,20 +33,8 @@ def _event_rows(dbs):
 async def test_event_message_and_highscore_are_written_together(databases):
     """An event, its message and its experiment_highscores row land in one transaction."""
     async with Database(databases.settings()) as db:
-        log = EventLog(db)
-        golden = {
-            "run_id": "r1",
-            "config": {},
-            "high_score": 40,
-            "seed": 1970,
-            "simulations": 1,
-            "reason": "initial",
-        }
-        event_id = await log.log(
-            "golden_config_created",
-            golden,
-            highscore=HighscoreRow(1, 40, 1970),
-            process_id="r1",
+        event_id = await EventLog(db).log(
+            GOLDEN, highscore=HighscoreRow(1, 40, 1970), process_id="r1"
         )
         found = await current_golden(db)
     assert found is not None and found[0] == event_id and found[1].high_score == 40
@@ -51,10 +44,10 @@ async def test_event_message_and_highscore_are_written_together(databases):
 async def test_current_golden_needs_every_required_field_and_takes_a_whole_float(databases):
     """The current golden reads a hand-edited whole float as its int, as it always did, and
     refuses a content that lacks a required field (a lenient read would leave it None)."""
-    golden = {"run_id": "r1", "config": {}, "seed": 1970, "simulations": 1, "reason": "x"}
     async with Database(databases.settings()) as db:
         log = EventLog(db)
-        await log.log("golden_config_created", {**golden, "high_score": 40.0})
+        # Hand-edited rows, which no model builds: the old form writes them as given.
+        await log.log("golden_config_created", {**GOLDEN.stored(), "high_score": 40.0})
         found = await current_golden(db)
         assert found is not None and type(found[1].high_score) is int
         await log.log("golden_config_created", {"run_id": "r2", "high_score": 41})
@@ -65,10 +58,9 @@ async def test_current_golden_needs_every_required_field_and_takes_a_whole_float
 async def test_failed_highscore_insert_rolls_back_the_event(databases):
     """If the highscore row cannot be written, neither the event nor its message remain."""
     async with Database(databases.settings()) as db:
-        log = EventLog(db)
         with pytest.raises(DatabaseError):
             # A negative run count does not fit BIGINT UNSIGNED: the third insert fails.
-            await log.log("golden_config_created", {"x": 1}, highscore=HighscoreRow(-5, 1, 1))
+            await EventLog(db).log(GOLDEN, highscore=HighscoreRow(-5, 1, 1))
     assert _event_rows(databases) == (0, 0, 0)
 
 
@@ -77,13 +69,12 @@ async def test_event_fields_and_catalog(databases):
     async with Database(databases.settings()) as db:
         log = EventLog(db)
         prompt = await log.log(
-            "prompt_sent",
-            "hello",
+            PromptSent(text="hello"),
             source_name="ProjectContext",
             parameter="gamma",
             process_id="c" * 36,
         )
-        await log.log("reply_received", {"a": 1}, parent_event_id=prompt)
+        await log.log(ReplyReceived.model_validate({"a": 1}), parent_event_id=prompt)
         with pytest.raises(KeyError, match="unknown event"):
             await log.log("not_an_event", "x")
         rows = await db.fetchall(

@@ -8,6 +8,7 @@ import pytest
 
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.event_models import RoundRobinCheckpoint
 from ax3l.testing.plugin import TestDatabases
 from ax3l.testing.stack import Stack
 
@@ -19,9 +20,7 @@ async def test_a_changed_parameter_order_stops_with_the_reset_instruction(
 ) -> None:
     """An old five-entry checkpoint is not upgraded: the loop stops and says to reset events."""
     async with Database(snakelab_tables.settings()) as db:
-        await EventLog(db).log(
-            "round_robin_checkpoint", {"parameter_order": FIVE_ENTRY_ORDER, "index": 2}
-        )
+        await EventLog(db).log(RoundRobinCheckpoint(parameter_order=FIVE_ENTRY_ORDER, index=2))
     stack = Stack(snakelab_tables, tmp_path)
     try:
         proc = stack.orchestrator("random")

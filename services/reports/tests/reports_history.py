@@ -22,6 +22,22 @@ from typing import Any
 from ax3l.shared.config_schema import ConfigSchema, cached_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
+from ax3l.shared.event_models import (
+    ConfigurationCompared,
+    ConversationEnded,
+    ConversationStarted,
+    GoldenConfigCreated,
+    GoldenConfigSeedIncremented,
+    PromptSent,
+    ProposalAccepted,
+    ReplyReceived,
+    RoundRobinCheckpoint,
+    SeedRotationStarted,
+    SimulationCompleted,
+    SimulationStarted,
+    SimulationSubmitted,
+    ToolRequestReceived,
+)
 from ax3l.shared.registry import ENTRIES, PARAMETER_ORDER
 from ax3l.testing.scripted_llm import completion, tool_call
 
@@ -208,8 +224,7 @@ async def _write_completed(log: EventLog, cur: Any, run: RealRun, submitted: int
     """``simulation_completed`` for ``run``, under its ``simulation_submitted`` when given."""
     await log.write(
         cur,
-        "simulation_completed",
-        {"run_id": run.run_id, "high_score": run.high_score},
+        SimulationCompleted(run_id=run.run_id, high_score=run.high_score),
         process_id=run.run_id,
         parent_event_id=submitted,
     )
@@ -229,16 +244,15 @@ async def _write_golden(
     its high-score row (``more`` ends the content); ``replay`` records it."""
     event = await log.write(
         cur,
-        "golden_config_created",
-        {
-            "run_id": run.run_id,
-            "config": cached_schema(None).unflatten(run.flat),
-            "high_score": run.high_score,
-            "seed": run.seed,
-            "simulations": position,
-            "reason": reason,
+        GoldenConfigCreated(
+            run_id=run.run_id,
+            config=cached_schema(None).unflatten(run.flat),
+            high_score=run.high_score,
+            seed=run.seed,
+            simulations=position,
+            reason=reason,
             **more,
-        },
+        ),
         process_id=run.run_id,
         parent_event_id=parent,
         highscore=HighscoreRow(position, run.high_score, run.seed),
@@ -257,8 +271,7 @@ async def replay_history(db: Database, runs: list[RealRun]) -> Replay:
     async with db.transaction() as cur:
         submitted = await log.write(
             cur,
-            "simulation_submitted",
-            {"run_id": first.run_id, "config": schema.unflatten(first.flat)},
+            SimulationSubmitted(run_id=first.run_id, config=schema.unflatten(first.flat)),
             process_id=first.run_id,
         )
         await _write_completed(log, cur, first, submitted)
@@ -267,16 +280,15 @@ async def replay_history(db: Database, runs: list[RealRun]) -> Replay:
         async with db.transaction() as cur:
             if run.seed != golden.seed:
                 await log.write(
+                    cur, SeedRotationStarted(config=schema.unflatten(run.flat), seed=run.seed)
+                )
+                await log.write(
                     cur,
-                    "seed_rotation_started",
-                    {"config": schema.unflatten(run.flat), "seed": run.seed},
+                    GoldenConfigSeedIncremented.model_validate(
+                        {"from": golden.seed, "to": run.seed}
+                    ),
                 )
-                await log.write(
-                    cur, "golden_config_seed_incremented", {"from": golden.seed, "to": run.seed}
-                )
-                await log.write(
-                    cur, "simulation_submitted", {"run_id": run.run_id}, process_id=run.run_id
-                )
+                await log.write(cur, SimulationSubmitted(run_id=run.run_id), process_id=run.run_id)
                 await _write_completed(log, cur, run, None)
                 await _write_golden(
                     log, cur, replay, run, position, f"Fresh baseline for seed {run.seed}."
@@ -290,32 +302,33 @@ async def replay_history(db: Database, runs: list[RealRun]) -> Replay:
             proposer = "llm" if run.seed == 1970 else "tpe"
             conversation = str(uuid.uuid4())
             await log.write(
-                cur,
-                "round_robin_checkpoint",
-                {"parameter_order": list(PARAMETER_ORDER), "index": index},
+                cur, RoundRobinCheckpoint(parameter_order=list(PARAMETER_ORDER), index=index)
             )
             # Most conversations name their proposer; for every fifth only its proposal does.
             await log.write(
                 cur,
-                "conversation_started",
-                {"parameter": entry.name, **({"proposer": proposer} if position % 5 else {})},
+                ConversationStarted(
+                    parameter=entry.name, **({"proposer": proposer} if position % 5 else {})
+                ),
                 process_id=conversation,
             )
             context = await log.write(
                 cur,
-                "prompt_sent",
-                'You are tuning the Snake agent of Patrick Loeber\'s "Train an AI to Play Snake".\n'
-                "You choose the parameters.",
+                PromptSent(
+                    text="You are tuning the Snake agent of Patrick Loeber's \"Train an AI to Play"
+                    ' Snake".\nYou choose the parameters.'
+                ),
                 process_id=conversation,
                 source_name="ProjectContext",
                 parameter=entry.name,
             )
             prompt = await log.write(
                 cur,
-                "prompt_sent",
-                f"The golden {entry.name} scored {golden_score}.\n"
-                f"Comparable runs:\n{json.dumps({'golden_run_id': golden.run_id})}\n"
-                f"Choose one untested value through {entry.tool_name}.",
+                PromptSent(
+                    text=f"The golden {entry.name} scored {golden_score}.\n"
+                    f"Comparable runs:\n{json.dumps({'golden_run_id': golden.run_id})}\n"
+                    f"Choose one untested value through {entry.tool_name}."
+                ),
                 process_id=conversation,
                 source_name="ComparisonSingle"
                 if entry.kind == "single"
@@ -324,8 +337,9 @@ async def replay_history(db: Database, runs: list[RealRun]) -> Replay:
             )
             reply = await log.write(
                 cur,
-                "reply_received",
-                reply_json(index, run, f"Trying another {entry.name} after {golden_score}."),
+                ReplyReceived.model_validate(
+                    reply_json(index, run, f"Trying another {entry.name} after {golden_score}.")
+                ),
                 process_id=conversation,
                 parent_event_id=prompt,
             )
@@ -333,30 +347,25 @@ async def replay_history(db: Database, runs: list[RealRun]) -> Replay:
             replay.reply_ids.append(reply)
             replay.parameters_prompted.add(entry.name)
             await log.write(
-                cur, "tool_request_received", {"method": entry.tool_name}, process_id=conversation
+                cur, ToolRequestReceived(method=entry.tool_name), process_id=conversation
             )
             await log.write(
                 cur,
-                "proposal_accepted",
-                {
-                    "run_id": run.run_id,
-                    "parameter": entry.name,
+                ProposalAccepted(
+                    run_id=run.run_id,
+                    parameter=entry.name,
                     **({"proposer": proposer} if position % 5 == 0 else {}),
-                },
+                ),
                 process_id=conversation,
             )
             replay.proposers[proposer] = replay.proposers.get(proposer, 0) + 1
             replay.conversations[proposer] = replay.conversations.get(proposer, 0) + 1
             submitted = await log.write(
-                cur, "simulation_submitted", {"run_id": run.run_id}, process_id=run.run_id
+                cur, SimulationSubmitted(run_id=run.run_id), process_id=run.run_id
             )
-            await log.write(
-                cur, "conversation_ended", {"reason": "submitted"}, process_id=conversation
-            )
+            await log.write(cur, ConversationEnded(reason="submitted"), process_id=conversation)
             if run.status != "completed":
-                await log.write(
-                    cur, "simulation_started", {"run_id": run.run_id}, process_id=run.run_id
-                )
+                await log.write(cur, SimulationStarted(run_id=run.run_id), process_id=run.run_id)
                 continue  # still running: nothing compared yet
             await _write_completed(log, cur, run, submitted)
             better = run.high_score > golden_score
@@ -370,13 +379,12 @@ async def replay_history(db: Database, runs: list[RealRun]) -> Replay:
             )
             compared = await log.write(
                 cur,
-                "configuration_compared",
-                {
-                    "golden_run_id": golden.run_id,
-                    "latest_run_id": run.run_id,
-                    "current_golden_run_id": run.run_id if better else golden.run_id,
-                    "reason": reason,
-                },
+                ConfigurationCompared(
+                    golden_run_id=golden.run_id,
+                    latest_run_id=run.run_id,
+                    current_golden_run_id=run.run_id if better else golden.run_id,
+                    reason=reason,
+                ),
             )
             if better:
                 await _write_golden(
@@ -394,16 +402,12 @@ async def add_hostile_conversation(log: EventLog, replay: Replay) -> None:
     conversation = str(uuid.uuid4())
     async with log.db.transaction() as cur:
         await log.write(
-            cur,
-            "conversation_started",
-            {"parameter": "gamma", "proposer": "llm"},
-            process_id=conversation,
+            cur, ConversationStarted(parameter="gamma", proposer="llm"), process_id=conversation
         )
         replay.conversations["llm"] = replay.conversations.get("llm", 0) + 1
         replay.hostile_prompt_id = await log.write(
             cur,
-            "prompt_sent",
-            f"Choose gamma. {HOSTILE}",
+            PromptSent(text=f"Choose gamma. {HOSTILE}"),
             process_id=conversation,
             source_name="ComparisonSingle",
             parameter="gamma",
@@ -433,11 +437,10 @@ async def add_hostile_conversation(log: EventLog, replay: Replay) -> None:
         }
         replay.hostile_reply_id = await log.write(
             cur,
-            "reply_received",
-            reply,
+            ReplyReceived.model_validate(reply),
             process_id=conversation,
             parent_event_id=replay.hostile_prompt_id,
         )
         await log.write(
-            cur, "conversation_ended", {"reason": HOSTILE}, process_id=conversation, level="ERROR"
+            cur, ConversationEnded(reason=HOSTILE), process_id=conversation, level="ERROR"
         )

@@ -244,6 +244,7 @@ async def test_a_cut_reply_shows_its_reasoning_and_finish_reason_escaped(databas
     with the model's markup as text."""
     from ax3l.shared.db.database import Database
     from ax3l.shared.db.event_log import EventLog
+    from ax3l.shared.event_models import ReplyReceived
     from ax3l.testing.scripted_llm import completion
 
     reasoning = "Thinking <script>window.__pwned = 1</script> about <b>gamma</b> & more"
@@ -254,7 +255,7 @@ async def test_a_cut_reply_shows_its_reasoning_and_finish_reason_escaped(databas
     )
     async with Database(databases.settings()) as db:
         reply_id = await EventLog(db).log(
-            "reply_received", reply, parameter="gamma", source_name="ModelServer"
+            ReplyReceived.model_validate(reply), parameter="gamma", source_name="ModelServer"
         )
     async with make_client(databases) as http:
         detail = (await http.get(f"/api/events/{reply_id}")).json()

@@ -7,6 +7,7 @@ from stored_rows import stored_rows
 from ax3l.reports.queries.highscores import HighscoreReader
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
+from ax3l.shared.event_models import SimulationSubmitted
 
 
 async def _golden(log: EventLog, sims: int, score: int, seed: int) -> int:
@@ -44,7 +45,7 @@ async def test_reader_follows_growth_wipes_and_recreation(databases):
             ("run-5", "reason 5"),
             ("run-9", "reason 9"),
         ]
-        await log.log("simulation_submitted", {"run_id": "x"})
+        await log.log(SimulationSubmitted(run_id="x"))
         await _golden(log, 12, 39, 1971)
         assert _seen(await reader.points(db)) == _table(databases)
 

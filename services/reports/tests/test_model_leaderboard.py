@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from reports_testing import private_databases
 
+from ax3l.shared import event_models as ev
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.registry import PARAMETER_ORDER
@@ -41,35 +42,38 @@ class History:
 
     async def turn(self, index: int) -> None:
         self.checkpoint = await self.log.log(
-            "round_robin_checkpoint", {"parameter_order": list(PARAMETER_ORDER), "index": index}
+            ev.RoundRobinCheckpoint(parameter_order=list(PARAMETER_ORDER), index=index)
         )
 
     async def conversation(self, proposer: str, **extra: Any) -> str:
         conversation = str(uuid.uuid4())
         await self.log.log(
-            "conversation_started",
-            {"proposer": proposer, "checkpoint_event_id": self.checkpoint, **extra},
+            ev.ConversationStarted(proposer=proposer, checkpoint_event_id=self.checkpoint, **extra),
             process_id=conversation,
         )
         return conversation
 
     async def exchange(self, conversation: str, reply: dict | None, failure: dict | None) -> None:
-        prompt = await self.log.log("prompt_sent", "Choose a value.", process_id=conversation)
+        prompt = await self.log.log(ev.PromptSent(text="Choose a value."), process_id=conversation)
         parent = prompt
         if reply is not None:
             parent = await self.log.log(
-                "reply_received", reply, process_id=conversation, parent_event_id=prompt
+                ev.ReplyReceived.model_validate(reply),
+                process_id=conversation,
+                parent_event_id=prompt,
             )
         if failure is not None:
             await self.log.log(
-                "llm_request_failed", failure, process_id=conversation, parent_event_id=parent
+                ev.LlmRequestFailed.model_validate(failure),
+                process_id=conversation,
+                parent_event_id=parent,
             )
 
-    async def broker(self, name: str, run_id: str | None = None) -> None:
+    async def broker(self, model: type[ev.EventContent], run_id: str | None = None) -> None:
         content: dict[str, Any] = {"parameter": "hidden_size", "values": {"value": 224}}
         if run_id is not None:
             content["run_id"] = run_id
-        await self.log.log(name, content, process_id=run_id or str(uuid.uuid4()))
+        await self.log.log(model.model_validate(content), process_id=run_id or str(uuid.uuid4()))
 
 
 async def test_leaderboard_counts_a_models_turns_waste_timings_tokens_and_goldens(
@@ -90,9 +94,9 @@ async def test_leaderboard_counts_a_models_turns_waste_timings_tokens_and_golden
             {"kind": "no_tool_call", "detail": "prose", "correctable": True},
         )
         await history.exchange(first, _reply(MODEL, 100, 500, 1500), None)
-        await history.broker("proposal_rejected_duplicate")
+        await history.broker(ev.ProposalRejectedDuplicate)
         await history.exchange(first, _reply(MODEL, 200, 1000, 2000), None)
-        await history.broker("proposal_accepted", run_1)
+        await history.broker(ev.ProposalAccepted, run_1)
         await history.log.log("golden_config_created", {"run_id": run_1, "high_score": 47})
 
         await history.turn(1)
@@ -101,12 +105,12 @@ async def test_leaderboard_counts_a_models_turns_waste_timings_tokens_and_golden
             failing, None, {"kind": "timeout", "detail": "300 s", "correctable": False}
         )
         await history.conversation("tpe", fallback_for="llm", failure_streak=3)
-        await history.broker("proposal_accepted", run_2)
+        await history.broker(ev.ProposalAccepted, run_2)
 
         await history.turn(2)
         await history.conversation("tpe")
-        await history.broker("proposal_rejected_invalid")
-        await history.broker("proposal_accepted", run_3)
+        await history.broker(ev.ProposalRejectedInvalid)
+        await history.broker(ev.ProposalAccepted, run_3)
         await history.log.log("golden_config_created", {"run_id": run_3, "high_score": 48})
 
     async with make_client(model_history, AX3L_LLM_MODEL="configured-model") as http:

@@ -9,6 +9,7 @@ from reports_testing import private_databases
 
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.event_models import ConversationStarted, ProposalAccepted, RoundRobinCheckpoint
 from ax3l.shared.registry import PARAMETER_ORDER
 from ax3l.testing.plugin import TestDatabases
 
@@ -22,19 +23,19 @@ def fallback_history(db_env) -> Iterator[TestDatabases]:
 async def _turn(log: EventLog, index: int, conversations: list[dict], run_id: str) -> None:
     """A checkpoint, its conversations (each a conversation_started content) and a proposal."""
     checkpoint = await log.log(
-        "round_robin_checkpoint", {"parameter_order": list(PARAMETER_ORDER), "index": index}
+        RoundRobinCheckpoint(parameter_order=list(PARAMETER_ORDER), index=index)
     )
     parameter = PARAMETER_ORDER[index]
     for number, content in enumerate(conversations):
         await log.log(
-            "conversation_started",
-            {"parameter": parameter, "index": index, "checkpoint_event_id": checkpoint, **content},
+            ConversationStarted(
+                parameter=parameter, index=index, checkpoint_event_id=checkpoint, **content
+            ),
             process_id=f"{run_id[:30]}-{number}",
             parameter=parameter,
         )
     await log.log(
-        "proposal_accepted",
-        {"parameter": parameter, "values": {"value": 1}, "run_id": run_id},
+        ProposalAccepted(parameter=parameter, values={"value": 1}, run_id=run_id),
         process_id=run_id,
         parameter=parameter,
     )

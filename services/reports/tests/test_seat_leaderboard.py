@@ -11,6 +11,7 @@ from reports_testing import private_databases
 
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.event_models import RoundRobinCheckpoint, SeatCall, SeatCallRefused
 from ax3l.shared.registry import PARAMETER_ORDER
 from ax3l.testing.plugin import TestDatabases
 
@@ -22,11 +23,19 @@ def seat_history(db_env) -> Iterator[TestDatabases]:
 
 
 async def _seat(
-    log: EventLog, name: str, seat: str, checkpoint: int | None, **content: Any
+    log: EventLog,
+    model: type[SeatCall | SeatCallRefused],
+    seat: str,
+    checkpoint: int | None,
+    **content: Any,
 ) -> None:
     if checkpoint is not None:
         content["checkpoint_event_id"] = checkpoint
-    await log.log(name, {"seat": seat, **content}, source_name=seat, process_id=str(uuid.uuid4()))
+    await log.log(
+        model.model_validate({"seat": seat, **content}),
+        source_name=seat,
+        process_id=str(uuid.uuid4()),
+    )
 
 
 async def _submitted(
@@ -35,7 +44,7 @@ async def _submitted(
     """A seat's ``submit_single_value`` that reached the broker, ``seconds`` into the turn."""
     await _seat(
         log,
-        "seat_call",
+        SeatCall,
         seat,
         checkpoint,
         tool="submit_single_value",
@@ -53,33 +62,31 @@ async def test_seats_count_turns_accepted_wasted_seconds_and_goldens(seat_histor
     order = list(PARAMETER_ORDER)
     async with Database(seat_history.settings()) as db:
         log = EventLog(db)
-        first = await log.log("round_robin_checkpoint", {"parameter_order": order, "index": 0})
-        await _seat(log, "seat_call_refused", "", None, tool=None, reason="unknown_token")
-        await _seat(log, "seat_call", "alice", first, tool="current_turn", open=True)
+        first = await log.log(RoundRobinCheckpoint(parameter_order=order, index=0))
+        await _seat(log, SeatCallRefused, "", None, tool=None, reason="unknown_token")
+        await _seat(log, SeatCall, "alice", first, tool="current_turn", open=True)
         await _submitted(log, "alice", first, "rejected", 1.0, code="duplicate_config")
         await _submitted(log, "alice", first, "accepted", 3.0, run_id=run_1)
         await _seat(
             log,
-            "seat_call_refused",
+            SeatCallRefused,
             "bob",
             first,
             tool="submit_single_value",
             reason="turn_taken",
         )
         await log.log("golden_config_created", {"run_id": run_1, "high_score": 47})
-        second = await log.log("round_robin_checkpoint", {"parameter_order": order, "index": 1})
+        second = await log.log(RoundRobinCheckpoint(parameter_order=order, index=1))
         await _seat(
             log,
-            "seat_call_refused",
+            SeatCallRefused,
             "alice",
             second,
             tool="submit_pair_values",
             reason="wrong_kind",
         )
         await _submitted(log, "alice", second, "accepted", 7.0, run_id=run_2)
-        await _seat(
-            log, "seat_call_refused", "bob", None, tool="submit_single_value", reason="no_turn"
-        )
+        await _seat(log, SeatCallRefused, "bob", None, tool="submit_single_value", reason="no_turn")
 
     async with make_client(seat_history) as http:
         seats = {s["seat"]: s for s in (await http.get("/api/proposers")).json()["seats"]}

@@ -1,9 +1,9 @@
 """The events writer: an event, its message and its highscore row in one transaction.
 
 An event is written as its content model (``ax3l.shared.event_models``), which names it:
-``log.log(ProposalAccepted(...), process_id=...)``. The older form, a name and a dict
-(``log.log("proposal_accepted", {...})``), still works while call sites move over; both store
-the same bytes.
+``log.log(ProposalAccepted(...), process_id=...)``; every writer in the services does. The
+older form, a name and a dict (``log.log("proposal_accepted", {...})``), stores the same bytes
+and stays for the tests and tools that still use it, and for a test's row no model builds.
 """
 
 from __future__ import annotations
