@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import AsyncIterator, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +50,8 @@ def experiment(db_env: dict[str, str]) -> Iterator[Experiment]:
 
 @pytest.fixture
 def fake_snakelab() -> Iterator[FakeSnakeLab]:
-    fake = FakeSnakeLab()
-    try:
+    with closing(FakeSnakeLab()) as fake:
         yield fake
-    finally:
-        fake.close()
 
 
 @pytest.fixture

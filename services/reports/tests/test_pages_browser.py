@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from typing import Any
 
 import pytest
@@ -21,11 +22,8 @@ pytestmark = pytest.mark.skipif(not have_chromium(), reason="Debian's chromium i
 
 @pytest.fixture(scope="module")
 def snakelab() -> Iterator[FakeSnakeLab]:
-    fake = FakeSnakeLab()
-    try:
+    with closing(FakeSnakeLab()) as fake:
         yield fake
-    finally:
-        fake.close()
 
 
 @pytest.fixture(scope="module")

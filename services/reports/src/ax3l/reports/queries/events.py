@@ -29,21 +29,15 @@ class EventFilter:
     process_id: str | None = None
 
     def where(self) -> tuple[list[str], list[Any]]:
-        clauses: list[str] = []
-        args: list[Any] = []
-        if self.name is not None:
-            clauses.append("e.name = %s")
-            args.append(self.name)
-        elif self.category is not None:
-            clauses.append("e.category = %s")
-            args.append(self.category)
-        if self.parameter is not None:
-            clauses.append("e.parameter = %s")
-            args.append(self.parameter)
-        if self.process_id is not None:
-            clauses.append("e.process_id = %s")
-            args.append(self.process_id)
-        return clauses, args
+        # A name belongs to one category: with a name, the category adds nothing.
+        filters = (
+            ("e.name", self.name),
+            ("e.category", self.category if self.name is None else None),
+            ("e.parameter", self.parameter),
+            ("e.process_id", self.process_id),
+        )
+        used = [(column, value) for column, value in filters if value is not None]
+        return [f"{column} = %s" for column, _ in used], [value for _, value in used]
 
 
 def event_record(row: dict[str, Any]) -> Event:
