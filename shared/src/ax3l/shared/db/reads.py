@@ -15,11 +15,6 @@ RUN_COLUMNS = (
 )
 
 
-# The golden configuration's one model is its event's content; bench/bench_llm.py still
-# imports it by its old name.
-GoldenRecord = GoldenConfigCreated
-
-
 async def count_simulations(db: Database) -> int:
     """SnakeLab's total number of runs, any status, repeats included."""
     row = await db.fetchone(
