@@ -16,7 +16,7 @@ from typing import Any
 import pymysql
 
 from ax3l.compare.settings import CompareSettings
-from ax3l.shared.db.cli import ensure_schema
+from ax3l.shared.db.cli import ensure_schema, login_arguments
 from ax3l.shared.db.database import quote_identifier
 
 
@@ -57,16 +57,7 @@ class RepeatDatabases:
 
     def connect(self) -> Any:
         """A blocking autocommit connection as Ax3l's user (reads both databases)."""
-        s = self.settings
-        return pymysql.connect(
-            host=s.db_host,
-            port=s.db_port,
-            user=s.db_user,
-            password=s.db_password.get_secret_value(),
-            database=self.ax3l_db,
-            autocommit=True,
-            charset="utf8mb4",
-        )
+        return pymysql.connect(**login_arguments(self.settings), database=self.ax3l_db)
 
 
 def admin_connection(settings: CompareSettings) -> Any:

@@ -16,17 +16,25 @@ from ax3l.shared.db.errors import DatabaseError, SchemaMismatch, translate
 from ax3l.shared.settings import Settings, get_settings
 
 
+def login_arguments(settings: Settings) -> dict[str, Any]:
+    """``pymysql.connect``'s arguments for Ax3l's user on the configured server (utf8mb4,
+    autocommit), without the database."""
+    return {
+        "host": settings.db_host,
+        "port": settings.db_port,
+        "user": settings.db_user,
+        "password": settings.db_password.get_secret_value(),
+        "charset": "utf8mb4",
+        "autocommit": True,
+    }
+
+
 def connect(settings: Settings) -> Any:
     """A plain (blocking) connection to Ax3l's database, for administration."""
     try:
         return pymysql.connect(
-            host=settings.db_host,
-            port=settings.db_port,
-            user=settings.db_user,
-            password=settings.db_password.get_secret_value(),
+            **login_arguments(settings),
             database=settings.db_name,
-            charset="utf8mb4",
-            autocommit=True,
             connect_timeout=min(10, max(1, round(settings.db_acquire_timeout))),
             read_timeout=settings.db_query_timeout,
             write_timeout=settings.db_query_timeout,
