@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from ax3l.orchestrator.status import LoopStatus
@@ -39,22 +40,15 @@ class BaselineFailed(SubmissionRefused):
     configuration, this stops the loop, since no baseline means no comparison; the user acts."""
 
 
+@dataclass(eq=False)
 class OnceSubmitter:
     """Finds a usable run of a configuration, or submits it exactly once."""
 
-    def __init__(
-        self,
-        db: Database,
-        client: SnakeLabClient,
-        index: ConfigIndex,
-        interval: float,
-        status: LoopStatus,
-    ):
-        self.db = db
-        self.client = client
-        self.index = index
-        self.interval = interval
-        self.status = status
+    db: Database
+    client: SnakeLabClient
+    index: ConfigIndex
+    interval: float
+    status: LoopStatus
 
     async def usable_run(self, config: dict[str, Any]) -> str | None:
         """The newest stored run of ``config`` that has not failed, been cancelled or completed

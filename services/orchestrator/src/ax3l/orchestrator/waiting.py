@@ -101,24 +101,16 @@ class _Progress:
     state: str | None = None  # the last state SnakeLab or its tables gave
 
 
+@dataclass(eq=False)
 class RunWaiter:
     """Polls one run at a time to its end."""
 
-    def __init__(
-        self,
-        db: Database,
-        log: EventLog,
-        client: SnakeLabClient,
-        schema: ConfigSchema,
-        interval: float,
-        status: LoopStatus,
-    ):
-        self.db = db
-        self.log = log
-        self.client = client
-        self.schema = schema
-        self.interval = interval
-        self.status = status
+    db: Database
+    log: EventLog
+    client: SnakeLabClient
+    schema: ConfigSchema
+    interval: float
+    status: LoopStatus
 
     async def wait(
         self,

@@ -18,7 +18,7 @@ event is written, so tests can prove the run is adopted exactly once on restart.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -80,23 +80,19 @@ def _values_text(entry: Entry, values: dict[str, Any]) -> str:
     return " and ".join(pairs)
 
 
+@dataclass(eq=False)
 class SubmissionWorkflow:
     """Builds, checks and submits a candidate for one registry entry."""
 
-    def __init__(
-        self,
-        db: Database,
-        log: EventLog,
-        schema: ConfigSchema,
-        index: ConfigIndex,
-        snakelab: SnakeLabClient,
-    ):
-        self.db = db
-        self.log = log
-        self.schema = schema
-        self.index = index
-        self.snakelab = snakelab
-        self.gate = TurnGate(db, schema, log, index)
+    db: Database
+    log: EventLog
+    schema: ConfigSchema
+    index: ConfigIndex
+    snakelab: SnakeLabClient
+    gate: TurnGate = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.gate = TurnGate(self.db, self.schema, self.log, self.index)
 
     async def enter_turn(self, ctx: RequestContext, requested: str) -> RequestContext:
         """``ctx`` bound to the live turn when it is ``requested``'s; else ``TurnRefused``."""
