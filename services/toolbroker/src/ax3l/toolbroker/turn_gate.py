@@ -17,6 +17,7 @@ checkpoint and does not answer this one (the orchestrator's rule too).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ax3l.shared import intents
@@ -40,14 +41,14 @@ def describe(state: TurnState) -> str:
     )
 
 
+@dataclass(eq=False)
 class TurnGate:
     """Admits a proposal for ``requested`` only during that entry's live turn."""
 
-    def __init__(self, db: Database, schema: ConfigSchema, log: EventLog, index: ConfigIndex):
-        self.db = db
-        self.schema = schema
-        self.log = log
-        self.index = index
+    db: Database
+    schema: ConfigSchema
+    log: EventLog
+    index: ConfigIndex
 
     async def admit(self, requested: str) -> TurnState:
         """The live turn when it is ``requested``'s, else ``TurnRefused`` naming the turn."""

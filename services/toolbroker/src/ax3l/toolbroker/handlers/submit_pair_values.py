@@ -9,31 +9,27 @@ from __future__ import annotations
 from typing import Any
 
 from ax3l.shared import registry
-from ax3l.shared.config_schema import ConfigSchema
+from ax3l.toolbroker.handlers import EntryHandler
 from ax3l.toolbroker.results import HandlerResult
-from ax3l.toolbroker.submission import RequestContext, SubmissionWorkflow
-from ax3l.toolbroker.value_rules import leaf_problems, number_problem, require_fields, require_name
+from ax3l.toolbroker.submission import RequestContext
+from ax3l.toolbroker.value_rules import leaf_problems, number_problem
 
 METHOD = "submit_pair_values"
 FIELDS = ("pair", "value_1", "value_2")
 
 
-class SubmitPairValuesHandler:
+class SubmitPairValuesHandler(EntryHandler):
     """Checks the payload, the live turn, both values and the pair name, then runs the
     workflow."""
 
     source_name = "SubmitPairValuesHandler"
-
-    def __init__(self, schema: ConfigSchema, workflow: SubmissionWorkflow):
-        self.schema = schema
-        self.workflow = workflow
+    method = METHOD
+    fields = FIELDS
+    name_field = "pair"
 
     async def __call__(self, payload: dict[str, Any], ctx: RequestContext) -> HandlerResult:
-        require_fields(payload, FIELDS, METHOD)
-        name = require_name(payload, "pair", METHOD)
-        ctx = await self.workflow.enter_turn(ctx, name)
+        name, known, ctx = await self.admit(payload, ctx)
         values = {"value_1": payload["value_1"], "value_2": payload["value_2"]}
-        known = name if name in registry.BY_NAME else None
         problems = [p for field, v in values.items() if (p := number_problem(field, v))]
         if problems:
             return await self.workflow.reject_invalid(ctx, known, values, "; ".join(problems))

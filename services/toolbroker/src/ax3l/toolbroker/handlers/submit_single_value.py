@@ -5,31 +5,27 @@ from __future__ import annotations
 from typing import Any
 
 from ax3l.shared import registry
-from ax3l.shared.config_schema import ConfigSchema
+from ax3l.toolbroker.handlers import EntryHandler
 from ax3l.toolbroker.results import HandlerResult
-from ax3l.toolbroker.submission import RequestContext, SubmissionWorkflow
-from ax3l.toolbroker.value_rules import leaf_problems, number_problem, require_fields, require_name
+from ax3l.toolbroker.submission import RequestContext
+from ax3l.toolbroker.value_rules import leaf_problems, number_problem
 
 METHOD = "submit_single_value"
 FIELDS = ("parameter", "value")
 
 
-class SubmitSingleValueHandler:
+class SubmitSingleValueHandler(EntryHandler):
     """Checks the payload, the live turn, the value and the parameter name, then runs the
     workflow."""
 
     source_name = "SubmitSingleValueHandler"
-
-    def __init__(self, schema: ConfigSchema, workflow: SubmissionWorkflow):
-        self.schema = schema
-        self.workflow = workflow
+    method = METHOD
+    fields = FIELDS
+    name_field = "parameter"
 
     async def __call__(self, payload: dict[str, Any], ctx: RequestContext) -> HandlerResult:
-        require_fields(payload, FIELDS, METHOD)
-        name = require_name(payload, "parameter", METHOD)
-        ctx = await self.workflow.enter_turn(ctx, name)
+        name, known, ctx = await self.admit(payload, ctx)
         value = payload["value"]
-        known = name if name in registry.BY_NAME else None
         problem = number_problem("value", value)
         if problem:
             return await self.workflow.reject_invalid(ctx, known, {"value": value}, problem)
