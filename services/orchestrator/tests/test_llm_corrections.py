@@ -7,6 +7,7 @@ import json
 import time
 from typing import Any
 
+from ax3l.shared.registry import ENTRIES
 from ax3l.testing.scripted_llm import random_call_ranges
 from ax3l.testing.stack import Stack, check_history
 
@@ -79,9 +80,12 @@ def test_every_request_is_capped_and_a_cut_reply_is_a_length_failure(stack: Stac
 
     requests = model.requests()
     assert requests and all(r["max_tokens"] == 64 for r in requests)
-    (failure,) = stack.events("llm_request_failed")
+    # The first turn's events (the next turn may have begun before the stop).
+    first = ENTRIES[0].name
+    (failure,) = [e for e in stack.events("llm_request_failed") if e.parameter == first]
     assert failure.get("kind") == "length" and "64 completion tokens" in failure.get("detail")
-    assert stack.events("prompt_sent")[-1].source_name == "ReplyTooLong"
+    prompts = [e for e in stack.events("prompt_sent") if e.parameter == first]
+    assert prompts[-1].source_name == "ReplyTooLong"
     # The cut text is not fed back: the correction follows the opening prompts directly.
     assert len(requests[1]["messages"]) == len(requests[0]["messages"]) + 1
     assert stack.events("conversation_ended")[0].get("outcome") == "accepted"
@@ -123,7 +127,9 @@ def test_a_turn_the_model_keeps_failing_goes_to_the_fallback_and_the_streak_rese
 def test_the_failure_streak_survives_a_restart(stack: Stack) -> None:
     """The streak is read from the events: a restarted orchestrator falls back at once."""
     stack.start()
-    model = stack.start_model({"then": {"status": 500, "body": "down"}})
+    # A second between failures: the first process is killed after exactly one (the MCP child
+    # starts in milliseconds, so instant failures could reach the streak before the kill).
+    model = stack.start_model({"then": {"status": 500, "body": "down", "delay": 1.0}})
     env = {"AX3L_LLM_FALLBACK_AFTER": "2"}
     proc = stack.orchestrator("llm", url=model.url, env=env)
     stack.wait_for(

@@ -10,7 +10,7 @@ Script file::
 
     {
       "replies": [behaviour, ...],   # consumed in order, one per request
-      "then": behaviour              # once the replies run out (default: HTTP 500)
+      "then": behaviour              # once the replies run out (default: HTTP 500 after 30 s)
     }
 
 Behaviours (every one may add ``"delay": seconds`` before answering)::
@@ -45,7 +45,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-DEFAULT_THEN: dict[str, Any] = {"status": 500, "body": "scripted model: the script has run out"}
+# A script that has run out answers slowly: a test that stops after the turns it scripted must
+# not see the next turn's conversation fail at once (an MCP child starts in milliseconds).
+DEFAULT_THEN: dict[str, Any] = {
+    "status": 500,
+    "body": "scripted model: the script has run out",
+    "delay": 30,
+}
 
 
 class Script:
