@@ -71,11 +71,13 @@ class ModelServer:
         self.url = f"http://127.0.0.1:{port}"
         self.record = record
 
-    def requests(self) -> list[dict[str, Any]]:
-        """Every request body received, in order."""
+    def requests(self, since: float | None = None) -> list[dict[str, Any]]:
+        """Every request body received, in order (only those received after the ``time.time()``
+        moment ``since``, when given)."""
         if not self.record.exists():
             return []
-        return [json.loads(line)["body"] for line in self.record.read_text().splitlines() if line]
+        entries = [json.loads(line) for line in self.record.read_text().splitlines() if line]
+        return [e["body"] for e in entries if since is None or e["received_at"] > since]
 
 
 def bundled_schema() -> dict[str, Any]:
