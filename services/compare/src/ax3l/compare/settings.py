@@ -11,30 +11,23 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, SecretStr
 
 from ax3l.shared.env_files import read_env_file, setting_names
-from ax3l.shared.settings import Settings
+from ax3l.shared.settings import Settings, setting
 
 
 class CompareSettings(Settings):
     """Shared settings plus the comparison's own (each documents its variable)."""
 
-    admin_user: str | None = Field(
-        None,
-        validation_alias="AX3L_DB_ADMIN_USER",
-        description="a login that may CREATE and DROP databases and GRANT on them (the"
-        " throwaway databases of each repeat); never passed to any process",
-    )
-    admin_password: SecretStr = Field(SecretStr(""), validation_alias="AX3L_DB_ADMIN_PASSWORD")
-    snakelab_db_user: str = Field("snakelab", validation_alias="SNAKELAB_DB_USER")
-    snakelab_db_password: SecretStr = Field(SecretStr(""), validation_alias="SNAKELAB_DB_PASSWORD")
-    parallel: int | None = Field(
-        None,
-        validation_alias=AliasChoices("AX3L_COMPARE_PARALLEL"),
-        ge=1,
-        description="repeats side by side (--parallel); unset: half the cores, at least one",
-    )
+    admin_user: str | None = setting(None, "AX3L_DB_ADMIN_USER")
+    """a login that may CREATE and DROP databases and GRANT on them (the throwaway databases of each
+    repeat); never passed to any process"""
+    admin_password: SecretStr = setting(SecretStr(""), "AX3L_DB_ADMIN_PASSWORD")
+    snakelab_db_user: str = setting("snakelab", "SNAKELAB_DB_USER")
+    snakelab_db_password: SecretStr = setting(SecretStr(""), "SNAKELAB_DB_PASSWORD")
+    parallel: int | None = setting(None, AliasChoices("AX3L_COMPARE_PARALLEL"), ge=1)
+    """repeats side by side (--parallel); unset: half the cores, at least one"""
 
     def default_parallel(self) -> int:
         if self.parallel is not None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, SecretStr
 
-from ax3l.shared.settings import Settings
+from ax3l.shared.settings import Settings, setting
 
 
 class ReportsSettings(Settings):
@@ -15,32 +15,20 @@ class ReportsSettings(Settings):
 
     # The report server only reads: it logs in as its own SELECT-only user when one is set
     # (`ax3l-db grant-reports`), else as Ax3l's user. Set both variables of the pair.
-    db_user: str = Field("ax3l", validation_alias=AliasChoices("AX3L_REPORTS_DB_USER", "DB_USER"))
-    db_password: SecretStr = Field(
-        SecretStr(""), validation_alias=AliasChoices("AX3L_REPORTS_DB_PASSWORD", "DB_PASSWORD")
+    db_user: str = setting("ax3l", AliasChoices("AX3L_REPORTS_DB_USER", "DB_USER"))
+    db_password: SecretStr = setting(
+        SecretStr(""), AliasChoices("AX3L_REPORTS_DB_PASSWORD", "DB_PASSWORD")
     )
 
-    status_timeout: float = Field(
-        1.0,
-        validation_alias="AX3L_REPORTS_STATUS_TIMEOUT",
-        gt=0,
-        description="seconds to wait for SnakeLab's control socket before showing it unavailable",
-    )
-    status_interval: float = Field(
-        3.0,
-        validation_alias="AX3L_REPORTS_STATUS_INTERVAL",
-        gt=0,
-        description="seconds between SnakeLab status polls (pages show the latest poll)",
-    )
-    orchestrator_url: str | None = Field(
-        None,
-        validation_alias="AX3L_ORCHESTRATOR_URL",
-        description="the orchestrator's status API base URL; unset: AX3L_HTTP_HOST and"
-        " AX3L_ORCHESTRATOR_PORT (http://127.0.0.1:28871)",
-    )
-    page_size: int = Field(
-        100, validation_alias="AX3L_REPORTS_PAGE_SIZE", ge=1, le=500, description="events per page"
-    )
+    status_timeout: float = setting(1.0, "AX3L_REPORTS_STATUS_TIMEOUT", gt=0)
+    """seconds to wait for SnakeLab's control socket before showing it unavailable"""
+    status_interval: float = setting(3.0, "AX3L_REPORTS_STATUS_INTERVAL", gt=0)
+    """seconds between SnakeLab status polls (pages show the latest poll)"""
+    orchestrator_url: str | None = setting(None, "AX3L_ORCHESTRATOR_URL")
+    """the orchestrator's status API base URL; unset: AX3L_HTTP_HOST and AX3L_ORCHESTRATOR_PORT
+    (http://127.0.0.1:28871)"""
+    page_size: int = setting(100, "AX3L_REPORTS_PAGE_SIZE", ge=1, le=500)
+    """events per page"""
 
     def orchestrator_status_url(self) -> str:
         """Where the status bar reads what the loop is doing (``/api/status``)."""
