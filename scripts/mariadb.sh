@@ -10,6 +10,8 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=../deploy/mysql-init/ax3l-users.bash
+. "$repo/deploy/mysql-init/ax3l-users.bash"
 run_dir=${AX3L_RUN_DIR:-$repo/.run}
 base=$run_dir/mariadb
 data=$base/data
@@ -104,21 +106,12 @@ ENV
 
 apply_users() {
   load_secrets
-  admin_sql <<SQL
-CREATE DATABASE IF NOT EXISTS ax3l CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;
-CREATE DATABASE IF NOT EXISTS snakelab CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;
-CREATE USER IF NOT EXISTS 'ax3l'@'%' IDENTIFIED BY '$ax3l_pw';
-CREATE USER IF NOT EXISTS 'snakelab'@'%' IDENTIFIED BY '$snakelab_pw';
-CREATE USER IF NOT EXISTS 'ax3l_reports'@'%' IDENTIFIED BY '$reports_pw';
-CREATE USER IF NOT EXISTS 'ax3l_admin'@'%' IDENTIFIED BY '$admin_pw';
-GRANT ALL PRIVILEGES ON ax3l.* TO 'ax3l'@'%';
-GRANT SELECT ON snakelab.* TO 'ax3l'@'%';
-GRANT ALL PRIVILEGES ON snakelab.* TO 'snakelab'@'%';
-GRANT SELECT ON ax3l.* TO 'ax3l_reports'@'%';
-GRANT SELECT ON snakelab.* TO 'ax3l_reports'@'%';
-GRANT ALL PRIVILEGES ON *.* TO 'ax3l_admin'@'%' WITH GRANT OPTION;
-FLUSH PRIVILEGES;
-SQL
+  {
+    ax3l_users_sql ax3l_reports "$ax3l_pw" "$snakelab_pw" "$reports_pw"
+    echo "CREATE USER IF NOT EXISTS 'ax3l_admin'@'%' IDENTIFIED BY '$admin_pw';"
+    echo "GRANT ALL PRIVILEGES ON *.* TO 'ax3l_admin'@'%' WITH GRANT OPTION;"
+    echo "FLUSH PRIVILEGES;"
+  } | admin_sql
 }
 
 start() {

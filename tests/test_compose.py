@@ -143,7 +143,7 @@ def test_report_server_gets_only_its_read_only_login():
     reports = next(service for service in stack.services(env) if service.name == "reports")
     passed = reports.environment({**env, "DB_USER": "ax3l", "DB_PASSWORD": "rw"})
     assert passed == env
-    init = (REPO / "deploy" / "mysql-init" / "01-ax3l.sh").read_text()
+    init = (REPO / "deploy" / "mysql-init" / "ax3l-users.bash").read_text()
     assert "GRANT SELECT ON ax3l.* TO '${reports_user}'@'%';" in init
     assert "GRANT SELECT ON snakelab.* TO '${reports_user}'@'%';" in init
 
