@@ -212,7 +212,7 @@ class OrchestratorStatusApi:
         async def serve() -> None:
             db = Database(settings)
             resources = ApiResources(
-                status, db, SnakeLabClient(f"tcp://127.0.0.1:{free_port()}", timeout=0.2)
+                db, SnakeLabClient(f"tcp://127.0.0.1:{free_port()}", timeout=0.2), status
             )
             config = uvicorn.Config(
                 create_app(resources), host="127.0.0.1", port=port, log_level="warning"

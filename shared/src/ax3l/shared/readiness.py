@@ -3,7 +3,9 @@
 One shape, so a supervisor, a healthcheck or a person reads all three the same way.
 
 ``readiness_router`` builds the two routes, ``/health`` and ``/ready``, from a service's own
-checks.
+checks. ``ServiceResources`` is what the orchestrator's and the broker's ``main`` open for their
+routes (``app.state.resources``, read by ``app_resources``), and ``dependency_problems`` is the
+check both make of it.
 
 The status code carries the verdict (200 ready, 503 not), so a probe that only looks at the
 code needs nothing else; the body says which checks ran and, for each that failed, why.
@@ -13,7 +15,8 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
 
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict
@@ -90,6 +93,31 @@ async def snakelab_problem(snakelab: SnakeLabClient) -> str | None:
     except Exception as exc:  # a malformed health reply must not turn /ready into a 500
         return f"{type(exc).__name__}: unexpected health reply"
     return None
+
+
+Status = TypeVar("Status")
+
+
+@dataclass(frozen=True)
+class ServiceResources(Generic[Status]):
+    """What a service's routes read: the database, SnakeLab and the service's live status."""
+
+    db: Database
+    snakelab: SnakeLabClient
+    status: Status
+
+
+def app_resources(request: Request) -> Any:
+    """The resources the service's ``main`` (or a test) handed to its app."""
+    return request.app.state.resources
+
+
+async def dependency_problems(resources: ServiceResources[Any]) -> dict[str, str | None]:
+    """The database's and SnakeLab's check, in that order."""
+    return {
+        "database": await database_problem(resources.db),
+        "snakelab": await snakelab_problem(resources.snakelab),
+    }
 
 
 # A service's checks: each check's outcome, in order (None when it passed, else why not).

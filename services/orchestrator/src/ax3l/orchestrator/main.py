@@ -178,7 +178,7 @@ def _wire(settings: Settings, schema: ConfigSchema, proposer_name: str) -> _Proc
     )
     server = _Server(
         uvicorn.Config(
-            create_app(ApiResources(status, db, snakelab)),
+            create_app(ApiResources(db, snakelab, status)),
             host=settings.http_host,
             port=settings.orchestrator_port,
             log_level="warning",

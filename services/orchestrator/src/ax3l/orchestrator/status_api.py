@@ -3,43 +3,31 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeAlias
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 
 from ax3l.orchestrator.status import LoopStatus
-from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.db.reads import count_simulations
-from ax3l.shared.readiness import database_problem, readiness_router, snakelab_problem
-from ax3l.shared.snakelab_client import SnakeLabClient
+from ax3l.shared.readiness import (
+    ServiceResources,
+    app_resources,
+    dependency_problems,
+    readiness_router,
+)
 
-
-@dataclass(frozen=True)
-class ApiResources:
-    """What the routes read: the live status and the two dependencies /ready checks."""
-
-    status: LoopStatus
-    db: Database
-    snakelab: SnakeLabClient
-
-
-def get_resources(request: Request) -> ApiResources:
-    resources: ApiResources = request.app.state.resources
-    return resources
-
-
-ResourcesDep = Annotated[ApiResources, Depends(get_resources)]
+# What the routes read: the live status and the two dependencies /ready checks.
+ApiResources: TypeAlias = ServiceResources[LoopStatus]
+ResourcesDep = Annotated[ApiResources, Depends(app_resources)]
 
 
 async def checks(request: Request) -> Mapping[str, str | None]:
     """Both databases and SnakeLab answer and the loop has not stopped; 503 otherwise (during
     an outage the problem says since when the database is waited for)."""
-    resources = get_resources(request)
+    resources: ApiResources = app_resources(request)
     return {
-        "database": await database_problem(resources.db),
-        "snakelab": await snakelab_problem(resources.snakelab),
+        **await dependency_problems(resources),
         "loop": resources.status.stop_reason or None,
     }
 

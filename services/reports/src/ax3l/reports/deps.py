@@ -17,14 +17,9 @@ from ax3l.reports.snakelab_status import SnakeLabMonitor
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.cycles import CycleTracker
 from ax3l.shared.db.database import Database
+from ax3l.shared.readiness import app_resources
 
-
-def get_resources(request: Request) -> Resources:
-    resources: Resources = request.app.state.resources
-    return resources
-
-
-ResourcesDep = Annotated[Resources, Depends(get_resources)]
+ResourcesDep = Annotated[Resources, Depends(app_resources)]
 
 
 def get_db(resources: ResourcesDep) -> Database:

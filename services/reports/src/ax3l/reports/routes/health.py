@@ -6,13 +6,12 @@ from collections.abc import Mapping
 
 from fastapi import Request
 
-from ax3l.reports.deps import get_resources
-from ax3l.shared.readiness import database_problem, readiness_router
+from ax3l.shared.readiness import app_resources, database_problem, readiness_router
 
 
 async def checks(request: Request) -> Mapping[str, str | None]:
     """Ready when Ax3l's database and SnakeLab's tables can be read; 503 otherwise."""
-    return {"database": await database_problem(get_resources(request).db)}
+    return {"database": await database_problem(app_resources(request).db)}
 
 
 router = readiness_router(

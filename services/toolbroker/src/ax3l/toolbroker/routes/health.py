@@ -6,17 +6,12 @@ from collections.abc import Mapping
 
 from fastapi import Request
 
-from ax3l.shared.readiness import database_problem, readiness_router, snakelab_problem
-from ax3l.toolbroker.deps import get_resources
+from ax3l.shared.readiness import app_resources, dependency_problems, readiness_router
 
 
 async def checks(request: Request) -> Mapping[str, str | None]:
     """Ready when both databases answer and SnakeLab answers ``health``; 503 otherwise."""
-    resources = get_resources(request)
-    return {
-        "database": await database_problem(resources.db),
-        "snakelab": await snakelab_problem(resources.snakelab),
-    }
+    return await dependency_problems(app_resources(request))
 
 
 router = readiness_router(checks, tags=["health"])
