@@ -19,24 +19,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import random
 import time
 import uuid
 from datetime import datetime
 from pathlib import Path
 
-from ax3l.orchestrator.comparable_history import ComparableHistory, HistoryRun, load_history
+from ax3l.orchestrator.comparable_history import ComparableHistory, load_history
 from ax3l.orchestrator.prompt_budget import (
     DEFAULT_CONTEXT_TOKENS,
     estimate_tokens,
     prompt_token_budget,
 )
 from ax3l.orchestrator.prompts import PromptContext, conversation_prompts, prompts_tokens
-from ax3l.shared.config_schema import Leaf, load_schema
+from ax3l.shared.config_schema import load_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.event_models import GoldenConfigCreated
-from ax3l.shared.registry import BY_NAME, Entry, leaf_domain
+from ax3l.shared.registry import BY_NAME, Entry
+from ax3l.testing.histories import synthetic_history
 from ax3l.testing.plugin import TestDatabases, create_snakelab_tables, scratch_databases
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,36 +53,8 @@ MAX_TOKENS = 4096
 CORRECTIONS = 3
 
 
-def _values(entry: Entry, rng: random.Random) -> tuple[int | float, ...]:
-    """One value per path, uniform over the schema's range: one of its steps where it has
-    them, else to three significant digits of the range's top (so values repeat, as in a
-    long history)."""
-    return tuple(_draw(SCHEMA.by_path[path], rng) for path in entry.paths)
-
-
-def _draw(leaf: Leaf, rng: random.Random) -> int | float:
-    steps = leaf_domain(leaf)
-    if steps is not None:
-        return SCHEMA.coerce(leaf, rng.choice(steps))
-    assert leaf.minimum is not None and leaf.maximum is not None
-    decimals = 2 - math.floor(math.log10(abs(leaf.maximum) or 1))
-    return round(rng.uniform(leaf.minimum, leaf.maximum), decimals)
-
-
 def _history(entry: Entry, runs: int) -> ComparableHistory:
-    rng = random.Random(runs)
-    made = tuple(
-        HistoryRun(
-            str(uuid.UUID(int=rng.getrandbits(128))),
-            "completed" if rng.random() < 0.9 else "failed",
-            rng.randrange(60),
-            SEED - SEEDS + 1 + i * SEEDS // runs,
-            _values(entry, rng),
-        )
-        for i in range(runs)
-    )
-    golden = tuple(SCHEMA.get(DEFAULTS, path) for path in entry.paths)
-    return ComparableHistory(entry, SEED, golden, made)
+    return synthetic_history(SCHEMA, entry, runs, seed=SEED, seeds=SEEDS, rng=random.Random(runs))
 
 
 def _tool(entry: Entry) -> dict[str, object]:

@@ -38,6 +38,7 @@ from ax3l.shared.config_schema import load_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.event_models import GoldenConfigCreated
 from ax3l.shared.registry import BY_NAME
+from ax3l.testing.histories import synthetic_history
 from ax3l.testing.plugin import TestDatabases
 
 SCHEMA = load_schema()
@@ -50,32 +51,12 @@ BUDGET = 10_000
 JSON_BLOCK = re.compile(r"```json\n(.*)\n```", re.S)
 
 
-def random_values(name: str, rng: random.Random) -> tuple[int | float, ...]:
-    if name == "hidden_size":
-        return (64 + 16 * rng.randrange(21),)
-    if name == "learning_rate":
-        return (round(rng.uniform(0.0005, 0.005), 5),)
-    if name == "epsilon_pair":
-        return (round(rng.uniform(0.85, 0.999), 3), round(rng.uniform(0.9, 0.999), 3))
-    return (rng.randrange(7), -rng.randrange(7))  # reward_pair
-
-
 def long_history(name: str, runs: int, seeds: int = 21, seed: int = 7) -> ComparableHistory:
     """``runs`` comparable runs spread over ``seeds`` seeds ending at the current one."""
     rng = random.Random(seed)
-    entry = BY_NAME[name]
-    made = tuple(
-        HistoryRun(
-            str(uuid.UUID(int=rng.getrandbits(128))),
-            rng.choice(("completed", "completed", "completed", "failed")),
-            rng.randrange(60),
-            SEED - seeds + 1 + i * seeds // runs,
-            random_values(name, rng),
-        )
-        for i in range(runs)
+    return synthetic_history(
+        SCHEMA, BY_NAME[name], runs, seed=SEED, seeds=seeds, rng=rng, failed_share=0.25
     )
-    golden_values = tuple(SCHEMA.get(DEFAULTS, path) for path in entry.paths)
-    return ComparableHistory(entry, SEED, golden_values, made)
 
 
 def context(history: ComparableHistory, first: bool = False) -> PromptContext:
