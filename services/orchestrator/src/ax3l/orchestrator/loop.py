@@ -20,7 +20,6 @@ from tenacity import (
 )
 
 from ax3l.orchestrator.comparison import finish_proposal, pending_proposal
-from ax3l.orchestrator.cycles import read_cycles
 from ax3l.orchestrator.exhaustion import skip_if_exhausted
 from ax3l.orchestrator.proposers import ConversationFailed, Proposer, TurnContext
 from ax3l.orchestrator.proposers.base import TurnAhead
@@ -31,6 +30,7 @@ from ax3l.orchestrator.status import Phase
 from ax3l.orchestrator.submission import SubmissionRefused
 from ax3l.orchestrator.turns import ParameterOrderChanged, next_turn, write_checkpoint
 from ax3l.shared.crash_points import crash_point
+from ax3l.shared.cycles import CycleTracker
 from ax3l.shared.db.errors import DatabaseError, DatabaseTimeout
 from ax3l.shared.db.reads import current_golden
 
@@ -49,6 +49,7 @@ class ExperimentLoop:
         backoff_max = services.settings.retry_backoff_max
         self._initial_backoff = min(1.0, backoff_max)
         self.steps = 0
+        self.cycles = CycleTracker()
         self._last_unexpected: str | None = None
 
     async def run(self) -> None:
@@ -125,7 +126,7 @@ class ExperimentLoop:
         golden_event_id, golden = golden_event
         status.seed, status.golden_run_id = golden.seed, golden.run_id
         status.golden_high_score = golden.high_score
-        cycles = await read_cycles(db)
+        cycles = await self.cycles.refresh(db)
         status.cycles, status.stagnant_cycles = cycles.complete, cycles.stagnant
 
         rotation = await pending_rotation(services, golden_event_id)
