@@ -12,11 +12,15 @@ new is submitted; a new run goes through ``OnceSubmitter``, which never resends 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from ax3l.orchestrator.attempts import StoredRun, attempt_number, stored_runs, unrecorded_runs
-from ax3l.orchestrator.services import LoopServices
+from ax3l.orchestrator.event_reads import StoredEvent
+from ax3l.orchestrator.services import LoopServices, StepFailed
+from ax3l.orchestrator.status import Phase
 from ax3l.orchestrator.submission import BaselineFailed
+from ax3l.orchestrator.waiting import RunOutcome
 from ax3l.shared.event_models import SimulationSubmitted
 
 logger = logging.getLogger(__name__)
@@ -44,7 +48,52 @@ def _give_up_problem(services: LoopServices, runs: list[StoredRun], what: str) -
     )
 
 
-async def next_baseline_run(
+@dataclass(frozen=True)
+class BaselineKind:
+    """Seeding or a seed rotation: how its runs are recorded and where tests may crash it."""
+
+    phase: Phase
+    purpose: str  # simulation_submitted's purpose
+    source_name: str
+    crash_at: str  # its crash points are <crash_at>_after_submit and <crash_at>_waiting
+
+
+async def scored_baseline(
+    services: LoopServices,
+    kind: BaselineKind,
+    config: dict[str, Any],
+    record: StoredEvent[SimulationSubmitted] | None,
+    *,
+    what: str,
+    parent_event_id: int | None,
+) -> tuple[str, RunOutcome]:
+    """The baseline's run and how it ended with a high score: the recorded run (``record``, a
+    usable one) or else the next one, waited for; ``StepFailed`` when it ends without a score.
+    """
+    if record is None:
+        run_id, record_id = await _next_baseline_run(
+            services,
+            config,
+            what=what,
+            purpose=kind.purpose,
+            source_name=kind.source_name,
+            parent_event_id=parent_event_id,
+            crash_after_submit=f"{kind.crash_at}_after_submit",
+        )
+    else:
+        run_id, record_id = str(record.process_id), record.event_id
+    print(f"ax3l-orchestrator: {what} with run {run_id}", flush=True)
+    services.status.set_phase(kind.phase, run_id=run_id)
+    deadline = services.settings.run_deadline_seconds
+    outcome = await services.waiter.wait(
+        run_id, record_id, crash_at=f"{kind.crash_at}_waiting", deadline=deadline
+    )
+    if not outcome.scored:
+        raise StepFailed(f"the {what} run {run_id} ended {outcome.state}: {outcome.error}")
+    return run_id, outcome
+
+
+async def _next_baseline_run(
     services: LoopServices,
     config: dict[str, Any],
     *,
@@ -54,10 +103,8 @@ async def next_baseline_run(
     parent_event_id: int | None,
     crash_after_submit: str,
 ) -> tuple[str, int]:
-    """``(run_id, simulation_submitted event id)`` of the baseline run to wait for now.
-
-    Call only when no recorded run of this baseline is still usable.
-    """
+    """``(run_id, simulation_submitted event id)`` of the baseline run to wait for now, when
+    no recorded run of this baseline is still usable."""
     runs = await stored_runs(services, config)
     lost = await unrecorded_runs(services, runs)
     if lost:

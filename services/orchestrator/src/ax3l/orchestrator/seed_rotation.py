@@ -12,10 +12,10 @@ from __future__ import annotations
 import logging
 from typing import TypeAlias
 
-from ax3l.orchestrator.baselines import next_baseline_run
+from ax3l.orchestrator.baselines import BaselineKind, scored_baseline
 from ax3l.orchestrator.event_reads import StoredEvent, latest
 from ax3l.orchestrator.golden import create_golden
-from ax3l.orchestrator.services import LoopServices, StepFailed
+from ax3l.orchestrator.services import LoopServices
 from ax3l.orchestrator.status import Phase
 from ax3l.orchestrator.waiting import ended_unscored
 from ax3l.shared.crash_points import crash_point
@@ -29,6 +29,7 @@ from ax3l.shared.event_models import (
 logger = logging.getLogger(__name__)
 
 SOURCE = "SeedRotation"
+ROTATION = BaselineKind(Phase.ROTATING, "seed_rotation", SOURCE, crash_at="rotation")
 
 
 Rotation: TypeAlias = StoredEvent[SeedRotationStarted]
@@ -108,29 +109,10 @@ async def finish_rotation(services: LoopServices, rotation: Rotation) -> None:
             source_name=SOURCE,
         )
     record = await _baseline_record(services, rotation)
-    if record is None:
-        run_id, record_id = await next_baseline_run(
-            services,
-            config,
-            what=f"seed {new_seed} baseline",
-            purpose="seed_rotation",
-            source_name=SOURCE,
-            parent_event_id=rotation.event_id,
-            crash_after_submit="rotation_after_submit",
-        )
-    else:
-        run_id, record_id = str(record.process_id), record.event_id
-    status.set_phase(Phase.ROTATING, run_id=run_id)
-    outcome = await services.waiter.wait(
-        run_id,
-        record_id,
-        crash_at="rotation_waiting",
-        deadline=services.settings.run_deadline_seconds,
+    what = f"seed {new_seed} baseline"
+    run_id, outcome = await scored_baseline(
+        services, ROTATION, config, record, what=what, parent_event_id=rotation.event_id
     )
-    if not outcome.scored:
-        raise StepFailed(
-            f"the seed {new_seed} baseline run {run_id} ended {outcome.state}: {outcome.error}"
-        )
     assert outcome.high_score is not None
     previous = started.golden_high_score
     await create_golden(

@@ -12,10 +12,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ax3l.orchestrator.baselines import next_baseline_run
+from ax3l.orchestrator.baselines import BaselineKind, scored_baseline
 from ax3l.orchestrator.event_reads import StoredEvent, latest
 from ax3l.orchestrator.golden import create_golden
-from ax3l.orchestrator.services import LoopServices, StepFailed
+from ax3l.orchestrator.services import LoopServices
 from ax3l.orchestrator.status import Phase
 from ax3l.orchestrator.waiting import ended_unscored
 from ax3l.shared.db.reads import count_simulations
@@ -24,6 +24,7 @@ from ax3l.shared.event_models import SimulationSubmitted
 logger = logging.getLogger(__name__)
 
 SOURCE = "InitialSeeding"
+SEEDING = BaselineKind(Phase.SEEDING, "seeding", SOURCE, crash_at="seeding")
 
 
 async def _usable_record(services: LoopServices) -> StoredEvent[SimulationSubmitted] | None:
@@ -62,27 +63,9 @@ async def seed(services: LoopServices) -> None:
                 " with a run of the default configuration (reused if one exists)",
                 existing,
             )
-        run_id, record_id = await next_baseline_run(
-            services,
-            config,
-            what="initial seeding",
-            purpose="seeding",
-            source_name=SOURCE,
-            parent_event_id=None,
-            crash_after_submit="seeding_after_submit",
-        )
-    else:
-        run_id, record_id = str(record.process_id), record.event_id
-    print(f"ax3l-orchestrator: seeding with run {run_id}", flush=True)
-    status.set_phase(Phase.SEEDING, run_id=run_id)
-    outcome = await services.waiter.wait(
-        run_id,
-        record_id,
-        crash_at="seeding_waiting",
-        deadline=services.settings.run_deadline_seconds,
+    run_id, outcome = await scored_baseline(
+        services, SEEDING, config, record, what="seeding", parent_event_id=None
     )
-    if not outcome.scored:
-        raise StepFailed(f"the seeding run {run_id} ended {outcome.state}: {outcome.error}")
     assert outcome.high_score is not None
     run_config = outcome.config or config
     seed_value = int(run_config["seed"])
