@@ -227,19 +227,25 @@ async def _json_response(
     await send({"type": "http.response.body", "body": raw})
 
 
+@dataclass(eq=False)
 class SeatEndpoint:
     """The seats' MCP server: its tools, its HTTP app and its lifetime."""
 
-    def __init__(self, reads: SeatReads, log: EventLog, settings: Settings, board: TurnBoard):
-        self.reads = reads
-        self.log = log
-        self.settings = settings
-        self.board = board
+    reads: SeatReads
+    log: EventLog
+    settings: Settings
+    board: TurnBoard
+    limiter: RateLimiter = field(init=False)
+    client: ZMQClient = field(init=False)
+    mcp: MCPServer = field(init=False)
+    _server: uvicorn.Server | None = field(default=None, init=False)
+    _task: asyncio.Task[None] | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        settings = self.settings
         self.limiter = RateLimiter(settings.seat_rate_limit)
         self.client = ZMQClient(client_endpoint(settings), timeout=settings.zmq_timeout)
         self.mcp = self._build()
-        self._server: uvicorn.Server | None = None
-        self._task: asyncio.Task[None] | None = None
 
     # -- events ---------------------------------------------------------------------------
 
