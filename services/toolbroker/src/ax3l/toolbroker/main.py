@@ -40,10 +40,7 @@ from ax3l.shared.tasks import stop_task
 from ax3l.shared.tool_channel import listen_endpoint
 from ax3l.toolbroker.api import create_app
 from ax3l.toolbroker.deps import BrokerResources
-from ax3l.toolbroker.handlers.submit_pair_values import METHOD as PAIR_METHOD
-from ax3l.toolbroker.handlers.submit_pair_values import SubmitPairValuesHandler
-from ax3l.toolbroker.handlers.submit_single_value import METHOD as SINGLE_METHOD
-from ax3l.toolbroker.handlers.submit_single_value import SubmitSingleValueHandler
+from ax3l.toolbroker.handlers import SubmitHandler
 from ax3l.toolbroker.listener import ToolListener
 from ax3l.toolbroker.status import BrokerStatus
 from ax3l.toolbroker.submission import SubmissionWorkflow
@@ -72,12 +69,10 @@ class Broker:
         )
         self.status = BrokerStatus(endpoint=listen_endpoint(settings, endpoint))
         workflow = SubmissionWorkflow(self.db, self.log, self.schema, self.index, self.snakelab)
+        handlers = [SubmitHandler(self.schema, workflow, kind) for kind in ("single", "pair")]
         self.handler = ToolHandler(
             self.log,
-            {
-                SINGLE_METHOD: SubmitSingleValueHandler(self.schema, workflow),
-                PAIR_METHOD: SubmitPairValuesHandler(self.schema, workflow),
-            },
+            {handler.method: handler for handler in handlers},
             self.status,
             settings.zmq_max_message_bytes,
         )

@@ -1,16 +1,29 @@
-"""One handler per tool method (the spec's SubmitSingleValueHandler and
-SubmitPairValuesHandler); both finish in the shared submission workflow."""
+"""The two tool methods' handler (the spec's SubmitSingleValueHandler and
+SubmitPairValuesHandler): one class, made once per entry kind, that finishes in the shared
+submission workflow.
+
+``submit_single_value``: ``{"parameter": name, "value": number}``.
+``submit_pair_values``: ``{"pair": name, "value_1": number, "value_2": number}``; both values
+are checked (type, finiteness, their leaf's rules) before the golden configuration is read, and
+either may equal the golden's value as long as the other differs.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from ax3l.shared import registry
 from ax3l.shared.config_schema import ConfigSchema
-from ax3l.toolbroker.results import HandlerResult
+from ax3l.shared.registry import Entry, EntryKind
+from ax3l.toolbroker.results import HandlerResult, Rejected
 from ax3l.toolbroker.submission import RequestContext, SubmissionWorkflow
-from ax3l.toolbroker.value_rules import require_fields, require_name
+from ax3l.toolbroker.value_rules import (
+    leaf_problems,
+    number_problem,
+    require_fields,
+    require_name,
+)
 
 
 class MethodHandler(Protocol):
@@ -21,23 +34,82 @@ class MethodHandler(Protocol):
     async def __call__(self, payload: dict[str, Any], ctx: RequestContext) -> HandlerResult: ...
 
 
-@dataclass(eq=False)
-class EntryHandler:
-    """What both handlers do first: check the payload's fields and the entry's name, and bind
-    the request to that entry's live turn (refused outside it)."""
+@dataclass(frozen=True)
+class _Kind:
+    """How the handler's texts name an entry kind."""
 
-    method: ClassVar[str]
-    fields: ClassVar[tuple[str, ...]]
-    name_field: ClassVar[str]
+    name_field: str  # the payload's field with the entry's name
+    names: tuple[str, ...]  # the registry's entries of the kind
+    what: str  # "single parameter"
+    all_of_them: str  # "the single parameters"
+    takes: str  # "one value"
+
+
+KINDS: dict[EntryKind, _Kind] = {
+    "single": _Kind(
+        "parameter", registry.SINGLES, "single parameter", "the single parameters", "one value"
+    ),
+    "pair": _Kind("pair", registry.PAIRS, "parameter pair", "the pairs", "two values"),
+}
+
+
+def _first(kind: EntryKind) -> Entry:
+    return next(entry for entry in registry.ENTRIES if entry.kind == kind)
+
+
+@dataclass(eq=False)
+class SubmitHandler:
+    """Checks the payload's fields, the live turn, the value(s) and the entry's name, then runs
+    the workflow."""
 
     schema: ConfigSchema
     workflow: SubmissionWorkflow
+    kind: EntryKind
+    method: str = field(init=False)  # submit_single_value, submit_pair_values
+    source_name: str = field(init=False)  # SubmitSingleValueHandler, SubmitPairValuesHandler
+    value_names: tuple[str, ...] = field(init=False)
 
-    async def admit(
-        self, payload: dict[str, Any], ctx: RequestContext
-    ) -> tuple[str, str | None, RequestContext]:
-        """The named entry, the name if the registry knows it, and ``ctx`` in its turn."""
-        require_fields(payload, self.fields, self.method)
-        name = require_name(payload, self.name_field, self.method)
+    def __post_init__(self) -> None:
+        first = _first(self.kind)
+        self.method = first.tool_name
+        self.source_name = "".join(word.title() for word in self.method.split("_")) + "Handler"
+        self.value_names = first.value_names
+
+    async def __call__(self, payload: dict[str, Any], ctx: RequestContext) -> HandlerResult:
+        kind = KINDS[self.kind]
+        require_fields(payload, (kind.name_field, *self.value_names), self.method)
+        name = require_name(payload, kind.name_field, self.method)
         ctx = await self.workflow.enter_turn(ctx, name)
-        return name, (name if name in registry.BY_NAME else None), ctx
+        known = name if name in registry.BY_NAME else None
+        values = {value_name: payload[value_name] for value_name in self.value_names}
+        problems = [p for value_name, v in values.items() if (p := number_problem(value_name, v))]
+        if problems:
+            return await self._invalid(ctx, known, values, problems)
+        if name not in kind.names:
+            return await self._invalid(ctx, known, values, [self._wrong_name(name)])
+        entry = registry.entry(name)
+        for path, value_name in zip(entry.paths, entry.value_names, strict=True):
+            found = leaf_problems(self.schema.by_path[path], values[value_name])
+            if len(entry.paths) > 1:  # say which of the two values
+                found = [f"{value_name} ({path}): {p.split(': ', 1)[-1]}" for p in found]
+            problems.extend(found)
+        if problems:
+            return await self._invalid(ctx, name, values, problems)
+        return await self.workflow.submit(ctx, entry, values)
+
+    def _wrong_name(self, name: str) -> str:
+        kind = KINDS[self.kind]
+        other = next(k for k in KINDS if k != self.kind)
+        if name in KINDS[other].names:
+            return (
+                f"{name} is a {KINDS[other].what}; it takes {KINDS[other].takes} through"
+                f" {_first(other).tool_name}"
+            )
+        return (
+            f"{name!r} is not a tunable {kind.what}; {kind.all_of_them} are {', '.join(kind.names)}"
+        )
+
+    async def _invalid(
+        self, ctx: RequestContext, name: str | None, values: dict[str, Any], problems: list[str]
+    ) -> Rejected:
+        return await self.workflow.reject_invalid(ctx, name, values, "; ".join(problems))
