@@ -9,7 +9,9 @@ Exactly once across crashes works like this:
    ``simulation_submitted`` (its child) and marks the intent ``done``, in one transaction.
 3. If the process dies in between, or SnakeLab's answer never arrives, the intent stays
    pending. ``reconcile`` (the broker and the orchestrator call it at startup) looks the run
-   up by its configuration among runs newer than the recorded position; if SnakeLab created
+   up by its configuration among runs newer than the recorded position
+   (``ax3l.shared.submit_once.created_runs``, the lookup the orchestrator's own submissions
+   use too); if SnakeLab created
    it, the same two events are written once, marked ``"adopted": true``, and the intent
    becomes ``adopted``. An intent whose run has not appeared after ``abandon_after`` seconds
    becomes ``abandoned`` (logged); younger ones stay pending for a later reconcile, because a
@@ -33,6 +35,7 @@ from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, to_content
 from ax3l.shared.event_models import ProposalAccepted, SimulationSubmitted
+from ax3l.shared.submit_once import created_runs
 
 logger = logging.getLogger(__name__)
 
@@ -292,9 +295,7 @@ async def reconcile(
     index = index or ConfigIndex(db, schema)
     adopted: list[str] = []
     for intent in pending:
-        found = [
-            run for run in await index.find_indexed(intent.config) if run.sl_id > intent.after_id
-        ]
+        found = await created_runs(index, intent.config, intent.after_id)
         taken = await _claimed(db, [run.run_id for run in found])
         candidates = [run.run_id for run in found if run.run_id not in taken]
         async with db.transaction("reconciling a submission intent") as cur:

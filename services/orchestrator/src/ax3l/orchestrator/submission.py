@@ -1,8 +1,10 @@
 """Submitting the loop's own runs (seeding, seed baselines, infrastructure retries) at most once.
 
 A submission that timed out may have been processed, and SnakeLab runs every valid submit, so
-nothing is ever resent blindly: before each submit the configuration is looked up in SnakeLab's
-tables, and after a timeout the loop waits until SnakeLab answers again and looks once more.
+nothing is ever resent blindly (``ax3l.shared.submit_once``, which the broker's proposals use
+too): before each submit the configuration is looked up in SnakeLab's tables, and after a lost
+answer the loop waits until SnakeLab answers again and takes the run the submit created, if it
+created one (a stored run of the configuration newer than the index position before the send).
 Only when every stored run of the configuration failed, was cancelled or completed without a
 high score is it submitted anew (a baseline's next attempt, or the retry of a run that never
 trained; ``baselines`` and ``infra_retry`` bound how often).
@@ -25,6 +27,7 @@ from ax3l.shared.snakelab_client import (
     SnakeLabProtocolError,
     SnakeLabUnavailable,
 )
+from ax3l.shared.submit_once import Refused, Sent, created_runs, send_once
 
 logger = logging.getLogger(__name__)
 
@@ -76,23 +79,29 @@ class OnceSubmitter:
             if existing is not None:
                 logger.info("%s: reusing run %s of the same configuration", what, existing)
                 return existing, False
-            try:
-                reply = await self.client.submit(config)
-            except SnakeLabError as exc:
-                if exc.code == "invalid_config":
-                    raise SubmissionRefused(f"SnakeLab refused the {what} config: {exc}") from exc
-                self.status.error(f"{what}: SnakeLab answered {exc}")
+            position = await self.index.position()
+            outcome = await send_once(self.client, config)
+            if isinstance(outcome, Sent):
+                crash_point(crash_after_submit)
+                logger.info("%s: submitted run %s", what, outcome.reply.run_id)
+                return outcome.reply.run_id, True
+            if isinstance(outcome, Refused):
+                if outcome.error.code == "invalid_config":
+                    raise SubmissionRefused(f"SnakeLab refused the {what} config: {outcome.error}")
+                self.status.error(f"{what}: SnakeLab answered {outcome.error}")
                 await asyncio.sleep(self.interval)
                 continue
-            except (SnakeLabUnavailable, SnakeLabProtocolError) as exc:
-                # It may have been processed: look again once SnakeLab answers.
-                self.status.error(f"{what}: {exc}")
-                logger.warning("%s: submit got no answer (%s); not resending blindly", what, exc)
-                await self._until_healthy()
-                continue
-            crash_point(crash_after_submit)
-            logger.info("%s: submitted run %s", what, reply.run_id)
-            return reply.run_id, True
+            # It may have been processed: look again once SnakeLab answers.
+            self.status.error(f"{what}: {outcome.problem}")
+            logger.warning(
+                "%s: submit got no answer (%s); not resending blindly", what, outcome.problem
+            )
+            await self._until_healthy()
+            created = await created_runs(self.index, config, position)
+            if created:
+                run_id = created[0].run_id
+                logger.warning("%s: SnakeLab created run %s; its answer was lost", what, run_id)
+                return run_id, True
 
     async def _until_healthy(self) -> None:
         while True:

@@ -2,7 +2,8 @@
 
 Golden configuration -> candidate changing only the assigned value(s) -> full schema
 validation -> unchanged? -> stored already (any status, any version, all 26 columns, seed
-included)? -> durable intent -> ``simulation.submit`` once (3 s, never retried) ->
+included)? -> durable intent -> ``simulation.submit`` once (``ax3l.shared.submit_once``, 3 s,
+never retried) ->
 ``proposal_accepted`` + ``simulation_submitted`` with the intent closed in one transaction.
 
 When SnakeLab does not answer in time the submission state is unknown. The intent stays
@@ -21,8 +22,6 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pydantic import ValidationError
-
 from ax3l.shared import intents, prompts_corrections
 from ax3l.shared.canonical import configs_equal
 from ax3l.shared.config_index import ConfigIndex, IndexedRun
@@ -39,13 +38,8 @@ from ax3l.shared.event_models import (
     ProposalRejectedInvalid,
 )
 from ax3l.shared.registry import Entry
-from ax3l.shared.snakelab_client import (
-    SnakeLabClient,
-    SnakeLabError,
-    SnakeLabProtocolError,
-    SnakeLabUnavailable,
-    SubmitReply,
-)
+from ax3l.shared.snakelab_client import SnakeLabClient, SubmitReply
+from ax3l.shared.submit_once import Refused, Sent, send_once
 from ax3l.toolbroker.results import Accepted, ProtocolFailure, Rejected
 from ax3l.toolbroker.turn_gate import TurnGate
 from ax3l.toolbroker.value_rules import printable, shorten
@@ -294,9 +288,11 @@ class SubmissionWorkflow:
         self, ctx: RequestContext, entry: Entry, candidate: _Candidate, intent_id: int
     ) -> SubmitReply | Rejected:
         """``simulation.submit`` once; SnakeLab's refusal of the config is an InvalidValue."""
-        try:
-            return await self.snakelab.submit(candidate.config)
-        except SnakeLabError as exc:
+        outcome = await send_once(self.snakelab, candidate.config)
+        if isinstance(outcome, Sent):
+            return outcome.reply
+        if isinstance(outcome, Refused):
+            exc = outcome.error
             await intents.refuse_intent(self.db, intent_id)
             if exc.code == "invalid_config":
                 reason = f"SnakeLab refused the configuration: {shorten(exc.message)}"
@@ -305,18 +301,13 @@ class SubmissionWorkflow:
                 "handler_error",
                 f"SnakeLab refused the submission ({exc.code}: {shorten(exc.message)});"
                 " it was not retried",
-            ) from None
-        except (SnakeLabUnavailable, SnakeLabProtocolError, ValidationError) as exc:
-            what = (
-                "SnakeLab's reply to simulation.submit is malformed"
-                if isinstance(exc, ValidationError)
-                else str(exc)
             )
-            raise ProtocolFailure(
-                "handler_error",
-                f"{what}. The submission state is unknown: it was not retried; if SnakeLab"
-                f" created the run, reconciliation adopts it (submission intent {intent_id})",
-            ) from None
+        raise ProtocolFailure(
+            "handler_error",
+            f"{outcome.problem}. The submission state is unknown: it was not retried; if"
+            " SnakeLab created the run, reconciliation adopts it (submission intent"
+            f" {intent_id})",
+        )
 
     async def _complete(self, intent_id: int, reply: SubmitReply) -> Accepted:
         """Write the accepted run's events and close its intent."""
