@@ -10,7 +10,6 @@ import json
 import os
 import sys
 import threading
-import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ from ax3l.testing.plugin import (
     scratch_databases,
     wait_until,
 )
-from ax3l.testing.processes import ManagedProcess
+from ax3l.testing.processes import ManagedProcess, http_ok
 from ax3l.testing.zmq_peer import ScriptedPeer, snakelab_reply
 
 
@@ -103,15 +102,6 @@ async def app_client(settings: ReportsSettings) -> AsyncIterator[httpx.AsyncClie
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://reports") as client:
             yield client
-
-
-def http_ok(url: str) -> bool:
-    """Whether ``url`` answers 200 now."""
-    try:
-        with urllib.request.urlopen(url, timeout=1) as reply:
-            return bool(reply.status == 200)
-    except OSError:
-        return False
 
 
 @dataclass

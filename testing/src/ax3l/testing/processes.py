@@ -3,3 +3,4 @@ where the suites have always imported it (every process the tests start is one).
 
 from ax3l.shared.processes import ManagedProcess as ManagedProcess
 from ax3l.shared.processes import ProcessFailed as ProcessFailed
+from ax3l.shared.processes import http_ok as http_ok

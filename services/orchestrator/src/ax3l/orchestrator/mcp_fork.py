@@ -97,7 +97,10 @@ class Zygote:
             raise ForkFailed("the MCP zygote did not answer in time") from exc
         if not data:
             raise ForkFailed("the MCP zygote exited")
-        reply = json.loads(data)
+        try:
+            reply = json.loads(data)
+        except ValueError:
+            reply = None
         if not isinstance(reply, dict):
             raise ForkFailed(f"the MCP zygote answered {data!r}")
         return reply
