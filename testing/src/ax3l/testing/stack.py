@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from ax3l.shared.config_schema import BUNDLED_SCHEMA
+from ax3l.shared.event_models import EventContent, read_content
 from ax3l.shared.processes import ManagedProcess, http_ok
 from ax3l.shared.registry import ENTRIES, PARAMETER_ORDER
 from ax3l.shared.waiting import WaitTimeout, wait_until
@@ -51,7 +52,14 @@ class Ev:
     content: Any
 
     def get(self, key: str, default: Any = None) -> Any:
+        """A key of the content as stored (malformed rows included)."""
         return self.content.get(key, default) if isinstance(self.content, dict) else default
+
+    @property
+    def model(self) -> EventContent:
+        """The content as its event's model, read as the product's typed reads read it
+        (``ax3l.shared.event_models.read_content``)."""
+        return read_content(self.name, self.content)
 
 
 # The stack's processes; the name its tests use.
