@@ -50,6 +50,7 @@ from ax3l.shared.config_schema import ConfigSchema, cached_schema
 from ax3l.shared.db.cli import ensure_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
+from ax3l.shared.event_models import GoldenConfigCreated, RoundRobinCheckpoint
 from ax3l.shared.ports import free_port
 from ax3l.shared.settings import Settings
 from ax3l.testing.plugin import ax3l_settings, private_db_env
@@ -289,24 +290,14 @@ async def broker_throughput(
         env, snakelab_db, [schema.with_values(golden, {"model.hidden_size": v}) for v in choices]
     )
     async with Database(settings) as db:
-        await EventLog(db).log(
-            "golden_config_created",
-            {
-                "run_id": "bench",
-                "config": golden,
-                "high_score": 40,
-                "seed": golden["seed"],
-                "simulations": 1,
-                "reason": "bench",
-            },
-            highscore=HighscoreRow(1, 40, golden["seed"]),
+        seed = golden["seed"]
+        created = GoldenConfigCreated(
+            run_id="bench", config=golden, high_score=40, seed=seed, simulations=1, reason="bench"
         )
+        await EventLog(db).log(created, highscore=HighscoreRow(1, 40, seed))
         # The broker handles proposals only for the live turn: open hidden_size's.
-        await EventLog(db).log(
-            "round_robin_checkpoint",
-            {"parameter_order": list(registry.PARAMETER_ORDER), "index": 0},
-            parameter="hidden_size",
-        )
+        checkpoint = RoundRobinCheckpoint(parameter_order=list(registry.PARAMETER_ORDER), index=0)
+        await EventLog(db).log(checkpoint, parameter="hidden_size")
     values = [v for v in choices if v != golden["model"]["hidden_size"]]
     zmq_endpoint = f"tcp://127.0.0.1:{free_port()}"
     port = free_port()

@@ -15,6 +15,14 @@ from ax3l.orchestrator.proposers.hybrid import advice_prompt
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.event_models import (
+    ConversationStarted,
+    LlmRequestFailed,
+    PromptSent,
+    ProposalAccepted,
+    ReplyReceived,
+    model_of,
+)
 
 LAST_RUN = "00000000-0000-4000-8000-000000000005"
 
@@ -42,8 +50,7 @@ class _Conversation:
 
     async def start(self) -> None:
         await self.log.log(
-            "conversation_started",
-            self.started,
+            ConversationStarted(**self.started),
             process_id=self.process_id,
             parameter=self.parameter,
             source_name=self.started["proposer"],
@@ -51,29 +58,27 @@ class _Conversation:
 
     async def prompt(self, source_name: str, text: str) -> None:
         await self.log.log(
-            "prompt_sent",
-            text,
+            PromptSent(text=text),
             process_id=self.process_id,
             parameter=self.parameter,
             source_name=source_name,
         )
 
     async def reply(self) -> None:
-        await self.log.log("reply_received", {"content": "x" * 50}, process_id=self.process_id)
+        reply = ReplyReceived.model_validate({"content": "x" * 50})
+        await self.log.log(reply, process_id=self.process_id)
 
     async def accepted(self, run_id: str, changes: dict[str, Any]) -> None:
         await self.log.log(
-            "proposal_accepted",
-            {"parameter": self.parameter, "changes": changes, "run_id": run_id},
+            ProposalAccepted(parameter=self.parameter, changes=changes, run_id=run_id),
             process_id=run_id,
             parameter=self.parameter,
             source_name=self.started["proposer"],
         )
 
     async def rejected(self, name: str, parameter: str | None) -> None:
-        await self.log.log(
-            name, {"parameter": parameter, "reason": "no"}, parameter=parameter, source_name="x"
-        )
+        rejection = model_of(name).model_validate({"parameter": parameter, "reason": "no"})
+        await self.log.log(rejection, parameter=parameter, source_name="x")
 
 
 async def _hybrid_history(log: EventLog) -> None:
@@ -99,8 +104,7 @@ async def _hybrid_history(log: EventLog) -> None:
     await off.start()
     await off.prompt("TpeAdvice", _advice({"training.learning_rate": 0.0021}))
     await log.log(
-        "llm_request_failed",
-        {"kind": "timeout", "parameter": "learning_rate", "correctable": False},
+        LlmRequestFailed(kind="timeout", parameter="learning_rate", correctable=False),
         process_id=off.process_id,
         parameter="learning_rate",
         source_name="ModelServer",

@@ -26,6 +26,7 @@ from mcp import Client, StdioServerParameters
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
+from ax3l.shared.event_models import GoldenConfigCreated, RoundRobinCheckpoint
 from ax3l.shared.registry import BY_NAME, PARAMETER_ORDER
 from ax3l.testing.plugin import TestDatabases, free_port
 from ax3l.testing.snakelab_rows import insert_runs
@@ -95,16 +96,16 @@ class Lab:
 async def write_golden(dbs: TestDatabases, run_id: str, config: dict[str, Any]) -> int:
     """Log ``golden_config_created`` for ``run_id`` as the orchestrator does after seeding."""
     async with Database(dbs.settings()) as db:
+        golden = GoldenConfigCreated(
+            run_id=run_id,
+            config=config,
+            high_score=38,
+            seed=config["seed"],
+            simulations=1,
+            reason="initial configuration",
+        )
         return await EventLog(db).log(
-            "golden_config_created",
-            {
-                "run_id": run_id,
-                "config": config,
-                "high_score": 38,
-                "seed": config["seed"],
-                "simulations": 1,
-                "reason": "initial configuration",
-            },
+            golden,
             process_id=run_id,
             highscore=HighscoreRow(1, 38, config["seed"]),
         )
@@ -112,9 +113,11 @@ async def write_golden(dbs: TestDatabases, run_id: str, config: dict[str, Any]) 
 
 async def log_checkpoint(log: EventLog, parameter: str) -> int:
     """Log the ``round_robin_checkpoint`` the orchestrator writes before ``parameter``'s turn."""
+    checkpoint = RoundRobinCheckpoint(
+        parameter_order=list(PARAMETER_ORDER), index=PARAMETER_ORDER.index(parameter)
+    )
     return await log.log(
-        "round_robin_checkpoint",
-        {"parameter_order": list(PARAMETER_ORDER), "index": PARAMETER_ORDER.index(parameter)},
+        checkpoint,
         parameter=parameter,
         source_name="RoundRobin",
         process_id=str(uuid.uuid4()),

@@ -8,6 +8,7 @@ from broker_harness import SCHEMA, events, mcp_session, open_turn, sql, text_of
 
 from ax3l.shared import intents
 from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.event_models import ParameterSpaceExhausted, RoundRobinCheckpoint
 
 
 def proposal_events(dbs):
@@ -140,7 +141,7 @@ async def test_a_turn_skipped_as_exhausted_accepts_nothing(databases, lab, golde
     """A checkpoint answered by parameter_space_exhausted is finished: proposals are refused."""
     checkpoint = await broker.open_turn("hidden_size")
     exhausted = await broker.broker.log.log(
-        "parameter_space_exhausted", {"parameter": "hidden_size"}, parameter="hidden_size"
+        ParameterSpaceExhausted(parameter="hidden_size"), parameter="hidden_size"
     )
     reply = await broker.single("hidden_size", 80, open_turn=False)
     message = reply["error"]["message"]
@@ -151,7 +152,7 @@ async def test_a_turn_skipped_as_exhausted_accepts_nothing(databases, lab, golde
 async def test_a_checkpoint_of_another_order_accepts_nothing(databases, lab, golden, broker):
     """A checkpoint whose parameter order is not this Ax3l's opens no turn."""
     await broker.broker.log.log(
-        "round_robin_checkpoint", {"parameter_order": ["hidden_size", "gamma"], "index": 1}
+        RoundRobinCheckpoint(parameter_order=["hidden_size", "gamma"], index=1)
     )
     reply = await broker.single("gamma", 0.95, open_turn=False)
     assert "parameter order" in reply["error"]["message"]
