@@ -84,7 +84,9 @@ class ModelServer:
         moment ``since``, when given)."""
         if not self.record.exists():
             return []
-        entries = [json.loads(line) for line in self.record.read_text().splitlines() if line]
+        # Only whole lines: the server may be halfway through appending the newest request.
+        lines = self.record.read_text().split("\n")[:-1]
+        entries = [json.loads(line) for line in lines if line]
         return [e["body"] for e in entries if since is None or e["received_at"] > since]
 
 
