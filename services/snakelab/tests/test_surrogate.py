@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ax3l.shared.config_schema import load_schema
+from ax3l.shared.config_schema import cached_schema
 from ax3l.shared.registry import ENTRIES
 from snakelab.trainers.base import EpisodeBatch, EpisodeResult
 from snakelab.trainers.surrogate import (
@@ -35,7 +35,7 @@ MODEL_JSON = REPO_ROOT / "services/snakelab/src/snakelab/trainers/surrogate_mode
 
 def default_config(seed: int = 1970, epochs: int = 1500) -> dict[str, Any]:
     """The schema's default config with the given seed and episode count."""
-    return load_schema().fill_defaults({"seed": seed, "epochs": epochs})
+    return cached_schema().fill_defaults({"seed": seed, "epochs": epochs})
 
 
 def with_values(config: dict[str, Any], values: dict[str, float]) -> dict[str, Any]:
