@@ -421,9 +421,12 @@ def check_history(stack: Stack) -> HistorySummary:
             assert len(decisions) == 1, f"comparison {compare.event_id} decided {len(decisions)}x"
         else:
             assert len(decisions) <= 1
+        # Only a run that completed can win: a failed run keeps the high score it reached
+        # before it failed (SnakeLab killed mid-run), but is never promoted.
         expected = (
             "golden_config_created"
-            if compare.get("high_score") is not None
+            if compare.get("state") == "completed"
+            and compare.get("high_score") is not None
             and compare.get("high_score") > compare.get("golden_high_score")
             else "golden_config_retained"
         )
