@@ -133,17 +133,21 @@ async def test_older_or_claimed_runs_are_not_adopted(snakelab_tables):
         insert_run(dbs, candidate(0.95))  # existed before the check: never "ours"
         await index.refresh()
         young = await record(db, index, candidate(0.95))
-        adopted = await intents.reconcile(db, SCHEMA, log, abandon_after=3600)
+        adopted = await intents.reconcile(
+            db,
+            SCHEMA,
+            log,
+        )
         assert adopted == []
         assert [i.intent_id for i in await intents.pending_intents(db)] == [young]
-        assert await intents.reconcile(db, SCHEMA, log, abandon_after=0) == []
+        assert await intents.reconcile(db, SCHEMA, log, abandon_recorded_before=intents.now()) == []
         assert await state_of(db, young) == intents.ABANDONED
 
         run_id = insert_run(dbs, candidate(0.96))
         taken = await record(db, index, candidate(0.96), after_id=0)
         await intents.complete_intent(db, log, taken, run_id, 0)
         other = await record(db, index, candidate(0.96), after_id=0)
-        assert await intents.reconcile(db, SCHEMA, log, abandon_after=0) == []
+        assert await intents.reconcile(db, SCHEMA, log, abandon_recorded_before=intents.now()) == []
         assert await state_of(db, other) == intents.ABANDONED
 
 
@@ -152,7 +156,7 @@ async def test_an_abandoned_intent_is_completed_when_snakelab_answers_after_all(
     dbs = snakelab_tables
     async with opened(dbs) as (db, log, index):
         intent_id = await record(db, index, candidate())
-        await intents.reconcile(db, SCHEMA, log, abandon_after=0)
+        await intents.reconcile(db, SCHEMA, log, abandon_recorded_before=intents.now())
         recorded = await intents.complete_intent(db, log, intent_id, "late-run", 1)
         assert recorded.written
         assert await state_of(db, intent_id) == intents.DONE

@@ -60,19 +60,25 @@ async def test_nothing_runs_when_the_request_cannot_be_logged(databases, lab, go
 
 
 async def test_snakelab_timeout_leaves_an_intent_that_is_adopted_later(databases, lab, golden):
-    """A SnakeLab timeout says the state is unknown, is not retried, and its run is adopted
-    as that turn's one proposal: a resubmission in the turn is refused naming the run, and in a
-    later turn the stored run makes it a duplicate."""
+    """A SnakeLab that stays silent past the settle wait leaves the state unknown, is not
+    retried (only asked for its health), and its run is adopted as that turn's one proposal: a
+    resubmission in the turn is refused naming the run, and in a later turn the stored run makes
+    it a duplicate."""
     silent = ScriptedSnakeLab(reply=None)
     try:
         async with running_broker(
-            databases, silent.endpoint, lab.db_name, AX3L_SNAKELAB_TIMEOUT="0.3"
+            databases,
+            silent.endpoint,
+            lab.db_name,
+            AX3L_SNAKELAB_TIMEOUT="0.3",
+            AX3L_SUBMIT_SETTLE_WAIT="0.5",
         ) as broker:
             reply = await broker.single("gamma", 0.955)
             error = reply["error"]
             assert error["code"] == "handler_error" and "state is unknown" in error["message"]
             await asyncio.sleep(0)  # let the stand-in record what it got
-            assert [r["method"] for r in silent.received] == ["simulation.submit"]
+            assert submits(silent) == ["simulation.submit"]
+            assert {r["method"] for r in silent.received[1:]} == {"health"}
             async with Database(databases.settings(AX3L_SNAKELAB_DB_NAME=lab.db_name)) as db:
                 (pending,) = await intents.pending_intents(db)
             # SnakeLab had in fact accepted it (it answered too late):
@@ -91,8 +97,13 @@ async def test_snakelab_timeout_leaves_an_intent_that_is_adopted_later(databases
         ("simulation_submitted", run_id),
     ]
     assert all(e["content"]["adopted"] for e in adopted)
-    assert len(silent.received) == 1
+    assert len(submits(silent)) == 1
     assert pending.entry == "gamma"
+
+
+def submits(lab: ScriptedSnakeLab) -> list[str]:
+    """The submissions the stand-in received (the settle wait's health requests left out)."""
+    return [r["method"] for r in lab.received if r["method"] != "health"]
 
 
 async def test_snakelab_refusing_the_config_is_an_invalid_value(databases, lab, golden):

@@ -1,14 +1,25 @@
 """Turn integrity: the broker handles a proposal only for the entry of the live round-robin
 turn (the latest checkpoint, not yet answered); stray clients are refused and reach nothing."""
 
+import asyncio
 import json
 
 import pytest
-from broker_harness import SCHEMA, events, mcp_session, open_turn, sql, text_of
+from broker_harness import (
+    SCHEMA,
+    envelope,
+    events,
+    mcp_session,
+    open_turn,
+    send_raw,
+    sql,
+    text_of,
+)
 
 from ax3l.shared import intents
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import ParameterSpaceExhausted, RoundRobinCheckpoint
+from ax3l.shared.snakelab_client import SnakeLabClient
 
 
 def proposal_events(dbs):
@@ -104,6 +115,40 @@ async def test_a_late_submission_after_acceptance_is_refused(databases, lab, gol
     ]
 
 
+async def test_two_clients_answering_the_open_turn_at_once_get_one_run(
+    databases, lab, golden, broker
+):
+    """The listener handles requests serially: two proposals sent at the same moment on their
+    own sockets give one accepted run and one turn_answered refusal, never two runs."""
+    checkpoint = await broker.open_turn("hidden_size")
+    before = lab.run_count()
+    replies = await asyncio.gather(
+        *(
+            send_raw(
+                broker.endpoint,
+                envelope("submit_single_value", {"parameter": "hidden_size", "value": value}),
+            )
+            for value in (96, 112)
+        )
+    )
+    payloads = [reply["payload"] for reply in replies]
+    oks = [p for p in payloads if p.get("status") == "ok"]
+    assert len(oks) == 1, f"not exactly one accepted run: {payloads}"
+    (accepted,) = oks
+    (refused,) = [p for p in payloads if p is not accepted]
+    assert refused["error"]["code"] == "handler_error"
+    message = refused["error"]["message"]
+    assert f"already has its accepted proposal (run {accepted['run_id']}" in message
+    assert lab.run_count() == before + 1
+    (proposal,) = proposal_events(databases)
+    assert proposal["name"] == "proposal_accepted"
+    assert proposal["process_id"] == accepted["run_id"]
+    assert proposal["content"]["checkpoint_event_id"] == checkpoint
+    assert [e["content"]["turn_refusal"]["reason"] for e in refusals(databases)] == [
+        "turn_answered"
+    ]
+
+
 async def test_rejections_keep_the_turn_open_for_the_correction(databases, lab, golden, broker):
     """An invalid and a duplicate proposal do not answer the turn: the corrected value after
     them is accepted, as in the orchestrator's correction loop."""
@@ -160,20 +205,24 @@ async def test_a_checkpoint_of_another_order_accepts_nothing(databases, lab, gol
 
 
 async def test_an_unknown_outcome_holds_the_turn_until_reconciled(databases, lab, golden, broker):
-    """While an earlier submission's outcome is unknown the turn is refused; once its intent is
-    abandoned (no run appeared), the resubmission is accepted exactly once."""
+    """While an earlier submission's outcome is unknown the turn is refused, however old the
+    intent; once it is settled (SnakeLab answered again and has no run of it), the resubmission
+    is accepted exactly once."""
     checkpoint = await broker.open_turn("gamma")
     intent_id, _ = await pending_intent(broker, golden, 0.923, checkpoint)
-    reply = await broker.single("gamma", 0.924, open_turn=False)
-    message = reply["error"]["message"]
-    assert f"submission intent {intent_id} is still unknown" in message
-    assert "current turn, gamma" in message
     sql(
         databases,
         "UPDATE submission_intents SET created_at = created_at - INTERVAL 1 HOUR"
         " WHERE intent_id = %s",
         (intent_id,),
     )
+    reply = await broker.single("gamma", 0.924, open_turn=False)
+    message = reply["error"]["message"]
+    assert f"submission intent {intent_id} is still unknown" in message
+    assert "current turn, gamma" in message
+    db = broker.broker.db
+    client = SnakeLabClient(lab.endpoint, timeout=1.0)
+    assert await intents.settle_pending(db, SCHEMA, EventLog(db), client, wait_up_to=10) == []
     again = await broker.single("gamma", 0.924, open_turn=False)
     assert again["status"] == "ok"
     states = sql(databases, "SELECT intent_id, state FROM submission_intents ORDER BY intent_id")

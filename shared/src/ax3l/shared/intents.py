@@ -8,14 +8,27 @@ Exactly once across crashes works like this:
 2. When SnakeLab answers, ``complete_intent`` writes ``proposal_accepted`` and then
    ``simulation_submitted`` (its child) and marks the intent ``done``, in one transaction.
 3. If the process dies in between, or SnakeLab's answer never arrives, the intent stays
-   pending. ``reconcile`` (the broker and the orchestrator call it at startup) looks the run
-   up by its configuration among runs newer than the recorded position
-   (``ax3l.shared.submit_once.created_runs``, the lookup the orchestrator's own submissions
-   use too); if SnakeLab created
-   it, the same two events are written once, marked ``"adopted": true``, and the intent
-   becomes ``adopted``. An intent whose run has not appeared after ``abandon_after`` seconds
-   becomes ``abandoned`` (logged); younger ones stay pending for a later reconcile, because a
-   SnakeLab that was merely slow may still create the run.
+   pending. ``reconcile`` looks the run up by its configuration among runs newer than the
+   recorded position (``ax3l.shared.submit_once.created_runs``, the lookup the orchestrator's
+   own submissions use too); if SnakeLab created it, the same two events are written once,
+   marked ``"adopted": true``, and the intent becomes ``adopted``.
+
+A late answer is normal weather (a SnakeLab that read the submit and then stalled for seconds
+still creates the run), so an intent is never given up for its age alone. It is *settled*:
+
+* The broker sends an intent's submit only within ``SEND_WINDOW`` seconds of recording it
+  (``may_send``); a broker held up longer closes it unsent (``abandon_unsent``). So from
+  ``SEND_WINDOW`` plus the client's timeout after its recording, no submit of an intent can
+  still be on its way to SnakeLab.
+* SnakeLab handles its control requests one at a time, so once it answers a request sent after
+  that moment, a submit it received is processed and its run stored. ``settle_own`` (the broker,
+  right after its own submit went unanswered) and ``settle_pending`` (the orchestrator, before it
+  asks any turn again) wait, within a bound, for such an answer (``snakelab_answered``) and then
+  reconcile: the run is adopted, or it is known not to exist and the intent becomes
+  ``abandoned``. Until then the intent stays pending and its turn is not asked again.
+
+The one case this cannot see: a broker frozen in the microseconds between ``may_send`` and the
+socket's send, for longer than the settle wait. Its run would then be stored without a proposal.
 
 Every writer locks the intent row (``SELECT ... FOR UPDATE``) and writes events only while
 the intent still needs them, so any number of concurrent reconcilers and the submitting
@@ -24,10 +37,13 @@ broker produce the two events exactly once.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import time
+from collections.abc import Collection
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ax3l.shared.config_index import ConfigIndex
@@ -35,6 +51,12 @@ from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, to_content
 from ax3l.shared.event_models import ProposalAccepted, SimulationSubmitted
+from ax3l.shared.snakelab_client import (
+    SnakeLabClient,
+    SnakeLabError,
+    SnakeLabProtocolError,
+    SnakeLabUnavailable,
+)
 from ax3l.shared.submit_once import created_runs
 
 logger = logging.getLogger(__name__)
@@ -42,10 +64,11 @@ logger = logging.getLogger(__name__)
 PENDING = "pending"  # recorded, SnakeLab's answer not yet handled
 DONE = "done"  # the submitter wrote the events
 ADOPTED = "adopted"  # reconcile found the run and wrote the events
-ABANDONED = "abandoned"  # reconcile found no run
+ABANDONED = "abandoned"  # settled without a run, or never sent
 REFUSED = "refused"  # SnakeLab answered with an error: no run was created
 
-DEFAULT_ABANDON_AFTER = 30.0
+SEND_WINDOW = 5.0
+"""Seconds after an intent's recording within which the broker may still send its submit."""
 
 
 @dataclass(frozen=True)
@@ -79,8 +102,14 @@ class RecordedSubmission:
     written: bool  # False when a reconciler had already written the events
 
 
-def _now() -> datetime:
+def now() -> datetime:
+    """The time intents are stamped with (UTC, naive, as ``created_at`` stores it)."""
     return datetime.now(UTC).replace(tzinfo=None)
+
+
+def may_send(recorded_at: datetime) -> bool:
+    """Whether an intent recorded at ``recorded_at`` may still be sent (``SEND_WINDOW``)."""
+    return (now() - recorded_at).total_seconds() < SEND_WINDOW
 
 
 def _intent(row: dict[str, Any]) -> Intent:
@@ -121,11 +150,13 @@ async def record_intent(
     request_event_id: int | None = None,
     source_name: str | None = None,
     checkpoint_event_id: int | None = None,
+    created_at: datetime | None = None,
 ) -> int:
     """Commit a pending intent before submitting; returns its id.
 
     ``checkpoint_event_id`` is the round-robin checkpoint the proposal was admitted for; it
     travels into ``proposal_accepted``, adopted or not, so the proposal names its turn.
+    ``created_at`` (default: now) is what ``may_send`` is asked about before the submit.
     """
     content = {
         "config": config,
@@ -142,7 +173,7 @@ async def record_intent(
         await cur.execute(
             "INSERT INTO submission_intents (created_at, state, entry, fingerprint, content)"
             " VALUES (%s, %s, %s, %s, %s)",
-            (_now(), PENDING, entry, fingerprint, to_content(content)),
+            (created_at or now(), PENDING, entry, fingerprint, to_content(content)),
         )
         return int(cur.lastrowid)
 
@@ -225,7 +256,7 @@ async def _resolve(cur: Any, intent_id: int, state: str, run_id: str | None) -> 
     await cur.execute(
         "UPDATE submission_intents SET state = %s, run_id = %s, resolved_at = %s"
         " WHERE intent_id = %s",
-        (state, run_id, _now(), intent_id),
+        (state, run_id, now(), intent_id),
     )
 
 
@@ -259,10 +290,19 @@ async def complete_intent(
 
 async def refuse_intent(db: Database, intent_id: int) -> None:
     """SnakeLab answered with an error: no run exists, the intent is closed."""
-    async with db.transaction("closing a refused submission intent") as cur:
+    await _close_pending(db, intent_id, REFUSED, "closing a refused submission intent")
+
+
+async def abandon_unsent(db: Database, intent_id: int) -> None:
+    """The broker was held up past ``SEND_WINDOW`` and never sent the submit: closed, no run."""
+    await _close_pending(db, intent_id, ABANDONED, "closing an unsent submission intent")
+
+
+async def _close_pending(db: Database, intent_id: int, state: str, doing: str) -> None:
+    async with db.transaction(doing) as cur:
         intent = await _lock(cur, intent_id)
         if intent is not None and intent.state == PENDING:
-            await _resolve(cur, intent_id, REFUSED, None)
+            await _resolve(cur, intent_id, state, None)
 
 
 async def _claimed(db: Database, run_ids: list[str]) -> set[str]:
@@ -283,13 +323,20 @@ async def reconcile(
     log: EventLog,
     *,
     index: ConfigIndex | None = None,
-    abandon_after: float = DEFAULT_ABANDON_AFTER,
+    abandon_recorded_before: datetime | None = None,
+    only: Collection[int] | None = None,
 ) -> list[str]:
     """Adopt the runs of pending intents that SnakeLab created; returns the adopted run ids.
 
+    An intent without a run is abandoned only when it was recorded before
+    ``abandon_recorded_before``: the caller vouches that SnakeLab answered a request sent after
+    any submit of such an intent could have reached it (``settle_own``, ``settle_pending``).
+    Without it nothing is abandoned. ``only`` limits the work to those intent ids.
     Safe to run concurrently from several processes: each intent is adopted exactly once.
     """
-    pending = await pending_intents(db)
+    pending = [
+        intent for intent in await pending_intents(db) if only is None or intent.intent_id in only
+    ]
     if not pending:
         return []
     index = index or ConfigIndex(db, schema)
@@ -308,20 +355,93 @@ async def reconcile(
                 await _resolve(cur, intent.intent_id, ADOPTED, run_id)
                 adopted.append(run_id)
                 logger.warning(
-                    "adopted SnakeLab run %s for interrupted submission intent %s (%s)",
+                    "adopted SnakeLab run %s for submission intent %s (%s), whose answer was"
+                    " lost or late",
                     run_id,
                     intent.intent_id,
                     intent.entry,
                 )
                 continue
-            age = (_now() - current.created_at).total_seconds()
-            if age >= abandon_after:
+            if abandon_recorded_before is not None and current.created_at < abandon_recorded_before:
                 await _resolve(cur, intent.intent_id, ABANDONED, None)
                 logger.warning(
-                    "abandoned submission intent %s (%s): SnakeLab has no run with its"
-                    " configuration after %.0f s",
+                    "abandoned submission intent %s (%s): SnakeLab answered again and has no"
+                    " run with its configuration",
                     intent.intent_id,
                     intent.entry,
-                    age,
                 )
     return adopted
+
+
+async def snakelab_answered(client: SnakeLabClient, deadline: float) -> datetime | None:
+    """Ask SnakeLab's ``health`` until it answers, before ``deadline`` (``time.monotonic``).
+
+    Returns when the answered request was sent (``now()``'s clock), or None when SnakeLab did
+    not answer in time. Any reply counts, an error reply too: SnakeLab is serving again.
+    """
+    while (left := deadline - time.monotonic()) > 0:
+        asked = now()
+        try:
+            await asyncio.wait_for(client.call("health"), left)
+        except (SnakeLabUnavailable, TimeoutError):
+            continue
+        except (SnakeLabError, SnakeLabProtocolError):
+            return asked  # an error reply, or one that breaks the contract, is still a reply
+        return asked
+    return None
+
+
+async def settle_own(
+    db: Database,
+    schema: ConfigSchema,
+    log: EventLog,
+    client: SnakeLabClient,
+    intent_id: int,
+    *,
+    index: ConfigIndex | None = None,
+    wait_up_to: float,
+) -> Intent | None:
+    """The broker's own submit went unanswered: wait up to ``wait_up_to`` s for SnakeLab, then
+    adopt the intent's run or abandon the intent. Returns the intent as it then stands
+    (still ``pending`` when SnakeLab did not answer in time)."""
+    # The submit's socket is closed, so nothing of this intent can reach SnakeLab any more.
+    answered = await snakelab_answered(client, time.monotonic() + wait_up_to)
+    if answered is not None:
+        await reconcile(
+            db, schema, log, index=index, abandon_recorded_before=answered, only=[intent_id]
+        )
+    return await get_intent(db, intent_id)
+
+
+async def settle_pending(
+    db: Database,
+    schema: ConfigSchema,
+    log: EventLog,
+    client: SnakeLabClient,
+    *,
+    index: ConfigIndex | None = None,
+    wait_up_to: float,
+) -> list[Intent]:
+    """Settle every pending intent within ``wait_up_to`` s; returns those still pending.
+
+    Waits until no broker can still send any of them (``SEND_WINDOW`` plus the client's
+    timeout after the youngest was recorded), then for SnakeLab to answer, then reconciles.
+    """
+    pending = await pending_intents(db)
+    if not pending:
+        return []
+    deadline = time.monotonic() + wait_up_to
+    in_flight = timedelta(seconds=SEND_WINDOW + client.timeout)
+    youngest = max(intent.created_at for intent in pending)
+    wait = (youngest + in_flight - now()).total_seconds()
+    if wait > 0:
+        await asyncio.sleep(min(wait, max(0.0, deadline - time.monotonic())))
+    answered = await snakelab_answered(client, deadline)
+    await reconcile(
+        db,
+        schema,
+        log,
+        index=index,
+        abandon_recorded_before=None if answered is None else answered - in_flight,
+    )
+    return await pending_intents(db)

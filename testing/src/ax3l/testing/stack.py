@@ -28,6 +28,7 @@ from ax3l.shared.registry import ENTRIES, PARAMETER_ORDER
 from ax3l.shared.waiting import WaitTimeout, wait_until
 from ax3l.testing.plugin import TestDatabases, free_port
 from ax3l.testing.snakelab_process import SnakeLabProcess
+from ax3l.testing.zmq_peer import ScriptedPeer
 
 FAST_ENV = {
     "AX3L_POLL_INTERVAL": "0.05",
@@ -124,6 +125,8 @@ class Stack:
         self.folder = folder
         self.schema_path: Path | None = None
         self.snakelab: SnakeLabProcess | None = None
+        self.front: ScriptedPeer | None = None  # what the services reach SnakeLab through
+        self.broker_env: dict[str, str] = {}  # the broker's own settings (set before start)
         self.broker: Proc | None = None
         self.broker_port = 0  # the latest broker's REST port
         self.broker_endpoint = f"tcp://127.0.0.1:{free_port()}"
@@ -143,15 +146,25 @@ class Stack:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AX3L_TEST_CRASH")}
         env.update(self.databases.env())
         env["AX3L_ZMQ_ENDPOINT"] = self.broker_endpoint
-        if self.snakelab is not None:
+        if self.front is not None:
+            env["AX3L_SNAKELAB_ENDPOINT"] = self.front.endpoint
+        elif self.snakelab is not None:
             env["AX3L_SNAKELAB_ENDPOINT"] = self.snakelab.endpoint
         if self.schema_path is not None:
             env["AX3L_SCHEMA_PATH"] = str(self.schema_path)
             env["SNAKELAB_SCHEMA_PATH"] = str(self.schema_path)
         return env
 
-    def start(self, surrogate_seconds: float = 0.0) -> Stack:
-        """Start SnakeLab and the broker side by side and wait until both answer."""
+    def start(
+        self,
+        surrogate_seconds: float = 0.0,
+        front: Callable[[str], ScriptedPeer] | None = None,
+    ) -> Stack:
+        """Start SnakeLab and the broker side by side and wait until both answer.
+
+        ``front``, given SnakeLab's endpoint, builds the peer the services talk to instead (for
+        example ``zmq_peer.stalling_snakelab``); the tests' own reads go to SnakeLab itself.
+        """
         extra = {"SNAKELAB_SCHEMA_PATH": str(self.schema_path)} if self.schema_path else {}
         self.snakelab = SnakeLabProcess(
             self.databases.env(),
@@ -160,6 +173,8 @@ class Stack:
             extra_env={**extra, "SNAKELAB_LOG_LEVEL": "WARNING"},
             log_dir=self.folder,
         )
+        if front is not None:
+            self.front = front(self.snakelab.endpoint)
         broker_port = self._spawn_broker()
         self.snakelab.start()
         assert self.broker is not None
@@ -185,7 +200,7 @@ class Stack:
 
     def _spawn_broker(self) -> int:
         port = free_port()
-        env = {**self.base_env(), "AX3L_TOOLBROKER_PORT": str(port)}
+        env = {**self.base_env(), **self.broker_env, "AX3L_TOOLBROKER_PORT": str(port)}
         proc = Proc(
             "toolbroker",
             [sys.executable, "-m", "ax3l.toolbroker", "--zmq-endpoint", self.broker_endpoint],
@@ -278,6 +293,8 @@ class Stack:
         """Kill everything: the databases are dropped next, nothing needs a clean shutdown."""
         for proc in reversed(self.procs):
             proc.kill()
+        if self.front is not None:
+            self.front.close()
         if self.snakelab is not None:
             self.snakelab.kill()
             self.snakelab.close()

@@ -8,13 +8,16 @@ asynchronous tests use it the same way; ``close`` stops the thread and closes th
 
 ``snakelab_reply`` and ``broker_reply`` are the two envelopes a peer answers in;
 ``scripted_snakelab`` is a SnakeLab that answers a table of methods (and ``unknown_method`` to
-the others), which the contract suite holds to the contract for what it claims.
+the others), which the contract suite holds to the contract for what it claims;
+``stalling_snakelab`` puts a real SnakeLab behind a peer that answers late (``nth_submit``).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -102,3 +105,40 @@ def scripted_snakelab(methods: dict[str, Method]) -> ScriptedPeer:
         return snakelab_reply(request, method(request.get("payload")))
 
     return ScriptedPeer(answer)
+
+
+def stalling_snakelab(upstream: str, stall: Callable[[dict[str, Any]], float]) -> ScriptedPeer:
+    """A SnakeLab that reads a request, has ``upstream`` (a real SnakeLab) handle it, and then
+    stalls ``stall(request)`` seconds before it answers: the run is stored at once and its
+    answer comes late. Requests are handled one at a time, as SnakeLab does, so a request that
+    arrives during a stall is answered after it."""
+    context = zmq.Context.instance()
+
+    def answer(request: dict[str, Any]) -> dict[str, Any] | None:
+        socket: zmq.Socket[bytes] = context.socket(zmq.REQ)
+        socket.setsockopt(zmq.LINGER, 0)
+        socket.setsockopt(zmq.RCVTIMEO, 10_000)
+        try:
+            socket.connect(upstream)
+            socket.send(json.dumps(request).encode())
+            reply: dict[str, Any] = json.loads(socket.recv())
+        except zmq.Again:
+            return None  # upstream did not answer: neither does this SnakeLab
+        finally:
+            socket.close(linger=0)
+        time.sleep(stall(request))
+        return reply
+
+    return ScriptedPeer(answer)
+
+
+def nth_submit(n: int, seconds: float) -> Callable[[dict[str, Any]], float]:
+    """A ``stall`` for ``stalling_snakelab``: ``seconds`` after the ``n``-th submit (from 1)."""
+    submits = itertools.count(1)
+
+    def stall(request: dict[str, Any]) -> float:
+        if request.get("method") != "simulation.submit":
+            return 0.0
+        return seconds if next(submits) == n else 0.0
+
+    return stall

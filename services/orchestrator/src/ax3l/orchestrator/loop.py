@@ -26,6 +26,7 @@ from ax3l.orchestrator.proposers.base import TurnAhead
 from ax3l.orchestrator.seed_rotation import finish_rotation, pending_rotation, start_rotation
 from ax3l.orchestrator.seeding import seed
 from ax3l.orchestrator.services import LoopServices, StepFailed
+from ax3l.orchestrator.settling import settle_submissions
 from ax3l.orchestrator.status import Phase
 from ax3l.orchestrator.submission import SubmissionRefused
 from ax3l.orchestrator.turns import ParameterOrderChanged, next_turn, write_checkpoint
@@ -123,6 +124,8 @@ class ExperimentLoop:
         if golden_event is None:
             await seed(services)
             return
+        # A run whose submission went unanswered belongs to the turn it was proposed for.
+        await settle_submissions(services)
         golden_event_id, golden = golden_event
         status.seed, status.golden_run_id = golden.seed, golden.run_id
         status.golden_high_score = golden.high_score

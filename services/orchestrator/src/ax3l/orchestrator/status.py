@@ -13,6 +13,7 @@ class Phase(StrEnum):
     SEEDING = "seeding"
     CHOOSING = "choosing"
     CONVERSING = "conversing"
+    SETTLING = "settling a submission"
     WAITING = "waiting"
     COMPARING = "comparing"
     ROTATING = "rotating"

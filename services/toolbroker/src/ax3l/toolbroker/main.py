@@ -68,7 +68,14 @@ class Broker:
             settings.snakelab_endpoint, settings.snakelab_timeout, context=context
         )
         self.status = BrokerStatus(endpoint=listen_endpoint(settings, endpoint))
-        workflow = SubmissionWorkflow(self.db, self.log, self.schema, self.index, self.snakelab)
+        workflow = SubmissionWorkflow(
+            self.db,
+            self.log,
+            self.schema,
+            self.index,
+            self.snakelab,
+            settle_wait=settings.submit_settle_wait,
+        )
         handlers = [SubmitHandler(self.schema, workflow, kind) for kind in ("single", "pair")]
         self.handler = ToolHandler(
             self.log,

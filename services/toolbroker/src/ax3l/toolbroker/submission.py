@@ -6,10 +6,14 @@ included)? -> durable intent -> ``simulation.submit`` once (``ax3l.shared.submit
 never retried) ->
 ``proposal_accepted`` + ``simulation_submitted`` with the intent closed in one transaction.
 
-When SnakeLab does not answer in time the submission state is unknown. The intent stays
-pending and the reply is a ``handler_error`` that says so; the run, if SnakeLab created it,
-is adopted by ``ax3l.shared.intents.reconcile`` (at broker or orchestrator start, and here
-before every later submission). Nothing is resent.
+A SnakeLab that answers late is normal weather. When it does not answer in time, the broker
+waits (``AX3L_SUBMIT_SETTLE_WAIT``) for SnakeLab to answer again and settles the intent
+(``ax3l.shared.intents.settle_own``): a run SnakeLab created is adopted and the reply is the
+usual acceptance; a run known not to exist closes the intent and the reply says nothing was
+submitted. Only when SnakeLab stays silent is the reply a ``handler_error`` saying the state is
+unknown; the intent then stays pending and the orchestrator settles it before the turn is asked
+again. Nothing is resent, and a broker held up between recording the intent and sending it
+(``intents.SEND_WINDOW``) does not send at all.
 
 Test hook: the crash point ``broker_after_submit`` (``AX3L_TEST_CRASH_AT``, see
 ``ax3l.shared.crash_points``) kills the broker right after SnakeLab accepted a run, before any
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from ax3l.shared import intents, prompts_corrections
@@ -39,7 +44,7 @@ from ax3l.shared.event_models import (
 )
 from ax3l.shared.registry import Entry
 from ax3l.shared.snakelab_client import SnakeLabClient, SubmitReply
-from ax3l.shared.submit_once import Refused, Sent, send_once
+from ax3l.shared.submit_once import Refused, Sent, Unknown, send_once
 from ax3l.toolbroker.results import Accepted, ProtocolFailure, Rejected
 from ax3l.toolbroker.turn_gate import TurnGate
 from ax3l.toolbroker.value_rules import printable, shorten
@@ -83,6 +88,7 @@ class SubmissionWorkflow:
     schema: ConfigSchema
     index: ConfigIndex
     snakelab: SnakeLabClient
+    settle_wait: float = 8.0  # AX3L_SUBMIT_SETTLE_WAIT
     gate: TurnGate = field(init=False)
 
     def __post_init__(self) -> None:
@@ -185,9 +191,20 @@ class SubmissionWorkflow:
         duplicate = await self._duplicate(ctx, entry, candidate, golden)
         if duplicate is not None:
             return duplicate
-        intent_id = await self._record_intent(ctx, entry, candidate, golden_event_id, golden)
+        recorded_at = intents.now()
+        intent_id = await self._record_intent(
+            ctx, entry, candidate, golden_event_id, golden, recorded_at
+        )
+        if not intents.may_send(recorded_at):
+            await intents.abandon_unsent(self.db, intent_id)
+            raise ProtocolFailure(
+                "handler_error",
+                f"the submission was not sent: {intents.SEND_WINDOW:g} s passed between"
+                f" recording it (submission intent {intent_id}) and sending it; nothing was"
+                " submitted",
+            )
         reply = await self._send(ctx, entry, candidate, intent_id)
-        if isinstance(reply, Rejected):
+        if isinstance(reply, Accepted | Rejected):
             return reply
         crash_point("broker_after_submit")
         return await self._complete(intent_id, reply)
@@ -268,6 +285,7 @@ class SubmissionWorkflow:
         candidate: _Candidate,
         golden_event_id: int,
         golden: GoldenConfigCreated,
+        recorded_at: datetime,
     ) -> int:
         return await intents.record_intent(
             self.db,
@@ -282,12 +300,14 @@ class SubmissionWorkflow:
             request_event_id=ctx.request_event_id,
             source_name=ctx.source_name,
             checkpoint_event_id=ctx.checkpoint_event_id,
+            created_at=recorded_at,
         )
 
     async def _send(
         self, ctx: RequestContext, entry: Entry, candidate: _Candidate, intent_id: int
-    ) -> SubmitReply | Rejected:
-        """``simulation.submit`` once; SnakeLab's refusal of the config is an InvalidValue."""
+    ) -> SubmitReply | Accepted | Rejected:
+        """``simulation.submit`` once; SnakeLab's refusal of the config is an InvalidValue, and
+        a late answer is settled (``_settle``)."""
         outcome = await send_once(self.snakelab, candidate.config)
         if isinstance(outcome, Sent):
             return outcome.reply
@@ -302,11 +322,35 @@ class SubmissionWorkflow:
                 f"SnakeLab refused the submission ({exc.code}: {shorten(exc.message)});"
                 " it was not retried",
             )
+        return await self._settle(intent_id, outcome)
+
+    async def _settle(self, intent_id: int, outcome: Unknown) -> Accepted:
+        """SnakeLab did not answer the submit: wait for it to answer again, then take the run it
+        created (the turn's accepted proposal), or report that none exists."""
+        settled = await intents.settle_own(
+            self.db,
+            self.schema,
+            self.log,
+            self.snakelab,
+            intent_id,
+            index=self.index,
+            wait_up_to=self.settle_wait,
+        )
+        if settled is not None and settled.state in (intents.ADOPTED, intents.DONE):
+            assert settled.run_id is not None  # both states name the run
+            return Accepted(run_id=settled.run_id)
+        if settled is not None and settled.state == intents.ABANDONED:
+            raise ProtocolFailure(
+                "handler_error",
+                f"{outcome.problem}; SnakeLab answered again and has no run of this"
+                f" configuration, so nothing was submitted (submission intent {intent_id}"
+                " closed); it was not retried",
+            )
         raise ProtocolFailure(
             "handler_error",
-            f"{outcome.problem}. The submission state is unknown: it was not retried; if"
-            " SnakeLab created the run, reconciliation adopts it (submission intent"
-            f" {intent_id})",
+            f"{outcome.problem}, nor in the {self.settle_wait:g} s after. The submission state"
+            " is unknown: it was not retried; the turn is not asked again until the orchestrator"
+            f" has settled it (submission intent {intent_id})",
         )
 
     async def _complete(self, intent_id: int, reply: SubmitReply) -> Accepted:

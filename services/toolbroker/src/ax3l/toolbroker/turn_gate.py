@@ -10,8 +10,9 @@ Pending submission intents are reconciled first: a run a crashed or timed-out su
 this turn left behind is adopted before the check, so it counts as the turn's accepted
 proposal and a resubmission is refused instead of becoming a second run for the same turn.
 While an intent of this turn is still pending (SnakeLab's answer was lost and its run has not
-appeared yet) the turn's outcome is unknown, and proposals wait until reconciliation decides
-it. An intent of an older checkpoint does not hold the live turn: adopted, it names its own
+appeared yet) the turn's outcome is unknown, and proposals wait until it is settled
+(``ax3l.shared.intents``: by the broker that sent it, or by the orchestrator before it asks the
+turn again). An intent of an older checkpoint does not hold the live turn: adopted, it names its own
 checkpoint and does not answer this one (the orchestrator's rule too).
 """
 
@@ -109,8 +110,8 @@ class TurnGate:
                 state,
                 f"the current turn, {describe(state)}, may already have its proposal: the"
                 f" outcome of submission intent {ids} is still unknown (SnakeLab's answer was"
-                f" lost); it is adopted when its run appears, or abandoned after"
-                f" {intents.DEFAULT_ABANDON_AFTER:g} s; " + NOTHING_DONE,
+                " lost or late); it is adopted when its run appears, or closed once SnakeLab"
+                " answers again without that run; " + NOTHING_DONE,
                 pending_intent_ids=[intent.intent_id for intent in pending],
             )
         return state
