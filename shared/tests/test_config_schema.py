@@ -45,6 +45,14 @@ def test_invalid_values_name_path_and_rule(path, value, message):
     assert message in info.value.errors
 
 
+def test_seed_must_be_a_non_zero_integer():
+    """A seed of 0 is refused with its path and rule, and 1, the smallest legal seed, passes."""
+    with pytest.raises(ConfigInvalid) as info:
+        SCHEMA.validate(SCHEMA.with_values(default(), {"seed": 0}))
+    assert info.value.errors == ["$.seed: 0 is less than the minimum of 1"]
+    assert SCHEMA.validate(SCHEMA.with_values(default(), {"seed": 1}))["seed"] == 1
+
+
 def test_integer_fields_accept_integral_floats_and_return_ints():
     """64.0 is a legal hidden size and comes back as the int 64."""
     config = SCHEMA.with_values(default(), {"model.hidden_size": 64.0, "seed": 1971.0})

@@ -395,6 +395,7 @@ async def test_config_hash_is_sha256_of_the_canonical_full_config(lab: Lab) -> N
     [
         ({"epochs": 10}, "$.epochs"),
         ({"seed": True}, "$.seed"),
+        ({"seed": 0}, "$.seed"),
         ({"training": {"gamma": False}}, "$.training.gamma"),
         ({"training": {"learning_rate": "0.003"}}, "$.training.learning_rate"),
         ({"model": {"hidden_size": 100}}, "$.model.hidden_size"),
