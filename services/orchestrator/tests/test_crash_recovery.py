@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from ax3l.testing.stack import Stack, check_history, narrowed_schema, tiny_schema
 
 RANDOM_HIDDEN = {"random_call": {"hidden_size": [[64, 384, 16]], "sequence_length": [[4, 48, 4]]}}
@@ -74,6 +76,39 @@ def test_crash_during_the_model_call_retries_the_same_entry(stack: Stack) -> Non
     started = stack.events("conversation_started")
     assert [c.parameter for c in started[:3]] == ["hidden_size", "hidden_size", "sequence_length"]
     assert not [e for e in stack.events("reply_received") if e.process_id == first]
+    assert check_history(stack).steps[:2] == [0, 1]
+
+
+@pytest.mark.parametrize(
+    ("refused", "correction"),
+    [(1000, "InvalidValue"), (224, "NoDupes")],  # 224: the default, the golden's hidden size
+    ids=["invalid", "duplicate"],
+)
+def test_crash_during_a_validation_retry_resumes_the_same_entry(
+    stack: Stack, refused: int, correction: str
+) -> None:
+    """Killed while the model answers the correction of a refused proposal: the restart
+    checkpoints the same index, asks the same entry again, and the turn advances once."""
+    stack.start()
+    proposal = {"tool_call": {"name": "submit_single_value", "arguments": {"value": refused}}}
+    model = stack.start_model(
+        {"replies": [proposal, {**RANDOM_HIDDEN, "delay": 30}], "then": RANDOM_HIDDEN}
+    )
+    proc = stack.orchestrator("llm", url=model.url)
+    stack.wait_for(lambda: len(model.requests()) >= 2, 60, "the correction sent back", proc)
+    proc.kill()
+    first = stack.events("conversation_started")[0].process_id
+    prompts = [e for e in stack.events("prompt_sent") if e.process_id == first]
+    assert prompts[-1].source_name == correction
+    assert [e.process_id for e in stack.events("reply_received")] == [first]
+    assert not stack.events("proposal_accepted")
+    restart_until(stack, compared(stack, 2), "two turns", proposer="llm", url=model.url)
+    checkpoints = [c.get("index") for c in stack.events("round_robin_checkpoint")]
+    assert checkpoints[:3] == [0, 0, 1]
+    started = stack.events("conversation_started")
+    assert [c.parameter for c in started[:3]] == ["hidden_size", "hidden_size", "sequence_length"]
+    accepted = stack.events("proposal_accepted")
+    assert [a.get("parameter") for a in accepted[:2]] == ["hidden_size", "sequence_length"]
     assert check_history(stack).steps[:2] == [0, 1]
 
 

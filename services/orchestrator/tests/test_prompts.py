@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 
@@ -9,9 +10,9 @@ import pytest
 
 from ax3l.orchestrator.comparable_history import ComparableHistory, HistoryRun
 from ax3l.orchestrator.prompts import PromptContext, conversation_prompts
-from ax3l.shared.config_schema import load_schema
+from ax3l.shared.config_schema import ConfigSchema, load_schema
 from ax3l.shared.event_models import GoldenConfigCreated
-from ax3l.shared.registry import BY_NAME
+from ax3l.shared.registry import BY_NAME, SINGLES
 
 SCHEMA = load_schema()
 DEFAULTS = SCHEMA.default_config()
@@ -90,6 +91,32 @@ def test_single_prompts_show_the_schema_description_rules_golden_and_history() -
             "earlier_seeds": [{"seed": 1969, "high_score": 38}],
         },
     ]
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["FirstContactSingle", "ComparisonSingle"])
+@pytest.mark.parametrize("name", SINGLES)
+def test_single_instructions_give_the_schema_description_before_asking_for_a_value(
+    name: str, first: bool
+) -> None:
+    """FirstContactSingle and ComparisonSingle carry the assigned leaf's description as the
+    schema file words it, ahead of the request for a value."""
+    entry = BY_NAME[name]
+    (path,) = entry.paths
+    document = copy.deepcopy(SCHEMA.document)
+    node = document
+    for part in path.split("."):
+        node = node["properties"][part]
+    marker = f"Described only in this schema: {path} (marker 7f3a)."
+    node["description"] = marker
+    schema = ConfigSchema(document)
+    history = ComparableHistory(entry, 1970, (schema.get(DEFAULTS, path),), ())
+    prompts = conversation_prompts(PromptContext.of(schema, GOLDEN, history, first))
+
+    instructions = prompts[-1]
+    assert instructions.source_name == ("FirstContactSingle" if first else "ComparisonSingle")
+    assert marker in instructions.text
+    request = instructions.text.index("Call `submit_single_value`")
+    assert instructions.text.index(marker) < request
 
 
 def test_pair_prompts_tabulate_tested_pairs_and_map_the_tool_arguments() -> None:
