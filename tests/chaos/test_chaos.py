@@ -1,8 +1,9 @@
-"""Chaos: the whole stack as real processes, SIGKILLed at 50+ random moments (issue 11).
+"""Chaos: the whole stack as real processes, SIGKILLed at 50+ random moments and frozen
+(SIGSTOP for 1 to 8 s) at 20+ more (issues 11 and 21).
 
-Not part of `make test`: `make test-chaos` runs it (a few minutes). AX3L_CHAOS_SEED and
-AX3L_CHAOS_KILLS reproduce or shorten a run; the summary is printed and written to
-test-output/<test>/chaos-summary.txt with every service's log beside it.
+Not part of `make test`: `make test-chaos` runs it (about ten minutes). AX3L_CHAOS_SEED,
+AX3L_CHAOS_KILLS and AX3L_CHAOS_FREEZES reproduce or shorten a run; the summary is printed and
+written to test-output/<test>/chaos-summary.txt with every service's log beside it.
 """
 
 from __future__ import annotations
@@ -19,14 +20,17 @@ pytestmark = [pytest.mark.chaos, pytest.mark.timeout(1200)]
 def test_random_kills_never_corrupt_the_history_or_stop_the_loop(
     test_output_dir: Path, request: pytest.FixtureRequest
 ) -> None:
-    """Killing the orchestrator, broker, SnakeLab and MariaDB at random moments and restarting
-    them as a supervisor would leaves a history that keeps every invariant, and the loop keeps
-    advancing after the last kill."""
+    """Killing and freezing the orchestrator, broker, SnakeLab and MariaDB at random moments
+    (some freezes at the moment of a submission) and restarting the killed ones as a supervisor
+    would leaves a history that keeps every invariant, and the loop keeps advancing after the
+    last disturbance."""
     config = ChaosConfig.from_env()
     report = run_chaos(Path(request.config.rootpath), test_output_dir, config)
     problems = report.failures()
     # The verdict first: CI keeps only the head and the tail of a long output.
-    verdict = "chaos: " + ("; ".join(problems) if problems else "every check passed")
+    verdict = f"chaos (seed {config.seed}, AX3L_CHAOS_SEED): " + (
+        "; ".join(problems) if problems else "every check passed"
+    )
     summary = verdict + "\n" + report.text()
     (test_output_dir / "chaos-summary.txt").write_text(summary + "\n")
     print(summary)

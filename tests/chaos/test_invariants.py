@@ -31,6 +31,11 @@ AT_MOST_ONE = "each checkpoint followed by at most one completed step (its own)"
 ADVANCE = "consecutive checkpoints advance by one entry after a completed step, else not"
 COMPARED = "every accepted proposal compared exactly once"
 GOLDEN = "golden scores strictly increasing within a seed"
+COMPLETED_ONCE = (
+    "every accepted proposal whose SnakeLab run completed compared exactly once"
+    " (the newest may be pending)"
+)
+ROLE = "every SnakeLab run is a proposal's, a baseline's or a retry's (no run unaccounted for)"
 
 
 class History:
@@ -51,7 +56,13 @@ class History:
         run_id: str | None = None,
         seed: int = 1,
         attempt: int | None = None,
+        purpose: str | None = "seeding",
+        parent: int | None = None,
+        **submitted_content: Any,
     ) -> str:
+        """A SnakeLab run and (``submitted``) its ``simulation_submitted`` event: a baseline's
+        by default (``purpose``), the broker's with ``purpose=None`` and its proposal as
+        ``parent``, a retry's with ``reason="retry"``."""
         run_id = run_id or str(uuid.uuid4())
         db = self.databases.snakelab_db
         now = datetime.now()
@@ -78,18 +89,26 @@ class History:
                     (run_id, episode),
                 )
         if submitted:
-            content: dict[str, Any] = {"run_id": run_id}
+            content: dict[str, Any] = {"run_id": run_id, **submitted_content}
             if attempt is not None:
                 content["attempt"] = attempt
-            self.event("simulation_submitted", content, run_id)
+            if purpose is not None:
+                content["purpose"] = purpose
+            self.event("simulation_submitted", content, run_id, parent)
         return run_id
 
-    def event(self, name: str, content: dict[str, Any], process_id: str | None = None) -> int:
+    def event(
+        self,
+        name: str,
+        content: dict[str, Any],
+        process_id: str | None = None,
+        parent: int | None = None,
+    ) -> int:
         with self.conn.cursor() as cur:
             cur.execute(
                 f"INSERT INTO `{self.databases.ax3l_db}`.events (occurred_at, name, category,"
-                " log_level, process_id) VALUES (%s, %s, 'test', 'INFO', %s)",
-                (datetime.now(), name, process_id),
+                " log_level, process_id, parent_event_id) VALUES (%s, %s, 'test', 'INFO', %s, %s)",
+                (datetime.now(), name, process_id, parent),
             )
             event_id = int(cur.lastrowid)
             cur.execute(
@@ -110,8 +129,8 @@ class History:
                 (event_id, score, seed),
             )
 
-    def checkpoint(self, index: int) -> None:
-        self.event("round_robin_checkpoint", {"index": index})
+    def checkpoint(self, index: int) -> int:
+        return self.event("round_robin_checkpoint", {"index": index})
 
     def step(self, index: int, hidden_size: int, score: int, golden_score: int) -> str:
         """A checkpoint, an accepted proposal, its run and its comparison."""
@@ -122,10 +141,42 @@ class History:
             self.golden(run_id, score)
         return run_id
 
-    def accept(self, hidden_size: int, score: int = 40, **run: Any) -> str:
+    def accept(
+        self,
+        hidden_size: int,
+        score: int = 40,
+        checkpoint: int | None = None,
+        adopted: bool = False,
+        **run: Any,
+    ) -> str:
+        """An accepted proposal and its run, recorded as the broker records them (the
+        proposal, then its ``simulation_submitted`` child); ``checkpoint`` is the turn it names."""
         run_id = str(uuid.uuid4())
-        self.event("proposal_accepted", {"run_id": run_id}, run_id)
-        return self.run(hidden_size, score=score, run_id=run_id, **run)
+        content: dict[str, Any] = {"run_id": run_id}
+        if checkpoint is not None:
+            content["checkpoint_event_id"] = checkpoint
+        if adopted:
+            content["adopted"] = True
+        self.last_proposal = self.event("proposal_accepted", content, run_id)
+        return self.run(
+            hidden_size,
+            score=score,
+            run_id=run_id,
+            purpose=None,
+            parent=self.last_proposal,
+            **run,
+        )
+
+    def retry(self, run_id: str, hidden_size: int, **run: Any) -> str:
+        """The orchestrator's retry of the last proposal's step after ``run_id`` never trained."""
+        return self.run(
+            hidden_size,
+            purpose="retry",
+            parent=self.last_proposal,
+            reason="retry",
+            retry_of=run_id,
+            **run,
+        )
 
     def compare(self, run_id: str, index: int) -> None:
         self.event("configuration_compared", {"latest_run_id": run_id, "index": index}, run_id)
@@ -181,16 +232,19 @@ def test_a_recorded_baseline_attempt_after_a_failed_run_is_allowed(history: Hist
 
 
 def test_two_accepted_proposals_in_one_turn_are_found(history: History) -> None:
-    """Two accepted proposals after one checkpoint is a step submitted twice."""
+    """Two accepted proposals after one checkpoint is a step submitted twice (and the first
+    one's completed run, no longer the newest, is never compared)."""
     history.accept(272)
     history.accept(288)
-    assert set(history.failing()) == {ONCE}
+    assert set(history.failing()) == {ONCE, COMPLETED_ONCE}
 
 
 def test_a_snakelab_run_without_an_event_is_found(history: History) -> None:
-    """A run SnakeLab holds that no Ax3l event names is unaccounted for."""
+    """A run SnakeLab holds that no Ax3l event names is unaccounted for (and has no role)."""
     history.run(400, submitted=False)
-    assert set(history.failing()) == {ACCOUNTED}
+    failing = history.failing()
+    assert set(failing) == {ACCOUNTED, ROLE}
+    assert "events naming it: none" in failing[ROLE][0]
 
 
 def test_checkpoints_that_skip_or_repeat_are_found(history: History) -> None:
@@ -229,3 +283,111 @@ def test_a_lower_baseline_on_a_new_seed_is_allowed(history: History) -> None:
     """A seed rotation's fresh baseline may be lower than the last golden."""
     history.golden(history.run(224, score=20, seed=2), 20, seed=2)
     assert history.failing() == {}
+
+
+# -- issue 21: completed runs compared exactly once, every run with a role ----------------------
+
+
+def test_a_late_adopted_proposal_never_compared_is_found(history: History) -> None:
+    """The freezes' finding: a proposal adopted late under an older checkpoint, whose run
+    completed, is never compared while the loop goes on (the turn got a second run)."""
+    open_turn = 2  # the fixture's open checkpoint
+    with history.conn.cursor() as cur:
+        cur.execute(
+            f"SELECT MAX(event_id) FROM `{history.databases.ax3l_db}`.events"
+            " WHERE name = 'round_robin_checkpoint'"
+        )
+        checkpoint = int(cur.fetchone()[0])
+    second = history.accept(272, checkpoint=checkpoint)
+    history.compare(second, open_turn)
+    orphan = history.accept(288, checkpoint=checkpoint, adopted=True)
+    history.step(3, 304, score=30, golden_score=45)
+    failing = history.failing()
+    assert COMPLETED_ONCE in failing
+    (violation,) = failing[COMPLETED_ONCE]
+    assert orphan in violation and "compared 0x" in violation and "adopted" in violation
+    assert f"#{checkpoint} checkpoint index 2" in violation
+
+
+def test_the_newest_completed_proposal_may_be_pending_but_no_other(history: History) -> None:
+    """The newest accepted proposal's completed run not compared yet is the open turn; once a
+    newer proposal exists it is a violation."""
+    history.accept(272)
+    assert history.failing() == {}
+    history.checkpoint(3)
+    history.accept(288)
+    failing = history.failing()
+    assert COMPLETED_ONCE in failing
+    assert "compared 0x" in failing[COMPLETED_ONCE][0]
+
+
+def test_a_completed_run_compared_twice_is_found(history: History) -> None:
+    """Two comparisons naming one completed run, even the newest proposal's."""
+    run_id = history.accept(272)
+    history.compare(run_id, 2)
+    assert history.failing() == {}
+    history.compare(run_id, 2)
+    failing = history.failing()
+    assert COMPLETED_ONCE in failing
+    assert "compared 2x" in failing[COMPLETED_ONCE][0]
+
+
+def test_a_failed_run_need_not_be_compared_but_a_completed_retry_must(history: History) -> None:
+    """Only completed runs count: a never-started run retried is not compared; its retry,
+    completed and not the newest proposal's, must be."""
+    failed = history.accept(272, status="failed", started=False, episodes=0)
+    retry = history.retry(failed, 272)
+    assert history.failing() == {}
+    history.checkpoint(3)
+    history.accept(288)
+    failing = history.failing()
+    assert set(failing) >= {COMPLETED_ONCE}
+    assert retry in failing[COMPLETED_ONCE][0]
+    history.compare(retry, 2)
+    assert COMPLETED_ONCE not in history.failing()
+
+
+def test_baselines_and_retries_have_a_role(history: History) -> None:
+    """Seeding and seed-rotation baselines and a retry of a proposal's step are known runs."""
+    history.golden(history.run(224, score=20, seed=2, purpose="seed_rotation"), 20, seed=2)
+    failed = history.accept(272, status="failed", started=False, episodes=0)
+    history.retry(failed, 272)
+    assert history.failing() == {}
+
+
+def test_a_run_with_an_event_but_no_role_is_found(history: History) -> None:
+    """A ``simulation_submitted`` alone (no purpose, no proposal, no retry of one) accounts for
+    the run as far as the older invariant goes, but gives it no role."""
+    run_id = history.run(400, purpose=None)
+    failing = history.failing()
+    assert set(failing) == {ROLE}
+    assert run_id in failing[ROLE][0] and "simulation_submitted #" in failing[ROLE][0]
+    history.run(416, purpose=None, reason="retry", parent=None)
+    assert len(history.failing()[ROLE]) == 2  # a retry of no proposal has no role either
+
+
+def test_an_orphan_run_names_the_intent_with_its_configuration(history: History) -> None:
+    """A run nobody recorded is reported with the submission intent whose configuration it has
+    (what an abandoned intent's late run looks like)."""
+    from ax3l.shared.config_schema import cached_schema
+
+    schema = cached_schema()
+    config = schema.default_config()
+    flat = schema.flatten(config)
+    run_id = history.run(int(flat["model_hidden_size"]), submitted=False)
+    with history.conn.cursor() as cur:
+        cur.execute(
+            f"UPDATE `{history.databases.snakelab_db}`.configurations SET "
+            + ", ".join(f"{c} = %s" for c in flat)
+            + " WHERE run_id = %s",
+            (*flat.values(), run_id),
+        )
+        cur.execute(
+            f"INSERT INTO `{history.databases.ax3l_db}`.submission_intents"
+            " (created_at, state, entry, fingerprint, content) VALUES (%s, 'abandoned',"
+            " 'model.hidden_size', 'f', %s)",
+            (datetime.now(), json.dumps({"config": config})),
+        )
+    failing = history.failing()
+    assert ROLE in failing
+    assert "(abandoned, model.hidden_size, run None" in failing[ROLE][0]

@@ -1,11 +1,16 @@
-"""Chaos harness: the whole stack as supervised real processes, killed with SIGKILL at random.
+"""Chaos harness: the whole stack as supervised real processes, killed with SIGKILL and frozen
+with SIGSTOP at random.
 
 ``PrivateMariaDB`` is a MariaDB of its own (``scripts/mariadb.sh`` with a throwaway run
 directory and a free port), so the shared private MariaDB under ``.run`` is never touched.
 ``Supervisor`` restarts each service after it dies, the way systemd or compose would: after a
 short random delay when the chaos driver killed it, with backoff when it died on its own (and
-those deaths are recorded: they are findings). ``ProgressMonitor`` samples the number of
-completed steps so recovery times can be measured. ``check_invariants`` reads the databases
+those deaths are recorded: they are findings); a frozen (stopped) process counts as alive, and
+a SIGKILL ends it like any other. ``Freezer`` SIGSTOPs a service's processes and SIGCONTs them
+after a while, and always resumes whatever it stopped (``resume_all``). ``Probe`` is the driver's
+own short-timeout connection (what a submission looks like in the database, to time a freeze to
+it). ``ProgressMonitor`` samples the number of completed steps so recovery times can be
+measured. ``check_invariants`` reads the databases
 alone and returns every invariant with how often it was checked and each violation, instead of
 stopping at the first failed assertion. Test-only.
 """
@@ -15,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import math
 import os
 import random
 import shutil
@@ -47,6 +53,16 @@ def _pid_state(pid: int) -> str | None:
     except OSError:
         return None
     return text.rpartition(")")[2].split()[0]
+
+
+def _start_time(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot), None when it is gone: with the pid it names
+    one process, so a pid reused after a kill is never signalled by mistake."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(text.rpartition(")")[2].split()[19])
 
 
 def _descendants(root: int) -> list[int]:
@@ -116,6 +132,11 @@ class PrivateMariaDB:
 
     def alive(self) -> bool:
         return _alive(self.pid())
+
+    def pids(self) -> list[int]:
+        """The server's process (what a freeze stops)."""
+        pid = self.pid()
+        return [pid] if _alive(pid) and pid is not None else []
 
     def kill9(self) -> None:
         pid = self.pid()
@@ -187,6 +208,14 @@ class ServiceProcess:
     def returncode(self) -> int | None:
         return self.popen.poll() if self.popen is not None else None
 
+    def pids(self) -> list[int]:
+        """The process and its descendants (the orchestrator's MCP sessions), parent first: what
+        a freeze stops, as a control group's freezer would."""
+        if not self.alive():
+            return []
+        assert self.popen is not None
+        return [self.popen.pid, *_descendants(self.popen.pid)]
+
     def kill9(self) -> None:
         """SIGKILL the process, its session and every descendant (the MCP SDK starts its
         children in sessions of their own), as a control-group kill would."""
@@ -255,6 +284,7 @@ class Supervised:
     describe_death: Callable[[], tuple[int | None, str]]
     rng: random.Random
     kill_delay: tuple[float, float]
+    pids: Callable[[], list[int]] = field(default=lambda: [])
     killed_pending: bool = field(default=False, init=False)
     restarting: bool = field(default=False, init=False)
     lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -267,7 +297,12 @@ class Supervised:
 
 class Supervisor:
     """Restarts dead services: after a random delay when the chaos driver killed them, else
-    with backoff (0.5 s doubling to 8 s, reset after 30 s of uptime), like a restart policy."""
+    with backoff (0.5 s doubling to 8 s, reset after 30 s of uptime), like a restart policy.
+
+    A stopped (SIGSTOPped) process is alive: no restart policy restarts a frozen service. When
+    the driver SIGKILLs a frozen one it dies like a running one (SIGKILL needs no SIGCONT) and is
+    restarted as killed; the new process is not frozen, and ``Freezer`` never signals it (it
+    names processes by pid and start time)."""
 
     def __init__(self) -> None:
         self.services: dict[str, Supervised] = {}
@@ -343,34 +378,115 @@ class Supervisor:
             service.restarting = False
 
 
-class ProgressMonitor:
-    """Samples the number of completed steps (compared or exhausted) every ``interval`` s,
-    reconnecting whenever the database went away."""
+@dataclass(frozen=True)
+class Stopped:
+    """One SIGSTOPped process: its pid and start time (a reused pid is another process)."""
 
-    def __init__(self, databases: TestDatabases, interval: float = 0.25):
-        self.databases = databases
-        self.interval = interval
-        self.samples: list[tuple[float, int]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
-        self._conn: Any = None
+    pid: int
+    start_time: int
 
-    def start(self) -> ProgressMonitor:
-        self._thread.start()
+
+class Freezer:
+    """Freezes services with SIGSTOP and resumes them with SIGCONT ``seconds`` later.
+
+    Every stopped process is remembered before it is stopped and forgotten only once resumed,
+    so ``resume_all`` (called by the driver's ``finally``, by the context manager's exit and by
+    the stack's teardown) leaves nothing stopped, whatever failed. A process killed while frozen
+    is simply gone; a resume skips it. One freeze per victim at a time.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stopped: dict[str, list[Stopped]] = {}
+        self._threads: list[threading.Thread] = []
+        self._closing = threading.Event()
+
+    def __enter__(self) -> Freezer:
         return self
 
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
-        self._close()
+    def __exit__(self, *exc: object) -> None:
+        self.resume_all()
 
-    def _close(self) -> None:
+    def frozen(self) -> list[str]:
+        with self._lock:
+            return [name for name, stopped in self._stopped.items() if stopped]
+
+    def is_frozen(self, name: str) -> bool:
+        return name in self.frozen()
+
+    def freeze(self, name: str, pids: list[int], seconds: float) -> int:
+        """SIGSTOP ``pids`` (parent first) and SIGCONT them after ``seconds`` from a thread of
+        its own; returns how many processes were stopped (0: nothing to freeze)."""
+        if self._closing.is_set():
+            return 0
+        with self._lock:
+            if self._stopped.get(name):
+                raise RuntimeError(f"{name} is frozen already")
+            stopped = self._stopped.setdefault(name, [])
+            for pid in pids:
+                start = _start_time(pid)
+                if start is None:
+                    continue
+                stopped.append(Stopped(pid, start))  # remembered first: always resumed
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGSTOP)
+            count = len(stopped)
+        if count:
+            thread = threading.Thread(
+                target=self._thaw_after, args=(name, seconds), name=f"thaw-{name}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+        return count
+
+    def _thaw_after(self, name: str, seconds: float) -> None:
+        try:
+            self._closing.wait(seconds)
+        finally:
+            self.resume(name)
+
+    def resume(self, name: str) -> None:
+        """SIGCONT what ``name``'s freeze stopped (children first), unless it is gone."""
+        with self._lock:
+            stopped = self._stopped.pop(name, [])
+            for process in reversed(stopped):
+                if _start_time(process.pid) == process.start_time:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(process.pid, signal.SIGCONT)
+
+    def wait_thawed(self, timeout: float) -> bool:
+        """Whether every freeze ended by itself within ``timeout``."""
+        try:
+            wait_until(lambda: not self.frozen(), timeout, interval=0.05)
+        except WaitTimeout:
+            return False
+        return True
+
+    def resume_all(self) -> None:
+        """Resume everything still stopped now, and end the freezes' threads."""
+        self._closing.set()
+        for name in list(self._stopped):
+            self.resume(name)
+        for thread in self._threads:
+            thread.join(5)
+
+
+class Probe:
+    """The driver's own connection to the Ax3l database, with 1 s timeouts: a frozen or dead
+    MariaDB costs a second and a None, never a hang. Reconnects after every error."""
+
+    def __init__(self, databases: TestDatabases):
+        self.databases = databases
+        self._conn: Any = None
+
+    def close(self) -> None:
         if self._conn is not None:
             with contextlib.suppress(Exception):
                 self._conn.close()
             self._conn = None
 
-    def count(self) -> int | None:
+    def scalar(self, sql: str, args: tuple[Any, ...] = ()) -> Any:
+        """The first column of the first row, or None (no row, or no answer)."""
         try:
             if self._conn is None:
                 self._conn = pymysql.connect(
@@ -381,15 +497,88 @@ class ProgressMonitor:
                     database=self.databases.ax3l_db,
                     autocommit=True,
                     connect_timeout=1,
-                    read_timeout=2,
-                    write_timeout=2,
+                    read_timeout=1,
+                    write_timeout=1,
                 )
             with self._conn.cursor() as cur:
-                cur.execute("SELECT COUNT(*) FROM events WHERE name IN (%s, %s)", STEP_EVENTS)
-                return int(cur.fetchone()[0])
+                cur.execute(sql, args)
+                row = cur.fetchone()
+                return None if row is None else row[0]
         except pymysql.err.MySQLError:
-            self._close()
+            self.close()
             return None
+
+    def steps(self) -> int | None:
+        """Completed steps (comparisons and exhausted turns)."""
+        value = self.scalar("SELECT COUNT(*) FROM events WHERE name IN (%s, %s)", STEP_EVENTS)
+        return None if value is None else int(value)
+
+    def last_tool_request(self) -> int | None:
+        """The newest ``tool_request_received`` event: the broker's first write for a proposal,
+        just before its checks, its intent and ``simulation.submit``."""
+        value = self.scalar(
+            "SELECT COALESCE(MAX(event_id), 0) FROM events WHERE name = 'tool_request_received'"
+        )
+        return None if value is None else int(value)
+
+    def last_intent(self) -> int | None:
+        """The newest submission intent: the broker's last write before ``simulation.submit``
+        (SnakeLab stores the run a few milliseconds later)."""
+        value = self.scalar("SELECT COALESCE(MAX(intent_id), 0) FROM submission_intents")
+        return None if value is None else int(value)
+
+    def wait_for_submission(self, timeout: float, *, intent: bool) -> str:
+        """Wait for the broker's next proposal: its ``tool_request_received`` (polled every 10
+        ms, for up to ``timeout`` s) and, with ``intent``, then its submission intent (polled
+        every millisecond for up to 3 s: the send follows at once). Returns what was seen
+        last: ``tool request``, ``submission intent``, or what was not."""
+        if not self.wait_for_new(self.last_tool_request, timeout):
+            return f"no tool request within {timeout:g} s"
+        if not intent:
+            return "tool request"
+        if not self.wait_for_new(self.last_intent, 3.0, interval=0.001):
+            return "tool request, no intent within 3 s"
+        return "submission intent"
+
+    def wait_for_new(
+        self, read: Callable[[], int | None], timeout: float, interval: float = 0.01
+    ) -> bool:
+        """Whether ``read`` grew within ``timeout`` (polled every ``interval`` s)."""
+        deadline = time.monotonic() + timeout
+        base = read()  # the base is read before the deadline's clock matters
+        while time.monotonic() < deadline:
+            time.sleep(interval)
+            value = read()
+            if base is None:
+                base = value
+            elif value is not None and value > base:
+                return True
+        return False
+
+
+class ProgressMonitor:
+    """Samples the number of completed steps (compared or exhausted) every ``interval`` s,
+    reconnecting whenever the database went away."""
+
+    def __init__(self, databases: TestDatabases, interval: float = 0.25):
+        self.databases = databases
+        self.interval = interval
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
+        self._probe = Probe(databases)
+
+    def start(self) -> ProgressMonitor:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self._probe.close()
+
+    def count(self) -> int | None:
+        return self._probe.steps()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -513,6 +702,201 @@ def read_runs(conn: Any, snakelab_db: str) -> list[dict[str, Any]]:
 def never_started(run: dict[str, Any]) -> bool:
     """A failed run that never trained (the one kind a retry may resubmit, issue 11 item 6)."""
     return run["status"] == "failed" and (not run["started"] or run["episodes"] == 0)
+
+
+def _run_of(event: Ev) -> Any:
+    return event.get("run_id") or event.process_id
+
+
+def _proposal_runs(events: list[Ev]) -> dict[int, list[str]]:
+    """Each accepted proposal's runs, by its event id: its own, then its retries' (the
+    orchestrator's ``simulation_submitted`` children of the proposal with reason ``retry``)."""
+    runs = {e.event_id: [_run_of(e)] for e in events if e.name == "proposal_accepted"}
+    for event in events:
+        if (
+            event.name == "simulation_submitted"
+            and event.parent in runs
+            and (event.get("reason") == "retry" or event.get("purpose") == "retry")
+        ):
+            runs[event.parent].append(_run_of(event))
+    return runs
+
+
+def _turn_story(events: list[Ev], checkpoint_id: Any) -> str:
+    """What a checkpoint's turn stored: its proposals, their runs and comparisons, in order."""
+    if not isinstance(checkpoint_id, int):
+        return "no checkpoint named"
+    current: int | None = None
+    told = []
+    for event in events:
+        if event.name == "round_robin_checkpoint":
+            current = event.event_id
+            if current == checkpoint_id:
+                told.append(f"#{event.event_id} checkpoint index {event.get('index')}")
+            continue
+        named = event.get("checkpoint_event_id")
+        owner = named if isinstance(named, int) else current
+        if event.name == "proposal_accepted" and owner == checkpoint_id:
+            told.append(
+                f"#{event.event_id} proposal_accepted run {str(_run_of(event))[:8]}"
+                + (" adopted" if event.get("adopted") else "")
+                + ("" if named == current else f" (written under checkpoint #{current})")
+            )
+        elif event.name == "configuration_compared" and current == checkpoint_id:
+            told.append(
+                f"#{event.event_id} configuration_compared run"
+                f" {str(_run_of_compared(event))[:8]} {event.get('decision')}"
+            )
+        elif event.name == "parameter_space_exhausted" and current == checkpoint_id:
+            told.append(f"#{event.event_id} parameter_space_exhausted")
+    return "; ".join(told) or f"checkpoint #{checkpoint_id} not found"
+
+
+def _run_of_compared(event: Ev) -> Any:
+    return event.get("latest_run_id") or event.process_id
+
+
+def check_completed_runs_compared_once(events: list[Ev], runs: list[dict[str, Any]]) -> Invariant:
+    """Every accepted proposal whose run completed in SnakeLab is compared exactly once: one
+    ``configuration_compared`` naming that run as ``latest_run_id``. The newest accepted
+    proposal may still be pending (no comparison yet); a comparison twice is never allowed. A
+    retried proposal's runs are its own and its retries'; each of them that completed counts.
+    """
+    invariant = Invariant(
+        "every accepted proposal whose SnakeLab run completed compared exactly once"
+        " (the newest may be pending)"
+    )
+    by_run_id = {run["run_id"]: run for run in runs}
+    comparisons: dict[Any, list[int]] = {}
+    for event in events:
+        if event.name == "configuration_compared":
+            comparisons.setdefault(_run_of_compared(event), []).append(event.event_id)
+    proposals = {e.event_id: e for e in events if e.name == "proposal_accepted"}
+    newest = max(proposals, default=None)
+    for proposal_id, run_ids in _proposal_runs(events).items():
+        proposal = proposals[proposal_id]
+        for run_id in run_ids:
+            run = by_run_id.get(run_id)
+            if run is None or run["status"] != "completed":
+                continue
+            made = comparisons.get(run_id, [])
+            pending = not made and proposal_id == newest
+            invariant.check(
+                len(made) == 1 or pending,
+                (
+                    f"run {run_id} (SnakeLab id {run['id']}, completed, high score"
+                    f" {run['high_score']}) of proposal_accepted #{proposal_id}"
+                    f" ({proposal.get('parameter')}"
+                    + (", adopted" if proposal.get("adopted") else "")
+                    + f", checkpoint #{proposal.get('checkpoint_event_id')})"
+                    f" compared {len(made)}x"
+                    + (f" (#{', #'.join(str(m) for m in made)})" if made else "")
+                    + f"; that turn: {_turn_story(events, proposal.get('checkpoint_event_id'))}"
+                ),
+            )
+    return invariant
+
+
+BASELINE_PURPOSES = ("seeding", "seed_rotation")
+
+
+def run_roles(events: list[Ev]) -> dict[Any, str]:
+    """What Ax3l recorded each run as: ``proposal`` (a ``proposal_accepted`` names it, the
+    broker's record), ``baseline`` (a seeding or seed-rotation ``simulation_submitted``) or
+    ``retry`` (the orchestrator's ``simulation_submitted`` retrying a proposal's step)."""
+    proposals = {e.event_id for e in events if e.name == "proposal_accepted"}
+    roles: dict[Any, str] = {}
+    for event in events:
+        if event.name == "proposal_accepted":
+            roles.setdefault(_run_of(event), "proposal")
+        elif event.name == "simulation_submitted":
+            retry = event.get("reason") == "retry" or event.get("purpose") == "retry"
+            of_proposal = event.parent in proposals or event.get("proposal_event_id") in proposals
+            if event.get("purpose") in BASELINE_PURPOSES:
+                roles.setdefault(_run_of(event), "baseline")
+            elif retry and of_proposal:
+                roles.setdefault(_run_of(event), "retry")
+    return roles
+
+
+def check_every_run_has_a_role(
+    events: list[Ev], runs: list[dict[str, Any]], intents: list[dict[str, Any]] | None = None
+) -> Invariant:
+    """No SnakeLab run, whatever its status, is left unaccounted for: each is a proposal's run,
+    a seeding or seed-rotation baseline or a retry of a proposal's step, as Ax3l recorded it
+    (``run_roles``). A violation names the events that do mention the run, and the submission
+    intents whose configuration it has (``intents``: rows with a flattened ``columns`` dict)."""
+    invariant = Invariant(
+        "every SnakeLab run is a proposal's, a baseline's or a retry's (no run unaccounted for)"
+    )
+    roles = run_roles(events)
+    for run in runs:
+        run_id = run["run_id"]
+        if run_id in roles:
+            invariant.check(True, "")
+            continue
+        naming = [
+            f"{e.name} #{e.event_id}"
+            + (f" (purpose {e.get('purpose')})" if e.get("purpose") else "")
+            + (f" parent #{e.parent}" if e.parent else "")
+            for e in events
+            if run_id in (e.process_id, e.get("run_id"), e.get("latest_run_id"))
+        ]
+        config = dict(run["config"] or ())
+        matching = [
+            f"intent {i['intent_id']} ({i['state']}, {i['entry']}, run {i['run_id']},"
+            f" created {i['created_at']})"
+            for i in intents or []
+            if i.get("columns") and _same_columns(config, i["columns"])
+        ]
+        invariant.check(
+            False,
+            (
+                f"run {run_id} (SnakeLab id {run['id']}, {run['status']}, high score"
+                f" {run['high_score']}, {run['episodes']} episodes) has no role in Ax3l;"
+                f" events naming it: {', '.join(naming) or 'none'};"
+                f" intents with its configuration: {', '.join(matching) or 'none'}"
+            ),
+        )
+    return invariant
+
+
+def _same_columns(config: dict[str, float], columns: dict[str, float]) -> bool:
+    return all(
+        config.get(c) is not None and math.isclose(config[c], v, rel_tol=1e-9, abs_tol=1e-12)
+        for c, v in columns.items()
+    )
+
+
+def read_intents(conn: Any) -> list[dict[str, Any]]:
+    """The submission intents, each with its configuration as SnakeLab's columns (``columns``,
+    floats, like ``read_runs``'s configuration tuples)."""
+    from ax3l.shared.config_schema import cached_schema
+
+    schema = cached_schema()
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT intent_id, state, entry, run_id, created_at, content FROM submission_intents"
+            " ORDER BY intent_id"
+        )
+        rows = cur.fetchall()
+    intents = []
+    for intent_id, state, entry, run_id, created_at, content in rows:
+        columns: dict[str, float] = {}
+        with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError):
+            flat = schema.flatten(json.loads(content)["config"])
+            columns = {c: float(v) for c, v in flat.items()}
+        intents.append(
+            {
+                "intent_id": int(intent_id),
+                "state": state,
+                "entry": entry,
+                "run_id": run_id,
+                "created_at": created_at,
+                "columns": columns,
+            }
+        )
+    return intents
 
 
 def check_invariants(conn: Any, snakelab_db: str) -> tuple[list[Invariant], dict[str, Any]]:
@@ -715,6 +1099,11 @@ def check_invariants(conn: Any, snakelab_db: str) -> tuple[list[Invariant], dict
         previous = golden
     results.append(increasing)
 
+    # 8 and 9 (issue 21): completed runs compared exactly once; every run has a role.
+    intents = read_intents(conn)
+    results.append(check_completed_runs_compared_once(events, runs))
+    results.append(check_every_run_has_a_role(events, runs, intents))
+
     counts = {
         "events": len(events),
         "snakelab_runs": len(runs),
@@ -728,6 +1117,11 @@ def check_invariants(conn: Any, snakelab_db: str) -> tuple[list[Invariant], dict
         "goldens": len(goldens),
         "seeds": sorted({g.get("seed") for g in goldens if g.get("seed") is not None}),
         "seed_rotations": sum(1 for e in events if e.name == "seed_rotation_started"),
+        "adopted_proposals": sum(
+            1 for e in events if e.name == "proposal_accepted" and e.get("adopted")
+        ),
+        "retries": sum(1 for role in run_roles(events).values() if role == "retry"),
+        "intents_by_state": dict(Counter(i["state"] for i in intents)),
     }
     return results, counts
 

@@ -1,12 +1,24 @@
-"""The chaos scenario of issue 11: the whole stack, SIGKILLed at random moments, then checked.
+"""The chaos scenario of issues 11 and 21: the whole stack SIGKILLed and frozen (SIGSTOP, then
+SIGCONT) at random moments, then checked.
 
-    uv run python -m ax3l.testing.chaos_run          # the same as `make test-chaos`
+    uv run python -m ax3l.testing.chaos_run          # what `make test-chaos` runs (via pytest)
 
 Settings (environment): ``AX3L_CHAOS_SEED`` (default 11), ``AX3L_CHAOS_KILLS`` (52),
-``AX3L_CHAOS_INTERVAL`` ("2,8": seconds between kills, uniform), ``AX3L_CHAOS_RUN_SECONDS``
-(1.5: surrogate run time), ``AX3L_CHAOS_STAGNANT_ROUNDS`` (2, so seed rotations happen),
-``AX3L_CHAOS_RECOVERY_DEADLINE`` (90 s for 3 new steps after the last kill). The first half of
-the kills runs the ``tpe`` proposer, the second half the scripted model (``llm``).
+``AX3L_CHAOS_FREEZES`` (24), ``AX3L_CHAOS_FREEZE_SECONDS`` ("1,8": how long a freeze lasts,
+uniform), ``AX3L_CHAOS_INTERVAL`` ("2,8": seconds between disturbances, uniform),
+``AX3L_CHAOS_RUN_SECONDS`` (1.5: surrogate run time), ``AX3L_CHAOS_STAGNANT_ROUNDS`` (2, so seed
+rotations happen), ``AX3L_CHAOS_RECOVERY_DEADLINE`` (90 s for 3 new steps after the last
+disturbance). The first half of the kills runs the ``tpe`` proposer, the second half the
+scripted model (``llm``).
+
+Kills and freezes come in one shuffled sequence. Half of the freezes are SnakeLab's, and half of
+those are timed to a submission: the driver waits for the broker's next
+``tool_request_received`` (the first thing it writes for a proposal, just before its checks,
+its intent and ``simulation.submit``) and freezes SnakeLab at once, so the broker's 3 s submit
+times out while SnakeLab still holds the request. The other freezes hit MariaDB, the broker and
+the orchestrator (with its MCP sessions) at random moments. Freezes run beside the sequence: a
+kill may hit a frozen service (some kills pick one on purpose). Every freeze is resumed, also
+when the driver fails (``Freezer.resume_all`` in a ``finally``).
 """
 
 from __future__ import annotations
@@ -37,6 +49,12 @@ from ax3l.testing.plugin import TestDatabases, free_port
 from ax3l.testing.scripted_llm import random_call_ranges
 
 TARGETS = ("orchestrator", "toolbroker", "snakelab", "mariadb")
+# The services frozen besides SnakeLab (which gets half of the freezes), by weight: MariaDB
+# frozen just after a submission's intent holds SnakeLab's insert of the run, the way to a late
+# answer, so it gets twice the share.
+OTHER_FREEZE_TARGETS = ("mariadb", "mariadb", "toolbroker", "orchestrator")
+# The share of kills aimed at a frozen service when one is frozen at that moment.
+KILL_FROZEN_SHARE = 0.3
 # Deaths of these without a kill are findings: they should wait out an outage in place.
 MUST_NOT_DIE = ("toolbroker", "snakelab", "scripted-model")
 
@@ -45,6 +63,9 @@ MUST_NOT_DIE = ("toolbroker", "snakelab", "scripted-model")
 class ChaosConfig:
     seed: int = 11
     kills: int = 52
+    freezes: int = 24
+    freeze_seconds: tuple[float, float] = (1.0, 8.0)
+    submission_wait: float = 30.0
     interval: tuple[float, float] = (2.0, 8.0)
     run_seconds: float = 1.5
     stagnant_rounds: int = 2
@@ -56,15 +77,22 @@ class ChaosConfig:
     @classmethod
     def from_env(cls) -> ChaosConfig:
         env = os.environ
-        interval = tuple(float(x) for x in env.get("AX3L_CHAOS_INTERVAL", "2,8").split(","))
+        interval = _pair(env.get("AX3L_CHAOS_INTERVAL", "2,8"))
         return cls(
             seed=int(env.get("AX3L_CHAOS_SEED", "11")),
             kills=int(env.get("AX3L_CHAOS_KILLS", "52")),
-            interval=(interval[0], interval[1]),
+            freezes=int(env.get("AX3L_CHAOS_FREEZES", "24")),
+            freeze_seconds=_pair(env.get("AX3L_CHAOS_FREEZE_SECONDS", "1,8")),
+            interval=interval,
             run_seconds=float(env.get("AX3L_CHAOS_RUN_SECONDS", "1.5")),
             stagnant_rounds=int(env.get("AX3L_CHAOS_STAGNANT_ROUNDS", "2")),
             recovery_deadline=float(env.get("AX3L_CHAOS_RECOVERY_DEADLINE", "90")),
         )
+
+
+def _pair(text: str) -> tuple[float, float]:
+    low, high = (float(x) for x in text.split(","))
+    return low, high
 
 
 @dataclass
@@ -75,12 +103,59 @@ class Kill:
     phase: str
     proposer: str
     steps_before: int
+    frozen: bool = False  # the victim was frozen when killed
+
+
+@dataclass
+class Freeze:
+    number: int
+    at: float
+    target: str
+    phase: str
+    proposer: str
+    steps_before: int
+    seconds: float
+    trigger: str  # "random moment", "tool request", "submission intent" or what was not seen
+    processes: int  # how many processes were stopped
+    killed: bool = False  # killed while frozen
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One disturbance of the sequence: a kill, or a freeze of ``target`` (``at_submission``:
+    SnakeLab at the broker's next tool request, MariaDB at its next submission intent)."""
+
+    kind: str  # "kill" or "freeze"
+    target: str | None = None
+    at_submission: bool = False
+
+
+def plan(config: ChaosConfig, rng: random.Random) -> list[Planned]:
+    """The kills and freezes in a shuffled order. Half of the freezes (rounded up) are
+    SnakeLab's, the rest go to MariaDB, the broker and the orchestrator (``OTHER_FREEZE_TARGETS``'
+    weights); half of SnakeLab's and of MariaDB's freezes (rounded up) are timed to a
+    submission."""
+    snakelab = (config.freezes + 1) // 2
+    others = list(OTHER_FREEZE_TARGETS)
+    rng.shuffle(others)
+    targets = ["snakelab"] * snakelab + [
+        others[n % len(others)] for n in range(config.freezes - snakelab)
+    ]
+    freezes = []
+    for target in ("snakelab", *OTHER_FREEZE_TARGETS[1:]):
+        count = targets.count(target)
+        timed = (count + 1) // 2 if target in ("snakelab", "mariadb") else 0
+        freezes += [Planned("freeze", target, at_submission=n < timed) for n in range(count)]
+    sequence = [Planned("kill")] * config.kills + freezes
+    rng.shuffle(sequence)
+    return sequence
 
 
 @dataclass
 class ChaosReport:
     config: ChaosConfig
     kills: list[Kill] = field(default_factory=list)
+    freezes: list[Freeze] = field(default_factory=list)
     restarts: list[Restart] = field(default_factory=list)
     deaths: list[chaos.Death] = field(default_factory=list)
     invariants: list[Invariant] = field(default_factory=list)
@@ -100,7 +175,7 @@ class ChaosReport:
             f"{i.name}: {len(i.violations)} violation(s)" for i in self.invariants if not i.passed
         ]
         if not self.advancing:
-            problems.append(f"loop not advancing after the last kill: {self.advance_detail}")
+            problems.append(f"loop not advancing after the last disturbance: {self.advance_detail}")
         bad = [d for d in self.deaths if d.service in MUST_NOT_DIE]
         if bad:
             problems.append(
@@ -118,26 +193,29 @@ class ChaosReport:
         return problems
 
     def text(self) -> str:
+        config = self.config
         lines = [
-            f"chaos: seed {self.config.seed} (AX3L_CHAOS_SEED), {len(self.kills)} kills"
-            f" (AX3L_CHAOS_KILLS), {self.duration:.0f} s; logs in {self.log_dir}",
-            "kills by target:  "
-            + ", ".join(
-                f"{k} {v}" for k, v in sorted(Counter(k.target for k in self.kills).items())
-            ),
-            "kills by phase:   "
-            + ", ".join(
-                f"{k} {v}" for k, v in sorted(Counter(k.phase for k in self.kills).items())
-            ),
-            "kills by proposer: "
-            + ", ".join(
-                f"{k} {v}" for k, v in sorted(Counter(k.proposer for k in self.kills).items())
-            ),
+            f"chaos: seed {config.seed} (AX3L_CHAOS_SEED), {len(self.kills)} kills"
+            f" (AX3L_CHAOS_KILLS={config.kills}), {len(self.freezes)} freezes"
+            f" (AX3L_CHAOS_FREEZES={config.freezes}), {self.duration:.0f} s;"
+            f" logs in {self.log_dir}",
+            "kills survived by victim:  " + _tally(k.target for k in self.kills),
+            "kills survived by phase:   " + _tally(k.phase for k in self.kills),
+            "kills by proposer: " + _tally(k.proposer for k in self.kills),
+            "  victim x phase: " + _tally(f"{k.target}/{k.phase}" for k in self.kills),
+            "freezes survived by victim: " + _tally(f.target for f in self.freezes),
+            "freezes survived by phase:  " + _tally(f.phase for f in self.freezes),
+            "freezes by trigger: " + _tally(f.trigger for f in self.freezes),
+            "  victim x phase: " + _tally(f"{f.target}/{f.phase}" for f in self.freezes),
         ]
-        table = Counter((k.target, k.phase) for k in self.kills)
-        lines.append(
-            "  target x phase: " + ", ".join(f"{t}/{p} {n}" for (t, p), n in sorted(table.items()))
-        )
+        if self.freezes:
+            seconds = [f.seconds for f in self.freezes]
+            lines.append(
+                f"  frozen {sum(seconds):.0f} s in all (p50 {chaos.percentile(seconds, 0.5):.1f}"
+                f" s, max {max(seconds):.1f} s); kills of a frozen service:"
+                f" {sum(1 for k in self.kills if k.frozen)}"
+                f" ({_tally(k.target for k in self.kills if k.frozen) or 'none'})"
+            )
         lines.append(
             f"restarts: {len(self.restarts)} ({sum(1 for r in self.restarts if not r.ok)} failed)"
         )
@@ -174,7 +252,7 @@ class ChaosReport:
             f"  not recovered before the next MariaDB kill or the end: {self.mariadb_unrecovered}"
         )
         lines.append(f"progress during the chaos: {self.progress}")
-        lines.append(f"after the last kill: {self.advance_detail}")
+        lines.append(f"after the last disturbance: {self.advance_detail}")
         lines.append("history: " + json.dumps(self.counts, default=str))
         lines.append("invariants:")
         for invariant in self.invariants:
@@ -191,6 +269,11 @@ class ChaosReport:
         return "\n".join(lines)
 
 
+def _tally(values: Any) -> str:
+    """``a 3, b 1``: how often each value occurs, by name."""
+    return ", ".join(f"{k} {v}" for k, v in sorted(Counter(values).items()))
+
+
 def _clean_environ() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("AX3L_", "SNAKELAB_", "DB_"))}
 
@@ -204,6 +287,7 @@ class ChaosStack:
         self.config = config
         self.mariadb = PrivateMariaDB(repo)
         self.supervisor = Supervisor()
+        self.freezer = chaos.Freezer()
         self.proposer = "tpe"
         self.ports = {
             "snakelab": free_port(),
@@ -323,6 +407,7 @@ class ChaosStack:
                     lambda proc=proc: (proc.returncode(), proc.output_since_start()),
                     random.Random(rng.random()),
                     self.config.restart_delay,
+                    proc.pids,
                 )
             )
         error_log = self.mariadb.run_dir / "mariadb" / "error.log"
@@ -335,11 +420,13 @@ class ChaosStack:
                 lambda: (None, _tail(error_log)),
                 random.Random(rng.random()),
                 self.config.restart_delay,
+                self.mariadb.pids,
             )
         )
         self.supervisor.start()
 
     def stop_services(self) -> None:
+        self.freezer.resume_all()
         self.supervisor.stop()
         for name in ("orchestrator", "toolbroker", "scripted-model", "snakelab"):
             if name in self.processes:
@@ -348,6 +435,7 @@ class ChaosStack:
             self.mariadb.start()
 
     def destroy(self) -> None:
+        self.freezer.resume_all()
         self.supervisor.stop()
         for proc in self.processes.values():
             proc.kill9()
@@ -371,11 +459,16 @@ def _wait(condition: Any, timeout: float) -> bool:
 
 
 def run_chaos(repo: Path, log_dir: Path, config: ChaosConfig | None = None) -> ChaosReport:
-    """Start the stack, kill and restart at random, check the databases; never raises for a
-    finding (the report lists them), only for a harness that could not start."""
+    """Start the stack, kill, freeze and restart at random, check the databases; never raises
+    for a finding (the report lists them), only for a harness that failed (its error then
+    names the seed)."""
     config = config or ChaosConfig.from_env()
     log_dir.mkdir(parents=True, exist_ok=True)
-    print(f"chaos: seed {config.seed}, {config.kills} kills, logs in {log_dir}", flush=True)
+    print(
+        f"chaos: seed {config.seed} (AX3L_CHAOS_SEED), {config.kills} kills,"
+        f" {config.freezes} freezes, logs in {log_dir}",
+        flush=True,
+    )
     report = ChaosReport(config, log_dir=str(log_dir))
     began = time.monotonic()
     stack = ChaosStack(repo, log_dir, config)
@@ -391,7 +484,11 @@ def run_chaos(repo: Path, log_dir: Path, config: ChaosConfig | None = None) -> C
             )
         _drive(stack, monitor, config, report)
         _await_progress(stack, monitor, config, report)
+    except Exception as exc:
+        exc.add_note(f"chaos: seed {config.seed} (AX3L_CHAOS_SEED); logs in {log_dir}")
+        raise
     finally:
+        stack.freezer.resume_all()  # nothing stays stopped, whatever failed
         report.restarts = list(stack.supervisor.restarts)
         report.deaths = list(stack.supervisor.deaths)
         try:
@@ -408,64 +505,170 @@ def run_chaos(repo: Path, log_dir: Path, config: ChaosConfig | None = None) -> C
     return report
 
 
+class Driver:
+    """Runs the planned sequence of kills and freezes against a started stack."""
+
+    def __init__(
+        self, stack: ChaosStack, monitor: ProgressMonitor, config: ChaosConfig, report: ChaosReport
+    ):
+        self.stack = stack
+        self.monitor = monitor
+        self.config = config
+        self.report = report
+        self.rng = random.Random(config.seed)
+        self.services = stack.supervisor.services
+        assert stack.databases is not None
+        self.probe = chaos.Probe(stack.databases)
+        self.kills_done = 0
+        self.frozen_phase = "orchestrator frozen"  # the loop's phase when it was frozen
+        self.status_pid: int | None = None  # the orchestrator that last answered the status
+
+    def up(self) -> list[str]:
+        return [t for t in TARGETS if self.services[t].alive() and not self.services[t].restarting]
+
+    def phase(self) -> tuple[str, str]:
+        """What the loop is doing (the status API's phase), and its proposer. The status reads
+        the database, so it does not answer while MariaDB is frozen or down; the label then
+        says why the phase is unknown."""
+        services, freezer = self.services, self.stack.freezer
+        if freezer.is_frozen("orchestrator"):
+            return self.frozen_phase, self.stack.proposer
+        status = chaos.get_status(self.stack.status_url, timeout=1.0)
+        orchestrator = self.stack.processes["orchestrator"]
+        if status:
+            self.status_pid = orchestrator.pid()
+            return str(status.get("phase")), str(status.get("proposer"))
+        if not services["orchestrator"].alive():
+            return "orchestrator down", self.stack.proposer
+        if freezer.is_frozen("mariadb"):
+            return "unknown (MariaDB frozen)", self.stack.proposer
+        if not services["mariadb"].alive() or services["mariadb"].restarting:
+            return "unknown (MariaDB down)", self.stack.proposer
+        if orchestrator.pid() != self.status_pid:
+            return "orchestrator starting (no status yet)", self.stack.proposer
+        return "unknown (no status answer)", self.stack.proposer
+
+    def run(self) -> None:
+        sequence = plan(self.config, self.rng)
+        total = len(sequence)
+        try:
+            for number, planned in enumerate(sequence, start=1):
+                time.sleep(self.rng.uniform(*self.config.interval))
+                if planned.kind == "kill":
+                    self.kill(number, total)
+                else:
+                    self.freeze(number, total, planned)
+            # The last freeze ends by itself (at most its length) before recovery is measured.
+            self.stack.freezer.wait_thawed(self.config.freeze_seconds[1] + 5)
+        finally:
+            self.stack.freezer.resume_all()
+            self.probe.close()
+
+    def _some_up(self) -> list[str]:
+        if not _wait(lambda: bool(self.up()), 60):
+            raise RuntimeError("no service came back within 60 s")
+        return self.up()
+
+    def kill(self, number: int, total: int) -> None:
+        rng, freezer = self.rng, self.stack.freezer
+        target = rng.choice(TARGETS)
+        frozen = [t for t in freezer.frozen() if t in TARGETS]
+        if frozen and rng.random() < KILL_FROZEN_SHARE:
+            target = rng.choice(sorted(frozen))  # a frozen service dies like a running one
+        switch = self.kills_done == self.config.kills // 2
+        if switch:
+            # The second half runs the scripted model; a restart of the loop switches it.
+            self.stack.proposer = "llm"
+            target = "orchestrator"
+        up = self.up()
+        if target not in up:
+            up = self._some_up()
+            target = target if switch and target in up else rng.choice(up)
+        phase, proposer = self.phase()
+        was_frozen = freezer.is_frozen(target)
+        kill = Kill(
+            number, time.monotonic(), target, phase, proposer, self.monitor.latest(), was_frozen
+        )
+        self.report.kills.append(kill)
+        self.kills_done += 1
+        print(
+            f"chaos: {number:2d}/{total} kill   {target:12s} phase={phase}"
+            f"{' (frozen)' if was_frozen else ''} steps={kill.steps_before}",
+            flush=True,
+        )
+        if was_frozen:
+            for freeze in reversed(self.report.freezes):
+                if freeze.target == target:
+                    freeze.killed = True
+                    break
+        self.services[target].kill9()
+
+    def freeze(self, number: int, total: int, planned: Planned) -> None:
+        target = planned.target
+        assert target is not None
+        freezer = self.stack.freezer
+        # One freeze of a service at a time; it must be up (it restarts within seconds).
+        ready = _wait(lambda: target in self.up() and not freezer.is_frozen(target), 60)
+        if not ready:
+            raise RuntimeError(f"{target} was not up (and unfrozen) within 60 s to freeze it")
+        seconds = self.rng.uniform(*self.config.freeze_seconds)
+        if planned.at_submission:
+            trigger = self.probe.wait_for_submission(
+                self.config.submission_wait, intent=target == "mariadb"
+            )
+            timed = trigger in ("tool request", "submission intent")
+            if not timed:
+                phase, proposer = self.phase()
+        else:
+            trigger, timed = "random moment", False
+            phase, proposer = self.phase()  # read first: it may be the orchestrator frozen next
+        at = time.monotonic()
+        steps = self.monitor.latest()
+        stopped = 0
+        if target in self.up():
+            stopped = freezer.freeze(target, self.services[target].pids(), seconds)
+        if timed:
+            phase, proposer = "submitting", self.stack.proposer
+        if target == "orchestrator":
+            self.frozen_phase = phase
+        freeze = Freeze(number, at, target, phase, proposer, steps, seconds, trigger, stopped)
+        print(
+            f"chaos: {number:2d}/{total} freeze {target:12s} phase={phase} {seconds:.1f} s"
+            f" ({trigger}, {stopped} processes) steps={steps}",
+            flush=True,
+        )
+        if stopped:
+            self.report.freezes.append(freeze)
+        else:
+            print(f"chaos: {target} went down before the freeze; not counted", flush=True)
+
+
 def _drive(
     stack: ChaosStack, monitor: ProgressMonitor, config: ChaosConfig, report: ChaosReport
 ) -> None:
-    rng = random.Random(config.seed)
-    services = stack.supervisor.services
-    switch_at = config.kills // 2
-    for number in range(config.kills):
-        time.sleep(rng.uniform(*config.interval))
-        target = rng.choice(TARGETS)
-        if number == switch_at:
-            # The second half runs the scripted model; a restart of the loop switches it.
-            stack.proposer = "llm"
-            target = "orchestrator"
-        up = [t for t in TARGETS if services[t].alive() and not services[t].restarting]
-        if target not in up:
-            if not _wait(lambda: bool([t for t in TARGETS if services[t].alive()]), 60):
-                raise RuntimeError("no service came back within 60 s")
-            up = [t for t in TARGETS if services[t].alive() and not services[t].restarting] or [
-                t for t in TARGETS if services[t].alive()
-            ]
-            target = target if number == switch_at and target in up else rng.choice(up)
-        status = chaos.get_status(stack.status_url, timeout=1.0)
-        phase = (
-            str(status.get("phase"))
-            if status
-            else (
-                "orchestrator down"
-                if not services["orchestrator"].alive()
-                else "orchestrator starting (no status yet)"
-            )
-        )
-        proposer = str(status.get("proposer")) if status else stack.proposer
-        kill = Kill(number + 1, time.monotonic(), target, phase, proposer, monitor.latest())
-        report.kills.append(kill)
-        print(
-            f"chaos: kill {kill.number:2d}/{config.kills} {target:12s} phase={phase}"
-            f" steps={kill.steps_before}",
-            flush=True,
-        )
-        services[target].kill9()
+    Driver(stack, monitor, config, report).run()
+
+
+def _disturbances(report: ChaosReport) -> list[Kill | Freeze]:
+    return sorted([*report.kills, *report.freezes], key=lambda d: d.at)
 
 
 def _await_progress(
     stack: ChaosStack, monitor: ProgressMonitor, config: ChaosConfig, report: ChaosReport
 ) -> None:
-    last_kill = time.monotonic()
+    last = time.monotonic()
     if not _wait(stack.supervisor.all_up, 60):
         down = [n for n, s in stack.supervisor.services.items() if not s.alive()]
-        report.advance_detail = f"services still down 60 s after the last kill: {down}"
+        report.advance_detail = f"services still down 60 s after the last disturbance: {down}"
         return
-    up_after = time.monotonic() - last_kill
+    up_after = time.monotonic() - last
     start = monitor.latest()
     goal = start + config.recovery_steps
     reached = _wait(lambda: monitor.latest() >= goal, config.recovery_deadline)
-    waited = time.monotonic() - last_kill
+    waited = time.monotonic() - last
     report.advancing = reached
     report.advance_detail = (
-        f"all services up {up_after:.1f} s after the last kill; "
+        f"all services up (and none frozen) {up_after:.1f} s after the last disturbance; "
         f"{monitor.latest() - start} new completed steps (wanted {config.recovery_steps})"
         f" within {waited:.1f} s (deadline {config.recovery_deadline:g} s after all were up)"
     )
@@ -494,9 +697,10 @@ def _recovery_times(monitor: ProgressMonitor, report: ChaosReport) -> None:
 
 def _progress(monitor: ProgressMonitor, report: ChaosReport) -> str:
     """Steps completed during the chaos, and the longest time without a new one."""
-    if not report.kills or not monitor.samples:
-        return "no kills"
-    first, last = report.kills[0], report.kills[-1]
+    disturbances = _disturbances(report)
+    if not disturbances or not monitor.samples:
+        return "no disturbances"
+    first, last = disturbances[0], disturbances[-1]
     during = [(t, c) for t, c in monitor.samples if first.at <= t <= last.at]
     stall, stall_from, since, value = 0.0, first.at, first.at, first.steps_before
     for at, count in during:
@@ -506,11 +710,16 @@ def _progress(monitor: ProgressMonitor, report: ChaosReport) -> str:
             stall, stall_from = at - since, since
     if last.at - since > stall:
         stall, stall_from = last.at - since, since
-    after_kill = next((k.number for k in reversed(report.kills) if k.at <= stall_from), 0)
+    after = next((d for d in reversed(disturbances) if d.at <= stall_from), None)
+    where = (
+        f"from {'kill' if isinstance(after, Kill) else 'freeze'} {after.number} ({after.target})"
+        if after
+        else "from the start"
+    )
     return (
-        f"{first.steps_before} steps before the first kill, {last.steps_before} at the last"
-        f" ({last.steps_before - first.steps_before} during {last.at - first.at:.0f} s of kills);"
-        f" longest time without a new step {stall:.0f} s (from kill {after_kill})"
+        f"{first.steps_before} steps before the first disturbance, {last.steps_before} at the"
+        f" last ({last.steps_before - first.steps_before} during {last.at - first.at:.0f} s of"
+        f" chaos); longest time without a new step {stall:.0f} s ({where})"
     )
 
 
@@ -532,13 +741,13 @@ def _check(databases: TestDatabases, log_dir: Path, report: ChaosReport) -> None
 
 
 def main() -> int:
-    repo = Path(__file__).resolve().parents[5]
+    repo = Path(__file__).resolve().parents[4]
     log_dir = Path(os.environ.get("AX3L_TEST_OUTPUT", repo / "test-output")) / "chaos"
     report = run_chaos(repo, log_dir)
     print(report.text())
     problems = report.failures()
     for problem in problems:
-        print(f"chaos: FAILED {problem}")
+        print(f"chaos: seed {report.config.seed}: FAILED {problem}")
     return 1 if problems else 0
 
 
