@@ -1,6 +1,7 @@
 import asyncio
 import contextlib
 import json
+from datetime import timedelta
 
 from ax3l.shared import intents
 from ax3l.shared.config_index import ConfigIndex
@@ -8,7 +9,9 @@ from ax3l.shared.config_schema import load_schema
 from ax3l.shared.db.cli import reset_events
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.snakelab_client import SnakeLabClient
 from ax3l.testing.snakelab_rows import insert_runs
+from ax3l.testing.zmq_peer import ScriptedPeer, ok, scripted_snakelab
 
 SCHEMA = load_schema()
 DEFAULT = SCHEMA.default_config()
@@ -182,3 +185,77 @@ async def test_reset_events_forgets_intents(snakelab_tables):
     async with Database(dbs.settings()) as db:
         row = await db.fetchone("SELECT COUNT(*) AS n FROM submission_intents")
     assert row == {"n": 0}
+
+
+def answering_snakelab():
+    """A SnakeLab that answers ``health`` at once."""
+    return scripted_snakelab({"health": lambda _: ok({"service": "snake-lab"})})
+
+
+async def backdate(db, intent_id, seconds_ago):
+    async with db.transaction() as cur:
+        await cur.execute(
+            "UPDATE submission_intents SET created_at = %s WHERE intent_id = %s",
+            (intents.now() - timedelta(seconds=seconds_ago), intent_id),
+        )
+
+
+async def record_at(db, index, config, seconds_ago):
+    """An intent recorded ``seconds_ago`` s ago (``seconds_ago`` large: no broker can still
+    send it)."""
+    intent_id = await record(db, index, config)
+    await backdate(db, intent_id, seconds_ago)
+    return intent_id
+
+
+async def test_no_intent_is_given_up_while_snakelab_is_silent(snakelab_tables):
+    """However old an intent is, without an answer from SnakeLab it stays pending: a SnakeLab
+    that stalls may still create its run."""
+    silent = ScriptedPeer(lambda request: None)
+    try:
+        async with opened(snakelab_tables) as (db, log, index):
+            intent_id = await record_at(db, index, candidate(), 3600)
+            client = SnakeLabClient(silent.endpoint, timeout=0.2)
+            still = await intents.settle_pending(db, SCHEMA, log, client, wait_up_to=0.6)
+            assert [i.intent_id for i in still] == [intent_id]
+            assert await intents.reconcile(db, SCHEMA, log) == []
+            assert await state_of(db, intent_id) == intents.PENDING
+    finally:
+        silent.close()
+    assert {r["method"] for r in silent.requests} == {"health"}
+
+
+async def test_settling_adopts_the_late_run_and_closes_an_intent_without_one(snakelab_tables):
+    """Once SnakeLab answers again, the intent whose run appeared is adopted and the other is
+    known not to exist and abandoned."""
+    lab = answering_snakelab()
+    dbs = snakelab_tables
+    try:
+        async with opened(dbs) as (db, log, index):
+            created = await record_at(db, index, candidate(0.93), 60)
+            never = await record_at(db, index, candidate(0.94), 60)
+            run_id = insert_run(dbs, candidate(0.93))
+            client = SnakeLabClient(lab.endpoint, timeout=0.5)
+            assert await intents.settle_pending(db, SCHEMA, log, client, wait_up_to=5) == []
+            assert await state_of(db, created) == intents.ADOPTED
+            assert await state_of(db, never) == intents.ABANDONED
+            assert [e["process_id"] for e in await proposal_events(db)] == [run_id, run_id]
+    finally:
+        lab.close()
+
+
+async def test_settling_waits_until_no_broker_can_still_send_the_intent(snakelab_tables):
+    """An intent recorded just now may still be on its way to SnakeLab: even with SnakeLab
+    answering, it is not abandoned before SEND_WINDOW plus the client's timeout has passed."""
+    lab = answering_snakelab()
+    try:
+        async with opened(snakelab_tables) as (db, log, index):
+            intent_id = await record(db, index, candidate())
+            client = SnakeLabClient(lab.endpoint, timeout=0.5)
+            still = await intents.settle_pending(db, SCHEMA, log, client, wait_up_to=1.0)
+            assert [i.intent_id for i in still] == [intent_id]
+            await backdate(db, intent_id, intents.SEND_WINDOW + 1.0)
+            assert await intents.settle_pending(db, SCHEMA, log, client, wait_up_to=3) == []
+            assert await state_of(db, intent_id) == intents.ABANDONED
+    finally:
+        lab.close()
