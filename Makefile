@@ -51,7 +51,7 @@ test-llm: system-deps install db-start llm-start ## the real-model tier: the sta
 	AX3L_TEST_LLM_URL=http://127.0.0.1:$${AX3L_LLAMA_PORT:-27770} $(UV) run --frozen pytest tests/llm -s $(PYTEST_ARGS)
 
 .PHONY: test-chaos
-test-chaos: install ## the chaos test: the whole stack kill -9'd at random (minutes; AX3L_CHAOS_SEED, AX3L_CHAOS_KILLS)
+test-chaos: install ## the chaos test: the whole stack kill -9'd and frozen at random (about 6 min; AX3L_CHAOS_SEED, AX3L_CHAOS_KILLS, AX3L_CHAOS_FREEZES)
 	$(UV) run --frozen pytest tests/chaos -m chaos -s $(PYTEST_ARGS)
 
 .PHONY: test-compose

@@ -5,7 +5,7 @@ SIGCONT) at random moments, then checked.
 
 Settings (environment): ``AX3L_CHAOS_SEED`` (default 11), ``AX3L_CHAOS_KILLS`` (52),
 ``AX3L_CHAOS_FREEZES`` (24), ``AX3L_CHAOS_FREEZE_SECONDS`` ("1,8": how long a freeze lasts,
-uniform), ``AX3L_CHAOS_INTERVAL`` ("2,8": seconds between disturbances, uniform),
+uniform), ``AX3L_CHAOS_INTERVAL`` ("1.5,6.5": seconds between disturbances, uniform),
 ``AX3L_CHAOS_RUN_SECONDS`` (1.5: surrogate run time), ``AX3L_CHAOS_STAGNANT_ROUNDS`` (2, so seed
 rotations happen), ``AX3L_CHAOS_RECOVERY_DEADLINE`` (90 s for 3 new steps after the last
 disturbance). The first half of the kills runs the ``tpe`` proposer, the second half the
@@ -66,7 +66,7 @@ class ChaosConfig:
     freezes: int = 24
     freeze_seconds: tuple[float, float] = (1.0, 8.0)
     submission_wait: float = 30.0
-    interval: tuple[float, float] = (2.0, 8.0)
+    interval: tuple[float, float] = (1.5, 6.5)
     run_seconds: float = 1.5
     stagnant_rounds: int = 2
     recovery_deadline: float = 90.0
@@ -77,7 +77,7 @@ class ChaosConfig:
     @classmethod
     def from_env(cls) -> ChaosConfig:
         env = os.environ
-        interval = _pair(env.get("AX3L_CHAOS_INTERVAL", "2,8"))
+        interval = _pair(env.get("AX3L_CHAOS_INTERVAL", "1.5,6.5"))
         return cls(
             seed=int(env.get("AX3L_CHAOS_SEED", "11")),
             kills=int(env.get("AX3L_CHAOS_KILLS", "52")),

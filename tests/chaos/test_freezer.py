@@ -1,0 +1,87 @@
+"""The chaos harness's freezes on real processes (fast: part of `make test`): a frozen process
+is stopped and resumed, a kill of a frozen one works and the supervisor restarts it, and
+nothing stays stopped after ``resume_all``."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+from ax3l.shared.waiting import wait_until
+from ax3l.testing.chaos import Freezer, ServiceProcess, Supervised, Supervisor, _pid_state
+
+SLEEPER = [sys.executable, "-c", "import time\nwhile True: time.sleep(0.05)"]
+
+
+def _sleeper(tmp_path: Path) -> ServiceProcess:
+    proc = ServiceProcess("sleeper", SLEEPER, {}, tmp_path / "sleeper.log")
+    proc.spawn()
+    return proc
+
+
+def test_a_freeze_stops_the_process_and_resumes_it_after_its_time(tmp_path: Path) -> None:
+    proc = _sleeper(tmp_path)
+    freezer = Freezer()
+    try:
+        assert freezer.freeze("sleeper", proc.pids(), 0.5) == 1
+        assert _pid_state(proc.pid() or 0) == "T"
+        assert freezer.is_frozen("sleeper")
+        assert freezer.wait_thawed(5)
+        assert _pid_state(proc.pid() or 0) in ("S", "R")
+    finally:
+        freezer.resume_all()
+        proc.kill9()
+
+
+def test_resume_all_ends_every_freeze_at_once(tmp_path: Path) -> None:
+    """What the driver's ``finally`` does when it fails: nothing stays stopped."""
+    proc = _sleeper(tmp_path)
+    freezer = Freezer()
+    try:
+        freezer.freeze("sleeper", proc.pids(), 60)
+        assert _pid_state(proc.pid() or 0) == "T"
+        freezer.resume_all()
+        assert _pid_state(proc.pid() or 0) in ("S", "R")
+        assert not freezer.frozen()
+        assert freezer.freeze("sleeper", proc.pids(), 60) == 0  # closed: no new freezes
+    finally:
+        freezer.resume_all()
+        proc.kill9()
+
+
+def test_a_frozen_service_killed_is_restarted_and_not_frozen(tmp_path: Path) -> None:
+    """SIGKILL ends a stopped process; the supervisor restarts it as killed, and the freeze's
+    resume never signals the new process (another pid, or the same pid with another start)."""
+    proc = _sleeper(tmp_path)
+    supervisor = Supervisor()
+    service = Supervised(
+        "sleeper",
+        proc.spawn,
+        proc.alive,
+        proc.kill9,
+        lambda: (proc.returncode(), ""),
+        random.Random(1),
+        (0.05, 0.1),
+        proc.pids,
+    )
+    supervisor.add(service)
+    supervisor.start()
+    freezer = Freezer()
+    try:
+        first = proc.pid()
+        freezer.freeze("sleeper", service.pids(), 60)
+        assert service.alive()  # a stopped process is alive: no restart
+        service.kill9()
+        wait_until(lambda: proc.pid() != first and supervisor.all_up(), 10)
+        assert [(r.service, r.killed, r.ok) for r in supervisor.restarts] == [
+            ("sleeper", True, True)
+        ]
+        assert not supervisor.deaths
+        assert _pid_state(proc.pid() or 0) in ("S", "R")
+        freezer.resume("sleeper")  # the old process is gone: nothing to resume
+        assert _pid_state(proc.pid() or 0) in ("S", "R")
+    finally:
+        freezer.resume_all()
+        supervisor.stop()
+        proc.kill9()
