@@ -2,7 +2,9 @@
 
 It runs inside the orchestrator while the proposer is ``external``, because the orchestrator is
 the one that opens a turn (writes its checkpoint) and waits for its proposal: the open turn is
-handed over in memory (``TurnBoard``), so the endpoint never guesses which turn is open. It
+handed over in memory (``seat_turns.TurnBoard``), so the endpoint never guesses which turn is
+open. Authentication (``seat_auth``) and rate limits (``seat_limits``) have modules of their own;
+the two submit tools are the stdio server's, typed once (``register_submit_tools``). It
 holds only what it needs: the seats' hashes (``SeatDirectory``), read access for the turn's
 history and open values, the tool channel to the broker, and the event log. It never talks to
 SnakeLab and never decides a proposal: a submission is forwarded to the broker as the very
@@ -15,43 +17,37 @@ with 401 (logged as ``seat_call_refused``) before any MCP message is read. Every
 no event ever holds a token. A seat may make ``AX3L_SEAT_RATE_LIMIT`` tool calls per minute.
 """
 
-# No ``from __future__ import annotations``: the tools' ``Annotated`` types are evaluated when
-# the functions are defined.
-
 import asyncio
 import contextlib
-import contextvars
 import json
 import logging
 import math
-import time
-from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Any
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
-from pydantic import StrictFloat, StrictInt, WithJsonSchema
-from starlette.datastructures import Headers
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from ax3l.app.snakelab.tools.binding import Binding
 from ax3l.app.snakelab.tools.descriptions import pair_description, single_description
+from ax3l.app.snakelab.tools.server import SubmitTexts, register_submit_tools
 from ax3l.orchestrator.comparable_history import load_history
 from ax3l.orchestrator.open_values import open_values
-from ax3l.orchestrator.prompts import Prompt
+from ax3l.orchestrator.seat_auth import CURRENT_SEAT, SeatAuth
+from ax3l.orchestrator.seat_limits import RateLimiter
+from ax3l.orchestrator.seat_turns import OpenTurn, TurnBoard
 from ax3l.orchestrator.seats import SeatDirectory
 from ax3l.shared import registry
 from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
-from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.db.reads import current_golden
-from ax3l.shared.event_models import GoldenConfigCreated, SeatCall, SeatCallRefused
+from ax3l.shared.event_models import SeatCall, SeatCallRefused
 from ax3l.shared.registry import Entry, EntryKind
 from ax3l.shared.settings import Settings
 from ax3l.shared.tool_channel import ToolChannelError, ZMQClient, client_endpoint
@@ -60,7 +56,6 @@ logger = logging.getLogger(__name__)
 
 SERVER_NAME = "ax3l-seats"
 MCP_PATH = "/mcp"
-RATE_WINDOW = 60.0
 INSTRUCTIONS = (
     "Ax3l tunes the hyperparameters of a Snake-playing DQN in a fixed round robin, one single"
     " parameter or parameter pair per turn. Call current_turn() to see whether a turn is open,"
@@ -70,80 +65,19 @@ INSTRUCTIONS = (
     " accepted submission of any seat wins the turn."
 )
 
-# The seat making the current request (set by ``SeatAuth`` for the request's whole handling).
-CURRENT_SEAT: contextvars.ContextVar[str | None] = contextvars.ContextVar("ax3l_seat", default=None)
 
-
-def _number(description: str) -> object:
-    return Annotated[
-        StrictInt | StrictFloat, WithJsonSchema({"type": "number", "description": description})
-    ]
-
-
-Value = _number("The proposed value of the open turn's single parameter, a JSON number.")
-Value1 = _number("The open pair's first value (see current_turn: value_1), a JSON number.")
-Value2 = _number("The open pair's second value (see current_turn: value_2), a JSON number.")
-
-
-@dataclass
-class OpenTurn:
-    """A turn offered to the seats, from its opening until it is answered or closed."""
-
-    entry: Entry
-    index: int
-    checkpoint_event_id: int
-    conversation_id: str
-    started_event_id: int
-    golden: GoldenConfigCreated
-    prompts: list[Prompt]
-    deadline_seconds: float
-    opened_at: float = field(default_factory=time.monotonic)
-    winner: str | None = None
-    run_id: str | None = None
-    answered: asyncio.Event = field(default_factory=asyncio.Event)
-
-    def age(self) -> float:
-        return time.monotonic() - self.opened_at
-
-    def remaining(self) -> float:
-        return max(0.0, self.deadline_seconds - self.age())
-
-
-class TurnBoard:
-    """The one turn open to the seats (or none); submissions are handled one at a time."""
-
-    def __init__(self) -> None:
-        self.turn: OpenTurn | None = None
-        self.lock = asyncio.Lock()
-
-    def open(self, turn: OpenTurn) -> None:
-        self.turn = turn
-
-    async def close(self, turn: OpenTurn) -> None:
-        """No more submissions for ``turn``; waits for one being forwarded to finish."""
-        async with self.lock:
-            if self.turn is turn:
-                self.turn = None
-
-
-class RateLimiter:
-    """At most ``limit`` calls per seat in any 60 s window."""
-
-    def __init__(self, limit: int, clock: Callable[[], float] = time.monotonic):
-        self.limit = limit
-        self.clock = clock
-        self.calls: dict[str, deque[float]] = {}
-
-    def admit(self, seat: str) -> float | None:
-        """None when the call may go ahead, else the seconds until it could."""
-        now = self.clock()
-        calls = self.calls.setdefault(seat, deque())
-        while calls and calls[0] <= now - RATE_WINDOW:
-            calls.popleft()
-        if len(calls) >= self.limit:
-            return calls[0] + RATE_WINDOW - now
-        calls.append(now)
-        return None
+SUBMIT_TEXTS = SubmitTexts(
+    single="Submit one value for the open turn's single parameter. The result is Ax3l's JSON"
+    ' reply: {"status": "ok", "run_id"} or {"status": "rejected", "code", "reason", "prompt"};'
+    " a rejection leaves the turn open.",
+    pair="Submit two values for the open turn's parameter pair (epsilon_pair: initial, decay;"
+    " reward_pair: closer_to_food, further_from_food). Ax3l's JSON reply as for"
+    " submit_single_value.",
+    value="The proposed value of the open turn's single parameter, a JSON number.",
+    value_1="The open pair's first value (see current_turn: value_1), a JSON number.",
+    value_2="The open pair's second value (see current_turn: value_2), a JSON number.",
+)
+TOOL_NAMES: dict[EntryKind, str] = {"single": "submit_single_value", "pair": "submit_pair_values"}
 
 
 @dataclass(frozen=True)
@@ -154,77 +88,6 @@ class SeatReads:
     schema: ConfigSchema
     index: ConfigIndex
     seats: SeatDirectory
-
-
-class SeatAuth:
-    """ASGI middleware: only requests with an active seat's bearer token reach the MCP app."""
-
-    def __init__(
-        self,
-        app: ASGIApp,
-        seats: SeatDirectory,
-        refused: Callable[[str, str | None, dict[str, Any]], Awaitable[None]],
-    ):
-        self.app = app
-        self.seats = seats
-        self.refused = refused
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        header = Headers(scope=scope).get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        facts = {"http_method": scope.get("method"), "path": scope.get("path")}
-        if scheme.lower() != "bearer" or not token.strip():
-            await self._deny(send, "no_token", None, facts, "send Authorization: Bearer <token>")
-            return
-        try:
-            verdict = await self.seats.verify(token.strip())
-        except DatabaseError as exc:
-            await _json_response(send, 503, {"error": "unavailable", "error_description": str(exc)})
-            return
-        if verdict.seat is None:
-            await self._deny(send, "unknown_token", None, facts, "this token belongs to no seat")
-            return
-        if not verdict.allowed:
-            await self._deny(
-                send,
-                "revoked",
-                verdict.seat.name,
-                facts,
-                f"seat {verdict.seat.name!r} was revoked; ask for a new token",
-            )
-            return
-        reset = CURRENT_SEAT.set(verdict.seat.name)
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            CURRENT_SEAT.reset(reset)
-
-    async def _deny(
-        self, send: Send, reason: str, seat: str | None, facts: dict[str, Any], message: str
-    ) -> None:
-        try:
-            await self.refused(reason, seat, facts)
-        except DatabaseError:
-            logger.warning("could not log a refused seat request (%s)", reason)
-        await _json_response(
-            send,
-            401,
-            {"error": "invalid_token", "error_description": f"Ax3l refused the request: {message}"},
-            {"www-authenticate": f'Bearer error="invalid_token", error_description="{message}"'},
-        )
-
-
-async def _json_response(
-    send: Send, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
-) -> None:
-    raw = json.dumps(body).encode()
-    head = [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
-    head += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
-    await send({"type": "http.response.start", "status": status, "headers": head})
-    await send({"type": "http.response.body", "body": raw})
 
 
 @dataclass(eq=False)
@@ -315,25 +178,11 @@ class SeatEndpoint:
             seat = await self._admit("history")
             return await self.history(seat, entry)
 
-        @mcp.tool()
-        async def submit_single_value(value: Value) -> CallToolResult:  # type: ignore[valid-type]
-            """Submit one value for the open turn's single parameter. The result is Ax3l's JSON
-            reply: {"status": "ok", "run_id"} or {"status": "rejected", "code", "reason",
-            "prompt"}; a rejection leaves the turn open."""
-            seat = await self._admit("submit_single_value")
-            return await self.submit(seat, "single", {"value": value})
+        async def submit(kind: EntryKind, values: dict[str, int | float]) -> CallToolResult:
+            seat = await self._admit(TOOL_NAMES[kind])
+            return await self.submit(seat, kind, values)
 
-        @mcp.tool()
-        async def submit_pair_values(
-            value_1: Value1,  # type: ignore[valid-type]
-            value_2: Value2,  # type: ignore[valid-type]
-        ) -> CallToolResult:
-            """Submit two values for the open turn's parameter pair (epsilon_pair: initial,
-            decay; reward_pair: closer_to_food, further_from_food). Ax3l's JSON reply as for
-            submit_single_value."""
-            seat = await self._admit("submit_pair_values")
-            return await self.submit(seat, "pair", {"value_1": value_1, "value_2": value_2})
-
+        register_submit_tools(mcp, SUBMIT_TEXTS, submit)
         return mcp
 
     def _rules(self, entry: Entry) -> list[dict[str, Any]]:
@@ -436,10 +285,7 @@ class SeatEndpoint:
         }
 
     async def submit(self, seat: str, kind: EntryKind, values: dict[str, Any]) -> CallToolResult:
-        tool = "submit_single_value" if kind == "single" else "submit_pair_values"
-        for name, value in values.items():
-            if isinstance(value, float) and not math.isfinite(value):
-                await self._refuse(seat, tool, "invalid_number", f"{name} must be a finite number")
+        tool = TOOL_NAMES[kind]
         async with self.board.lock:
             turn = self.board.turn
             if turn is None:

@@ -21,7 +21,6 @@ import logging
 import time
 from typing import Any
 
-from ax3l.orchestrator.event_reads import StoredEvent
 from ax3l.orchestrator.prompts import Prompt, conversation_prompts, read_prompt_context
 from ax3l.orchestrator.proposers.base import (
     ConversationFailed,
@@ -30,10 +29,11 @@ from ax3l.orchestrator.proposers.base import (
     TurnContext,
 )
 from ax3l.orchestrator.proposers.fallback import WithFallback
-from ax3l.orchestrator.seat_server import OpenTurn, SeatEndpoint, SeatReads, TurnBoard
+from ax3l.orchestrator.seat_server import SeatEndpoint, SeatReads
+from ax3l.orchestrator.seat_turns import OpenTurn, TurnBoard
 from ax3l.orchestrator.seats import SeatDirectory
-from ax3l.orchestrator.turns import turn_proposals
 from ax3l.shared.crash_points import crash_point
+from ax3l.shared.turn_state import turn_proposals
 
 logger = logging.getLogger(__name__)
 
@@ -67,10 +67,7 @@ class ExternalProposer(Proposer):
 
     async def _answer(self, ctx: TurnContext) -> str | None:
         """The run id of the turn's accepted proposal, as the events say."""
-        checkpoint = StoredEvent(
-            ctx.checkpoint_event_id, "round_robin_checkpoint", "INFO", None, None, None, None, {}
-        )
-        for proposal in await turn_proposals(self.deps.db, checkpoint):
+        for proposal in await turn_proposals(self.deps.db, ctx.checkpoint_event_id):
             if proposal.model.run_id is not None:
                 return proposal.model.run_id
         return None

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
@@ -19,12 +18,6 @@ from mcp.types import CallToolResult, TextContent
 from ax3l.shared.tool_channel import ToolChannelError, ZMQClient
 
 logger = logging.getLogger(__name__)
-
-
-def require_finite(name: str, value: float) -> None:
-    # NaN and infinities have no JSON form, so they cannot even be forwarded.
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ToolError(f"{name} must be a finite number, not {value}")
 
 
 async def forward(client: ZMQClient, method: str, payload: dict[str, Any]) -> CallToolResult:

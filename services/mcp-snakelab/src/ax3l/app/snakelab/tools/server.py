@@ -1,8 +1,13 @@
 """The SnakeLab MCP stdio server: ``python -m ax3l.app.snakelab.tools`` or ``ax3l-mcp-snakelab``.
 
-Domain tools are registered here with ``@mcp.tool()``. Their descriptions are built at start
-from the session's binding and SnakeLab's schema; the argument types are strict JSON numbers
-(integers or decimals: strings and booleans fail validation before the tool body runs).
+Domain tools are registered here with ``@mcp.tool()`` (``register_submit_tools``), typed once
+for both MCP servers Ax3l runs: this one, a conversation's session bound to one entry, whose
+``SubmitSingleValue``/``SubmitPairValues`` check the binding and forward to the broker; and the
+seats' endpoint (``ax3l.orchestrator.seat_server``), whose callback admits the seat and checks
+the open turn. The argument types are strict JSON numbers (integers or decimals: strings,
+booleans, null and lists fail validation before a tool body runs), and a value that is not
+finite is refused before anything is forwarded. Descriptions are each server's own: here they
+are built at start from the session's binding and SnakeLab's schema.
 Requests go to ``AX3L_ZMQ_ENDPOINT``, else the zmq binding in Ax3l's config file, else
 tcp://127.0.0.1:61970, bounded by ``AX3L_ZMQ_TIMEOUT`` (15 s). stdout carries only the MCP
 protocol; logs go to stderr.
@@ -12,10 +17,14 @@ protocol; logs go to stderr.
 # values in ``Annotated`` metadata, which must be evaluated when the functions are defined.
 
 import logging
+import math
 import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult
 from pydantic import StrictFloat, StrictInt, WithJsonSchema
 
@@ -28,6 +37,7 @@ from ax3l.app.snakelab.tools.descriptions import (
 from ax3l.app.snakelab.tools.submit_pair_values import SubmitPairValues
 from ax3l.app.snakelab.tools.submit_single_value import SubmitSingleValue
 from ax3l.shared.config_schema import ConfigSchema, SchemaFileError, cached_schema
+from ax3l.shared.registry import EntryKind
 from ax3l.shared.settings import Settings, get_settings
 from ax3l.shared.tool_channel import ZMQClient, client_endpoint
 
@@ -41,11 +51,59 @@ INSTRUCTIONS = (
 )
 
 
-def _number(description: str) -> object:
-    # One clean JSON-schema type for the model; the strict union does the validation.
+Values = dict[str, int | float]
+# A server's submission: the entry kind and the values by argument name.
+Submit = Callable[[EntryKind, Values], Awaitable[CallToolResult]]
+
+
+@dataclass(frozen=True)
+class SubmitTexts:
+    """The descriptions a server gives the two tools and their three arguments."""
+
+    single: str
+    pair: str
+    value: str
+    value_1: str
+    value_2: str
+
+
+def number(description: str) -> object:
+    """A strict JSON number argument (one clean ``number`` type in the schema the model reads)."""
     return Annotated[
         StrictInt | StrictFloat, WithJsonSchema({"type": "number", "description": description})
     ]
+
+
+def non_finite(values: Values) -> str | None:
+    """Why ``values`` cannot be forwarded (NaN and infinities have no JSON form), or None."""
+    for name, value in values.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{name} must be a finite number, not {value}"
+    return None
+
+
+def register_submit_tools(mcp: MCPServer, texts: SubmitTexts, submit: Submit) -> None:
+    """Register ``submit_single_value`` and ``submit_pair_values`` on ``mcp``."""
+    value_type = number(texts.value)
+    value_1_type = number(texts.value_1)
+    value_2_type = number(texts.value_2)
+
+    async def checked(kind: EntryKind, values: Values) -> CallToolResult:
+        problem = non_finite(values)
+        if problem:
+            raise ToolError(problem)
+        return await submit(kind, values)
+
+    @mcp.tool(description=texts.single)
+    async def submit_single_value(value: value_type) -> CallToolResult:  # type: ignore[valid-type]
+        return await checked("single", {"value": value})
+
+    @mcp.tool(description=texts.pair)
+    async def submit_pair_values(
+        value_1: value_1_type,  # type: ignore[valid-type]
+        value_2: value_2_type,  # type: ignore[valid-type]
+    ) -> CallToolResult:
+        return await checked("pair", {"value_1": value_1, "value_2": value_2})
 
 
 def build_server(binding: Binding, schema: ConfigSchema, client: ZMQClient) -> MCPServer:
@@ -53,21 +111,20 @@ def build_server(binding: Binding, schema: ConfigSchema, client: ZMQClient) -> M
     mcp = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
     single = SubmitSingleValue(binding, client)
     pair = SubmitPairValues(binding, client)
-    value_type = _number(value_description(binding, "single", 0))
-    value_1_type = _number(value_description(binding, "pair", 0))
-    value_2_type = _number(value_description(binding, "pair", 1))
 
-    @mcp.tool(description=single_description(binding, schema))
-    async def submit_single_value(value: value_type) -> CallToolResult:  # type: ignore[valid-type]
-        return await single(value)
+    async def submit(kind: EntryKind, values: Values) -> CallToolResult:
+        if kind == "single":
+            return await single(values["value"])
+        return await pair(values["value_1"], values["value_2"])
 
-    @mcp.tool(description=pair_description(binding, schema))
-    async def submit_pair_values(
-        value_1: value_1_type,  # type: ignore[valid-type]
-        value_2: value_2_type,  # type: ignore[valid-type]
-    ) -> CallToolResult:
-        return await pair(value_1, value_2)
-
+    texts = SubmitTexts(
+        single=single_description(binding, schema),
+        pair=pair_description(binding, schema),
+        value=value_description(binding, "single", 0),
+        value_1=value_description(binding, "pair", 0),
+        value_2=value_description(binding, "pair", 1),
+    )
+    register_submit_tools(mcp, texts, submit)
     return mcp
 
 

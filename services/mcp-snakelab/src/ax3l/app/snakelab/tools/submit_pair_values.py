@@ -9,7 +9,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult
 
 from ax3l.app.snakelab.tools.binding import Binding
-from ax3l.app.snakelab.tools.forwarding import forward, require_finite
+from ax3l.app.snakelab.tools.forwarding import forward
 from ax3l.shared.tool_channel import ZMQClient
 
 METHOD = "submit_pair_values"
@@ -27,8 +27,6 @@ class SubmitPairValues:
         if refusal:
             raise ToolError(refusal)
         assert self.binding.entry is not None
-        require_finite("value_1", value_1)
-        require_finite("value_2", value_2)
         return await forward(
             self.client,
             METHOD,

@@ -6,7 +6,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult
 
 from ax3l.app.snakelab.tools.binding import Binding
-from ax3l.app.snakelab.tools.forwarding import forward, require_finite
+from ax3l.app.snakelab.tools.forwarding import forward
 from ax3l.shared.tool_channel import ZMQClient
 
 METHOD = "submit_single_value"
@@ -24,7 +24,6 @@ class SubmitSingleValue:
         if refusal:
             raise ToolError(refusal)
         assert self.binding.entry is not None
-        require_finite("value", value)
         return await forward(
             self.client, METHOD, {"parameter": self.binding.entry.name, "value": value}
         )
