@@ -14,6 +14,18 @@ from ax3l.testing.chaos import Freezer, ServiceProcess, Supervised, Supervisor, 
 SLEEPER = [sys.executable, "-c", "import time\nwhile True: time.sleep(0.05)"]
 
 
+def _state(proc: ServiceProcess, wanted: str | tuple[str, ...]) -> bool:
+    """Whether the process reaches ``wanted`` (a stop or continue lands when it is scheduled)."""
+    pid = proc.pid()
+    assert pid is not None
+    wanted = (wanted,) if isinstance(wanted, str) else wanted
+    wait_until(lambda: _pid_state(pid) in wanted, 5, interval=0.01)
+    return True
+
+
+RUNNING = ("S", "R")
+
+
 def _sleeper(tmp_path: Path) -> ServiceProcess:
     proc = ServiceProcess("sleeper", SLEEPER, {}, tmp_path / "sleeper.log")
     proc.spawn()
@@ -25,10 +37,10 @@ def test_a_freeze_stops_the_process_and_resumes_it_after_its_time(tmp_path: Path
     freezer = Freezer()
     try:
         assert freezer.freeze("sleeper", proc.pids(), 0.5) == 1
-        assert _pid_state(proc.pid() or 0) == "T"
+        assert _state(proc, "T")
         assert freezer.is_frozen("sleeper")
         assert freezer.wait_thawed(5)
-        assert _pid_state(proc.pid() or 0) in ("S", "R")
+        assert _state(proc, RUNNING)
     finally:
         freezer.resume_all()
         proc.kill9()
@@ -40,9 +52,9 @@ def test_resume_all_ends_every_freeze_at_once(tmp_path: Path) -> None:
     freezer = Freezer()
     try:
         freezer.freeze("sleeper", proc.pids(), 60)
-        assert _pid_state(proc.pid() or 0) == "T"
+        assert _state(proc, "T")
         freezer.resume_all()
-        assert _pid_state(proc.pid() or 0) in ("S", "R")
+        assert _state(proc, RUNNING)
         assert not freezer.frozen()
         assert freezer.freeze("sleeper", proc.pids(), 60) == 0  # closed: no new freezes
     finally:
@@ -78,9 +90,9 @@ def test_a_frozen_service_killed_is_restarted_and_not_frozen(tmp_path: Path) -> 
             ("sleeper", True, True)
         ]
         assert not supervisor.deaths
-        assert _pid_state(proc.pid() or 0) in ("S", "R")
+        assert _state(proc, RUNNING)
         freezer.resume("sleeper")  # the old process is gone: nothing to resume
-        assert _pid_state(proc.pid() or 0) in ("S", "R")
+        assert _state(proc, RUNNING)
     finally:
         freezer.resume_all()
         supervisor.stop()

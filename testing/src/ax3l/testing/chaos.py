@@ -723,32 +723,46 @@ def _proposal_runs(events: list[Ev]) -> dict[int, list[str]]:
 
 
 def _turn_story(events: list[Ev], checkpoint_id: Any) -> str:
-    """What a checkpoint's turn stored: its proposals, their runs and comparisons, in order."""
+    """What a turn stored, from the checkpoint ``checkpoint_id`` until the step completed:
+    the checkpoints of its index (a failed attempt checkpoints it again), the proposals naming
+    them or written under them, the comparisons and exhausted turns, in order."""
     if not isinstance(checkpoint_id, int):
         return "no checkpoint named"
+    told: list[str] = []
+    index: Any = None
+    turn: set[int] = set()  # the turn's checkpoints so far
     current: int | None = None
-    told = []
     for event in events:
+        if event.event_id < checkpoint_id:
+            if event.name == "round_robin_checkpoint":
+                current = event.event_id
+            continue
         if event.name == "round_robin_checkpoint":
+            if event.event_id == checkpoint_id:
+                index = event.get("index")
+            elif event.get("index") != index:
+                break  # the turn moved on
             current = event.event_id
-            if current == checkpoint_id:
-                told.append(f"#{event.event_id} checkpoint index {event.get('index')}")
+            turn.add(current)
+            told.append(f"#{event.event_id} checkpoint index {event.get('index')}")
             continue
         named = event.get("checkpoint_event_id")
-        owner = named if isinstance(named, int) else current
-        if event.name == "proposal_accepted" and owner == checkpoint_id:
+        if event.name == "proposal_accepted" and (named in turn or current in turn):
             told.append(
                 f"#{event.event_id} proposal_accepted run {str(_run_of(event))[:8]}"
                 + (" adopted" if event.get("adopted") else "")
+                + (f" for checkpoint #{named}" if isinstance(named, int) else "")
                 + ("" if named == current else f" (written under checkpoint #{current})")
             )
-        elif event.name == "configuration_compared" and current == checkpoint_id:
+        elif event.name == "configuration_compared" and current in turn:
             told.append(
                 f"#{event.event_id} configuration_compared run"
                 f" {str(_run_of_compared(event))[:8]} {event.get('decision')}"
             )
-        elif event.name == "parameter_space_exhausted" and current == checkpoint_id:
+            break
+        elif event.name == "parameter_space_exhausted" and current in turn:
             told.append(f"#{event.event_id} parameter_space_exhausted")
+            break
     return "; ".join(told) or f"checkpoint #{checkpoint_id} not found"
 
 

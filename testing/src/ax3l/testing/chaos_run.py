@@ -269,6 +269,12 @@ class ChaosReport:
         return "\n".join(lines)
 
 
+def _clock() -> str:
+    """The wall-clock time, as the services' logs write it (to find a disturbance there)."""
+    now = time.time()
+    return time.strftime("%H:%M:%S", time.localtime(now)) + f",{int(now % 1 * 1000):03d}"
+
+
 def _tally(values: Any) -> str:
     """``a 3, b 1``: how often each value occurs, by name."""
     return ", ".join(f"{k} {v}" for k, v in sorted(Counter(values).items()))
@@ -592,7 +598,7 @@ class Driver:
         self.report.kills.append(kill)
         self.kills_done += 1
         print(
-            f"chaos: {number:2d}/{total} kill   {target:12s} phase={phase}"
+            f"chaos: {_clock()} {number:2d}/{total} kill   {target:12s} phase={phase}"
             f"{' (frozen)' if was_frozen else ''} steps={kill.steps_before}",
             flush=True,
         )
@@ -633,8 +639,8 @@ class Driver:
             self.frozen_phase = phase
         freeze = Freeze(number, at, target, phase, proposer, steps, seconds, trigger, stopped)
         print(
-            f"chaos: {number:2d}/{total} freeze {target:12s} phase={phase} {seconds:.1f} s"
-            f" ({trigger}, {stopped} processes) steps={steps}",
+            f"chaos: {_clock()} {number:2d}/{total} freeze {target:12s} phase={phase}"
+            f" {seconds:.1f} s ({trigger}, {stopped} processes) steps={steps}",
             flush=True,
         )
         if stopped:
