@@ -16,6 +16,7 @@ import signal
 import sys
 import urllib.error
 import urllib.request
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from ax3l.shared.event_models import EventContent, read_content
 from ax3l.shared.processes import ManagedProcess, http_ok
 from ax3l.shared.registry import ENTRIES, PARAMETER_ORDER
 from ax3l.shared.waiting import WaitTimeout, wait_until
+from ax3l.shared.wire import TERMINAL_STATES
 from ax3l.testing.plugin import TestDatabases, free_port
 from ax3l.testing.snakelab_process import SnakeLabProcess
 from ax3l.testing.zmq_peer import ScriptedPeer
@@ -484,7 +486,32 @@ def check_history(stack: Stack) -> HistorySummary:
 
     theirs = shared_cycles.count_cycles((e.event_id, e.name, e.content) for e in events)
     assert theirs.complete == len(steps) // len(ENTRIES)
+    _check_proposals_compared(events, runs)
     return HistorySummary(steps, runs, goldens, compared)
+
+
+def _check_proposals_compared(events: list[Ev], runs: list[dict[str, Any]]) -> None:
+    """At most one accepted proposal per checkpoint, and every accepted proposal whose run (or
+    its infrastructure retry's) reached a terminal state is compared; the newest may be
+    pending."""
+    accepted = [e for e in events if e.name == "proposal_accepted"]
+    per_checkpoint = Counter(
+        e.get("checkpoint_event_id") for e in accepted if e.get("checkpoint_event_id") is not None
+    )
+    assert all(n == 1 for n in per_checkpoint.values()), f"two proposals for one turn: {accepted}"
+    compared = Counter(e.process_id for e in events if e.name == "configuration_compared")
+    ended = {r["run_id"] for r in runs if r["status"] in TERMINAL_STATES}
+    for proposal in accepted[:-1]:
+        # An infrastructure retry's run (parent: the proposal) is the step's run instead.
+        chain = [proposal.get("run_id") or proposal.process_id] + [
+            e.process_id
+            for e in events
+            if e.name == "simulation_submitted"
+            and e.source_name == "InfraRetry"
+            and e.parent == proposal.event_id
+        ]
+        if any(run in ended for run in chain):
+            assert sum(compared[run] for run in chain) == 1, (proposal.content, chain, compared)
 
 
 def _check_repeats(
