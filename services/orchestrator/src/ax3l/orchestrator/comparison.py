@@ -4,7 +4,7 @@ The comparison is stored before the decision is applied, and both are looked up 
 redone, so a restart between them applies the stored decision exactly once. A proposal wins
 only with a strictly higher high score than the current golden configuration.
 
-Only a proposal of the latest checkpoint's turn is finished (``turns.turn_proposals``): one
+Only a proposal of the latest checkpoint's turn is finished (``ax3l.shared.turn_state``): one
 made for another turn is ignored. A run SnakeLab failed before its first episode does not
 complete the step; ``infra_retry`` runs the configuration again and the step's run is then the
 latest ``simulation_submitted`` child of the ``proposal_accepted`` event.
@@ -21,7 +21,6 @@ from ax3l.orchestrator.golden import create_golden
 from ax3l.orchestrator.infra_retry import retry_never_trained
 from ax3l.orchestrator.services import LoopServices
 from ax3l.orchestrator.status import Phase
-from ax3l.orchestrator.turns import turn_proposals
 from ax3l.orchestrator.waiting import RunOutcome
 from ax3l.shared.crash_points import crash_point
 from ax3l.shared.db.reads import current_golden, run_with_config
@@ -34,6 +33,7 @@ from ax3l.shared.event_models import (
     SimulationSubmitted,
 )
 from ax3l.shared.registry import BY_NAME
+from ax3l.shared.turn_state import latest_checkpoint, turn_proposals
 
 logger = logging.getLogger(__name__)
 
@@ -72,10 +72,10 @@ async def pending_proposal(services: LoopServices) -> PendingProposal | None:
     to. It is logged once per step attempt and otherwise left alone.
     """
     db = services.db
-    checkpoint = await latest(db, RoundRobinCheckpoint)
+    checkpoint = await latest_checkpoint(db)
     if checkpoint is None:
         return None
-    proposals = await turn_proposals(db, checkpoint)
+    proposals = await turn_proposals(db, checkpoint.event_id)
     if not proposals:
         return None
     accepted, extra = proposals[0], proposals[1:]

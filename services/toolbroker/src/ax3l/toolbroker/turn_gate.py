@@ -1,10 +1,11 @@
 """Turn integrity: a proposal is handled only for the entry of the live round-robin turn.
 
 The live turn is the latest ``round_robin_checkpoint`` while nothing has answered it
-(``ax3l.shared.turn_state``). Everything else is refused before any value is checked, so a
-stray client (a standalone MCP session bound to another entry, a late second submission
-after acceptance, a submission before the orchestrator opened any turn) can neither steer the
-experiment nor leave proposal events on a turn that is not its own.
+(``ax3l.shared.turn_state``, the rule the orchestrator's turns follow too). Everything else is
+refused before any value is checked, so a stray client (a standalone MCP session bound to
+another entry, a late second submission after acceptance, a submission before the orchestrator
+opened any turn) can neither steer the experiment nor leave proposal events on a turn that is
+not its own.
 
 Pending submission intents are reconciled first: a run a crashed or timed-out submission of
 this turn left behind is adopted before the check, so it counts as the turn's accepted
@@ -12,8 +13,8 @@ proposal and a resubmission is refused instead of becoming a second run for the 
 While an intent of this turn is still pending (SnakeLab's answer was lost and its run has not
 appeared yet) the turn's outcome is unknown, and proposals wait until it is settled
 (``ax3l.shared.intents``: by the broker that sent it, or by the orchestrator before it asks the
-turn again). An intent of an older checkpoint does not hold the live turn: adopted, it names its own
-checkpoint and does not answer this one (the orchestrator's rule too).
+turn again). An intent of an older checkpoint does not hold the live turn: adopted, it names
+its own checkpoint and does not answer this one (``turn_state.belongs_to``).
 """
 
 from __future__ import annotations

@@ -29,12 +29,12 @@ from ax3l.orchestrator.proposers.base import (
     TurnAhead,
     TurnContext,
 )
-from ax3l.orchestrator.turns import ADVANCING_EVENTS
 from ax3l.shared.db.database import Database
+from ax3l.shared.turn_state import ANSWERING_EVENTS
 
 logger = logging.getLogger(__name__)
 
-TURN_MOVED = ADVANCING_EVENTS
+TURN_MOVED = ANSWERING_EVENTS
 
 
 async def failure_streak(db: Database, proposer: str) -> int:
