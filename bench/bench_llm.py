@@ -36,8 +36,8 @@ from ax3l.shared.config_schema import load_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.event_models import GoldenConfigCreated
 from ax3l.shared.registry import BY_NAME, Entry
+from ax3l.testing.databases import TestDatabases, create_snakelab_tables, scratch_databases
 from ax3l.testing.histories import synthetic_history
-from ax3l.testing.plugin import TestDatabases, create_snakelab_tables, scratch_databases
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = load_schema()

@@ -38,7 +38,8 @@ from typing import Any
 from ax3l.orchestrator.mcp_session import bound_session
 from ax3l.shared.registry import ENTRIES
 from ax3l.shared.settings import Settings
-from ax3l.testing.plugin import TestDatabases, read_env_file, scratch_databases
+from ax3l.testing.databases import TestDatabases, scratch_databases
+from ax3l.testing.plugin import read_env_file
 from ax3l.testing.stack import Stack, check_history
 
 REPO = Path(__file__).resolve().parents[1]

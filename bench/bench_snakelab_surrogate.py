@@ -34,7 +34,7 @@ import zmq.asyncio
 
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.snakelab_client import SnakeLabClient
-from ax3l.testing.plugin import private_db_env
+from ax3l.testing.databases import private_db_env
 from ax3l.testing.snakelab_process import (
     ScratchDatabase,
     SnakeLabProcess,

@@ -15,9 +15,9 @@ from ax3l.compare import main as compare_main
 from ax3l.compare import processes
 from ax3l.compare.settings import load_settings
 from ax3l.compare.throwaway import RepeatDatabases
-from ax3l.orchestrator.proposers import PROPOSER_NAMES
 from ax3l.shared.config_schema import load_schema
-from ax3l.testing.plugin import TestDatabases
+from ax3l.shared.settings import PROPOSER_NAMES
+from ax3l.testing.databases import TestDatabases
 from ax3l.testing.waiting import WaitTimeout, wait_until
 from snakelab.trainers.surrogate import predict_high_score
 

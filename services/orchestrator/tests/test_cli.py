@@ -9,7 +9,7 @@ import pytest
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import RoundRobinCheckpoint
-from ax3l.testing.plugin import TestDatabases
+from ax3l.testing.databases import TestDatabases
 from ax3l.testing.stack import Stack
 
 FIVE_ENTRY_ORDER = ["hidden_size", "sequence_length", "batch_size", "learning_rate", "gamma"]

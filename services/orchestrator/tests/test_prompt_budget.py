@@ -38,8 +38,8 @@ from ax3l.shared.config_schema import load_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.event_models import GoldenConfigCreated
 from ax3l.shared.registry import BY_NAME
+from ax3l.testing.databases import TestDatabases
 from ax3l.testing.histories import synthetic_history
-from ax3l.testing.plugin import TestDatabases
 
 SCHEMA = load_schema()
 DEFAULTS = SCHEMA.default_config()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ax3l.testing.plugin import TestDatabases, create_snakelab_tables, free_port
+from ax3l.testing.databases import TestDatabases, create_snakelab_tables
+from ax3l.testing.plugin import free_port
 from ax3l.testing.stack import Stack, check_history, http_json
 
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from ax3l.shared.db.database import Database
-from ax3l.testing.plugin import TestDatabases
+from ax3l.testing.databases import TestDatabases
 
 # The helpers are plain modules next to the tests (uniquely named: suites share sys.modules).
 sys.path.insert(0, str(Path(__file__).parent))

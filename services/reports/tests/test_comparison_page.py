@@ -15,7 +15,7 @@ from playwright.sync_api import Browser
 from reports_testing import Server, private_databases, reports_server
 from stored_rows import stored_rows
 
-from ax3l.testing.plugin import TestDatabases
+from ax3l.testing.databases import TestDatabases
 
 BUDGET = 6
 # (proposer, repeat, best-so-far curve); the repeats of a proposer differ in shape and length.

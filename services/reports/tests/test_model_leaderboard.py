@@ -13,7 +13,7 @@ from ax3l.shared import event_models as ev
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.registry import PARAMETER_ORDER
-from ax3l.testing.plugin import TestDatabases
+from ax3l.testing.databases import TestDatabases
 
 MODEL = "gemma-3-270m-it-Q4_K_M.gguf"
 

@@ -11,7 +11,7 @@ from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import ConversationStarted, ProposalAccepted, RoundRobinCheckpoint
 from ax3l.shared.registry import PARAMETER_ORDER
-from ax3l.testing.plugin import TestDatabases
+from ax3l.testing.databases import TestDatabases
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 from reports_testing import app_client, reports_settings
 
 from ax3l.shared.db.cli import reports_grants
-from ax3l.testing.plugin import TestDatabases
+from ax3l.testing.databases import TestDatabases
 
 TABLE_ACCESS_DENIED = 1142
 WRITES = [

@@ -10,7 +10,7 @@ import pytest
 
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.snakelab_client import SnakeLabClient, SnakeLabError
-from ax3l.testing.plugin import TestDatabases as Databases
+from ax3l.testing.databases import TestDatabases as Databases
 from ax3l.testing.plugin import free_port
 from ax3l.testing.snakelab_process import SnakeLabProcess, run_to_exit
 from snakelab.server import parse_options

@@ -11,7 +11,7 @@ import pytest
 
 from ax3l.shared.snakelab_client import SnakeLabClient, SnakeLabError
 from ax3l.shared.wire import RunStatus
-from ax3l.testing.plugin import TestDatabases as Databases
+from ax3l.testing.databases import TestDatabases as Databases
 from ax3l.testing.snakelab_process import (
     ScratchDatabase,
     SnakeLabProcess,

@@ -28,7 +28,8 @@ from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
 from ax3l.shared.event_models import GoldenConfigCreated, RoundRobinCheckpoint
 from ax3l.shared.registry import BY_NAME, PARAMETER_ORDER
-from ax3l.testing.plugin import TestDatabases, free_port
+from ax3l.testing.databases import TestDatabases
+from ax3l.testing.plugin import free_port
 from ax3l.testing.snakelab_rows import insert_runs
 from ax3l.testing.zmq_peer import ScriptedPeer, snakelab_reply
 from ax3l.toolbroker.main import Broker

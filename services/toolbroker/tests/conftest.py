@@ -22,7 +22,7 @@ from broker_harness import (
 )
 
 from ax3l.shared.snakelab_client import SnakeLabClient
-from ax3l.testing.plugin import TestDatabases, admin_connection
+from ax3l.testing.databases import TestDatabases, admin_connection
 from ax3l.testing.snakelab_process import SnakeLabProcess, scratch_snakelab_database
 
 

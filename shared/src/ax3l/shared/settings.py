@@ -13,6 +13,10 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# The orchestrator's proposers (``AX3L_PROPOSER``; ``ax3l.orchestrator.proposers.make_proposer``
+# builds them), here so ``ax3l-compare`` reads the same list without importing the orchestrator.
+PROPOSER_NAMES = ("llm", "tpe", "random", "external", "llm+tpe")
+
 
 def setting(default: Any, variable: str | AliasChoices, **limits: Any) -> Any:
     """A field read from the environment variable ``variable`` (or any of its choices), with

@@ -27,7 +27,7 @@ import pymysql
 
 from ax3l.shared.ports import free_port
 from ax3l.shared.processes import ManagedProcess, ProcessFailed
-from ax3l.testing.plugin import admin_connection, mysql_connection
+from ax3l.testing.databases import admin_connection, mysql_connection
 from snakelab.healthcheck import ping
 
 

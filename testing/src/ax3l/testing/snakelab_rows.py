@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ax3l.shared.config_schema import ConfigSchema
-from ax3l.testing.plugin import TestDatabases
+from ax3l.testing.databases import TestDatabases
 
 
 def insert_run(

@@ -24,11 +24,12 @@ from typing import Any, TypeAlias
 
 from ax3l.shared.config_schema import BUNDLED_SCHEMA
 from ax3l.shared.event_models import EventContent, read_content
+from ax3l.shared.ports import free_port
 from ax3l.shared.processes import ManagedProcess, http_ok
 from ax3l.shared.registry import ENTRIES, PARAMETER_ORDER
 from ax3l.shared.waiting import WaitTimeout, wait_until
 from ax3l.shared.wire import TERMINAL_STATES
-from ax3l.testing.plugin import TestDatabases, free_port
+from ax3l.testing.databases import TestDatabases
 from ax3l.testing.snakelab_process import SnakeLabProcess
 from ax3l.testing.zmq_peer import ScriptedPeer
 

@@ -35,6 +35,7 @@ from ax3l.compare.throwaway import AdminLoginMissing, admin_connection
 from ax3l.shared import comparison_stats as stats
 from ax3l.shared.db.cli import connect, ensure_schema
 from ax3l.shared.db.errors import DatabaseError
+from ax3l.shared.settings import PROPOSER_NAMES
 
 DEFAULT_SEED = 1970
 BASELINE = "random"
@@ -42,9 +43,7 @@ BASELINE = "random"
 
 def proposer_names() -> tuple[str, ...]:
     """Whatever the orchestrator accepts as ``AX3L_PROPOSER`` (its list, not a copy of it)."""
-    from ax3l.orchestrator.proposers import PROPOSER_NAMES
-
-    return tuple(PROPOSER_NAMES)
+    return PROPOSER_NAMES
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

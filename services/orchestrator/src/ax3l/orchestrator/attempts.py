@@ -14,12 +14,11 @@ and its first episode stores a start time and still tested nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ax3l.shared.config_index import ConfigIndex
+from ax3l.shared.db.database import Database
 from ax3l.shared.wire import TERMINAL_STATES
-
-if TYPE_CHECKING:  # the services import the waiter, which imports this module
-    from ax3l.orchestrator.services import LoopServices
 
 NEVER_TRAINED_STATES = frozenset({"failed", "vanished"})
 
@@ -52,12 +51,11 @@ class StoredRun:
         return never_trained(self.status, self.high_score, self.episode_count)
 
 
-async def stored_runs(services: LoopServices, config: dict[str, Any]) -> list[StoredRun]:
+async def stored_runs(db: Database, index: ConfigIndex, config: dict[str, Any]) -> list[StoredRun]:
     """Every stored run of ``config`` (all 26 columns, seed included), oldest first."""
-    indexed = await services.index.find_indexed(config)
+    indexed = await index.find_indexed(config)
     if not indexed:
         return []
-    db = services.db
     marks = ", ".join(["%s"] * len(indexed))
     rows = await db.fetchall(
         "SELECT id, run_id, status, high_score, episode_count, error_message"
@@ -78,12 +76,12 @@ async def stored_runs(services: LoopServices, config: dict[str, Any]) -> list[St
     ]
 
 
-async def recorded_run_ids(services: LoopServices, run_ids: list[str]) -> set[str]:
+async def recorded_run_ids(db: Database, run_ids: list[str]) -> set[str]:
     """Those of ``run_ids`` that have their ``simulation_submitted`` event."""
     if not run_ids:
         return set()
     marks = ", ".join(["%s"] * len(run_ids))
-    rows = await services.db.fetchall(
+    rows = await db.fetchall(
         "SELECT DISTINCT process_id FROM events"
         f" WHERE name = 'simulation_submitted' AND process_id IN ({marks})",
         run_ids,
@@ -92,9 +90,9 @@ async def recorded_run_ids(services: LoopServices, run_ids: list[str]) -> set[st
     return {str(row["process_id"]) for row in rows}
 
 
-async def unrecorded_runs(services: LoopServices, runs: list[StoredRun]) -> list[StoredRun]:
+async def unrecorded_runs(db: Database, runs: list[StoredRun]) -> list[StoredRun]:
     """Runs SnakeLab stored whose submission Ax3l never recorded (a crash right after submit)."""
-    recorded = await recorded_run_ids(services, [run.run_id for run in runs])
+    recorded = await recorded_run_ids(db, [run.run_id for run in runs])
     return [run for run in runs if run.run_id not in recorded]
 
 

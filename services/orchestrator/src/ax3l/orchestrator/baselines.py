@@ -105,8 +105,8 @@ async def _next_baseline_run(
 ) -> tuple[str, int]:
     """``(run_id, simulation_submitted event id)`` of the baseline run to wait for now, when
     no recorded run of this baseline is still usable."""
-    runs = await stored_runs(services, config)
-    lost = await unrecorded_runs(services, runs)
+    runs = await stored_runs(services.db, services.index, config)
+    lost = await unrecorded_runs(services.db, runs)
     if lost:
         run_id, reused = lost[0].run_id, True
         logger.warning("%s: run %s was submitted but never recorded; recording it", what, run_id)

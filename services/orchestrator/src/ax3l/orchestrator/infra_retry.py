@@ -45,11 +45,11 @@ async def retry_never_trained(
     if not isinstance(config, dict):
         logger.warning("proposal %s has no configuration to retry", accepted.event_id)
         return None
-    runs = await stored_runs(services, config)
+    runs = await stored_runs(services.db, services.index, config)
     # A vanished run left no row, so the recorded retries count too.
     recorded = len(await select(services.db, SimulationSubmitted, parent=accepted.event_id))
     made = max(len(runs) - 1, recorded - 1, 0)
-    lost = [run for run in await unrecorded_runs(services, runs) if run.run_id != outcome.run_id]
+    lost = [run for run in await unrecorded_runs(services.db, runs) if run.run_id != outcome.run_id]
     if lost:
         run_id, reused = lost[0].run_id, True
         logger.warning("retry run %s was submitted but never recorded; recording it", run_id)

@@ -29,7 +29,7 @@ from pathlib import Path
 import uvicorn
 
 from ax3l.orchestrator.loop import FATAL, ExperimentLoop
-from ax3l.orchestrator.proposers import PROPOSER_NAMES, Proposer, ProposerDeps, make_proposer
+from ax3l.orchestrator.proposers import Proposer, ProposerDeps, make_proposer
 from ax3l.orchestrator.raw_capture import RawCapture
 from ax3l.orchestrator.services import LoopServices
 from ax3l.orchestrator.session_pool import SessionPool
@@ -46,7 +46,7 @@ from ax3l.shared.db.cli import ensure_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseMisconfigured, DatabaseUnavailable
 from ax3l.shared.db.event_log import EventLog
-from ax3l.shared.settings import Settings
+from ax3l.shared.settings import PROPOSER_NAMES, Settings
 from ax3l.shared.snakelab_client import SnakeLabClient
 from ax3l.shared.tasks import stop_task
 

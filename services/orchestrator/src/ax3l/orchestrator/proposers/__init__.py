@@ -12,8 +12,7 @@ from ax3l.orchestrator.proposers.base import (
     ProposerDeps,
     TurnContext,
 )
-
-PROPOSER_NAMES = ("llm", "tpe", "random", "external", "llm+tpe")
+from ax3l.shared.settings import PROPOSER_NAMES
 
 
 def make_proposer(name: str, deps: ProposerDeps) -> Proposer:
@@ -40,7 +39,8 @@ def make_proposer(name: str, deps: ProposerDeps) -> Proposer:
     if name == "llm+tpe":
         from ax3l.orchestrator.proposers.hybrid import HybridProposer
 
-        return HybridProposer(deps)
+        fallback = deps.settings.llm_fallback
+        return HybridProposer(deps, None if fallback == "none" else make_proposer(fallback, deps))
     if name == "random":
         from ax3l.orchestrator.proposers.random_search import RandomProposer
 
@@ -53,7 +53,6 @@ def make_proposer(name: str, deps: ProposerDeps) -> Proposer:
 
 
 __all__ = [
-    "PROPOSER_NAMES",
     "ConversationFailed",
     "Proposer",
     "ProposerDeps",

@@ -122,16 +122,15 @@ class HybridProposer(Proposer):
 
     name = "llm+tpe"
 
-    def __init__(self, deps: ProposerDeps):
+    def __init__(self, deps: ProposerDeps, fallback: Proposer | None = None):
+        """``fallback`` (``AX3L_LLM_FALLBACK``'s proposer, None for ``none``) takes the model's
+        turns that it keeps failing."""
         super().__init__(deps)
         self.share = deps.settings.hybrid_model_share
         self.tpe = TpeProposer(deps)
         advised = AdvisedLlmProposer(deps, TpeProposer(deps))
         self.model: Proposer = advised
-        if deps.settings.llm_fallback != "none":
-            from ax3l.orchestrator.proposers import make_proposer
-
-            fallback = make_proposer(deps.settings.llm_fallback, deps)
+        if fallback is not None:
             self.model = ModelWithFallback(
                 deps, advised, fallback, deps.settings.llm_fallback_after
             )

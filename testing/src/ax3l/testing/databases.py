@@ -1,0 +1,216 @@
+"""The tests' databases: private pairs of real databases on the private MariaDB of
+``scripts/mariadb.sh`` (``TestDatabases``, ``scratch_databases``), its ``db.env``, and plain
+connections to it. The pytest plugin (``ax3l.testing.plugin``) hands them out as fixtures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pymysql
+
+from ax3l.shared.db.cli import ensure_schema
+from ax3l.shared.env_files import read_env_file
+from ax3l.shared.settings import Settings
+
+
+def find_env_file() -> Path | None:
+    """``AX3L_DB_ENV``, else the nearest ``.run/db.env`` from the working directory up."""
+    explicit = os.environ.get("AX3L_DB_ENV")
+    if explicit:
+        return Path(explicit)
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / ".run" / "db.env"
+        if candidate.exists():
+            return candidate
+    return None
+
+
+# TestDatabases' fields and the db.env keys they are read from (the port is an int).
+_ENV_KEYS = {
+    "host": "DB_HOST",
+    "ax3l_user": "DB_USER",
+    "ax3l_password": "DB_PASSWORD",
+    "snakelab_user": "SNAKELAB_DB_USER",
+    "snakelab_password": "SNAKELAB_DB_PASSWORD",
+    "admin_user": "AX3L_DB_ADMIN_USER",
+    "admin_password": "AX3L_DB_ADMIN_PASSWORD",
+}
+
+
+@dataclass
+class TestDatabases:
+    """A private pair of databases (``ax3l_*`` and ``snakelab_*``) with the real grants."""
+
+    __test__ = False  # not a test class, despite its name
+
+    host: str
+    port: int
+    ax3l_db: str
+    snakelab_db: str
+    ax3l_user: str
+    ax3l_password: str
+    snakelab_user: str
+    snakelab_password: str
+    admin_user: str
+    admin_password: str
+
+    @classmethod
+    def from_env(cls, values: dict[str, str], ax3l_db: str, snakelab_db: str) -> TestDatabases:
+        """These two databases with the logins of ``db.env`` values."""
+        logins = {field: values[key] for field, key in _ENV_KEYS.items()}
+        return cls(port=int(values["DB_PORT"]), ax3l_db=ax3l_db, snakelab_db=snakelab_db, **logins)
+
+    def settings(self, **overrides: Any) -> Settings:
+        """Ax3l settings pointing at these databases."""
+        values: dict[str, Any] = {
+            "DB_HOST": self.host,
+            "DB_PORT": self.port,
+            "DB_USER": self.ax3l_user,
+            "DB_PASSWORD": self.ax3l_password,
+            "AX3L_DB_NAME": self.ax3l_db,
+            "AX3L_SNAKELAB_DB_NAME": self.snakelab_db,
+        }
+        values.update(overrides)
+        return Settings(**values)
+
+    def env(self) -> dict[str, str]:
+        """Environment variables for a subprocess (any service) using these databases."""
+        return {
+            "DB_HOST": self.host,
+            "DB_PORT": str(self.port),
+            "DB_USER": self.ax3l_user,
+            "DB_PASSWORD": self.ax3l_password,
+            "AX3L_DB_NAME": self.ax3l_db,
+            "AX3L_SNAKELAB_DB_NAME": self.snakelab_db,
+            "SNAKELAB_DB_HOST": self.host,
+            "SNAKELAB_DB_PORT": str(self.port),
+            "SNAKELAB_DB_USER": self.snakelab_user,
+            "SNAKELAB_DB_PASSWORD": self.snakelab_password,
+            "SNAKELAB_DB_NAME": self.snakelab_db,
+        }
+
+    def connect(self, user: str = "admin", database: str | None = None) -> Any:
+        """A blocking autocommit connection as ``admin``, ``ax3l`` or ``snakelab``."""
+        credentials = {
+            "admin": (self.admin_user, self.admin_password),
+            "ax3l": (self.ax3l_user, self.ax3l_password),
+            "snakelab": (self.snakelab_user, self.snakelab_password),
+        }[user]
+        return mysql_connection(self.host, self.port, *credentials, database)
+
+    def query(
+        self, sql: str, args: Any = None, user: str = "admin", database: str | None = None
+    ) -> list[tuple[Any, ...]]:
+        """The rows of one statement, on a connection of its own as ``user``; ``database``
+        defaults to SnakeLab's for the ``snakelab`` user and to Ax3l's for the others."""
+        if database is None:
+            database = self.snakelab_db if user == "snakelab" else self.ax3l_db
+        conn = self.connect(user, database)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql, args)
+                return list(cur.fetchall())
+        finally:
+            conn.close()
+
+
+def mysql_connection(
+    host: str, port: int, user: str, password: str, database: str | None = None, **options: Any
+) -> Any:
+    """A blocking autocommit utf8mb4 connection (``options`` as pymysql takes them)."""
+    return pymysql.connect(
+        host=host,
+        port=port,
+        user=user,
+        password=password,
+        database=database,
+        autocommit=True,
+        charset="utf8mb4",
+        **options,
+    )
+
+
+def admin_connection(values: dict[str, str], database: str | None = None) -> Any:
+    """A blocking autocommit connection as the private MariaDB's admin (``db.env`` values)."""
+    return mysql_connection(
+        values["DB_HOST"],
+        int(values["DB_PORT"]),
+        values["AX3L_DB_ADMIN_USER"],
+        values["AX3L_DB_ADMIN_PASSWORD"],
+        database,
+    )
+
+
+def ax3l_settings(values: dict[str, str], ax3l_db: str, snakelab_db: str) -> Settings:
+    """Ax3l's settings with its login from ``db.env`` values, on these two databases."""
+    login = {key: values[key] for key in ("DB_HOST", "DB_PORT", "DB_USER", "DB_PASSWORD")}
+    return Settings(**login, AX3L_DB_NAME=ax3l_db, AX3L_SNAKELAB_DB_NAME=snakelab_db)
+
+
+def private_db_env(repo: Path) -> dict[str, str]:
+    """``<repo>/.run/db.env``'s values; the private MariaDB is started first when there is no
+    such file yet (how the benchmarks find their database)."""
+    env_file = repo / ".run" / "db.env"
+    if not env_file.exists():
+        subprocess.run([str(repo / "scripts" / "mariadb.sh"), "start"], check=True)
+    return read_env_file(env_file)
+
+
+def create_snakelab_tables(databases: TestDatabases) -> None:
+    """SnakeLab's tables, as the reference SnakeLab creates them, for tests without a server."""
+    from snakelab.tables import ALL_TABLES  # the reference SnakeLab owns these
+
+    conn = databases.connect("snakelab", databases.snakelab_db)
+    try:
+        with conn.cursor() as cur:
+            for _, ddl in ALL_TABLES:
+                cur.execute(ddl)
+    finally:
+        conn.close()
+
+
+@contextlib.contextmanager
+def scratch_databases(
+    db_env: dict[str, str], prefix: str = "t", with_snakelab_tables: bool = False
+) -> Iterator[TestDatabases]:
+    """A fresh ``ax3l_*`` database (schema created) and ``snakelab_*`` one, dropped after.
+
+    The grants are the real ones: Ax3l's user may only SELECT SnakeLab's tables.
+    """
+    suffix = f"{prefix}{secrets.token_hex(4)}"
+    dbs = TestDatabases.from_env(db_env, f"ax3l_{suffix}", f"snakelab_{suffix}")
+    admin = admin_connection(db_env)
+    try:
+        with admin.cursor() as cur:
+            for name in (dbs.ax3l_db, dbs.snakelab_db):
+                cur.execute(
+                    f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
+                )
+            cur.execute(f"GRANT ALL PRIVILEGES ON `{dbs.ax3l_db}`.* TO '{dbs.ax3l_user}'@'%'")
+            cur.execute(f"GRANT SELECT ON `{dbs.snakelab_db}`.* TO '{dbs.ax3l_user}'@'%'")
+            cur.execute(
+                f"GRANT ALL PRIVILEGES ON `{dbs.snakelab_db}`.* TO '{dbs.snakelab_user}'@'%'"
+            )
+        ensure_schema(dbs.settings())
+        if with_snakelab_tables:
+            create_snakelab_tables(dbs)
+        yield dbs
+    finally:
+        with admin.cursor() as cur:
+            for name in (dbs.ax3l_db, dbs.snakelab_db):
+                cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+            cur.execute(f"REVOKE ALL PRIVILEGES ON `{dbs.ax3l_db}`.* FROM '{dbs.ax3l_user}'@'%'")
+            cur.execute(f"REVOKE SELECT ON `{dbs.snakelab_db}`.* FROM '{dbs.ax3l_user}'@'%'")
+            cur.execute(
+                f"REVOKE ALL PRIVILEGES ON `{dbs.snakelab_db}`.* FROM '{dbs.snakelab_user}'@'%'"
+            )
+        admin.close()
