@@ -38,10 +38,10 @@ from ax3l.shared.config_schema import cached_schema
 from ax3l.shared.db.cli import ensure_schema
 from ax3l.shared.events import CATALOG
 from ax3l.shared.ports import free_port
+from ax3l.shared.processes import ManagedProcess, ProcessFailed
 from ax3l.shared.registry import ENTRIES, PARAMETER_ORDER
 from ax3l.shared.settings import Settings
 from ax3l.testing.databases import admin_connection, ax3l_settings, private_db_env
-from ax3l.testing.processes import ManagedProcess, ProcessFailed
 from ax3l.testing.scripted_llm import completion, tool_call
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -52,10 +52,10 @@ from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
 from ax3l.shared.event_models import GoldenConfigCreated, RoundRobinCheckpoint
 from ax3l.shared.ports import free_port
+from ax3l.shared.processes import ManagedProcess
 from ax3l.shared.settings import Settings
+from ax3l.shared.waiting import WaitTimeout, wait_until_async
 from ax3l.testing.databases import ax3l_settings, private_db_env
-from ax3l.testing.processes import ManagedProcess
-from ax3l.testing.waiting import WaitTimeout, wait_until_async
 from snakelab.tables import ALL_TABLES as SNAKELAB_TABLES  # SnakeLab 2.x's tables, exactly
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -27,10 +27,10 @@ from typing import Any
 import pytest
 
 from ax3l.shared.db.cli import ensure_schema
+from ax3l.shared.waiting import WaitTimeout, wait_until
 from ax3l.testing.databases import TestDatabases
 from ax3l.testing.plugin import free_port, read_env_file
 from ax3l.testing.stack import Proc, Stack, check_history
-from ax3l.testing.waiting import WaitTimeout, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 MARIADB = REPO / "scripts" / "mariadb.sh"

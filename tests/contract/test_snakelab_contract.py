@@ -27,13 +27,13 @@ import zmq.asyncio
 
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.snakelab_client import SnakeLabClient, SnakeLabError
+from ax3l.shared.waiting import WaitTimeout, wait_until_async
 from ax3l.shared.wire import RunStatus
 from ax3l.testing.snakelab_process import (
     ScratchDatabase,
     SnakeLabProcess,
     scratch_snakelab_database,
 )
-from ax3l.testing.waiting import WaitTimeout, wait_until_async
 from ax3l.testing.zmq_peer import ScriptedPeer, ok, refused, scripted_snakelab
 
 SCHEMA = load_schema()

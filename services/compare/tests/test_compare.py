@@ -17,8 +17,8 @@ from ax3l.compare.settings import load_settings
 from ax3l.compare.throwaway import RepeatDatabases
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.settings import PROPOSER_NAMES
+from ax3l.shared.waiting import WaitTimeout, wait_until
 from ax3l.testing.databases import TestDatabases
-from ax3l.testing.waiting import WaitTimeout, wait_until
 from snakelab.trainers.surrogate import predict_high_score
 
 ADMIN_KEYS = ("AX3L_DB_ADMIN_USER", "AX3L_DB_ADMIN_PASSWORD")

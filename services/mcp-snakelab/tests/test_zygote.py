@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from ax3l.shared.waiting import wait_until
 from ax3l.testing.mcp_wire import INITIALIZED, call_tool, initialize
-from ax3l.testing.waiting import wait_until
 from ax3l.testing.zmq_peer import ScriptedPeer, broker_reply
 
 

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ax3l.orchestrator.cycles import count_cycles
-from ax3l.orchestrator.event_reads import StoredEvent
 from ax3l.shared import cycles as shared_cycles
+from ax3l.shared.db.event_reads import StoredEvent
 from ax3l.shared.registry import PARAMETER_ORDER
+
+
+def count_cycles(events: list[StoredEvent]) -> shared_cycles.CycleCount:
+    """The shared cycle rules over stored events, as the loop's tracker feeds them."""
+    return shared_cycles.count_cycles((e.event_id, e.name, e.content) for e in events)
 
 
 class History:

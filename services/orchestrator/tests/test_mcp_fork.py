@@ -12,9 +12,9 @@ from ax3l.orchestrator.mcp_fork import close_zygotes
 from ax3l.orchestrator.mcp_session import ToolSessionFailed, bound_session
 from ax3l.shared.registry import BY_NAME
 from ax3l.shared.settings import Settings
+from ax3l.shared.waiting import wait_until_async
 from ax3l.testing.mcp_children import mcp_children, zygotes_of
 from ax3l.testing.plugin import free_port
-from ax3l.testing.waiting import wait_until_async
 
 
 @pytest.fixture

@@ -20,9 +20,9 @@ from reports_history import Replay
 
 from ax3l.reports.app import create_app
 from ax3l.reports.settings import ReportsSettings
+from ax3l.shared.processes import ManagedProcess, http_ok
 from ax3l.testing.databases import TestDatabases, scratch_databases
 from ax3l.testing.plugin import free_port, wait_until
-from ax3l.testing.processes import ManagedProcess, http_ok
 from ax3l.testing.zmq_peer import ScriptedPeer, snakelab_reply
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from ax3l.shared.snakelab_client import SnakeLabClient, SnakeLabError
+from ax3l.shared.waiting import wait_until_async
 from ax3l.testing.databases import TestDatabases as Databases
 from ax3l.testing.snakelab_process import SnakeLabProcess
-from ax3l.testing.waiting import wait_until_async
 
 STOPPED = "Server stopped before run completed"
 

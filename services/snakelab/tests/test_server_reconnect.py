@@ -13,10 +13,10 @@ import pymysql
 import pytest
 
 from ax3l.shared.snakelab_client import SnakeLabClient, SnakeLabError
+from ax3l.shared.waiting import wait_until_async
 from ax3l.testing.databases import TestDatabases as Databases
 from ax3l.testing.plugin import free_port
 from ax3l.testing.snakelab_process import SnakeLabProcess, run_to_exit
-from ax3l.testing.waiting import wait_until_async
 
 TERMINAL = ("completed", "failed", "cancelled")
 

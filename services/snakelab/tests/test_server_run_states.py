@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from ax3l.shared.snakelab_client import SnakeLabClient, SnakeLabError
+from ax3l.shared.waiting import wait_until_async
 from ax3l.shared.wire import RunStatus
 from ax3l.testing.databases import TestDatabases as Databases
 from ax3l.testing.snakelab_process import (
@@ -17,7 +18,6 @@ from ax3l.testing.snakelab_process import (
     SnakeLabProcess,
     scratch_snakelab_database,
 )
-from ax3l.testing.waiting import wait_until_async
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ import pytest
 
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.db.errors import DatabaseError
+from ax3l.shared.waiting import wait_until
 from ax3l.testing.databases import TestDatabases as Databases
-from ax3l.testing.waiting import wait_until
 from snakelab.config_rules import complete_config, config_hash
 from snakelab.run_store import DbSettings, RunStore, _values_fast, utc_now
 from snakelab.runs import TERMINAL, Run, RunBook

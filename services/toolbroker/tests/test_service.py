@@ -13,8 +13,8 @@ from broker_harness import SCHEMA, envelope, events, open_turn, running_broker, 
 from ax3l.shared import intents
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.processes import ManagedProcess
 from ax3l.testing.plugin import free_port
-from ax3l.testing.processes import ManagedProcess
 
 
 class BrokerProcess(ManagedProcess):

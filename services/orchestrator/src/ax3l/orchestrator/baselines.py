@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ax3l.orchestrator.attempts import StoredRun, attempt_number, stored_runs, unrecorded_runs
-from ax3l.orchestrator.event_reads import StoredEvent
 from ax3l.orchestrator.services import LoopServices, StepFailed
 from ax3l.orchestrator.status import Phase
 from ax3l.orchestrator.submission import BaselineFailed
 from ax3l.orchestrator.waiting import RunOutcome
+from ax3l.shared.db.event_reads import StoredEvent
 from ax3l.shared.event_models import SimulationSubmitted
 
 logger = logging.getLogger(__name__)

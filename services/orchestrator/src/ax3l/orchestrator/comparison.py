@@ -16,13 +16,13 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from ax3l.orchestrator.event_reads import StoredEvent, latest
 from ax3l.orchestrator.golden import create_golden
 from ax3l.orchestrator.infra_retry import retry_never_trained
 from ax3l.orchestrator.services import LoopServices
 from ax3l.orchestrator.status import Phase
 from ax3l.orchestrator.waiting import RunOutcome
 from ax3l.shared.crash_points import crash_point
+from ax3l.shared.db.event_reads import StoredEvent, latest
 from ax3l.shared.db.reads import current_golden, run_with_config
 from ax3l.shared.event_models import (
     ConfigurationCompared,

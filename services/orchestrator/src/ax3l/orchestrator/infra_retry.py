@@ -21,9 +21,9 @@ import logging
 from typing import Any
 
 from ax3l.orchestrator.attempts import attempt_number, stored_runs, unrecorded_runs
-from ax3l.orchestrator.event_reads import StoredEvent, select
 from ax3l.orchestrator.services import LoopServices
 from ax3l.orchestrator.waiting import RunOutcome
+from ax3l.shared.db.event_reads import StoredEvent, select
 from ax3l.shared.event_models import ProposalAccepted, SimulationSubmitted
 
 logger = logging.getLogger(__name__)

@@ -25,10 +25,10 @@ from ax3l.orchestrator.comparable_history import (
     HistorySummary,
     load_history,
 )
-from ax3l.orchestrator.event_reads import latest
 from ax3l.orchestrator.prompt_budget import MESSAGE_TOKENS, fits, messages_tokens, shrunk_budget
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.event_reads import latest
 from ax3l.shared.event_models import GoldenConfigCreated
 from ax3l.shared.registry import Entry
 

@@ -13,12 +13,12 @@ import logging
 from typing import TypeAlias
 
 from ax3l.orchestrator.baselines import BaselineKind, scored_baseline
-from ax3l.orchestrator.event_reads import StoredEvent, latest
 from ax3l.orchestrator.golden import create_golden
 from ax3l.orchestrator.services import LoopServices
 from ax3l.orchestrator.status import Phase
 from ax3l.orchestrator.waiting import ended_unscored
 from ax3l.shared.crash_points import crash_point
+from ax3l.shared.db.event_reads import StoredEvent, latest
 from ax3l.shared.event_models import (
     GoldenConfigCreated,
     GoldenConfigSeedIncremented,

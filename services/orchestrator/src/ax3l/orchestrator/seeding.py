@@ -13,11 +13,11 @@ import logging
 from typing import Any
 
 from ax3l.orchestrator.baselines import BaselineKind, scored_baseline
-from ax3l.orchestrator.event_reads import StoredEvent, latest
 from ax3l.orchestrator.golden import create_golden
 from ax3l.orchestrator.services import LoopServices
 from ax3l.orchestrator.status import Phase
 from ax3l.orchestrator.waiting import ended_unscored
+from ax3l.shared.db.event_reads import StoredEvent, latest
 from ax3l.shared.db.reads import count_simulations
 from ax3l.shared.event_models import SimulationSubmitted
 

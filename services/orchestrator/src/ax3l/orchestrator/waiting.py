@@ -20,12 +20,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ax3l.orchestrator.attempts import never_trained
-from ax3l.orchestrator.event_reads import latest
 from ax3l.orchestrator.status import LoopStatus
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.crash_points import crash_point
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.db.event_reads import latest
 from ax3l.shared.db.reads import run_with_config
 from ax3l.shared.event_models import (
     RunEnded,
