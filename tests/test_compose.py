@@ -15,13 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import stack  # scripts/stack.py (pyproject's pytest pythonpath)
 import yaml
 
 from ax3l.testing.plugin import free_port, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "scripts"))
-import stack  # noqa: E402
 
 SECRETS = {
     "AX3L_DB_PASSWORD": "s1",

@@ -12,17 +12,14 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from compose_harness import REPO, Timings
 
 from ax3l.testing.plugin import wait_until
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compose_harness import REPO, Timings
 
 
 def _docker_answers() -> bool:

@@ -7,17 +7,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from compose_harness import REPO, Compose, Timings, check_no_duplicates, make_compose, step_count
 
 from ax3l.testing.plugin import wait_until
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compose_harness import REPO, Compose, Timings, check_no_duplicates, make_compose, step_count
 
 pytestmark = pytest.mark.timeout(2700)
 FILES = ["compose.yaml", "compose.demo.yaml", "compose.llama.yaml"]

@@ -4,16 +4,11 @@ and restarted by its restart policy, taken down and brought up again on the same
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from ax3l.testing.plugin import wait_until
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compose_harness import (
     Compose,
     Timings,
@@ -23,6 +18,8 @@ from compose_harness import (
     restarted_and_healthy,
     step_count,
 )
+
+from ax3l.testing.plugin import wait_until
 
 pytestmark = pytest.mark.timeout(1800)
 FILES = ["compose.yaml", "compose.demo.yaml"]

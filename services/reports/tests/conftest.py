@@ -4,21 +4,12 @@ and a replayed history, app clients, a SnakeLab control socket stand-in."""
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import closing
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-
-from ax3l.shared.db.database import Database
-from ax3l.testing.databases import TestDatabases
-
-# The helpers are plain modules next to the tests (uniquely named: suites share sys.modules).
-sys.path.insert(0, str(Path(__file__).parent))
-
 from reports_history import Replay, insert_runs, read_runs, replay_history
 from reports_testing import (
     Experiment,
@@ -27,6 +18,9 @@ from reports_testing import (
     private_databases,
     reports_settings,
 )
+
+from ax3l.shared.db.database import Database
+from ax3l.testing.databases import TestDatabases
 
 
 @pytest.fixture(scope="session")

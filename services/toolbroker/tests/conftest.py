@@ -3,15 +3,10 @@ configuration on a fresh seed per test, and an in-process broker on a real socke
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-
 from broker_harness import (
     SCHEMA,
     Lab,
