@@ -10,9 +10,11 @@ crashed ``AX3L_STACK_RESTART_LIMIT`` times in a row within seconds of starting.
 ``run`` supervises in the foreground (Ctrl-C stops everything); ``start`` leaves the
 supervisor in the background (pid in ``<run dir>/stack/supervisor.pid``, log in
 ``<run dir>/logs/stack.log``); ``stop`` ends it and its children; ``status`` prints each
-service. ``SERVICES`` is the one definition of each process's command and environment: every
-process gets only the settings it reads, and the private MariaDB's admin login never leaves
-``db.env``. ``tests/test_compose.py`` checks compose.yaml against it.
+service. ``services(env)`` defines each process of this stack, in start order: its command, its
+health check and the settings it is given. Every process gets only the settings it reads, and
+the private MariaDB's admin login never leaves ``db.env``. ``tests/test_compose.py`` checks
+compose.yaml's environments against it. The tests' stack (``ax3l.testing.stack``) and
+``ax3l-compare``'s repeats (``ax3l.compare.processes``) define their processes themselves.
 """
 
 from __future__ import annotations
