@@ -1,0 +1,241 @@
+"""The workspace's import structure, read from the source (never imported): no import cycles,
+no product package importing the test support, no service importing another service, and no
+test putting folders on ``sys.path``.
+
+The graph has one node per module of ``shared/src``, ``services/*/src``, ``testing/src`` and
+``scripts``, and an edge for every import a module makes, wherever it stands (at the top, in a
+function, under ``TYPE_CHECKING``): a deferred import is still a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SKIPPED_DIRS = {".venv", ".git", "__pycache__", "node_modules", ".mypy_cache", ".ruff_cache"}
+
+# Service imports another service's code on purpose; each with its reason. Anything else
+# between two services goes through ax3l.shared (or over the wire).
+ALLOWED_SERVICE_IMPORTS = {
+    ("orchestrator", "mcp-snakelab"): "the orchestrator forks its MCP sessions from the stdio"
+    " server's code (mcp_fork.py) and its seats endpoint registers the same submit tools",
+    ("compare", "snakelab"): "ax3l-compare runs the reference SnakeLab for its repeats and waits"
+    " on its health ping",
+}
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str  # dotted; scripts are ``scripts.<file name>``
+    path: Path
+    package: str  # the workspace package: shared, testing, scripts or the service's folder
+    is_package: bool  # an __init__.py
+
+
+def source_roots(repo: Path) -> list[tuple[str, Path]]:
+    """(workspace package, source folder) of every package the graph covers."""
+    roots = [("shared", repo / "shared" / "src")]
+    roots += [(src.parent.name, src) for src in sorted((repo / "services").glob("*/src"))]
+    roots.append(("testing", repo / "testing" / "src"))
+    return roots
+
+
+def find_modules(repo: Path) -> dict[str, Module]:
+    """Every module of the covered packages and the scripts, by dotted name."""
+    found: dict[str, Module] = {}
+    for package, root in source_roots(repo):
+        for path in sorted(root.rglob("*.py")):
+            if SKIPPED_DIRS & set(path.parts):
+                continue
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            is_package = parts[-1] == "__init__"
+            if is_package:
+                parts.pop()
+            name = ".".join(parts)
+            found[name] = Module(name, path, package, is_package)
+    for path in sorted((repo / "scripts").glob("*.py")):
+        name = f"scripts.{path.stem}"
+        found[name] = Module(name, path, "scripts", False)
+    return found
+
+
+def imported_modules(module: Module, modules: dict[str, Module]) -> set[str]:
+    """The workspace modules ``module`` imports: ``import a.b`` imports ``a.b``; ``from a
+    import b`` imports the module ``a.b`` when there is one, else ``a`` (for its name ``b``).
+    The parent packages a dotted import also runs are not counted."""
+    tree = ast.parse(module.path.read_text(), str(module.path))
+    here = module.name if module.is_package else module.name.rpartition(".")[0]
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = here.split(".")[: len(here.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                names.add(full if full in modules else base)
+    targets = {resolve(name, modules) for name in names}
+    return {target for target in targets if target is not None and target != module.name}
+
+
+def resolve(name: str, modules: dict[str, Module]) -> str | None:
+    """The workspace module ``name`` is (or lies in), None for anything outside it."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_graph(modules: dict[str, Module]) -> dict[str, set[str]]:
+    """module -> the workspace modules it imports."""
+    return {name: imported_modules(module, modules) for name, module in modules.items()}
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle per strongly connected group of modules, as ``[a, b, ..., a]``."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's algorithm; the graph is a few hundred modules
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return [_cycle_through(group, graph) for group in groups]
+
+
+def _cycle_through(group: list[str], graph: dict[str, set[str]]) -> list[str]:
+    """A shortest cycle from the group's first module back to it, inside the group."""
+    start, members = group[0], set(group)
+    paths = {start: [start]}
+    queue = [start]
+    while queue:
+        node = queue.pop(0)
+        for target in sorted(graph[node] & members):
+            if target == start:
+                return [*paths[node], start]
+            if target not in paths:
+                paths[target] = [*paths[node], target]
+                queue.append(target)
+    return [*group, start]  # unreachable for a strongly connected group
+
+
+def path_insertions(files: Iterable[Path]) -> list[str]:
+    """``file:line`` of every ``sys.path.insert``/``sys.path.append`` call in ``files``."""
+    found = []
+    for path in files:
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("insert", "append")
+                and ast.unparse(node.func.value) == "sys.path"
+            ):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    return found
+
+
+def files_of_tests(repo: Path) -> list[Path]:
+    """Every Python file of a ``tests`` folder, and every conftest."""
+    files = []
+    for path in sorted(repo.rglob("*.py")):
+        relative = path.relative_to(repo).parts
+        if SKIPPED_DIRS & set(relative):
+            continue
+        if "tests" in relative[:-1] or path.name == "conftest.py":
+            files.append(path)
+    return files
+
+
+def _graph() -> tuple[dict[str, Module], dict[str, set[str]]]:
+    modules = find_modules(REPO)
+    return modules, import_graph(modules)
+
+
+def test_no_import_cycles() -> None:
+    """No module of shared, the services, testing or scripts imports itself back through
+    others, even through a deferred or TYPE_CHECKING import."""
+    _, graph = _graph()
+    cycles = find_cycles(graph)
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_product_packages_do_not_import_the_test_support() -> None:
+    """shared and the services never import ax3l.testing (it is not in their images)."""
+    modules, graph = _graph()
+    product = {"shared"} | {path.name for path in (REPO / "services").iterdir()}
+    wrong = [
+        f"{name} -> {target}"
+        for name, targets in sorted(graph.items())
+        if modules[name].package in product
+        for target in sorted(targets)
+        if modules[target].package == "testing"
+    ]
+    assert not wrong, wrong
+
+
+def test_services_do_not_import_each_other() -> None:
+    """A service imports another service's code only where ALLOWED_SERVICE_IMPORTS says why."""
+    modules, graph = _graph()
+    services = {path.name for path in (REPO / "services").iterdir() if path.is_dir()}
+    wrong = [
+        f"{name} -> {target}"
+        for name, targets in sorted(graph.items())
+        for target in sorted(targets)
+        if modules[name].package in services
+        and modules[target].package in services
+        and modules[name].package != modules[target].package
+        and (modules[name].package, modules[target].package) not in ALLOWED_SERVICE_IMPORTS
+    ]
+    assert not wrong, wrong
+
+
+def test_no_test_puts_folders_on_sys_path() -> None:
+    """Helpers beside the tests are found through pyproject's pytest pythonpath, never by a
+    test or conftest editing sys.path."""
+    found = path_insertions(files_of_tests(REPO))
+    assert not found, found
+
+
+def test_a_planted_cycle_is_found_and_named(tmp_path: Path) -> None:
+    """The checker finds a cycle made of a deferred import and a TYPE_CHECKING one, and names
+    its modules in order."""
+    package = tmp_path / "shared" / "src" / "ax3l" / "shared"
+    package.mkdir(parents=True)
+    (tmp_path / "services").mkdir()
+    (tmp_path / "scripts").mkdir()
+    (package / "one.py").write_text("def f():\n    from ax3l.shared import two\n")
+    (package / "two.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ax3l.shared.one import f\n"
+    )
+    (package / "three.py").write_text("from ax3l.shared import one\n")
+    cycles = find_cycles(import_graph(find_modules(tmp_path)))
+    assert cycles == [["ax3l.shared.one", "ax3l.shared.two", "ax3l.shared.one"]]
