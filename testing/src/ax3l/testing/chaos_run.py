@@ -11,12 +11,14 @@ rotations happen), ``AX3L_CHAOS_RECOVERY_DEADLINE`` (90 s for 3 new steps after 
 disturbance). The first half of the kills runs the ``tpe`` proposer, the second half the
 scripted model (``llm``).
 
-Kills and freezes come in one shuffled sequence. Half of the freezes are SnakeLab's, and half of
-those are timed to a submission: the driver waits for the broker's next
-``tool_request_received`` (the first thing it writes for a proposal, just before its checks,
-its intent and ``simulation.submit``) and freezes SnakeLab at once, so the broker's 3 s submit
-times out while SnakeLab still holds the request. The other freezes hit MariaDB, the broker and
-the orchestrator (with its MCP sessions) at random moments. Freezes run beside the sequence: a
+Kills and freezes come in one shuffled sequence. Half of the freezes are SnakeLab's; the others
+hit MariaDB (twice the share of the others), the broker and the orchestrator (with its MCP
+sessions). Half of SnakeLab's and of MariaDB's are timed to a submission: the driver waits for
+the broker's next ``tool_request_received`` (the first thing it writes for a proposal) and, for
+the intent timing, then for its submission intent (its last write before ``simulation.submit``)
+and freezes the victim at once, so the broker's 3 s submit may time out while SnakeLab holds or
+is storing the run (``plan`` says which victim gets which timing). The rest come at random
+moments. Freezes run beside the sequence: a
 kill may hit a frozen service (some kills pick one on purpose). Every freeze is resumed, also
 when the driver fails (``Freezer.resume_all`` in a ``finally``).
 """
@@ -120,32 +122,42 @@ class Freeze:
     killed: bool = False  # killed while frozen
 
 
+TOOL_REQUEST = "tool request"
+INTENT = "submission intent"
+
+
 @dataclass(frozen=True)
 class Planned:
-    """One disturbance of the sequence: a kill, or a freeze of ``target`` (``at_submission``:
-    SnakeLab at the broker's next tool request, MariaDB at its next submission intent)."""
+    """One disturbance of the sequence: a kill, or a freeze of ``target``, at a random moment
+    or (``at``) at the broker's next tool request or next submission intent."""
 
     kind: str  # "kill" or "freeze"
     target: str | None = None
-    at_submission: bool = False
+    at: str | None = None
 
 
 def plan(config: ChaosConfig, rng: random.Random) -> list[Planned]:
     """The kills and freezes in a shuffled order. Half of the freezes (rounded up) are
     SnakeLab's, the rest go to MariaDB, the broker and the orchestrator (``OTHER_FREEZE_TARGETS``'
-    weights); half of SnakeLab's and of MariaDB's freezes (rounded up) are timed to a
-    submission."""
+    weights). Half of SnakeLab's and of MariaDB's freezes (rounded up) are timed to a
+    submission: MariaDB's at its intent (SnakeLab's insert of the run then waits), SnakeLab's
+    alternately at the tool request (the request then never reaches it: a fresh socket's
+    handshake needs SnakeLab) and at the intent (it may be caught handling the submit)."""
     snakelab = (config.freezes + 1) // 2
     others = list(OTHER_FREEZE_TARGETS)
     rng.shuffle(others)
     targets = ["snakelab"] * snakelab + [
         others[n % len(others)] for n in range(config.freezes - snakelab)
     ]
+    timings = {"snakelab": (TOOL_REQUEST, INTENT), "mariadb": (INTENT,)}
     freezes = []
-    for target in ("snakelab", *OTHER_FREEZE_TARGETS[1:]):
+    for target in dict.fromkeys(targets):
         count = targets.count(target)
-        timed = (count + 1) // 2 if target in ("snakelab", "mariadb") else 0
-        freezes += [Planned("freeze", target, at_submission=n < timed) for n in range(count)]
+        timed = (count + 1) // 2 if target in timings else 0
+        at = timings.get(target, ())
+        freezes += [
+            Planned("freeze", target, at[n % len(at)] if n < timed else None) for n in range(count)
+        ]
     sequence = [Planned("kill")] * config.kills + freezes
     rng.shuffle(sequence)
     return sequence
@@ -578,9 +590,11 @@ class Driver:
     def kill(self, number: int, total: int) -> None:
         rng, freezer = self.rng, self.stack.freezer
         target = rng.choice(TARGETS)
-        frozen = [t for t in freezer.frozen() if t in TARGETS]
-        if frozen and rng.random() < KILL_FROZEN_SHARE:
-            target = rng.choice(sorted(frozen))  # a frozen service dies like a running one
+        # Drawn whether or not a service is frozen, so the seed's later draws stay the same.
+        aim, which = rng.random(), rng.random()
+        frozen = sorted(t for t in freezer.frozen() if t in TARGETS)
+        if frozen and aim < KILL_FROZEN_SHARE:
+            target = frozen[int(which * len(frozen))]  # a frozen service dies like a running one
         switch = self.kills_done == self.config.kills // 2
         if switch:
             # The second half runs the scripted model; a restart of the loop switches it.
@@ -618,11 +632,11 @@ class Driver:
         if not ready:
             raise RuntimeError(f"{target} was not up (and unfrozen) within 60 s to freeze it")
         seconds = self.rng.uniform(*self.config.freeze_seconds)
-        if planned.at_submission:
+        if planned.at is not None:
             trigger = self.probe.wait_for_submission(
-                self.config.submission_wait, intent=target == "mariadb"
+                self.config.submission_wait, intent=planned.at == INTENT
             )
-            timed = trigger in ("tool request", "submission intent")
+            timed = trigger == planned.at
             if not timed:
                 phase, proposer = self.phase()
         else:
