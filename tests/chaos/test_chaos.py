@@ -17,7 +17,7 @@ from ax3l.testing.chaos_run import ChaosConfig, run_chaos
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(1200)]
 
 
-def test_random_kills_never_corrupt_the_history_or_stop_the_loop(
+def test_random_kills_and_freezes_never_corrupt_the_history_or_stop_the_loop(
     test_output_dir: Path, request: pytest.FixtureRequest
 ) -> None:
     """Killing and freezing the orchestrator, broker, SnakeLab and MariaDB at random moments
