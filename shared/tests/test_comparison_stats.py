@@ -6,6 +6,7 @@ import itertools
 import random
 import statistics
 
+import numpy as np
 import pytest
 
 from ax3l.shared import comparison_stats as stats
@@ -72,3 +73,86 @@ def test_median_runs_to_reach_counts_repeats_that_never_reached_as_beyond_the_bu
     assert stats.median_simulations_to_reach(curves[:3], 45) == 3.0  # 3, 3, inf
     assert stats.median_simulations_to_reach(curves, 40) == 2.5  # 1, 2, 3, inf
     assert stats.median_simulations_to_reach([], 40) is None
+
+
+# -- the held-out verdict's paired statistics, checked against values worked out by hand or by a
+# plain-Python loop over the same data (no numpy in the expected values but the draws) --------
+
+HELD_OUT_A = {0: 41.2, 1: 39.0, 2: 44.6, 3: 40.4, 4: 38.8, 5: 43.0, 6: 42.2, 7: 39.6}
+HELD_OUT_B = {0: 39.2, 1: 39.0, 2: 40.2, 3: 41.0, 4: 37.8, 5: 40.0, 6: 39.2, 7: 39.2}
+
+
+def test_iqm_drops_a_quarter_at_each_end():
+    """n = 8 keeps the middle four; n = 10 drops two at each end; n = 3 drops nothing."""
+    assert stats.iqm([1, 2, 3, 4, 5, 6, 7, 100]) == 4.5  # (3 + 4 + 5 + 6) / 4
+    assert stats.iqm([float(v) for v in range(10)]) == pytest.approx(4.5)  # 2..7
+    assert stats.iqm([1.0, 2.0, 9.0]) == 4.0
+    with pytest.raises(ValueError):
+        stats.iqm([])
+
+
+def test_paired_difference_on_a_fixed_data_set():
+    """Differences A - B: 2.0, 0, 4.4, -0.6, 1.0, 3.0, 3.0, 0.4; their median is 1.5; A is
+    higher in 6 repeats, tied in 1, lower in 1: P = 6.5 / 8."""
+    found = stats.paired_difference("a", HELD_OUT_A, "b", HELD_OUT_B)
+    assert found is not None
+    assert found.repeats == 8
+    assert found.median_difference == pytest.approx(1.5)
+    assert found.p_a_beats_b == pytest.approx(6.5 / 8)
+    assert found.low <= found.median_difference <= found.high
+    reverse = stats.paired_difference("b", HELD_OUT_B, "a", HELD_OUT_A)
+    assert reverse is not None and reverse.p_a_beats_b == pytest.approx(1.5 / 8)
+    assert stats.paired_difference("a", {0: 1.0}, "b", {1: 1.0}) is None
+
+
+def _loop_interval(values, statistic, resamples, seed):
+    """The percentile bootstrap interval, one resample at a time, percentiles by hand."""
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(values), size=(resamples, len(values)))
+    spread = sorted(statistic([values[j] for j in row]) for row in draws)
+
+    def percentile(q):
+        position = q * (len(spread) - 1)
+        low = int(position)
+        return spread[low] + (spread[min(low + 1, len(spread) - 1)] - spread[low]) * (
+            position - low
+        )
+
+    return percentile(0.025), percentile(0.975)
+
+
+def _plain_iqm(values):
+    ordered = sorted(values)
+    cut = len(ordered) // 4
+    kept = ordered[cut : len(ordered) - cut]
+    return sum(kept) / len(kept)
+
+
+def test_bootstrap_intervals_match_a_plain_loop_and_are_reproducible():
+    """The median-difference and IQM intervals equal a one-resample-at-a-time computation over
+    the same seeded draws; the same call twice gives the same interval; at least 2,000
+    resamples."""
+    assert stats.BOOTSTRAP_RESAMPLES >= 2000
+    differences = [HELD_OUT_A[i] - HELD_OUT_B[i] for i in sorted(HELD_OUT_A)]
+    found = stats.paired_difference("a", HELD_OUT_A, "b", HELD_OUT_B)
+    low, high = _loop_interval(
+        differences, statistics.median, stats.BOOTSTRAP_RESAMPLES, stats.BOOTSTRAP_SEED
+    )
+    assert (found.low, found.high) == (pytest.approx(low), pytest.approx(high))
+    values = list(HELD_OUT_A.values())
+    estimate = stats.iqm_estimate(values)
+    assert estimate.value == pytest.approx(_plain_iqm(values))
+    low, high = _loop_interval(values, _plain_iqm, stats.BOOTSTRAP_RESAMPLES, stats.BOOTSTRAP_SEED)
+    assert (estimate.low, estimate.high) == (pytest.approx(low), pytest.approx(high))
+    assert stats.iqm_estimate(values) == estimate
+    assert estimate.low < estimate.value < estimate.high
+
+
+def test_spearman_uses_average_ranks_for_ties():
+    """Perfect order is 1, reversed -1; ties share ranks (worked by hand); constant is None."""
+    assert stats.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert stats.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    # x ranks 1, 2.5, 2.5, 4; y ranks 1, 2, 3, 4: r = 4.5 / sqrt(4.5 * 5)
+    assert stats.spearman([1, 2, 2, 3], [5, 6, 7, 8]) == pytest.approx(4.5 / (4.5 * 5) ** 0.5)
+    assert stats.spearman([1, 1, 1], [1, 2, 3]) is None
+    assert stats.spearman([1], [2]) is None

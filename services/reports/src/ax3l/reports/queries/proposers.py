@@ -18,6 +18,7 @@ from typing import Any
 
 from ax3l.reports.event_contents import parse
 from ax3l.reports.models.proposers import ModelStats, ProposerStats
+from ax3l.shared import comparison_stats as stats
 from ax3l.shared.db.database import Database
 from ax3l.shared.event_models import (
     ConversationStarted,
@@ -166,14 +167,7 @@ def _number(value: Any) -> float | None:
 
 
 def _percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    position = q * (len(ordered) - 1)
-    low = int(position)
-    if low + 1 >= len(ordered):
-        return ordered[-1]
-    return ordered[low] + (ordered[low + 1] - ordered[low]) * (position - low)
+    return stats.quantile(values, q) if values else None
 
 
 async def _model_requests(db: Database) -> list[dict[str, Any]]:
