@@ -11,6 +11,8 @@ import subprocess
 import sys
 from itertools import accumulate
 
+import pytest
+
 from ax3l.compare import main as compare_main
 from ax3l.compare import processes
 from ax3l.compare.settings import load_settings
@@ -19,7 +21,7 @@ from ax3l.shared.config_schema import load_schema
 from ax3l.shared.settings import PROPOSER_NAMES
 from ax3l.shared.waiting import WaitTimeout, wait_until
 from ax3l.testing.databases import TestDatabases
-from snakelab.trainers.surrogate import predict_high_score
+from snakelab.trainers.surrogate import expected_high_score, predict_high_score
 
 ADMIN_KEYS = ("AX3L_DB_ADMIN_USER", "AX3L_DB_ADMIN_PASSWORD")
 
@@ -35,11 +37,15 @@ def _env(databases: TestDatabases, db_env: dict[str, str]) -> dict[str, str]:
 def test_a_tiny_comparison_runs_every_repeat_through_the_services_and_stores_it(
     databases, db_env, tmp_path
 ):
-    """2 proposers x 2 repeats x 4 runs, two side by side: every repeat is stored with a
-    4-run best-so-far curve whose run 1 is the surrogate's score of the default configuration
-    on the repeat's seed, and the CSV holds the same runs."""
+    """The control arm and 2 proposers x 2 repeats x 4 runs, re-tested after 2 and 4 runs on 2
+    held-out seeds, two side by side: every tuned repeat is stored with a 4-run best-so-far
+    curve whose run 1 is the surrogate's score of the default configuration on the repeat's
+    seed; every re-test score is the surrogate's score of the stored recommendation on the
+    held-out seed, its expected score the surrogate's; the control arm recommends exactly the
+    default configuration; the CSV holds the same runs and re-tests."""
     out = tmp_path / "out.csv"
     args = ["--proposers", "random,tpe", "--repeats", "2", "--budget", "4", "--parallel", "2"]
+    args += ["--retest", "2", "--retest-at", "2"]
     completed = subprocess.run(
         [sys.executable, "-m", "ax3l.compare", *args, "--csv", str(out)],
         env=_env(databases, db_env),
@@ -48,51 +54,92 @@ def test_a_tiny_comparison_runs_every_repeat_through_the_services_and_stores_it(
         timeout=600,
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
-    assert "P(beats random)" in completed.stdout
+    assert "held-out verdict" in completed.stdout and "P(A beats B)" in completed.stdout
     assert "wall time of the whole comparison" in completed.stdout
 
     conn = databases.connect("ax3l", databases.ax3l_db)
     try:
         with conn.cursor() as cur:
-            cur.execute("SELECT comparison_id, state, proposers, repeats, budget FROM comparisons")
-            [(comparison_id, state, proposers, repeats, budget)] = cur.fetchall()
-            assert (state, proposers, repeats, budget) == ("finished", "random,tpe", 2, 4)
+            cur.execute(
+                "SELECT comparison_id, state, proposers, repeats, budget, content FROM comparisons"
+            )
+            [(comparison_id, state, proposers, repeats, budget, content)] = cur.fetchall()
+            assert (state, proposers, repeats, budget) == ("finished", "default,random,tpe", 2, 4)
             cur.execute(
                 "SELECT proposer, repeat_index, seed, state, runs, best_so_far, content,"
                 " accepted_proposals, wasted_turns FROM comparison_repeats"
                 " ORDER BY proposer, repeat_index"
             )
             rows = cur.fetchall()
+            cur.execute(
+                "SELECT proposer, repeat_index, at_runs, seed, run_id, score, failed_run_ids"
+                " FROM comparison_retests ORDER BY proposer, repeat_index, at_runs, seed"
+            )
+            retests = cur.fetchall()
     finally:
         conn.close()
     assert [(r[0], r[1], r[2], r[3], r[4]) for r in rows] == [
+        ("default", 0, 1970, "finished", 1),
+        ("default", 1, 1971, "finished", 1),
         ("random", 0, 1970, "finished", 4),
         ("random", 1, 1971, "finished", 4),
         ("tpe", 0, 1970, "finished", 4),
         ("tpe", 1, 1971, "finished", 4),
     ]
+    held_out = json.loads(content)["retest"]["seeds"]
+    assert held_out == [1970 + 1_000_000, 1970 + 1_000_001]
     default = load_schema().default_config()
     stored_lines = []
-    for proposer, index, seed, _, _, curve_text, content_text, accepted, wasted in rows:
-        curve, scores = json.loads(curve_text), json.loads(content_text)["scores"]
+    picks = {}
+    for proposer, index, seed, _, runs, curve_text, content_text, accepted, wasted in rows:
+        repeat = json.loads(content_text)
+        curve, scores = json.loads(curve_text), repeat["scores"]
         assert scores[0] == predict_high_score({**default, "seed": seed})
         assert curve == list(accumulate(scores, max))
-        assert accepted == 3  # runs 2..4 are proposals (no rotation this early)
+        assert accepted == runs - 1  # runs 2..4 are proposals (no rotation this early)
         assert wasted == 0
+        for pick in repeat["recommendations"]:
+            picks[proposer, index, pick["at_runs"]] = pick
+            assert pick["expected_score"] == pytest.approx(expected_high_score(pick["config"]))
+            assert pick["config"]["seed"] < min(held_out)
+            if proposer == "default":
+                assert pick["config"] == {**default, "seed": seed}
         stored_lines += [
-            [str(comparison_id), proposer, str(index), str(seed), str(k), str(s), str(b)]
+            [str(comparison_id), proposer, str(index), str(seed), str(k), str(s), str(b), "run"]
             for k, (s, b) in enumerate(zip(scores, curve, strict=True), start=1)
         ]
+    assert sorted(picks) == [
+        (p, i, b) for p in ("default", "random", "tpe") for i in (0, 1) for b in (2, 4)
+    ]
+    assert len(retests) == len(picks) * 2
+    for proposer, index, at_runs, seed, _, score, failed in retests:
+        config = picks[proposer, index, at_runs]["config"]
+        assert score == predict_high_score({**config, "seed": seed})
+        assert json.loads(failed) == []
+    assert sorted({r[3] for r in retests}) == held_out
     with out.open() as handle:
         lines = list(csv.DictReader(handle))
     columns = ("comparison_id", "proposer", "repeat", "seed", "simulations", "score")
-    assert [[line[c] for c in (*columns, "best_so_far")] for line in lines] == stored_lines
+    assert [
+        [line[c] for c in (*columns, "best_so_far", "row")]
+        for line in lines
+        if line["row"] == "run"
+    ] == stored_lines
+    assert sorted(
+        (line["proposer"], int(line["repeat"]), int(line["at_runs"]), int(line["retest_seed"]),
+         line["run_id"], int(line["score"]))
+        for line in lines
+        if line["row"] == "retest"
+    ) == sorted(r[:6] for r in retests)  # fmt: skip
 
 
 def test_unknown_proposers_and_a_model_proposer_without_a_server_are_refused(capsys, monkeypatch):
     """Names are the orchestrator's own list; llm needs --url or AX3L_LLM_URL (exit 2)."""
     assert compare_main.main(["--proposers", "random,hillclimb"]) == 2
     assert f"the orchestrator accepts {', '.join(PROPOSER_NAMES)}" in capsys.readouterr().err
+    assert compare_main.main(["--proposers", "tpe", "--pairs", "tpe:llm"]) == 2
+    assert "--pairs tpe:llm" in capsys.readouterr().err
+    assert compare_main.main(["--proposers", "tpe", "--retest-at", "60"]) == 2
     monkeypatch.delenv("AX3L_LLM_URL", raising=False)
     assert compare_main.main(["--proposers", "tpe,llm"]) == 2
     assert "llm needs a model server" in capsys.readouterr().err

@@ -268,3 +268,95 @@ def mean(values: Sequence[float]) -> float:
     if len(values) == 0:
         raise ValueError("mean of no values")
     return float(np.mean(np.asarray(values, dtype=float)))
+
+
+# -- the verdict table: one proposer's repeats, and the pairs ---------------------------------
+
+CONTROL = "default"  # ax3l-compare's untuned control arm
+REFERENCES = (CONTROL, "tpe")  # every proposer is paired with these
+
+
+@dataclass(frozen=True)
+class RepeatVerdict:
+    """One repeat's verdict: its final recommendation's held-out scores, the best score it
+    observed while tuning, and (surrogate only) the recommendation's expected score."""
+
+    repeat: int
+    held_out: Sequence[int]
+    best_observed: float | None
+    expected_score: float | None = None
+
+    @property
+    def held_out_mean(self) -> float:
+        return mean([float(v) for v in self.held_out])
+
+    @property
+    def held_out_median(self) -> float:
+        return median([float(v) for v in self.held_out])
+
+
+@dataclass(frozen=True)
+class ProposerVerdict:
+    """A proposer's repeats with a held-out verdict, summarised."""
+
+    proposer: str
+    repeats: int
+    iqm: Estimate  # IQM of the repeats' held-out means, with its bootstrap interval
+    held_out_mean: float  # mean over repeats of the held-out means
+    held_out_median: float  # median over repeats of the held-out means
+    best_observed: float | None  # mean over repeats of the best observed score
+    optimism_gap: float | None  # mean over repeats of best observed - held-out mean
+    expected_score: float | None  # mean over repeats of the expected score (surrogate)
+
+
+def proposer_verdict(proposer: str, repeats: Sequence[RepeatVerdict]) -> ProposerVerdict | None:
+    """None when no repeat has held-out scores."""
+    scored = [r for r in repeats if r.held_out]
+    if not scored:
+        return None
+    means = [r.held_out_mean for r in scored]
+    observed = [r for r in scored if r.best_observed is not None]
+    expected = [r.expected_score for r in scored if r.expected_score is not None]
+    return ProposerVerdict(
+        proposer=proposer,
+        repeats=len(scored),
+        iqm=iqm_estimate(means),
+        held_out_mean=mean(means),
+        held_out_median=median(means),
+        best_observed=mean([float(r.best_observed or 0) for r in observed]) if observed else None,
+        optimism_gap=mean([float(r.best_observed or 0) - r.held_out_mean for r in observed])
+        if observed
+        else None,
+        expected_score=mean(expected) if len(expected) == len(scored) else None,
+    )
+
+
+def pairs_to_compare(
+    proposers: Sequence[str], named: Sequence[tuple[str, str]] = ()
+) -> list[tuple[str, str]]:
+    """Every proposer against each reference present (``default``, ``tpe``), then the named
+    pairs; each unordered pair once."""
+    found: list[tuple[str, str]] = []
+    seen: set[frozenset[str]] = set()
+    candidates = [(a, b) for b in REFERENCES if b in proposers for a in proposers if a != b]
+    for a, b in [*candidates, *named]:
+        if a in proposers and b in proposers and a != b and frozenset((a, b)) not in seen:
+            seen.add(frozenset((a, b)))
+            found.append((a, b))
+    return found
+
+
+def paired_table(
+    verdicts: Mapping[str, Sequence[RepeatVerdict]], pairs: Sequence[tuple[str, str]]
+) -> list[PairedDifference]:
+    """The paired difference of held-out means for each pair that shares a repeat."""
+    by_index = {
+        p: {r.repeat: r.held_out_mean for r in repeats if r.held_out}
+        for p, repeats in verdicts.items()
+    }
+    found = []
+    for a, b in pairs:
+        pair = paired_difference(a, by_index.get(a, {}), b, by_index.get(b, {}))
+        if pair is not None:
+            found.append(pair)
+    return found

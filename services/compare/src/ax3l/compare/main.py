@@ -1,17 +1,21 @@
 """``ax3l-compare``: does a proposer beat another on this problem? Each proposer's experiment is
-run ``--repeats`` times, each for ``--budget`` SnakeLab runs, and compared.
+run ``--repeats`` times, each for ``--budget`` SnakeLab runs, its recommendation re-tested on
+held-out seeds, and compared with the untuned default and with TPE, paired by repeat.
 
-    ax3l-compare --proposers random,tpe --repeats 10 --budget 50 [--parallel N] [--csv out.csv]
+    ax3l-compare --proposers random,tpe --repeats 10 --budget 50 [--retest 5] [--csv out.csv]
     ax3l-compare --proposers tpe,llm --url http://127.0.0.1:27770 --repeats 2 --budget 10
 
 Every repeat starts from SnakeLab's default configuration on its own seed (``--seed`` plus the
 repeat's number: repeat i of every proposer shares a seed) with its own throwaway databases, a
 reference SnakeLab on the calibrated surrogate (``--surrogate-seconds``, 0 by default), a
 toolbroker and an orchestrator with ``AX3L_PROPOSER`` set to the proposer: the real loop, the
-real MCP path. The budget counts SnakeLab's runs, the seeding run included (run 1). Results go
-to Ax3l's database (``comparisons``, ``comparison_repeats``; the report's ``/comparison``) and,
-with ``--csv``, to a file. Exit 0 when every repeat finished, 1 when one failed, 2 on bad
-arguments or settings.
+real MCP path. The budget counts SnakeLab's runs, the seeding run included (run 1). Then each
+repeat's recommendation (its final golden configuration; at ``--retest-at`` run counts too)
+runs on ``--retest`` held-out seeds (``retest.py``), outside the budget; the control arm
+``default`` (unless ``--no-control``) recommends the default configuration. Results go to
+Ax3l's database (``comparisons``, ``comparison_repeats``, ``comparison_retests``; the report's
+``/comparison``) and, with ``--csv``, to a file. Exit 0 when every repeat finished, 1 when one
+failed, 2 on bad arguments or settings.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from ax3l.compare import results
-from ax3l.compare.repeat import RepeatPlan, RepeatResult, run_repeat
+from ax3l.compare.repeat import CONTROL, RepeatPlan, RepeatResult, run_repeat
+from ax3l.compare.retest import check_disjoint, held_out_seeds, retest_points
 from ax3l.compare.settings import CompareSettings, effective_env, load_settings
 from ax3l.compare.throwaway import AdminLoginMissing, admin_connection
 from ax3l.shared import comparison_stats as stats
@@ -38,6 +43,7 @@ from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.settings import PROPOSER_NAMES
 
 DEFAULT_SEED = 1970
+DEFAULT_RETESTS = 5
 BASELINE = "random"
 
 
@@ -77,6 +83,28 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="read settings from this KEY=value file first (e.g. .run/db.env); exported wins",
     )
     parser.add_argument("--logs", type=Path, help="keep every repeat's service logs here")
+    parser.add_argument(
+        "--retest",
+        type=int,
+        default=DEFAULT_RETESTS,
+        help="held-out seeds each recommendation is re-tested on (5; 0: no re-test)",
+    )
+    parser.add_argument(
+        "--retest-at",
+        default="",
+        help="also re-test the recommendation after these run counts, e.g. 10,25 (curves)",
+    )
+    parser.add_argument(
+        "--no-control",
+        action="store_true",
+        help=f"leave out the control arm {CONTROL!r} (the default configuration, never tuned)",
+    )
+    parser.add_argument(
+        "--pairs",
+        default="",
+        help="more paired comparisons, e.g. llm:random,llm+tpe:llm (each proposer is paired"
+        " with default and tpe anyway)",
+    )
     return parser.parse_args(argv)
 
 
@@ -85,19 +113,31 @@ class UsageError(ValueError):
 
 
 def check_args(args: argparse.Namespace, env: dict[str, str]) -> list[str]:
+    """The proposers to run, the control arm first unless ``--no-control``."""
     proposers = [p.strip() for p in args.proposers.split(",") if p.strip()]
-    known = proposer_names()
+    known = (*proposer_names(), CONTROL)
     unknown = [p for p in proposers if p not in known]
     if unknown:
         raise UsageError(
-            f"unknown proposer {', '.join(unknown)}: the orchestrator accepts {', '.join(known)}"
+            f"unknown proposer {', '.join(unknown)}: the orchestrator accepts"
+            f" {', '.join(proposer_names())}, and {CONTROL} is the control arm"
         )
     if len(set(proposers)) != len(proposers) or not proposers:
         raise UsageError("--proposers needs one or more distinct names")
+    if not args.no_control and CONTROL not in proposers:
+        proposers.insert(0, CONTROL)
     if args.repeats < 1 or args.budget < 1:
         raise UsageError("--repeats and --budget must be at least 1")
     if args.parallel is not None and args.parallel < 1:
         raise UsageError("--parallel must be at least 1")
+    if args.retest < 0:
+        raise UsageError("--retest must be 0 or more")
+    try:
+        check_disjoint(args.seed, args.repeats, args.budget, args.retest)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    retest_at(args)
+    named_pairs(args, proposers)
     url = args.url or env.get("AX3L_LLM_URL")
     needing = [p for p in proposers if "llm" in p]
     if needing and not url:
@@ -105,21 +145,104 @@ def check_args(args: argparse.Namespace, env: dict[str, str]) -> list[str]:
     return proposers
 
 
-def plans(proposers: list[str], repeats: int, budget: int, seed: int) -> list[RepeatPlan]:
+def retest_at(args: argparse.Namespace) -> list[int]:
+    """``--retest-at`` as run counts within the budget, plus the budget."""
+    try:
+        at = [int(v) for v in args.retest_at.split(",") if v.strip()]
+    except ValueError:
+        raise UsageError("--retest-at needs run counts, e.g. 10,25") from None
+    if any(b < 1 or b > args.budget for b in at):
+        raise UsageError(f"--retest-at run counts must be within 1..{args.budget}")
+    return retest_points(args.budget, at)
+
+
+def named_pairs(args: argparse.Namespace, proposers: list[str]) -> list[tuple[str, str]]:
+    """``--pairs`` as (A, B) of proposers of this comparison."""
+    found = []
+    for text in (t.strip() for t in args.pairs.split(",") if t.strip()):
+        a, _, b = text.partition(":")
+        if a not in proposers or b not in proposers or a == b:
+            raise UsageError(f"--pairs {text}: both sides must be different proposers run here")
+        found.append((a, b))
+    return found
+
+
+def plans(
+    proposers: list[str],
+    repeats: int,
+    budget: int,
+    seed: int,
+    retest_seeds: tuple[int, ...] = (),
+    retest_at: tuple[int, ...] = (),
+) -> list[RepeatPlan]:
     """Repeat 0 of every proposer, then repeat 1...: partial results stay balanced."""
     return [
-        RepeatPlan(proposer, index, seed + index, budget)
+        RepeatPlan(proposer, index, seed + index, budget, retest_seeds, retest_at)
         for index in range(repeats)
         for proposer in proposers
     ]
 
 
+def verdict_lines(
+    done: list[RepeatResult], proposers: list[str], pairs: list[tuple[str, str]]
+) -> list[str]:
+    """The held-out verdict (what the report's /comparison leads with): per proposer the IQM of
+    the repeats' held-out means with its 95% bootstrap interval, their mean and median, the
+    best observed and the optimism gap; then each pair's median paired difference."""
+    verdicts = _verdicts(done, proposers)
+    lines = [
+        "held-out verdict (final recommendation re-tested on held-out seeds):",
+        f"{'proposer':<10} {'repeats':>7} {'IQM':>6} {'95% CI':>15} {'mean':>6} {'median':>6}"
+        f" {'best observed':>13} {'optimism gap':>12} {'expected*':>9}",
+    ]
+    for proposer in proposers:
+        found = stats.proposer_verdict(proposer, verdicts[proposer])
+        if found is None:
+            lines.append(f"{proposer:<10} {0:>7} {'no re-tests':>15}")
+            continue
+        lines.append(
+            f"{proposer:<10} {found.repeats:>7} {found.iqm.value:>6.2f}"
+            f" {_interval(found.iqm.low, found.iqm.high, signed=False):>15}"
+            f" {found.held_out_mean:>6.2f}"
+            f" {found.held_out_median:>6.2f} {_number(found.best_observed, 2):>13}"
+            f" {_number(found.optimism_gap, 2):>12} {_number(found.expected_score, 2):>9}"
+        )
+    lines.append("* the surrogate's noise-free expected score: ground truth a real SnakeLab lacks")
+    table = stats.paired_table(verdicts, pairs)
+    if table:
+        lines.append("paired differences of held-out means (A - B, repeat by repeat):")
+        lines.append(
+            f"{'A':<10} {'B':<10} {'repeats':>7} {'median diff':>11} {'95% CI':>15}"
+            f" {'P(A beats B)':>12}"
+        )
+        for pair in table:
+            lines.append(
+                f"{pair.a:<10} {pair.b:<10} {pair.repeats:>7} {pair.median_difference:>+11.2f}"
+                f" {_interval(pair.low, pair.high):>15} {pair.p_a_beats_b:>12.2f}"
+            )
+    return lines
+
+
+def _verdicts(
+    done: list[RepeatResult], proposers: list[str]
+) -> dict[str, list[stats.RepeatVerdict]]:
+    return {
+        p: [r.verdict() for r in done if r.plan.proposer == p and r.state == "finished"]
+        for p in proposers
+    }
+
+
+def _interval(low: float, high: float, *, signed: bool = True) -> str:
+    return f"[{low:+.2f}, {high:+.2f}]" if signed else f"[{low:.2f}, {high:.2f}]"
+
+
 def summary_lines(done: list[RepeatResult], proposers: list[str], budget: int) -> list[str]:
-    """The table printed at the end (and what the report's /comparison shows)."""
+    """The observed-best table printed after the verdict (the report's second table)."""
     finals: dict[str, list[int | None]] = {}
     lines = [
+        "best observed while tuning (secondary: the luckiest run, not the recommendation):",
         f"{'proposer':<10} {'repeats':>7} {'median best':>11} {'95% band':>13}"
-        f" {'P(beats random)':>15} {'wasted/accepted':>15} {'wall/repeat':>11}"
+        f" {'P(beats random)':>15} {'wasted/accepted':>15} {'wall/repeat':>11}",
     ]
     for proposer in proposers:
         mine = [r for r in done if r.plan.proposer == proposer and r.state == "finished"]
@@ -164,7 +287,10 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
     ensure_schema(settings)
     parallel = args.parallel or settings.default_parallel()
     url = args.url or env.get("AX3L_LLM_URL")
-    work = [*plans(proposers, args.repeats, args.budget, args.seed)]
+    seeds = tuple(held_out_seeds(args.seed, args.retest))
+    points = tuple(retest_at(args)) if seeds else ()
+    pairs = stats.pairs_to_compare(proposers, named_pairs(args, proposers))
+    work = [*plans(proposers, args.repeats, args.budget, args.seed, seeds, points)]
     logs = args.logs or Path(tempfile.mkdtemp(prefix="ax3l-compare-"))
     content: dict[str, Any] = {
         "seeds": [args.seed, args.seed + args.repeats - 1],
@@ -175,6 +301,8 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
         "llm_model": settings.llm_model,
         "ax3l_version": settings.ax3l_version,
         "settings": {k: v for k, v in env.items() if k.startswith(("AX3L_LLM_", "AX3L_MAX_"))},
+        "retest": {"seeds": list(seeds), "at": list(points), "control": CONTROL in proposers},
+        "pairs": [list(pair) for pair in pairs],
     }
     began = time.monotonic()
     conn = connect(settings)
@@ -228,6 +356,9 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
                 results.export_csv(conn, comparison_id, args.csv)
         conn.close()
     failed = [r for r in done if r.state != "finished"]
+    if seeds:
+        for line in verdict_lines(done, proposers, pairs):
+            print(line)
     for line in summary_lines(done, proposers, args.budget):
         print(line)
     print(f"wall time of the whole comparison: {wall:.1f} s")

@@ -71,10 +71,15 @@ def launch(name: str, args: list[str], env: dict[str, str], log_path: Path) -> M
 
 
 def start_snakelab(
-    env: dict[str, str], folder: Path, surrogate_seconds: float, schema: Path
+    env: dict[str, str],
+    folder: Path,
+    surrogate_seconds: float,
+    schema: Path,
+    port: int | None = None,
 ) -> tuple[ManagedProcess, str]:
-    """The reference SnakeLab on the surrogate trainer; returns it and its control endpoint."""
-    port = free_port()
+    """The reference SnakeLab on the surrogate trainer; returns it and its control endpoint
+    (``port``: a given one, to restart a SnakeLab where it was; default a free one)."""
+    port = port or free_port()
     full = {
         **env,
         "SNAKELAB_TRAINER": "surrogate",

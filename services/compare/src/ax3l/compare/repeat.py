@@ -7,10 +7,16 @@ trained). The orchestrator is stopped as soon as SnakeLab holds ``budget`` runs;
 ends when the last of them is terminal. Its best-so-far curve is read from SnakeLab's runs
 (the ``budget`` first, in submission order; a run without a completed high score adds
 nothing), its turns from the events written up to the last run's submission.
+
+The control arm ``default`` (``CONTROL``) starts no toolbroker and no orchestrator: its one run
+is the seeding run's, the default configuration on the repeat's seed, and its recommendation
+is that configuration, never tuned. After the budget every repeat's recommendations are
+re-tested on the held-out seeds (``retest.py``) while its SnakeLab still runs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -22,16 +28,25 @@ from typing import Any
 import pymysql
 
 from ax3l.compare import processes
+from ax3l.compare.retest import (
+    Golden,
+    PointRetest,
+    RunSource,
+    recommendations,
+    retest,
+    snakelab_runs,
+)
 from ax3l.compare.settings import CompareSettings
 from ax3l.compare.throwaway import RepeatDatabases, repeat_databases
 from ax3l.compare.tpe_advice import ADVICE_SOURCE
 from ax3l.compare.turn_counts import COUNTED_EVENTS, TurnCounts, TurnEvent, count_turns, entry_kinds
-from ax3l.shared.comparison_stats import best_so_far
+from ax3l.shared.comparison_stats import CONTROL, RepeatVerdict, best_so_far
 from ax3l.shared.config_schema import BUNDLED_SCHEMA, ConfigSchema
 from ax3l.shared.processes import ManagedProcess
 
 TERMINAL = ("completed", "failed", "cancelled")
 POLL_SECONDS = 0.05
+RETEST_POLL_SECONDS = 0.01
 NO_SUCH_TABLE = 1146
 
 
@@ -45,6 +60,8 @@ class RepeatPlan:
     index: int
     seed: int
     budget: int
+    retest_seeds: tuple[int, ...] = ()  # the held-out seeds (none: no re-test)
+    retest_at: tuple[int, ...] = ()  # the run counts whose recommendation is re-tested
 
 
 @dataclass
@@ -55,6 +72,10 @@ class RepeatResult:
     turns: TurnCounts = field(default_factory=TurnCounts)
     wall_seconds: float = 0.0
     setup_seconds: float = 0.0
+    retest_seconds: float = 0.0
+    retests: list[PointRetest] = field(default_factory=list)
+    run_ids: list[str] = field(default_factory=list)  # run 1..budget
+    goldens: list[Golden] = field(default_factory=list)
     error: str | None = None
 
     @property
@@ -66,6 +87,16 @@ class RepeatResult:
         curve = self.curve
         return curve[-1] if curve else None
 
+    def verdict(self) -> RepeatVerdict:
+        """Its final recommendation's held-out scores (none without re-tests) and its best."""
+        final = [p for p in self.retests if p.recommendation.at_runs == self.plan.budget]
+        return RepeatVerdict(
+            self.plan.index,
+            final[0].scores if final else [],
+            None if self.best is None else float(self.best),
+            final[0].recommendation.expected_score if final else None,
+        )
+
     def content(self) -> dict[str, Any]:
         """What the row's ``content`` column keeps beyond its own columns."""
         found: dict[str, Any] = {
@@ -73,6 +104,17 @@ class RepeatResult:
             **self.turns.content(),
             "setup_seconds": round(self.setup_seconds, 3),
         }
+        if self.plan.retest_seeds:
+            found["retest_seconds"] = round(self.retest_seconds, 3)
+            found["recommendations"] = [
+                {
+                    "at_runs": p.recommendation.at_runs,
+                    "golden_run_id": p.recommendation.golden_run_id,
+                    "config": p.recommendation.config,
+                    "expected_score": p.recommendation.expected_score,
+                }
+                for p in self.retests
+            ]
         if self.error:
             found["error"] = self.error
         return found
@@ -196,11 +238,36 @@ def _run(
     schema = job.folder / "schema.json"
     document = schema_document(job.settings, job.plan.seed)
     schema.write_text(json.dumps(document))
+    config_schema = ConfigSchema(document, str(schema))
     base = processes.base_env(job.environ)
     snakelab, endpoint = processes.start_snakelab(
         {**base, **dbs.snakelab_env()}, job.folder, job.surrogate_seconds, schema
     )
     services.append(snakelab)
+    if job.plan.proposer == CONTROL:
+        result.setup_seconds = time.monotonic() - began
+        asyncio.run(_control(job, dbs, config_schema, endpoint, result))
+    else:
+        _tune(job, dbs, services, result, began, endpoint, schema, config_schema)
+        if job.plan.retest_seeds:
+            ended = time.monotonic()
+            asyncio.run(_retests(job, dbs, config_schema, endpoint, result))
+            result.retest_seconds = time.monotonic() - ended
+    result.state = "finished"
+
+
+def _tune(
+    job: _Job,
+    dbs: RepeatDatabases,
+    services: list[ManagedProcess],
+    result: RepeatResult,
+    began: float,
+    endpoint: str,
+    schema: Path,
+    config_schema: ConfigSchema,
+) -> None:
+    """The proposer's experiment to its budget, its runs, turns and goldens."""
+    base = processes.base_env(job.environ)
     ax3l_env = {
         **base,
         **processes.ax3l_passthrough(job.environ),
@@ -235,12 +302,82 @@ def _run(
                 time.sleep(POLL_SECONDS)
             result.wall_seconds = time.monotonic() - started
             result.scores = [score if status == "completed" else None for _, status, score in runs]
-            result.turns = read_turns(
-                cur, runs[-1][0] if runs else None, ConfigSchema(document, str(schema))
-            )
+            result.turns = read_turns(cur, runs[-1][0] if runs else None, config_schema)
+            result.run_ids = [run_id for run_id, _, _ in runs]
+            result.goldens = read_goldens(cur)
     finally:
         conn.close()
-    result.state = "finished"
+
+
+def read_goldens(cur: Any) -> list[Golden]:
+    """The repeat's ``golden_config_created`` events in order (their run and configuration)."""
+    cur.execute(
+        "SELECT m.content FROM events e JOIN event_messages m ON m.event_id = e.event_id"
+        " WHERE e.name = 'golden_config_created' ORDER BY e.event_id"
+    )
+    found = []
+    for (text,) in cur.fetchall():
+        content = _json(text)
+        if isinstance(content, dict) and isinstance(content.get("config"), dict):
+            found.append(Golden(str(content["run_id"]), content["config"]))
+    return found
+
+
+async def _control(
+    job: _Job,
+    dbs: RepeatDatabases,
+    schema: ConfigSchema,
+    endpoint: str,
+    result: RepeatResult,
+) -> None:
+    """The control arm: the seeding run's default configuration, once, then its re-tests."""
+    started = time.monotonic()
+    config = schema.default_config()
+    async with snakelab_runs(dbs.settings, schema, endpoint, RETEST_POLL_SECONDS) as runs:
+        run_id = await runs.reuse_or_submit(config)
+        state, score = await _ended(runs, run_id, job)
+        result.wall_seconds = time.monotonic() - started
+        result.scores = [score if state == "completed" else None]
+        result.run_ids = [run_id]
+        result.goldens = [Golden(run_id, config)]
+        if job.plan.retest_seeds:
+            ended = time.monotonic()
+            await _retest_with(runs, job, result)
+            result.retest_seconds = time.monotonic() - ended
+
+
+async def _retests(
+    job: _Job, dbs: RepeatDatabases, schema: ConfigSchema, endpoint: str, result: RepeatResult
+) -> None:
+    async with snakelab_runs(dbs.settings, schema, endpoint, RETEST_POLL_SECONDS) as runs:
+        await _retest_with(runs, job, result)
+
+
+async def _retest_with(runs: RunSource, job: _Job, result: RepeatResult) -> None:
+    picks = recommendations(result.goldens, result.run_ids, job.plan.retest_at, surrogate=True)
+    deadline = time.monotonic() + job.timeout
+    result.retests = await retest(
+        runs,
+        picks,
+        job.plan.retest_seeds,
+        interval=RETEST_POLL_SECONDS,
+        check=lambda: _still_wanted(job, deadline),
+    )
+
+
+async def _ended(runs: RunSource, run_id: str, job: _Job) -> tuple[str, int | None]:
+    deadline = time.monotonic() + job.timeout
+    while (ended := await runs.ended(run_id)) is None:
+        _still_wanted(job, deadline)
+        await asyncio.sleep(RETEST_POLL_SECONDS)
+    return ended
+
+
+def _still_wanted(job: _Job, deadline: float) -> None:
+    if job.stop.is_set():
+        raise RepeatStopped("the comparison was interrupted")
+    if time.monotonic() > deadline:
+        raise TimeoutError(f"a run did not end within {job.timeout:g} s")
 
 
 def _check(

@@ -4,7 +4,12 @@ Ax3l's database (``ax3l-db create`` makes them), and a CSV export of them.
 The CSV has one line per repeat and run: ``comparison_id, proposer, repeat, seed, state,
 simulations, score, best_so_far, accepted_proposals, model_turns, wasted_turns,
 wall_seconds`` (``score`` the run's high score, empty when it has none; the repeat's columns
-repeat on each of its lines).
+repeat on each of its lines), then ``row`` (``run``), and empty ``at_runs``, ``retest_seed``,
+``run_id``, ``failed_run_ids``, ``expected_score``. Each held-out re-test adds a line with
+``row`` ``retest``: ``at_runs`` (the recommendation re-tested is the one after that many
+runs), ``retest_seed``, the counted ``run_id`` and its ``score``, the seed's failed runs
+(space-separated) and the surrogate's ``expected_score`` of the recommendation;
+``simulations`` and ``best_so_far`` are empty there.
 """
 
 from __future__ import annotations
@@ -30,6 +35,12 @@ CSV_COLUMNS = (
     "model_turns",
     "wasted_turns",
     "wall_seconds",
+    "row",
+    "at_runs",
+    "retest_seed",
+    "run_id",
+    "failed_run_ids",
+    "expected_score",
 )
 
 
@@ -50,6 +61,8 @@ def create_comparison(
 
 
 def store_repeat(conn: Any, comparison_id: int, result: RepeatResult) -> None:
+    """The repeat's row and its re-tests' rows (``conn`` is autocommit: a repeat is stored
+    whole or, on a database error, partly; the comparison is then ``failed``)."""
     plan = result.plan
     with conn.cursor() as cur:
         cur.execute(
@@ -74,6 +87,26 @@ def store_repeat(conn: Any, comparison_id: int, result: RepeatResult) -> None:
                 json.dumps(result.content(), sort_keys=True),
             ),
         )
+        rows = [
+            (
+                comparison_id,
+                plan.proposer,
+                plan.index,
+                point.recommendation.at_runs,
+                seed.seed,
+                seed.run_id,
+                seed.score,
+                json.dumps(seed.failed_run_ids),
+            )
+            for point in result.retests
+            for seed in point.seeds
+        ]
+        if rows:
+            cur.executemany(
+                "INSERT INTO comparison_retests (comparison_id, proposer, repeat_index, at_runs,"
+                " seed, run_id, score, failed_run_ids) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                rows,
+            )
 
 
 def finish_comparison(conn: Any, comparison_id: int, state: str, wall_seconds: float) -> None:
@@ -86,7 +119,8 @@ def finish_comparison(conn: Any, comparison_id: int, state: str, wall_seconds: f
 
 
 def export_csv(conn: Any, comparison_id: int, path: Path) -> int:
-    """Write the comparison's repeats, one line per run; returns the number of lines."""
+    """Write the comparison's repeats, one line per run and per re-test; returns the number of
+    lines."""
     with conn.cursor() as cur:
         cur.execute(
             "SELECT proposer, repeat_index, seed, state, best_so_far, accepted_proposals,"
@@ -95,24 +129,50 @@ def export_csv(conn: Any, comparison_id: int, path: Path) -> int:
             (comparison_id,),
         )
         rows = cur.fetchall()
+        cur.execute(
+            "SELECT proposer, repeat_index, at_runs, seed, run_id, score, failed_run_ids"
+            " FROM comparison_retests WHERE comparison_id = %s"
+            " ORDER BY proposer, repeat_index, at_runs, seed",
+            (comparison_id,),
+        )
+        retests = cur.fetchall()
     lines = 0
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(CSV_COLUMNS)
         for proposer, index, seed, state, curve_text, accepted, turns, wasted, wall, text in rows:
             curve = json.loads(curve_text)
-            scores = json.loads(text).get("scores", [None] * len(curve))
+            content = json.loads(text)
+            scores = content.get("scores", [None] * len(curve))
+            repeat = [accepted, turns, wasted, wall]
             if not curve:  # a repeat that failed before its first run still gets its line
                 writer.writerow(
-                    [comparison_id, proposer, index, seed, state, "", "", "",
-                     accepted, turns, wasted, wall]
+                    [comparison_id, proposer, index, seed, state, "", "", "", *repeat,
+                     "run", "", "", "", "", ""]
                 )  # fmt: skip
                 lines += 1
             for k, (score, best) in enumerate(zip(scores, curve, strict=False), start=1):
                 writer.writerow(
                     [comparison_id, proposer, index, seed, state, k,
-                     "" if score is None else score, "" if best is None else best,
-                     accepted, turns, wasted, wall]
+                     _cell(score), _cell(best), *repeat, "run", "", "", "", "", ""]
+                )  # fmt: skip
+                lines += 1
+            expected = {
+                r.get("at_runs"): r.get("expected_score")
+                for r in content.get("recommendations", [])
+                if isinstance(r, dict)
+            }
+            for _, _, at_runs, retest_seed, run_id, score, failed in (
+                r for r in retests if (r[0], r[1]) == (proposer, index)
+            ):
+                writer.writerow(
+                    [comparison_id, proposer, index, seed, state, "", _cell(score), "",
+                     *repeat, "retest", at_runs, retest_seed, _cell(run_id),
+                     " ".join(json.loads(failed)), _cell(expected.get(at_runs))]
                 )  # fmt: skip
                 lines += 1
     return lines
+
+
+def _cell(value: Any) -> Any:
+    return "" if value is None else value

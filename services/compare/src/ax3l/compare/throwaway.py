@@ -28,7 +28,7 @@ class AdminLoginMissing(RuntimeError):
 class RepeatDatabases:
     """One repeat's database pair and the logins of the services that use it."""
 
-    settings: CompareSettings  # Ax3l's login, pointed at this pair
+    settings: CompareSettings  # Ax3l's login, pointed at this pair (both database names)
     ax3l_db: str
     snakelab_db: str
 
@@ -103,7 +103,9 @@ def repeat_databases(settings: CompareSettings) -> Iterator[RepeatDatabases]:
     """A fresh pair with the real grants and Ax3l's schema created; dropped afterwards."""
     suffix = f"cmp{secrets.token_hex(4)}"
     pair = RepeatDatabases(
-        settings.model_copy(update={"db_name": f"ax3l_{suffix}"}),
+        settings.model_copy(
+            update={"db_name": f"ax3l_{suffix}", "snakelab_db_name": f"snakelab_{suffix}"}
+        ),
         f"ax3l_{suffix}",
         f"snakelab_{suffix}",
     )

@@ -213,7 +213,31 @@ COMPARISON_REPEATS = create_table(
     cascading_key("fk_comparison_repeats_comparison", "comparison_id", "comparisons"),
 )
 
-OWN_TABLES.extend([("comparisons", COMPARISONS), ("comparison_repeats", COMPARISON_REPEATS)])
+# A repeat's held-out re-tests (``ax3l-compare --retest``): its recommendation after ``at_runs``
+# runs on one held-out seed, the run that counts (``run_id``, ``score``) and, as a JSON list,
+# the runs of that seed that failed and were run again. The recommendation itself (config,
+# golden run, the surrogate's expected score) is in the repeat's ``content``.
+COMPARISON_RETESTS = create_table(
+    "comparison_retests",
+    "comparison_id BIGINT UNSIGNED NOT NULL",
+    "proposer VARCHAR(100) NOT NULL",
+    "repeat_index INT UNSIGNED NOT NULL",
+    "at_runs INT UNSIGNED NOT NULL",
+    "seed BIGINT NOT NULL",
+    "run_id CHAR(36) NULL",
+    "score INT NULL",
+    "failed_run_ids LONGTEXT NOT NULL",
+    "PRIMARY KEY (comparison_id, proposer, repeat_index, at_runs, seed)",
+    cascading_key("fk_comparison_retests_comparison", "comparison_id", "comparisons"),
+)
+
+OWN_TABLES.extend(
+    [
+        ("comparisons", COMPARISONS),
+        ("comparison_repeats", COMPARISON_REPEATS),
+        ("comparison_retests", COMPARISON_RETESTS),
+    ]
+)
 
 # -- seats: outside agents that may take the turns of the ``external`` proposer --------------
 # Only a SHA-256 of each token is stored; the token itself is printed once by ``ax3l-seats``.

@@ -1,0 +1,306 @@
+"""Held-out re-tests: a repeat's recommendation run on seeds that no repeat tunes on.
+
+A repeat's **recommendation** after ``b`` SnakeLab runs is the golden configuration a user would
+have been handed then: the latest ``golden_config_created`` whose run is among runs ``1..b``
+(the ``default`` arm's is the default configuration, never tuned). It is re-tested on the
+**held-out seeds** ``--seed + HELD_OUT_OFFSET + j`` (``j < --retest``): the same for every
+proposer and repeat, and disjoint from every seed a repeat tunes on, which are ``--seed + i``
+for repeat ``i`` plus at most one increment per run by the seed rotation
+(``check_disjoint``).
+
+The re-test runs go through the repeat's own SnakeLab and databases, after its budget is spent
+(they are not counted in it), and exactly once (``SnakeLabRuns``, on
+``ax3l.shared.submit_once`` like the loop's own runs: a stored usable run of the configuration
+is reused, a lost answer is looked up, nothing is resent blindly). A re-test run that fails, is
+cancelled (a SnakeLab killed mid-run records its run as failed) or completes without a high
+score is run again, up to ``RETEST_ATTEMPTS`` times; its failed run ids are kept with the seed's
+row. Each seed counts exactly one completed run: never dropped, never twice. When a seed has no
+score after ``RETEST_ATTEMPTS`` runs the repeat fails (``RetestFailed``).
+
+On the surrogate trainer, each recommendation also gets its noise-free expected high score
+(``snakelab.trainers.surrogate.expected_high_score``, averaged over seeds): the ground truth a
+real SnakeLab never has.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import zmq.asyncio
+
+from ax3l.shared.config_index import ConfigIndex
+from ax3l.shared.config_schema import ConfigSchema
+from ax3l.shared.db.database import Database
+from ax3l.shared.settings import Settings
+from ax3l.shared.snakelab_client import (
+    SnakeLabClient,
+    SnakeLabError,
+    SnakeLabProtocolError,
+    SnakeLabUnavailable,
+)
+from ax3l.shared.submit_once import Refused, Sent, created_runs, send_once
+from ax3l.shared.wire import TERMINAL_STATES
+from snakelab.trainers.surrogate import expected_high_score
+
+HELD_OUT_OFFSET = 1_000_000
+RETEST_ATTEMPTS = 3
+
+
+class RetestFailed(RuntimeError):
+    """A held-out seed got no score in ``RETEST_ATTEMPTS`` runs."""
+
+
+def held_out_seeds(base_seed: int, count: int) -> list[int]:
+    """The re-test seeds of a comparison whose repeat 0 tunes on ``base_seed``."""
+    return [base_seed + HELD_OUT_OFFSET + j for j in range(count)]
+
+
+def highest_tuning_seed(base_seed: int, repeats: int, budget: int) -> int:
+    """The highest seed any repeat can tune on: the last repeat's seed plus one rotation per
+    run of its budget (each rotation increments the seed by one)."""
+    return base_seed + repeats - 1 + budget
+
+
+def check_disjoint(base_seed: int, repeats: int, budget: int, count: int) -> None:
+    """Raise ``ValueError`` when a held-out seed could be a tuning seed."""
+    if count and highest_tuning_seed(base_seed, repeats, budget) >= held_out_seeds(base_seed, 1)[0]:
+        raise ValueError(
+            f"--repeats + --budget must stay below {HELD_OUT_OFFSET:,}: the held-out seeds start"
+            f" at --seed + {HELD_OUT_OFFSET:,}"
+        )
+
+
+def retest_points(budget: int, at: Sequence[int]) -> list[int]:
+    """The run counts whose recommendation is re-tested: ``at`` (within the budget) and the
+    budget itself, ascending."""
+    return sorted({b for b in at if 1 <= b < budget} | {budget})
+
+
+@dataclass(frozen=True)
+class Golden:
+    """A ``golden_config_created`` of a repeat: its run and configuration."""
+
+    run_id: str
+    config: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """What a repeat recommends after ``at_runs`` runs."""
+
+    at_runs: int
+    golden_run_id: str
+    config: dict[str, Any]
+    expected_score: float | None  # surrogate only
+
+
+def recommendations(
+    goldens: Sequence[Golden], run_ids: Sequence[str], points: Sequence[int], *, surrogate: bool
+) -> list[Recommendation]:
+    """The recommendation at each point: the latest golden (in event order) whose run is one of
+    the first ``point`` runs (``run_ids``, in submission order). A point before the first
+    golden has none."""
+    position = {run_id: k for k, run_id in enumerate(run_ids, start=1)}
+    found = []
+    for point in points:
+        eligible = [g for g in goldens if position.get(g.run_id, point + 1) <= point]
+        if eligible:
+            golden = eligible[-1]
+            expected = expected_high_score(golden.config) if surrogate else None
+            found.append(Recommendation(point, golden.run_id, golden.config, expected))
+    return found
+
+
+@dataclass
+class SeedRetest:
+    """One held-out seed of a recommendation: the run that counts and the runs that failed."""
+
+    seed: int
+    run_id: str | None = None
+    score: int | None = None
+    failed_run_ids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PointRetest:
+    """A recommendation and its held-out seeds."""
+
+    recommendation: Recommendation
+    seeds: list[SeedRetest]
+
+    @property
+    def scores(self) -> list[int]:
+        return [s.score for s in self.seeds if s.score is not None]
+
+    @property
+    def mean(self) -> float | None:
+        scores = self.scores
+        return sum(scores) / len(scores) if scores else None
+
+
+class RunSource(Protocol):
+    """Where re-test runs come from (the repeat's SnakeLab through ``OnceSubmitter``)."""
+
+    async def reuse_or_submit(self, config: dict[str, Any]) -> str:
+        """A usable stored run of ``config``, or one submitted exactly once."""
+
+    async def ended(self, run_id: str) -> tuple[str, int | None] | None:
+        """``(state, high_score)`` once the run is terminal, else None."""
+
+
+async def retest(
+    source: RunSource,
+    picks: Sequence[Recommendation],
+    seeds: Sequence[int],
+    *,
+    interval: float = 0.01,
+    check: Callable[[], None] = lambda: None,
+) -> list[PointRetest]:
+    """Every recommendation on every held-out seed; a configuration re-tested at an earlier
+    point is not run again (its seeds' results are shared). ``check`` raises to stop waiting
+    (the comparison was interrupted, the repeat's time is up)."""
+    done: dict[str, list[SeedRetest]] = {}
+    found = []
+    for pick in picks:
+        key = _key(pick.config)
+        if key not in done:
+            done[key] = await _retest_config(source, pick.config, seeds, interval, check)
+        found.append(PointRetest(pick, done[key]))
+    return found
+
+
+def _key(config: Mapping[str, Any]) -> str:
+    return json.dumps({k: v for k, v in config.items() if k != "seed"}, sort_keys=True)
+
+
+async def _retest_config(
+    source: RunSource,
+    config: dict[str, Any],
+    seeds: Sequence[int],
+    interval: float,
+    check: Callable[[], None],
+) -> list[SeedRetest]:
+    results = [SeedRetest(seed) for seed in seeds]
+    open_seeds = list(results)
+    for _attempt in range(RETEST_ATTEMPTS):
+        # Submit every seed that still needs a score, then wait for all of them: SnakeLab
+        # queues them, and one wait covers the batch.
+        running = [
+            (seed, await source.reuse_or_submit({**config, "seed": seed.seed}))
+            for seed in open_seeds
+        ]
+        open_seeds = []
+        for seed, run_id in running:
+            state, score = await _wait(source, run_id, interval, check)
+            if state == "completed" and score is not None:
+                seed.run_id, seed.score = run_id, score
+            else:
+                seed.failed_run_ids.append(run_id)
+                open_seeds.append(seed)
+        if not open_seeds:
+            return results
+    missing = ", ".join(f"{s.seed} (runs {', '.join(s.failed_run_ids)})" for s in open_seeds)
+    raise RetestFailed(f"held-out seed(s) without a score after {RETEST_ATTEMPTS} runs: {missing}")
+
+
+async def _wait(
+    source: RunSource, run_id: str, interval: float, check: Callable[[], None]
+) -> tuple[str, int | None]:
+    while (ended := await source.ended(run_id)) is None:
+        check()
+        await asyncio.sleep(interval)
+    return ended
+
+
+class RetestRefused(RuntimeError):
+    """SnakeLab refused a re-test configuration (a schema mismatch)."""
+
+
+UNUSABLE_STATES = ("failed", "cancelled")
+
+
+@dataclass(eq=False)
+class SnakeLabRuns:
+    """The repeat's SnakeLab as a ``RunSource``, on ``ax3l.shared.submit_once`` as the loop's
+    own runs are: a stored usable run of the configuration is reused (one that has not failed,
+    been cancelled or completed without a high score); otherwise it is sent once, and after a
+    lost answer the run it created is looked up once SnakeLab answers again, never resent."""
+
+    db: Database
+    client: SnakeLabClient
+    index: ConfigIndex
+    interval: float
+
+    async def reuse_or_submit(self, config: dict[str, Any]) -> str:
+        while True:
+            existing = await self._usable_run(config)
+            if existing is not None:
+                return existing
+            position = await self.index.position()
+            outcome = await send_once(self.client, config)
+            if isinstance(outcome, Sent):
+                return outcome.reply.run_id
+            if isinstance(outcome, Refused):
+                if outcome.error.code == "invalid_config":
+                    raise RetestRefused(f"SnakeLab refused a re-test config: {outcome.error}")
+                await asyncio.sleep(self.interval)
+                continue
+            await self._until_healthy()
+            created = await created_runs(self.index, config, position)
+            if created:
+                return created[0].run_id
+
+    async def _usable_run(self, config: dict[str, Any]) -> str | None:
+        run_ids = await self.index.find_runs(config)
+        if not run_ids:
+            return None
+        placeholders = ", ".join(["%s"] * len(run_ids))
+        row = await self.db.fetchone(
+            f"SELECT run_id FROM {self.db.sl('simulation_runs')}"
+            f" WHERE run_id IN ({placeholders}) AND status NOT IN (%s, %s)"
+            " AND NOT (status = 'completed' AND high_score IS NULL)"
+            " ORDER BY id DESC LIMIT 1",
+            (*run_ids, *UNUSABLE_STATES),
+            doing="looking for a usable re-test run",
+        )
+        return None if row is None else str(row["run_id"])
+
+    async def _until_healthy(self) -> None:
+        while True:
+            try:
+                await self.client.health()
+                return
+            except (SnakeLabUnavailable, SnakeLabProtocolError, SnakeLabError):
+                await asyncio.sleep(self.interval)
+
+    async def ended(self, run_id: str) -> tuple[str, int | None] | None:
+        row = await self.db.fetchone(
+            f"SELECT status, high_score FROM {self.db.sl('simulation_runs')} WHERE run_id = %s",
+            (run_id,),
+            doing="reading a re-test run",
+        )
+        if row is None or row["status"] not in TERMINAL_STATES:
+            return None
+        score = row["high_score"]
+        return str(row["status"]), None if score is None else int(score)
+
+
+@contextlib.asynccontextmanager
+async def snakelab_runs(
+    settings: Settings, schema: ConfigSchema, endpoint: str, interval: float
+) -> AsyncIterator[SnakeLabRuns]:
+    """A ``SnakeLabRuns`` on a repeat's databases (``settings``) and SnakeLab (``endpoint``),
+    with a ZeroMQ context of its own (each repeat runs in a thread of its own)."""
+    context = zmq.asyncio.Context()
+    db = await Database(settings).open()
+    try:
+        client = SnakeLabClient(endpoint, settings.snakelab_timeout, context)
+        yield SnakeLabRuns(db, client, ConfigIndex(db, schema), interval)
+    finally:
+        await db.close()
+        context.term()
