@@ -301,3 +301,131 @@ def comparison_figure(
         "shapes": shapes,
     }
     return {"data": data, "layout": layout}
+
+
+PAIR_COLOUR = "#2563eb"
+
+
+def pair_label(a: str, b: str) -> str:
+    """A paired comparison's row label on the paired-differences plot."""
+    return f"{a} − {b}"
+
+
+def paired_figure(pairs: Sequence[Any]) -> dict[str, Any]:
+    """Each pair's median paired difference of held-out means (A − B) as a point with its 95%
+    bootstrap interval as error bars, one row per pair, and a line at 0 (no difference).
+
+    ``pairs`` have ``a``, ``b``, ``repeats``, ``median_difference``, ``low``, ``high`` and
+    ``p_a_beats_b`` (``comparison_stats.PairedDifference``).
+    """
+    labels = [_escape(pair_label(p.a, p.b)) for p in pairs]
+    data = [
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "name": "median paired difference",
+            "x": [p.median_difference for p in pairs],
+            "y": labels,
+            "error_x": {
+                "type": "data",
+                "symmetric": False,
+                "array": [p.high - p.median_difference for p in pairs],
+                "arrayminus": [p.median_difference - p.low for p in pairs],
+                "color": PAIR_COLOUR,
+                "thickness": 2,
+            },
+            "customdata": [[p.low, p.high, p.p_a_beats_b, p.repeats] for p in pairs],
+            "marker": {"size": 10, "color": PAIR_COLOUR},
+            "hovertemplate": (
+                "<b>%{y}</b>: median difference %{x:+.2f}, 95% interval"
+                " [%{customdata[0]:+.2f}, %{customdata[1]:+.2f}], P(A beats B)"
+                " %{customdata[2]:.2f} over %{customdata[3]} repeats<extra></extra>"
+            ),
+        }
+    ]
+    layout = {
+        **LAYOUT_BASE,
+        "height": 140 + 48 * len(pairs),
+        "showlegend": False,
+        "xaxis": {"title": {"text": "Held-out mean high score, A − B (median over repeats)"}},
+        "yaxis": {"autorange": "reversed", "automargin": True},
+        "shapes": [
+            {
+                "type": "line",
+                "xref": "x",
+                "yref": "paper",
+                "x0": 0,
+                "x1": 0,
+                "y0": 0,
+                "y1": 1,
+                "line": {"color": SEED_COLOUR, "width": 1, "dash": "dot"},
+            }
+        ],
+    }
+    return {"data": data, "layout": layout}
+
+
+def retest_curve_figure(curves: Sequence[tuple[str, Sequence[Any]]], budget: int) -> dict[str, Any]:
+    """Per proposer the held-out IQM against the runs spent, with its bootstrap interval as a
+    band (``--retest-at``). ``curves`` is ``(proposer, points)`` with points having
+    ``at_runs``, ``iqm``, ``low``, ``high`` and ``repeats`` (``models.comparison.RetestPoint``).
+    """
+    data: list[dict[str, Any]] = []
+    for number, (proposer, points) in enumerate(curves):
+        colour = PROPOSER_COLOURS[number % len(PROPOSER_COLOURS)]
+        name = _escape(proposer)
+        x = [p.at_runs for p in points]
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": f"{name} 97.5%",
+                "legendgroup": name,
+                "showlegend": False,
+                "x": x,
+                "y": [p.high for p in points],
+                "line": {"width": 0, "color": colour},
+                "hoverinfo": "skip",
+            }
+        )
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": f"{name} 2.5%",
+                "legendgroup": name,
+                "showlegend": False,
+                "x": x,
+                "y": [p.low for p in points],
+                "fill": "tonexty",
+                "fillcolor": _rgba(colour, 0.15),
+                "line": {"width": 0, "color": colour},
+                "hoverinfo": "skip",
+            }
+        )
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": f"{name} held-out IQM",
+                "legendgroup": name,
+                "x": x,
+                "y": [p.iqm for p in points],
+                "customdata": [[p.low, p.high, p.repeats] for p in points],
+                "line": {"width": 2.5, "color": colour},
+                "hovertemplate": (
+                    f"<b>{name}</b>: held-out IQM %{{y:.2f}} after %{{x}} runs"
+                    " [%{customdata[0]:.2f}, %{customdata[1]:.2f}],"
+                    " %{customdata[2]} repeats<extra></extra>"
+                ),
+            }
+        )
+    layout = {
+        **LAYOUT_BASE,
+        "xaxis": {
+            "title": {"text": "SnakeLab runs spent (the recommendation then)"},
+            "range": [0, budget],
+        },
+        "yaxis": {"title": {"text": "Held-out mean high score (IQM over repeats)"}},
+    }
+    return {"data": data, "layout": layout}

@@ -87,6 +87,51 @@ class RepeatRow(BaseModel):
     tpe_proposals: int | None = Field(None, description=TPE_PROPOSALS)
     model_matched_tpe: int | None = Field(None, description=MATCHED_PROPOSALS)
     error: str | None = None
+    held_out: list[int] = Field(
+        default_factory=list,
+        description="the final recommendation's high scores on the held-out seeds, in seed"
+        " order (empty without re-tests)",
+    )
+    held_out_mean: float | None = Field(None, description="the repeat's verdict")
+    held_out_median: float | None = None
+    expected_score: float | None = Field(
+        None,
+        description="the surrogate's noise-free expected high score of the final"
+        " recommendation (surrogate only: a real SnakeLab has no such figure)",
+    )
+    recommendation: dict[str, Any] | None = Field(
+        None, description="the final recommendation (its golden configuration)"
+    )
+    recommendations: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="each re-tested recommendation: at_runs, golden_run_id, config, expected_score",
+    )
+
+
+class RetestRow(BaseModel):
+    """One held-out re-test (a row of ``comparison_retests``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    proposer: str
+    repeat_index: int
+    at_runs: int = Field(description="the recommendation after this many runs was re-tested")
+    seed: int = Field(description="the held-out seed")
+    run_id: str | None = Field(description="the run that counts")
+    score: int | None
+    failed_run_ids: list[str] = Field(description="runs of this seed that failed and ran again")
+
+
+class RetestPoint(BaseModel):
+    """The held-out means of a proposer's repeats after ``at_runs`` runs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    at_runs: int
+    repeats: int
+    iqm: float
+    low: float = Field(description="2.5th percentile of the IQM's bootstrap")
+    high: float = Field(description="97.5th percentile of the IQM's bootstrap")
 
 
 class ProposerSummary(BaseModel):
@@ -122,11 +167,36 @@ class ProposerSummary(BaseModel):
     tpe_proposals: int | None = Field(description=TPE_PROPOSALS)
     model_matched_tpe: int | None = Field(description=MATCHED_PROPOSALS)
     median_wall_seconds: float | None
+    retest_curve: list[RetestPoint] = Field(
+        default_factory=list,
+        description="held-out IQM with its bootstrap interval at each re-test point (--retest-at)",
+    )
+
+
+VERDICT = (
+    "per proposer with re-tests: IQM of the repeats' held-out means with its 95% bootstrap"
+    " interval (iqm.value, iqm.low, iqm.high), their mean and median, the mean best observed"
+    " score, the optimism gap (best observed - held-out mean, averaged over repeats) and the"
+    " mean expected score (surrogate only)"
+)
+PAIRS = (
+    "A against B repeat by repeat: the median paired difference of held-out means (A - B) with"
+    " its 95% bootstrap interval, and P(A beats B) over repeats, ties half"
+)
 
 
 class ComparisonOut(BaseModel):
     comparison: ComparisonRow | None
     comparisons: list[int] = Field(description="every comparison's id, newest first")
     target: float | None
+    has_retests: bool = Field(
+        False,
+        description="false for a comparison run before held-out re-tests (or with --retest 0):"
+        " it has only the observed-best figures",
+    )
+    retest_seeds: list[int] = Field(default_factory=list, description="the held-out seeds")
+    verdict: list[stats.ProposerVerdict] = Field(default_factory=list, description=VERDICT)
+    pairs: list[stats.PairedDifference] = Field(default_factory=list, description=PAIRS)
     proposers: list[ProposerSummary]
     repeats: list[RepeatRow]
+    retests: list[RetestRow] = Field(default_factory=list)

@@ -12,7 +12,14 @@ import json
 import math
 from typing import Any
 
-from ax3l.reports.models.comparison import ComparisonRow, KindTurns, ProposerSummary, RepeatRow
+from ax3l.reports.models.comparison import (
+    ComparisonRow,
+    KindTurns,
+    ProposerSummary,
+    RepeatRow,
+    RetestPoint,
+    RetestRow,
+)
 from ax3l.shared import comparison_stats as stats
 from ax3l.shared.db.database import Database
 
@@ -21,13 +28,15 @@ FINITE, CONTINUOUS = "finite", "continuous"
 MODEL, TPE, MATCHED = "model", "tpe", "model_matched_tpe"
 
 
-async def _has_tables(db: Database) -> bool:
+async def _has_tables(db: Database, *names: str) -> bool:
+    wanted = names or ("comparisons", "comparison_repeats")
     row = await db.fetchone(
         "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = DATABASE()"
-        " AND table_name IN ('comparisons', 'comparison_repeats')",
+        f" AND table_name IN ({', '.join(['%s'] * len(wanted))})",
+        wanted,
         doing="looking for the comparison tables",
     )
-    return bool(row and int(row["n"]) == 2)
+    return bool(row and int(row["n"]) == len(wanted))
 
 
 def _comparison(row: dict[str, Any]) -> ComparisonRow:
@@ -62,6 +71,152 @@ async def list_comparisons(db: Database) -> list[ComparisonRow]:
         doing="reading the comparisons",
     )
     return [_comparison(row) for row in rows]
+
+
+async def read_retests(db: Database, comparison_id: int) -> list[RetestRow]:
+    """The comparison's held-out re-tests (none in a database from before them)."""
+    if not await _has_tables(db, "comparison_retests"):
+        return []
+    rows = await db.fetchall(
+        "SELECT proposer, repeat_index, at_runs, seed, run_id, score, failed_run_ids"
+        " FROM comparison_retests WHERE comparison_id = %s"
+        " ORDER BY proposer, repeat_index, at_runs, seed",
+        (comparison_id,),
+        doing="reading a comparison's re-tests",
+    )
+    found = []
+    for row in rows:
+        failed = _json(row["failed_run_ids"])
+        found.append(
+            RetestRow(
+                proposer=str(row["proposer"]),
+                repeat_index=int(row["repeat_index"]),
+                at_runs=int(row["at_runs"]),
+                seed=int(row["seed"]),
+                run_id=None if row["run_id"] is None else str(row["run_id"]),
+                score=None if row["score"] is None else int(row["score"]),
+                failed_run_ids=[str(r) for r in failed] if isinstance(failed, list) else [],
+            )
+        )
+    return found
+
+
+def has_retests(comparison: ComparisonRow) -> bool:
+    """Whether the comparison re-tested its recommendations (an older one did not)."""
+    retest = comparison.content.get("retest")
+    return isinstance(retest, dict) and bool(retest.get("seeds"))
+
+
+def retest_seeds(comparison: ComparisonRow) -> list[int]:
+    retest = comparison.content.get("retest")
+    seeds = retest.get("seeds") if isinstance(retest, dict) else None
+    return [int(s) for s in seeds] if isinstance(seeds, list) else []
+
+
+def with_verdicts(
+    comparison: ComparisonRow, repeats: list[RepeatRow], retests: list[RetestRow]
+) -> list[RepeatRow]:
+    """Each repeat with its final recommendation's held-out scores and expected score."""
+    budget = comparison.budget
+    finals: dict[tuple[str, int], list[int]] = {}
+    for r in retests:
+        if r.at_runs == budget and r.score is not None:
+            finals.setdefault((r.proposer, r.repeat_index), []).append(r.score)
+    found = []
+    for repeat in repeats:
+        scores = finals.get((repeat.proposer, repeat.repeat_index), [])
+        pick = _final_recommendation(repeat, budget)
+        found.append(
+            repeat.model_copy(
+                update={
+                    "held_out": scores,
+                    "held_out_mean": stats.mean(scores) if scores else None,
+                    "held_out_median": stats.median(scores) if scores else None,
+                    "expected_score": _number(pick.get("expected_score")),
+                    "recommendation": pick.get("config")
+                    if isinstance(pick.get("config"), dict)
+                    else None,
+                }
+            )
+        )
+    return found
+
+
+def _final_recommendation(repeat: RepeatRow, budget: int) -> dict[str, Any]:
+    for pick in repeat.recommendations:
+        if isinstance(pick, dict) and pick.get("at_runs") == budget:
+            return pick
+    return {}
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def repeat_verdicts(
+    comparison: ComparisonRow, repeats: list[RepeatRow]
+) -> dict[str, list[stats.RepeatVerdict]]:
+    """Per proposer, its finished repeats' verdicts (``with_verdicts`` rows)."""
+    found: dict[str, list[stats.RepeatVerdict]] = {}
+    for r in repeats:
+        if r.state != "finished":
+            continue
+        best = stats.final_best(r.best_so_far, comparison.budget)
+        found.setdefault(r.proposer, []).append(
+            stats.RepeatVerdict(
+                r.repeat_index,
+                r.held_out,
+                None if best is None else float(best),
+                r.expected_score,
+            )
+        )
+    return found
+
+
+def verdict(
+    comparison: ComparisonRow, repeats: list[RepeatRow]
+) -> tuple[list[stats.ProposerVerdict], list[stats.PairedDifference]]:
+    """The held-out verdict per proposer and the paired differences (each proposer against
+    ``default`` and ``tpe``, then the pairs the comparison was asked for)."""
+    verdicts = repeat_verdicts(comparison, repeats)
+    names = _names(comparison, repeats)
+    table = [v for name in names if (v := stats.proposer_verdict(name, verdicts.get(name, [])))]
+    named = comparison.content.get("pairs")
+    asked = [
+        (str(p[0]), str(p[1]))
+        for p in (named if isinstance(named, list) else [])
+        if isinstance(p, list) and len(p) == 2
+    ]
+    pairs = stats.paired_table(verdicts, stats.pairs_to_compare(names, asked))
+    return table, pairs
+
+
+def retest_curve(proposer: str, retests: list[RetestRow], points: list[int]) -> list[RetestPoint]:
+    """The IQM of the proposer's repeats' held-out means at each re-test point."""
+    found = []
+    for at_runs in points:
+        by_repeat: dict[int, list[int]] = {}
+        for r in retests:
+            if r.proposer == proposer and r.at_runs == at_runs and r.score is not None:
+                by_repeat.setdefault(r.repeat_index, []).append(r.score)
+        means = [stats.mean(scores) for scores in by_repeat.values()]
+        if means:
+            estimate = stats.iqm_estimate(means)
+            found.append(
+                RetestPoint(
+                    at_runs=at_runs,
+                    repeats=len(means),
+                    iqm=estimate.value,
+                    low=estimate.low,
+                    high=estimate.high,
+                )
+            )
+    return found
+
+
+def _names(comparison: ComparisonRow, repeats: list[RepeatRow]) -> list[str]:
+    names = [*comparison.proposers]
+    return names + sorted({r.proposer for r in repeats} - set(names))
 
 
 async def read_repeats(db: Database, comparison_id: int) -> list[RepeatRow]:
@@ -105,6 +260,9 @@ def _repeat(row: dict[str, Any]) -> RepeatRow:
         tpe_proposals=proposed_by.get(TPE) if proposed_by else None,
         model_matched_tpe=proposed_by.get(MATCHED) if proposed_by else None,
         error=error if isinstance(error, str) else None,
+        recommendations=[r for r in content.get("recommendations", []) if isinstance(r, dict)]
+        if isinstance(content.get("recommendations"), list)
+        else [],
     )
 
 
@@ -162,12 +320,17 @@ def default_target(comparison: ComparisonRow, repeats: list[RepeatRow]) -> float
 
 
 def summarise(
-    comparison: ComparisonRow, repeats: list[RepeatRow], target: float | None
+    comparison: ComparisonRow,
+    repeats: list[RepeatRow],
+    target: float | None,
+    retests: list[RetestRow] | None = None,
 ) -> list[ProposerSummary]:
     """Per proposer, in the comparison's order (then any other proposer found)."""
     budget = comparison.budget
-    names = [*comparison.proposers]
-    names += sorted({r.proposer for r in repeats} - set(names))
+    names = _names(comparison, repeats)
+    finished_keys = {(r.proposer, r.repeat_index) for r in repeats if r.state == "finished"}
+    kept = [r for r in retests or [] if (r.proposer, r.repeat_index) in finished_keys]
+    points = sorted({r.at_runs for r in kept})
     finished = {n: [r for r in repeats if r.proposer == n and r.state == "finished"] for n in names}
     finals = {n: [stats.final_best(r.best_so_far, budget) for r in finished[n]] for n in names}
     summaries = []
@@ -215,6 +378,7 @@ def summarise(
                 tpe_proposals=_sum_optional([r.tpe_proposals for r in mine]),
                 model_matched_tpe=_sum_optional([r.model_matched_tpe for r in mine]),
                 median_wall_seconds=stats.median(walls) if walls else None,
+                retest_curve=retest_curve(name, kept, points),
             )
         )
     return summaries

@@ -1,6 +1,11 @@
 """``/comparison``: ``ax3l-compare``'s repeated experiments, per proposer, with the uncertainty.
 
-Per proposer: the median best-so-far against SnakeLab's run count inside a 95% band over the
+It leads with the held-out verdict (each repeat's recommendation re-tested on held-out seeds):
+per proposer the IQM of the repeats' held-out means with its bootstrap interval, the best
+observed and the optimism gap, and the paired differences against ``default`` and ``tpe`` with
+their intervals (a table and a plot); with ``--retest-at``, the held-out IQM against runs spent.
+A comparison from before the re-tests shows only what follows, marked as such. Then, per
+proposer: the median best-so-far against SnakeLab's run count inside a 95% band over the
 repeats, P(beats random) at the budget, the median runs needed to reach a score the user
 picks (``target``), wasted turns per accepted proposal (in all, on finite and on continuous
 entries) and, for ``llm+tpe``, the model's proposals and how many matched a TPE suggestion.
@@ -15,13 +20,18 @@ from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import HTMLResponse
 
 from ax3l.reports.deps import DatabaseDep, PageDep
-from ax3l.reports.figures import comparison_figure
+from ax3l.reports.figures import comparison_figure, paired_figure, retest_curve_figure
 from ax3l.reports.models.comparison import ComparisonOut, ComparisonQuery
 from ax3l.reports.queries.comparison import (
     default_target,
+    has_retests,
     list_comparisons,
     read_repeats,
+    read_retests,
+    retest_seeds,
     summarise,
+    verdict,
+    with_verdicts,
 )
 
 router = APIRouter(prefix="/api/comparison", tags=["comparison"])
@@ -40,11 +50,22 @@ async def read_comparison(db: DatabaseDep, query: ComparisonQuery) -> Comparison
         if not matching:
             raise HTTPException(404, f"there is no comparison {query.comparison}")
         chosen = matching[0]
-    repeats = await read_repeats(db, chosen.comparison_id)
+    retests = await read_retests(db, chosen.comparison_id)
+    repeats = with_verdicts(chosen, await read_repeats(db, chosen.comparison_id), retests)
     target = query.target if query.target is not None else default_target(chosen, repeats)
-    summaries = summarise(chosen, repeats, target)
+    summaries = summarise(chosen, repeats, target, retests)
+    table, pairs = verdict(chosen, repeats)
     return ComparisonOut(
-        comparison=chosen, comparisons=ids, target=target, proposers=summaries, repeats=repeats
+        comparison=chosen,
+        comparisons=ids,
+        target=target,
+        has_retests=has_retests(chosen) and bool(retests),
+        retest_seeds=retest_seeds(chosen),
+        verdict=table,
+        pairs=pairs,
+        proposers=summaries,
+        repeats=repeats,
+        retests=retests,
     )
 
 
@@ -52,7 +73,12 @@ async def read_comparison(db: DatabaseDep, query: ComparisonQuery) -> Comparison
 async def get_comparison(
     query: Annotated[ComparisonQuery, Query()], db: DatabaseDep
 ) -> ComparisonOut:
-    """A comparison (`comparison`, default the latest) of `ax3l-compare`: per proposer the
+    """A comparison (`comparison`, default the latest) of `ax3l-compare`. First the held-out
+    verdict (`has_retests`; false for a comparison from before the re-tests): `verdict`, per
+    proposer the IQM of its repeats' held-out means with its 95% bootstrap interval, their mean
+    and median, the best observed, the optimism gap and (surrogate only) the expected score;
+    `pairs`, the median paired difference of held-out means against `default` and `tpe` with
+    its interval and P(A beats B); `retests`, every re-test row. Then per proposer the
     median best-so-far curve with its 95% band over repeats, the median best at the budget,
     P(beats random), the median runs to reach `target`, wasted turns per accepted proposal (in
     all, on finite and on continuous entries) and, for `llm+tpe`, the model's accepted
@@ -67,11 +93,25 @@ async def comparison_page(
 ) -> HTMLResponse:
     """Repeated experiments per proposer: curves with their band, and the table."""
     found = await read_comparison(db, query)
-    figure = None
+    figure = pairs_plot = curves_plot = None
     if found.comparison is not None:
         figure = comparison_figure(
             [(p.proposer, p.curve) for p in found.proposers if p.curve],
             found.comparison.budget,
             found.target,
         )
-    return page.render("comparison.html", {"found": found, "figure": figure, "query": query})
+        if found.pairs:
+            pairs_plot = paired_figure(found.pairs)
+        curves = [(p.proposer, p.retest_curve) for p in found.proposers if p.retest_curve]
+        if any(len(points) > 1 for _, points in curves):
+            curves_plot = retest_curve_figure(curves, found.comparison.budget)
+    return page.render(
+        "comparison.html",
+        {
+            "found": found,
+            "figure": figure,
+            "pairs_plot": pairs_plot,
+            "curves_plot": curves_plot,
+            "query": query,
+        },
+    )
