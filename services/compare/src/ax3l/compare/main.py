@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import os
 import shutil
 import signal
@@ -32,7 +33,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ax3l.compare import results
+from ax3l.compare import processes, results
+from ax3l.compare.preload import preloader
+from ax3l.compare.processes import Launcher
 from ax3l.compare.repeat import CONTROL, RepeatPlan, RepeatResult, run_repeat
 from ax3l.compare.retest import check_disjoint, held_out_seeds, retest_points
 from ax3l.compare.settings import CompareSettings, effective_env, load_settings
@@ -83,6 +86,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="read settings from this KEY=value file first (e.g. .run/db.env); exported wins",
     )
     parser.add_argument("--logs", type=Path, help="keep every repeat's service logs here")
+    parser.add_argument(
+        "--spawn",
+        choices=("fork", "exec"),
+        default="fork",
+        help="start the services forked from one pre-imported process (fork, the default) or"
+        " each as a fresh python -m (exec)",
+    )
     parser.add_argument(
         "--retest",
         type=int,
@@ -319,7 +329,13 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
             f" {args.budget} runs, {parallel} side by side; logs in {logs}",
             flush=True,
         )
-        with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
+        with (
+            contextlib.ExitStack() as spawning,
+            concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool,
+        ):
+            launcher: Launcher = processes.launch
+            if args.spawn == "fork":
+                launcher = spawning.enter_context(preloader(processes.base_env(env))).launch
             futures = [
                 pool.submit(
                     run_repeat,
@@ -331,6 +347,7 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
                     surrogate_seconds=args.surrogate_seconds,
                     timeout=args.repeat_timeout,
                     stop=stop,
+                    launcher=launcher,
                 )
                 for plan in work
             ]

@@ -10,8 +10,9 @@ reaches none of them; SnakeLab's login only SnakeLab, Ax3l's only the broker and
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Protocol
 
 from ax3l.shared.env_files import setting_names
 from ax3l.shared.ports import free_port as free_port
@@ -70,13 +71,32 @@ def launch(name: str, args: list[str], env: dict[str, str], log_path: Path) -> M
     return ManagedProcess(name, args, env, log_path, new_session=True, log_lines=30)
 
 
+class Service(Protocol):
+    """What a repeat does with a service it started (``ManagedProcess``, ``preload.Forked``)."""
+
+    @property
+    def pid(self) -> int: ...
+    def wait_ready(self, ready: Callable[[], object], timeout: float = ...) -> None: ...
+    def alive(self) -> bool: ...
+    def exited(self) -> str | None: ...
+    def failure(self, what: str) -> Exception: ...
+    def log_tail(self, lines: int | None = None) -> str: ...
+    def stop(self, timeout: float = ...) -> object: ...
+
+
+# How a service is started: ``launch`` (a fresh ``python -m``) or ``preload.Preloader.launch``
+# (forked from a pre-imported parent).
+Launcher = Callable[[str, list[str], dict[str, str], Path], Service]
+
+
 def start_snakelab(
     env: dict[str, str],
     folder: Path,
     surrogate_seconds: float,
     schema: Path,
     port: int | None = None,
-) -> tuple[ManagedProcess, str]:
+    launcher: Launcher = launch,
+) -> tuple[Service, str]:
     """The reference SnakeLab on the surrogate trainer; returns it and its control endpoint
     (``port``: a given one, to restart a SnakeLab where it was; default a free one)."""
     port = port or free_port()
@@ -90,16 +110,18 @@ def start_snakelab(
     }
     args = [sys.executable, "-m", "snakelab", "--address", "127.0.0.1", "--port", str(port)]
     args += ["--events-port", "0"]
-    service = launch("snakelab", args, full, folder / "snakelab.log")
+    service = launcher("snakelab", args, full, folder / "snakelab.log")
     endpoint = f"tcp://127.0.0.1:{port}"
     service.wait_ready(lambda: ping(endpoint), START_TIMEOUT)
     return service, endpoint
 
 
-def start_toolbroker(env: dict[str, str], folder: Path, zmq_endpoint: str) -> ManagedProcess:
+def start_toolbroker(
+    env: dict[str, str], folder: Path, zmq_endpoint: str, launcher: Launcher = launch
+) -> Service:
     port = free_port()
     full = {**env, "AX3L_TOOLBROKER_PORT": str(port), "AX3L_ZMQ_ENDPOINT": zmq_endpoint}
-    service = launch(
+    service = launcher(
         "toolbroker",
         [sys.executable, "-m", "ax3l.toolbroker", "--zmq-endpoint", zmq_endpoint],
         full,
@@ -109,7 +131,9 @@ def start_toolbroker(env: dict[str, str], folder: Path, zmq_endpoint: str) -> Ma
     return service
 
 
-def start_orchestrator(env: dict[str, str], folder: Path, proposer: str) -> ManagedProcess:
+def start_orchestrator(
+    env: dict[str, str], folder: Path, proposer: str, launcher: Launcher = launch
+) -> Service:
     """The orchestrator with ``AX3L_PROPOSER`` = ``proposer`` (not waited for: it seeds)."""
     full = {
         **FAST_LOOP,
@@ -117,7 +141,7 @@ def start_orchestrator(env: dict[str, str], folder: Path, proposer: str) -> Mana
         "AX3L_ORCHESTRATOR_PORT": str(free_port()),
         "AX3L_PROPOSER": proposer,
     }
-    return launch(
+    return launcher(
         "orchestrator",
         [sys.executable, "-m", "ax3l.orchestrator"],
         full,

@@ -28,6 +28,7 @@ from typing import Any
 import pymysql
 
 from ax3l.compare import processes
+from ax3l.compare.processes import Launcher, Service
 from ax3l.compare.retest import (
     Golden,
     PointRetest,
@@ -42,7 +43,6 @@ from ax3l.compare.tpe_advice import ADVICE_SOURCE
 from ax3l.compare.turn_counts import COUNTED_EVENTS, TurnCounts, TurnEvent, count_turns, entry_kinds
 from ax3l.shared.comparison_stats import CONTROL, RepeatVerdict, best_so_far
 from ax3l.shared.config_schema import BUNDLED_SCHEMA, ConfigSchema
-from ax3l.shared.processes import ManagedProcess
 
 TERMINAL = ("completed", "failed", "cancelled")
 POLL_SECONDS = 0.05
@@ -192,16 +192,19 @@ def run_repeat(
     surrogate_seconds: float,
     timeout: float,
     stop: threading.Event,
+    launcher: Launcher = processes.launch,
 ) -> RepeatResult:
     """Run one repeat to its budget; a failure is returned as a failed result, not raised."""
     began = time.monotonic()
     result = RepeatResult(plan, "failed")
     folder.mkdir(parents=True, exist_ok=True)
-    services: list[ManagedProcess] = []
+    services: list[Service] = []
     try:
         with repeat_databases(settings) as dbs:
             try:
-                job = _Job(plan, settings, environ, folder, url, surrogate_seconds, timeout, stop)
+                job = _Job(
+                    plan, settings, environ, folder, url, surrogate_seconds, timeout, stop, launcher
+                )
                 _run(job, dbs, services, result, began)
             finally:
                 for service in reversed(services):
@@ -226,12 +229,13 @@ class _Job:
     surrogate_seconds: float
     timeout: float
     stop: threading.Event
+    launcher: Launcher
 
 
 def _run(
     job: _Job,
     dbs: RepeatDatabases,
-    services: list[ManagedProcess],
+    services: list[Service],
     result: RepeatResult,
     began: float,
 ) -> None:
@@ -241,7 +245,11 @@ def _run(
     config_schema = ConfigSchema(document, str(schema))
     base = processes.base_env(job.environ)
     snakelab, endpoint = processes.start_snakelab(
-        {**base, **dbs.snakelab_env()}, job.folder, job.surrogate_seconds, schema
+        {**base, **dbs.snakelab_env()},
+        job.folder,
+        job.surrogate_seconds,
+        schema,
+        launcher=job.launcher,
     )
     services.append(snakelab)
     if job.plan.proposer == CONTROL:
@@ -259,7 +267,7 @@ def _run(
 def _tune(
     job: _Job,
     dbs: RepeatDatabases,
-    services: list[ManagedProcess],
+    services: list[Service],
     result: RepeatResult,
     began: float,
     endpoint: str,
@@ -279,9 +287,11 @@ def _tune(
     if job.url:
         ax3l_env["AX3L_LLM_URL"] = job.url
     zmq_endpoint = f"tcp://127.0.0.1:{processes.free_port()}"
-    services.append(processes.start_toolbroker(ax3l_env, job.folder, zmq_endpoint))
+    services.append(processes.start_toolbroker(ax3l_env, job.folder, zmq_endpoint, job.launcher))
     ax3l_env["AX3L_ZMQ_ENDPOINT"] = zmq_endpoint
-    orchestrator = processes.start_orchestrator(ax3l_env, job.folder, job.plan.proposer)
+    orchestrator = processes.start_orchestrator(
+        ax3l_env, job.folder, job.plan.proposer, job.launcher
+    )
     services.append(orchestrator)
     started = time.monotonic()
     result.setup_seconds = started - began
@@ -381,8 +391,8 @@ def _still_wanted(job: _Job, deadline: float) -> None:
 
 
 def _check(
-    orchestrator: ManagedProcess | None,
-    services: list[ManagedProcess],
+    orchestrator: Service | None,
+    services: list[Service],
     deadline: float,
     stop: threading.Event,
     timeout: float,
@@ -390,8 +400,8 @@ def _check(
     if stop.is_set():
         raise RepeatStopped("the comparison was interrupted")
     for service in services:
-        if not service.alive():
-            raise service.failure(f"exited with {service.popen.returncode}")
+        if (exited := service.exited()) is not None:
+            raise service.failure(exited)
     if time.monotonic() > deadline:
         what = orchestrator.log_tail(10) if orchestrator else ""
         raise TimeoutError(f"the budget was not reached within {timeout:g} s\n{what}")
