@@ -178,7 +178,9 @@ def test_services_get_their_own_login_and_never_the_admin_one():
 
 
 def _children_of_the_comparison(logs: str) -> list[int]:
-    """Processes whose command line or environment names the comparison's log folder."""
+    """Processes whose command line or environment names the comparison's log folder, or that
+    have a file in it open (a service forked by the preloader keeps the preloader's command
+    line and initial environment, but writes to its log there)."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -188,9 +190,12 @@ def _children_of_the_comparison(logs: str) -> list[int]:
                 environ = handle.read()
             with open(f"/proc/{entry}/cmdline", "rb") as handle:
                 cmdline = handle.read()
+            files = [
+                os.readlink(f"/proc/{entry}/fd/{fd}") for fd in os.listdir(f"/proc/{entry}/fd")
+            ]
         except OSError:
             continue
-        if logs.encode() in environ or logs.encode() in cmdline:
+        if logs.encode() in environ or logs.encode() in cmdline or any(logs in f for f in files):
             found.append(int(entry))
     return found
 
@@ -221,6 +226,7 @@ def test_sigterm_stops_every_repeat_service_and_drops_its_databases(databases, d
         )
         time.sleep(3)  # the services are up and a run trains
         started = len(os.listdir(logs / "random-0"))
+        running = len(_children_of_the_comparison(str(logs)))
         proc.send_signal(signal.SIGTERM)
         output, _ = proc.communicate(timeout=60)
     finally:
@@ -228,6 +234,7 @@ def test_sigterm_stops_every_repeat_service_and_drops_its_databases(databases, d
             proc.kill()
     assert proc.returncode == 130, output
     assert started >= 3
+    assert running >= 3  # SnakeLab, the broker and the orchestrator (forked) were found
     with contextlib.suppress(WaitTimeout):
         wait_until(lambda: not _children_of_the_comparison(str(logs)), 15, interval=0.2)
     assert _children_of_the_comparison(str(logs)) == []
