@@ -914,7 +914,8 @@ def read_intents(conn: Any) -> list[dict[str, Any]]:
 
 
 def check_invariants(conn: Any, snakelab_db: str) -> tuple[list[Invariant], dict[str, Any]]:
-    """Issue 11's chaos invariants over the whole history; returns them and some counts."""
+    """The chaos invariants over the whole history (issue 11's seven, then issue 21's two, each a
+    function of its own); returns them and some counts."""
     events = read_events(conn)
     runs = read_runs(conn, snakelab_db)
     with conn.cursor() as cur:
