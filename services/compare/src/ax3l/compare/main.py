@@ -68,7 +68,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--url", help="model server for proposers that use one (AX3L_LLM_URL)")
     parser.add_argument(
-        "--parallel", type=int, help="repeats side by side (AX3L_COMPARE_PARALLEL, else cores/2)"
+        "--parallel",
+        type=int,
+        help="repeats side by side (AX3L_COMPARE_PARALLEL, else 2 x cores; cores/2 with a model)",
     )
     parser.add_argument("--csv", type=Path, help="also write the results to this CSV file")
     parser.add_argument(
@@ -149,10 +151,15 @@ def check_args(args: argparse.Namespace, env: dict[str, str]) -> list[str]:
     retest_at(args)
     named_pairs(args, proposers)
     url = args.url or env.get("AX3L_LLM_URL")
-    needing = [p for p in proposers if "llm" in p]
+    needing = [p for p in proposers if uses_model(p)]
     if needing and not url:
         raise UsageError(f"{', '.join(needing)} needs a model server: --url or AX3L_LLM_URL")
     return proposers
+
+
+def uses_model(proposer: str) -> bool:
+    """Whether the proposer asks the model server (``llm``, ``llm+tpe``...)."""
+    return "llm" in proposer
 
 
 def retest_at(args: argparse.Namespace) -> list[int]:
@@ -295,7 +302,7 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
     settings: CompareSettings = load_settings(env)
     admin_connection(settings).close()  # fail early without a login that can create databases
     ensure_schema(settings)
-    parallel = args.parallel or settings.default_parallel()
+    parallel = args.parallel or settings.default_parallel(any(map(uses_model, proposers)))
     url = args.url or env.get("AX3L_LLM_URL")
     seeds = tuple(held_out_seeds(args.seed, args.retest))
     points = tuple(retest_at(args)) if seeds else ()

@@ -27,12 +27,15 @@ class CompareSettings(Settings):
     snakelab_db_user: str = setting("snakelab", "SNAKELAB_DB_USER")
     snakelab_db_password: SecretStr = setting(SecretStr(""), "SNAKELAB_DB_PASSWORD")
     parallel: int | None = setting(None, AliasChoices("AX3L_COMPARE_PARALLEL"), ge=1)
-    """repeats side by side (--parallel); unset: half the cores, at least one"""
+    """repeats side by side (--parallel); unset: twice the cores (a repeat on the 0 s surrogate
+    waits on its services about half the time), half the cores (at least one) when a proposer
+    asks the model server, which answers one conversation at a time"""
 
-    def default_parallel(self) -> int:
+    def default_parallel(self, uses_model: bool = False) -> int:
         if self.parallel is not None:
             return self.parallel
-        return max(1, (os.cpu_count() or 1) // 2)
+        cores = os.cpu_count() or 1
+        return max(1, cores // 2) if uses_model else 2 * cores
 
 
 def effective_env(env_file: Path | None, environ: Mapping[str, str]) -> dict[str, str]:
