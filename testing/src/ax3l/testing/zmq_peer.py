@@ -112,7 +112,7 @@ def stalling_snakelab(upstream: str, stall: Callable[[dict[str, Any]], float]) -
     stalls ``stall(request)`` seconds before it answers: the run is stored at once and its
     answer comes late. Requests are handled one at a time, as SnakeLab does, so a request that
     arrives during a stall is answered after it."""
-    context = zmq.Context.instance()
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
 
     def answer(request: dict[str, Any]) -> dict[str, Any] | None:
         socket: zmq.Socket[bytes] = context.socket(zmq.REQ)
