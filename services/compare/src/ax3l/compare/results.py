@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -176,3 +177,43 @@ def export_csv(conn: Any, comparison_id: int, path: Path) -> int:
 
 def _cell(value: Any) -> Any:
     return "" if value is None else value
+
+
+@dataclass(frozen=True)
+class Truth:
+    """A finished repeat's final recommendation judged three ways (surrogate only)."""
+
+    proposer: str
+    repeat: int
+    best_observed: float
+    held_out_mean: float
+    expected_score: float
+
+
+def ground_truth(conn: Any, comparison_id: int) -> list[Truth]:
+    """Every finished repeat with a re-tested final recommendation and an expected score."""
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT r.proposer, r.repeat_index, r.best_score, r.content, c.budget"
+            " FROM comparison_repeats r JOIN comparisons c USING (comparison_id)"
+            " WHERE r.comparison_id = %s AND r.state = 'finished'"
+            " ORDER BY r.proposer, r.repeat_index",
+            (comparison_id,),
+        )
+        repeats = cur.fetchall()
+        cur.execute(
+            "SELECT r.proposer, r.repeat_index, AVG(r.score) FROM comparison_retests r"
+            " JOIN comparisons c USING (comparison_id) WHERE r.comparison_id = %s"
+            " AND r.at_runs = c.budget AND r.score IS NOT NULL"
+            " GROUP BY r.proposer, r.repeat_index",
+            (comparison_id,),
+        )
+        held_out = {(p, int(i)): float(mean) for p, i, mean in cur.fetchall()}
+    found = []
+    for proposer, index, best, text, budget in repeats:
+        picks = json.loads(text).get("recommendations", [])
+        expected = [p.get("expected_score") for p in picks if p.get("at_runs") == budget]
+        mean = held_out.get((proposer, int(index)))
+        if best is not None and mean is not None and expected and expected[0] is not None:
+            found.append(Truth(proposer, int(index), float(best), mean, float(expected[0])))
+    return found
