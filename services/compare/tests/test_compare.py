@@ -7,6 +7,7 @@ import contextlib
 import csv
 import json
 import os
+import statistics
 import subprocess
 import sys
 from itertools import accumulate
@@ -117,6 +118,22 @@ def test_a_tiny_comparison_runs_every_repeat_through_the_services_and_stores_it(
         assert score == predict_high_score({**config, "seed": seed})
         assert json.loads(failed) == []
     assert sorted({r[3] for r in retests}) == held_out
+    # The closing verdict table shows each proposer's IQM of its repeats' held-out means and
+    # the mean best observed, as computed here from the stored rows.
+    lines = completed.stdout.splitlines()
+    table = lines[lines.index(next(x for x in lines if x.startswith("held-out verdict"))) + 2 :]
+    for proposer in ("default", "random", "tpe"):
+        means = sorted(
+            statistics.mean(r[5] for r in retests if r[:3] == (proposer, index, 4))
+            for index in (0, 1)
+        )  # IQM of two values drops nothing: their mean
+        best = statistics.mean(json.loads(r[5])[-1] for r in rows if r[0] == proposer)
+        shown = next(x for x in table if x.startswith(proposer)).split()
+        assert shown[2] == f"{statistics.mean(means):.2f}", shown
+        assert shown[7] == f"{best:.2f}", shown
+    assert "held-out IQM [95% interval] of the recommendation after each run count" in (
+        completed.stdout
+    )
     with out.open() as handle:
         lines = list(csv.DictReader(handle))
     columns = ("comparison_id", "proposer", "repeat", "seed", "simulations", "score")

@@ -225,6 +225,7 @@ def verdict_lines(
             f" {_number(found.optimism_gap, 2):>12} {_number(found.expected_score, 2):>9}"
         )
     lines.append("* the surrogate's noise-free expected score: ground truth a real SnakeLab lacks")
+    lines += _curve_lines(done, proposers)
     table = stats.paired_table(verdicts, pairs)
     if table:
         lines.append("paired differences of held-out means (A - B, repeat by repeat):")
@@ -237,6 +238,33 @@ def verdict_lines(
                 f"{pair.a:<10} {pair.b:<10} {pair.repeats:>7} {pair.median_difference:>+11.2f}"
                 f" {_interval(pair.low, pair.high):>15} {pair.p_a_beats_b:>12.2f}"
             )
+    return lines
+
+
+def _curve_lines(done: list[RepeatResult], proposers: list[str]) -> list[str]:
+    """With --retest-at: per proposer the held-out IQM [95% interval] after each run count."""
+    finished = [r for r in done if r.state == "finished"]
+    points = sorted({p.recommendation.at_runs for r in finished for p in r.retests})
+    if len(points) < 2:
+        return []
+    lines = ["held-out IQM [95% interval] of the recommendation after each run count:"]
+    lines.append(f"{'proposer':<10} " + " ".join(f"{b:>21}" for b in points))
+    for proposer in proposers:
+        cells = []
+        for b in points:
+            means = [
+                m
+                for r in finished
+                if r.plan.proposer == proposer
+                for p in r.retests
+                if p.recommendation.at_runs == b and (m := p.mean) is not None
+            ]
+            if means:
+                found = stats.iqm_estimate(means)
+                cells.append(f"{found.value:.2f} [{found.low:.2f}, {found.high:.2f}]")
+            else:
+                cells.append("–")
+        lines.append(f"{proposer:<10} " + " ".join(f"{c:>21}" for c in cells))
     return lines
 
 
