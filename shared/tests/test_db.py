@@ -11,7 +11,8 @@ from ax3l.shared.db.cli import ensure_schema, reset_events
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError, DatabaseUnavailable, SchemaMismatch
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
-from ax3l.shared.db.reads import count_simulations, current_golden
+from ax3l.shared.db.reads import current_golden
+from ax3l.shared.db.snakelab_reads import count_simulations
 from ax3l.shared.event_models import GoldenConfigCreated, PromptSent, ReplyReceived
 
 GOLDEN = GoldenConfigCreated(

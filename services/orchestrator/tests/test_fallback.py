@@ -28,8 +28,8 @@ class StreakDb:
     def __init__(self, streak: int) -> None:
         self.streak = streak
 
-    async def fetchone(self, sql: str, params: Any = None, doing: str = "") -> dict[str, int]:
-        return {"n": self.streak} if "COUNT" in sql else {"last": 0}
+    async def fetchall(self, sql: str, params: Any = None, doing: str = "") -> list[dict[str, int]]:
+        return [{"n": self.streak}] if "COUNT" in sql else []
 
 
 class Scripted(Proposer):

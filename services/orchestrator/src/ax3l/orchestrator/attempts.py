@@ -18,6 +18,9 @@ from typing import Any
 
 from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.event_reads import select
+from ax3l.shared.db.snakelab_reads import run_rows
+from ax3l.shared.event_models import SimulationSubmitted
 from ax3l.shared.wire import TERMINAL_STATES
 
 NEVER_TRAINED_STATES = frozenset({"failed", "vanished"})
@@ -56,13 +59,7 @@ async def stored_runs(db: Database, index: ConfigIndex, config: dict[str, Any]) 
     indexed = await index.find_indexed(config)
     if not indexed:
         return []
-    marks = ", ".join(["%s"] * len(indexed))
-    rows = await db.fetchall(
-        "SELECT id, run_id, status, high_score, episode_count, error_message"
-        f" FROM {db.sl('simulation_runs')} WHERE run_id IN ({marks}) ORDER BY id",
-        [run.run_id for run in indexed],
-        doing="reading the attempts at a configuration",
-    )
+    rows = await run_rows(db, [run.run_id for run in indexed])
     return [
         StoredRun(
             sl_id=int(row["id"]),
@@ -80,14 +77,8 @@ async def recorded_run_ids(db: Database, run_ids: list[str]) -> set[str]:
     """Those of ``run_ids`` that have their ``simulation_submitted`` event."""
     if not run_ids:
         return set()
-    marks = ", ".join(["%s"] * len(run_ids))
-    rows = await db.fetchall(
-        "SELECT DISTINCT process_id FROM events"
-        f" WHERE name = 'simulation_submitted' AND process_id IN ({marks})",
-        run_ids,
-        doing="reading which runs are recorded",
-    )
-    return {str(row["process_id"]) for row in rows}
+    submitted = await select(db, SimulationSubmitted, process_ids=run_ids)
+    return {str(event.process_id) for event in submitted}
 
 
 async def unrecorded_runs(db: Database, runs: list[StoredRun]) -> list[StoredRun]:

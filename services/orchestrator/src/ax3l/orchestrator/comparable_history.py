@@ -16,6 +16,7 @@ from typing import Any
 from ax3l.shared.canonical import canonical_number
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.snakelab_reads import runs_matching
 from ax3l.shared.registry import Entry
 
 SEED_COLUMN = "seed"
@@ -285,19 +286,15 @@ async def load_history(
     golden_flat = schema.flatten(dict(golden_config))
     own = set(entry.columns)
     others = [c for c in schema.columns if c not in own and c != SEED_COLUMN]
-    # Every other setting is compared in SQL, and exactly: integers as integers, and numbers
-    # as DOUBLEs against the golden's float sent as a double literal (pymysql writes
-    # ``repr(x)e0``), which parses back to that very float. Two floats are equal exactly when
-    # their shortest decimals are, so this is the canonical equality of ``canonical_number``,
-    # and only comparable rows (with the few columns the history needs) leave the server.
-    where = " AND ".join(f"c.{c} = %s" for c in others) or "1 = 1"
-    wanted = [schema.coerce(schema.by_column[c], golden_flat[c]) for c in others]
-    columns = ", ".join(f"c.{c}" for c in [SEED_COLUMN, *entry.columns])
-    rows = await db.fetchall(
-        f"SELECT r.run_id, r.status, r.high_score, {columns}"
-        f" FROM {db.sl('simulation_runs')} r JOIN {db.sl('configurations')} c"
-        f" ON c.run_id = r.run_id WHERE {where} ORDER BY r.id",
-        wanted,
+    # Every other setting is compared in SQL, exactly (``runs_matching``). Two floats are equal
+    # exactly when their shortest decimals are, so this is the canonical equality of
+    # ``canonical_number``, and only comparable rows (with the few columns the history needs)
+    # leave the server.
+    equal = {c: schema.coerce(schema.by_column[c], golden_flat[c]) for c in others}
+    rows = await runs_matching(
+        db,
+        equal,
+        [SEED_COLUMN, *entry.columns],
         doing=f"reading the comparable history of {entry.name}",
     )
     leaves = [schema.by_column[c] for c in entry.columns]

@@ -23,7 +23,8 @@ from ax3l.orchestrator.status import Phase
 from ax3l.orchestrator.waiting import RunOutcome
 from ax3l.shared.crash_points import crash_point
 from ax3l.shared.db.event_reads import StoredEvent, latest
-from ax3l.shared.db.reads import current_golden, run_with_config
+from ax3l.shared.db.reads import current_golden
+from ax3l.shared.db.snakelab_reads import run_with_config
 from ax3l.shared.event_models import (
     ConfigurationCompared,
     GoldenConfigCreated,

@@ -6,6 +6,7 @@ from typing import Any
 
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
+from ax3l.shared.db.snakelab_reads import count_simulations_in
 from ax3l.shared.event_models import GoldenConfigCreated
 
 
@@ -29,9 +30,7 @@ async def create_golden(
     point matches the moment of acceptance.
     """
     async with db.transaction("creating a golden configuration") as cur:
-        await cur.execute(f"SELECT COUNT(*) AS n FROM {db.sl('simulation_runs')}")
-        row = await cur.fetchone()
-        simulations = int(row["n"]) if row else 0
+        simulations = await count_simulations_in(db, cur)
         content = GoldenConfigCreated(
             run_id=run_id,
             config=config,

@@ -18,7 +18,7 @@ from ax3l.orchestrator.services import LoopServices
 from ax3l.orchestrator.status import Phase
 from ax3l.orchestrator.waiting import ended_unscored
 from ax3l.shared.db.event_reads import StoredEvent, latest
-from ax3l.shared.db.reads import count_simulations
+from ax3l.shared.db.snakelab_reads import count_simulations
 from ax3l.shared.event_models import SimulationSubmitted
 
 logger = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 
 from ax3l.orchestrator.status import LoopStatus
 from ax3l.shared.db.errors import DatabaseError
-from ax3l.shared.db.reads import count_simulations
+from ax3l.shared.db.snakelab_reads import count_simulations
 from ax3l.shared.readiness import (
     ServiceResources,
     app_resources,

@@ -21,6 +21,7 @@ from ax3l.orchestrator.status import LoopStatus
 from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.crash_points import crash_point
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.snakelab_reads import newest_usable_run
 from ax3l.shared.snakelab_client import (
     SnakeLabClient,
     SnakeLabError,
@@ -57,18 +58,7 @@ class OnceSubmitter:
         """The newest stored run of ``config`` that has not failed, been cancelled or completed
         without a high score (such a run can never become a baseline)."""
         run_ids = await self.index.find_runs(config)
-        if not run_ids:
-            return None
-        placeholders = ", ".join(["%s"] * len(run_ids))
-        row = await self.db.fetchone(
-            f"SELECT run_id FROM {self.db.sl('simulation_runs')}"
-            f" WHERE run_id IN ({placeholders}) AND status NOT IN (%s, %s)"
-            " AND NOT (status = 'completed' AND high_score IS NULL)"
-            " ORDER BY id DESC LIMIT 1",
-            (*run_ids, *UNUSABLE_STATES),
-            doing="looking for a usable run of a configuration",
-        )
-        return None if row is None else str(row["run_id"])
+        return await newest_usable_run(self.db, run_ids, UNUSABLE_STATES)
 
     async def reuse_or_submit(
         self, config: dict[str, Any], what: str, crash_after_submit: str

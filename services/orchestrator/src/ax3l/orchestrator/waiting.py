@@ -25,14 +25,15 @@ from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.crash_points import crash_point
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
-from ax3l.shared.db.event_reads import latest
-from ax3l.shared.db.reads import run_with_config
+from ax3l.shared.db.event_reads import latest, select
+from ax3l.shared.db.snakelab_reads import run_with_config
 from ax3l.shared.event_models import (
     RunEnded,
     SimulationCancelled,
     SimulationCompleted,
     SimulationFailed,
     SimulationStarted,
+    SimulationSubmitted,
 )
 from ax3l.shared.snakelab_client import (
     SnakeLabClient,
@@ -198,13 +199,8 @@ class RunWaiter:
 
     async def _submitted_at(self, run_id: str) -> datetime:
         """When the run's submission was recorded (now, for a run recorded nowhere)."""
-        row = await self.db.fetchone(
-            "SELECT MIN(occurred_at) AS at FROM events"
-            " WHERE name = 'simulation_submitted' AND process_id = %s",
-            (run_id,),
-            doing=f"reading when run {run_id} was submitted",
-        )
-        at = None if row is None else row["at"]
+        first = await select(self.db, SimulationSubmitted, process_id=run_id, oldest=1)
+        at = first[0].occurred_at if first else None
         return at if isinstance(at, datetime) else _utc_now()
 
     async def _time_out(

@@ -11,17 +11,18 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cached_property
 from typing import Any, Generic, TypeVar
 
-from ax3l.shared.db.database import Database
 from ax3l.shared.event_models import EventContent, read_content
 
 C = TypeVar("C", bound=EventContent)
 
 _SELECT = (
     "SELECT e.event_id, e.name, e.log_level, e.process_id, e.parent_event_id, e.source_name,"
-    " e.parameter, m.content FROM events e LEFT JOIN event_messages m ON m.event_id = e.event_id"
+    " e.parameter, e.occurred_at, m.content"
+    " FROM events e LEFT JOIN event_messages m ON m.event_id = e.event_id"
 )
 
 Names = str | type[EventContent] | Sequence[str | type[EventContent]]
@@ -40,6 +41,7 @@ class StoredEvent(Generic[C]):
     source_name: str | None
     parameter: str | None
     content: Any
+    occurred_at: datetime | None = None
 
     @cached_property
     def model(self) -> C:
@@ -75,6 +77,7 @@ def stored_event(row: dict[str, Any]) -> StoredEvent[Any]:
         source_name=row["source_name"],
         parameter=row["parameter"],
         content=parse_message(row["content"]),
+        occurred_at=row.get("occurred_at"),
     )
 
 
@@ -91,6 +94,38 @@ async def latest(source: Any, names: type[C] | Names, **filters: Any) -> StoredE
     return found[0] if found else None
 
 
+def _where(names: Names, filters: dict[str, Any]) -> tuple[str, list[Any]]:
+    wanted = event_names(names)
+    where = [f"e.name IN ({', '.join(['%s'] * len(wanted))})"]
+    args: list[Any] = list(wanted)
+    process_ids = filters.pop("process_ids", None)
+    if process_ids is not None:
+        where.append(f"e.process_id IN ({', '.join(['%s'] * len(process_ids)) or 'NULL'})")
+        args.extend(process_ids)
+    for key, value in filters.items():
+        if value is not None:
+            where.append(_FILTERS[key])
+            args.append(value)
+    return " WHERE " + " AND ".join(where), args
+
+
+_FILTERS = {
+    "after": "e.event_id > %s",
+    "before": "e.event_id < %s",
+    "process_id": "e.process_id = %s",
+    "parent": "e.parent_event_id = %s",
+    "source_name": "e.source_name = %s",
+    "level": "e.log_level = %s",
+}
+
+
+async def _rows(source: Any, sql: str, args: list[Any], doing: str) -> list[dict[str, Any]]:
+    if hasattr(source, "execute"):  # a cursor of the caller's transaction
+        await source.execute(sql, args)
+        return [dict(row) for row in await source.fetchall()]
+    return list(await source.fetchall(sql, args, doing=doing))
+
+
 async def select(
     source: Any,
     names: type[C] | Names,
@@ -98,8 +133,10 @@ async def select(
     after: int | None = None,
     before: int | None = None,
     process_id: str | None = None,
+    process_ids: Sequence[str] | None = None,
     parent: int | None = None,
     source_name: str | None = None,
+    level: str | None = None,
     newest: int | None = None,
     oldest: int | None = None,
 ) -> list[StoredEvent[C]]:
@@ -108,20 +145,19 @@ async def select(
 
     ``source`` is the ``Database`` or a cursor of the caller's transaction.
     """
-    wanted = event_names(names)
-    where = [f"e.name IN ({', '.join(['%s'] * len(wanted))})"]
-    args: list[Any] = list(wanted)
-    for clause, value in (
-        ("e.event_id > %s", after),
-        ("e.event_id < %s", before),
-        ("e.process_id = %s", process_id),
-        ("e.parent_event_id = %s", parent),
-        ("e.source_name = %s", source_name),
-    ):
-        if value is not None:
-            where.append(clause)
-            args.append(value)
-    sql = f"{_SELECT} WHERE {' AND '.join(where)}"
+    where, args = _where(
+        names,
+        {
+            "after": after,
+            "before": before,
+            "process_id": process_id,
+            "process_ids": process_ids,
+            "parent": parent,
+            "source_name": source_name,
+            "level": level,
+        },
+    )
+    sql = _SELECT + where
     if newest is not None:
         sql += " ORDER BY e.event_id DESC LIMIT %s"
         args.append(newest)
@@ -130,12 +166,27 @@ async def select(
         if oldest is not None:
             sql += " LIMIT %s"
             args.append(oldest)
-    if isinstance(source, Database) or hasattr(source, "transaction"):
-        rows = await source.fetchall(sql, args, doing=f"reading {', '.join(wanted)} events")
-    else:
-        await source.execute(sql, args)
-        rows = list(await source.fetchall())
-    events = [stored_event(dict(row)) for row in rows]
+    doing = f"reading {', '.join(event_names(names))} events"
+    events = [stored_event(row) for row in await _rows(source, sql, args, doing)]
     if newest is not None:
         events.reverse()
     return events
+
+
+async def count(
+    source: Any,
+    names: type[EventContent] | Names,
+    *,
+    after: int | None = None,
+    source_name: str | None = None,
+    level: str | None = None,
+) -> int:
+    """How many events of ``names`` match the filters (``select``'s)."""
+    where, args = _where(names, {"after": after, "source_name": source_name, "level": level})
+    rows = await _rows(
+        source,
+        "SELECT COUNT(*) AS n FROM events e" + where,
+        args,
+        f"counting {', '.join(event_names(names))} events",
+    )
+    return int(rows[0]["n"]) if rows else 0

@@ -1,42 +1,14 @@
-"""Reads that more than one service needs (SnakeLab's tables and the golden configuration)."""
+"""The golden configuration, as the loop and the broker read it.
+
+SnakeLab's tables are read in ``ax3l.shared.db.snakelab_reads``.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any
 
-from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
 from ax3l.shared.event_models import GoldenConfigCreated
-
-RUN_COLUMNS = (
-    "r.id, r.run_id, r.project_version, r.config_hash, r.status, r.episode_count,"
-    " r.high_score, r.created_at, r.started_at, r.completed_at, r.error_message"
-)
-
-
-async def count_simulations(db: Database) -> int:
-    """SnakeLab's total number of runs, any status, repeats included."""
-    row = await db.fetchone(
-        f"SELECT COUNT(*) AS n FROM {db.sl('simulation_runs')}", doing="counting simulations"
-    )
-    return int(row["n"]) if row else 0
-
-
-async def run_with_config(db: Database, schema: ConfigSchema, run_id: str) -> dict[str, Any] | None:
-    """A run's row plus its nested ``config``, or None if SnakeLab has no such run."""
-    columns = ", ".join(f"c.{column}" for column in schema.columns)
-    row = await db.fetchone(
-        f"SELECT {RUN_COLUMNS}, {columns} FROM {db.sl('simulation_runs')} r"
-        f" JOIN {db.sl('configurations')} c ON c.run_id = r.run_id WHERE r.run_id = %s",
-        (run_id,),
-        doing=f"reading run {run_id}",
-    )
-    if row is None:
-        return None
-    flat = {column: row.pop(column) for column in schema.columns}
-    row["config"] = schema.unflatten(flat)
-    return row
 
 
 async def current_golden(db: Database) -> tuple[int, GoldenConfigCreated] | None:

@@ -30,6 +30,8 @@ from ax3l.orchestrator.proposers.base import (
     TurnContext,
 )
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.event_reads import count, latest
+from ax3l.shared.event_models import ConversationEnded
 from ax3l.shared.turn_state import ANSWERING_EVENTS
 
 logger = logging.getLogger(__name__)
@@ -39,19 +41,9 @@ TURN_MOVED = ANSWERING_EVENTS
 
 async def failure_streak(db: Database, proposer: str) -> int:
     """Failed conversations of ``proposer`` since the turn last moved on."""
-    row = await db.fetchone(
-        "SELECT COALESCE(MAX(event_id), 0) AS last FROM events WHERE name IN (%s, %s)",
-        TURN_MOVED,
-        doing="reading the last completed turn",
-    )
-    last = int(row["last"]) if row else 0
-    row = await db.fetchone(
-        "SELECT COUNT(*) AS n FROM events WHERE name = 'conversation_ended'"
-        " AND source_name = %s AND log_level = 'ERROR' AND event_id > %s",
-        (proposer, last),
-        doing="counting the model's failed conversations",
-    )
-    return int(row["n"]) if row else 0
+    moved = await latest(db, TURN_MOVED)
+    last = moved.event_id if moved is not None else 0
+    return await count(db, ConversationEnded, after=last, source_name=proposer, level="ERROR")
 
 
 class WithFallback(Proposer):

@@ -28,6 +28,8 @@ from ax3l.orchestrator.proposers.fallback import ModelWithFallback
 from ax3l.orchestrator.proposers.llm import LlmProposer
 from ax3l.orchestrator.proposers.search_space import Key, Value, dimensions, key_of
 from ax3l.orchestrator.proposers.tpe import TpeProposer
+from ax3l.shared.db.event_reads import count
+from ax3l.shared.event_models import ProposalAccepted
 
 SUGGESTIONS = 3
 BEST = 5
@@ -142,11 +144,7 @@ class HybridProposer(Proposer):
             await self.tpe.close()
 
     async def _accepted_so_far(self) -> int:
-        row = await self.deps.db.fetchone(
-            "SELECT COUNT(*) AS n FROM events WHERE name = 'proposal_accepted'",
-            doing="counting accepted proposals",
-        )
-        return int(row["n"]) if row else 0
+        return await count(self.deps.db, ProposalAccepted)
 
     async def speculate(self, ahead: TurnAhead, note: dict[str, Any] | None = None) -> None:
         # The run that trains is accepted already: the count is the one ``ahead`` will see.

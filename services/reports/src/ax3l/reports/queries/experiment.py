@@ -10,7 +10,7 @@ from ax3l.reports.event_contents import parse
 from ax3l.reports.models.golden import GoldenSummary
 from ax3l.shared.cycles import CycleCount, CycleTracker
 from ax3l.shared.db.database import Database
-from ax3l.shared.db.reads import count_simulations
+from ax3l.shared.db.snakelab_reads import count_simulations
 from ax3l.shared.event_models import GoldenConfigCreated
 
 

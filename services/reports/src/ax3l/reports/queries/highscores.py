@@ -8,7 +8,7 @@ from datetime import datetime
 from ax3l.reports.models.highscores import HighscorePoint, Highscores
 from ax3l.reports.queries.experiment import golden_content
 from ax3l.shared.db.database import Database
-from ax3l.shared.db.reads import count_simulations
+from ax3l.shared.db.snakelab_reads import count_simulations
 
 
 class HighscoreReader:
