@@ -6,7 +6,7 @@ the completed steps' event times), the resident memory (VmRSS) and CPU per step 
 which a busy machine does not inflate the way it does wall time) of the orchestrator, the broker
 and SnakeLab, and the prompt size (characters of the window's ``prompt_sent`` events, and per
 conversation). At the end it compares the last window with the first and checks the history's
-invariants (``ax3l.testing.chaos.check_invariants``).
+invariants (``ax3l.testing.invariants.check_invariants``).
 
     uv run python bench/bench_soak.py                 # 5,000 steps
     uv run python bench/bench_soak.py --steps 1000    # a shorter soak
@@ -31,6 +31,7 @@ from typing import Any
 from ax3l.shared.db.cli import ensure_schema
 from ax3l.testing import chaos
 from ax3l.testing.chaos import PrivateMariaDB, percentile
+from ax3l.testing.invariants import check_invariants
 from ax3l.testing.scripted_llm import random_call_ranges
 from ax3l.testing.stack import Stack
 
@@ -244,7 +245,7 @@ def soak(steps: int, window: int, stagnant_rounds: int | None) -> int:
                 if stack.broker is not None:
                     stack.broker.stop()
                 with chaos.admin_connection(databases) as conn:
-                    invariants, counts = chaos.check_invariants(conn, databases.snakelab_db)
+                    invariants, counts = check_invariants(conn, databases.snakelab_db)
             finally:
                 stack.close()
     finally:

@@ -39,7 +39,6 @@ from ax3l.shared.db.cli import ensure_schema
 from ax3l.shared.waiting import WaitTimeout, wait_until
 from ax3l.testing import chaos
 from ax3l.testing.chaos import (
-    Invariant,
     PrivateMariaDB,
     ProgressMonitor,
     Restart,
@@ -47,6 +46,7 @@ from ax3l.testing.chaos import (
     Supervised,
     Supervisor,
 )
+from ax3l.testing.invariants import Invariant, check_invariants
 from ax3l.testing.plugin import TestDatabases, free_port
 from ax3l.testing.scripted_llm import random_call_ranges
 
@@ -745,7 +745,7 @@ def _progress(monitor: ProgressMonitor, report: ChaosReport) -> str:
 
 def _check(databases: TestDatabases, log_dir: Path, report: ChaosReport) -> None:
     with chaos.admin_connection(databases) as conn:
-        report.invariants, report.counts = chaos.check_invariants(conn, databases.snakelab_db)
+        report.invariants, report.counts = check_invariants(conn, databases.snakelab_db)
     from ax3l.testing.stack import Stack, check_history
 
     stack = Stack(databases, log_dir)

@@ -16,20 +16,17 @@ import signal
 import sys
 import urllib.error
 import urllib.request
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
 
 from ax3l.shared.config_schema import BUNDLED_SCHEMA
-from ax3l.shared.event_models import EventContent, read_content
 from ax3l.shared.ports import free_port
 from ax3l.shared.processes import ManagedProcess, http_ok
-from ax3l.shared.registry import ENTRIES, PARAMETER_ORDER
 from ax3l.shared.waiting import WaitTimeout, wait_until
-from ax3l.shared.wire import TERMINAL_STATES
 from ax3l.testing.databases import TestDatabases
+from ax3l.testing.invariants import STEP_EVENTS, Ev, check, read_history
 from ax3l.testing.snakelab_process import SnakeLabProcess
 from ax3l.testing.zmq_peer import ScriptedPeer
 
@@ -40,30 +37,6 @@ FAST_ENV = {
     "AX3L_LLM_TIMEOUT": "20",
     "AX3L_MCP_CALL_TIMEOUT": "20",
 }
-
-
-@dataclass(frozen=True)
-class Ev:
-    """An event as stored."""
-
-    event_id: int
-    name: str
-    level: str
-    process_id: str | None
-    parent: int | None
-    source_name: str | None
-    parameter: str | None
-    content: Any
-
-    def get(self, key: str, default: Any = None) -> Any:
-        """A key of the content as stored (malformed rows included)."""
-        return self.content.get(key, default) if isinstance(self.content, dict) else default
-
-    @property
-    def model(self) -> EventContent:
-        """The content as its event's model, read as the product's typed reads read it
-        (``ax3l.shared.event_models.read_content``)."""
-        return read_content(self.name, self.content)
 
 
 # The stack's processes; the name its tests use.
@@ -312,10 +285,14 @@ class Stack:
             self._conn.close()
             self._conn = None
 
-    def _cursor(self) -> Any:
+    def connection(self) -> Any:
+        """The admin connection the helpers read with (autocommit: every read sees the latest)."""
         if self._conn is None:
             self._conn = self.databases.connect("admin", self.databases.ax3l_db)
-        return self._conn.cursor()
+        return self._conn
+
+    def _cursor(self) -> Any:
+        return self.connection().cursor()
 
     def events(self, *names: str) -> list[Ev]:
         """Events (all, or with one of ``names``), oldest first."""
@@ -397,10 +374,6 @@ class Stack:
         return dict(http_json(f"http://127.0.0.1:{self.api_port}/api/status"))
 
 
-TERMINAL = ("simulation_completed", "simulation_failed", "simulation_cancelled")
-DECISIONS = ("golden_config_created", "golden_config_retained")
-
-
 @dataclass
 class HistorySummary:
     steps: list[int]  # completed step indices, in order
@@ -410,133 +383,25 @@ class HistorySummary:
 
 
 def check_history(stack: Stack) -> HistorySummary:
-    """The invariants every history must keep, whatever crashed where; returns a summary.
-
-    No run submitted twice, every stage logged once per run, steps completed in order without
-    gaps or repeats, every comparison decided once by the strictly-higher rule, every golden
-    with its score snapshot.
-    """
-    from ax3l.shared import cycles as shared_cycles
-
-    events = stack.events()
-    runs = stack.runs()
-    columns = [c for c in runs[0] if c not in ("run_id", "status", "high_score")] if runs else []
-    by_run: dict[str, list[Ev]] = {}
-    for event in events:
-        if event.process_id:
-            by_run.setdefault(event.process_id, []).append(event)
-    _check_repeats(runs, columns, by_run)
-    for run in runs:
-        names = [e.name for e in by_run.get(run["run_id"], [])]
-        assert names.count("simulation_submitted") == 1, (run["run_id"], names)
-        assert names.count("simulation_started") <= 1, names
-        assert sum(names.count(n) for n in TERMINAL) <= 1, names
-        assert names.count("configuration_compared") <= 1, names
-        assert names.count("proposal_accepted") <= 1, names
-
-    compared = [e for e in events if e.name == "configuration_compared"]
-    for i, compare in enumerate(compared):
-        decisions = [e for e in events if e.name in DECISIONS and e.parent == compare.event_id]
-        if i < len(compared) - 1:
-            assert len(decisions) == 1, f"comparison {compare.event_id} decided {len(decisions)}x"
-        else:
-            assert len(decisions) <= 1
-        # Only a run that completed can win: a failed run keeps the high score it reached
-        # before it failed (SnakeLab killed mid-run), but is never promoted.
-        expected = (
-            "golden_config_created"
-            if compare.get("state") == "completed"
-            and compare.get("high_score") is not None
-            and compare.get("high_score") > compare.get("golden_high_score")
-            else "golden_config_retained"
-        )
-        assert all(d.name == expected for d in decisions), (compare.content, decisions)
-        golden_before = [
-            e for e in events if e.name == "golden_config_created" and e.event_id < compare.event_id
-        ][-1]
-        assert compare.get("golden_high_score") == golden_before.get("high_score")
-        assert compare.get("current_golden_run_id") == golden_before.get("run_id")
-
-    steps = [
-        e.get("index")
-        for e in events
-        if e.name in ("configuration_compared", "parameter_space_exhausted")
-        and isinstance(e.get("index"), int)
-    ]
-    assert steps == [i % len(ENTRIES) for i in range(len(steps))], f"steps out of order: {steps}"
-
-    for accepted in (e for e in events if e.name == "proposal_accepted"):
-        checkpoint = [
-            e
-            for e in events
-            if e.name == "round_robin_checkpoint" and e.event_id < accepted.event_id
-        ][-1]
-        assert accepted.get("parameter") == PARAMETER_ORDER[checkpoint.get("index")]
-        of_run = [c for c in compared if c.process_id == accepted.get("run_id")]
-        if of_run:
-            assert of_run[0].get("index") == checkpoint.get("index")
-
-    goldens = [e for e in events if e.name == "golden_config_created"]
-    snapshots = stack.highscores()
-    assert [row[0] for row in snapshots] == [g.event_id for g in goldens]
-    for golden, (_, simulations, score, seed) in zip(goldens, snapshots, strict=True):
-        assert (score, seed) == (golden.get("high_score"), golden.get("seed"))
-        assert simulations == golden.get("simulations")
-        run = next(r for r in runs if r["run_id"] == golden.get("run_id"))
-        assert run["high_score"] == score and run["seed"] == seed
-
-    theirs = shared_cycles.count_cycles((e.event_id, e.name, e.content) for e in events)
-    assert theirs.complete == len(steps) // len(ENTRIES)
-    _check_proposals_compared(events, runs)
-    return HistorySummary(steps, runs, goldens, compared)
-
-
-def _check_proposals_compared(events: list[Ev], runs: list[dict[str, Any]]) -> None:
-    """At most one accepted proposal per checkpoint, and every accepted proposal whose run (or
-    its infrastructure retry's) reached a terminal state is compared; the newest may be
-    pending."""
-    accepted = [e for e in events if e.name == "proposal_accepted"]
-    per_checkpoint = Counter(
-        e.get("checkpoint_event_id") for e in accepted if e.get("checkpoint_event_id") is not None
+    """Assert every history invariant (``ax3l.testing.invariants``: the chaos tier's and the
+    soak's too) on the stack's databases; returns a summary for the test's own assertions."""
+    history = read_history(stack.connection(), stack.databases.snakelab_db)
+    failed = [invariant for invariant in check(history) if not invariant.passed]
+    assert not failed, "\n".join(
+        f"{invariant.name}: {violation}"
+        for invariant in failed
+        for violation in invariant.violations[:5]
     )
-    assert all(n == 1 for n in per_checkpoint.values()), f"two proposals for one turn: {accepted}"
-    compared = Counter(e.process_id for e in events if e.name == "configuration_compared")
-    ended = {r["run_id"] for r in runs if r["status"] in TERMINAL_STATES}
-    for proposal in accepted[:-1]:
-        # An infrastructure retry's run (parent: the proposal) is the step's run instead.
-        chain = [proposal.get("run_id") or proposal.process_id] + [
-            e.process_id
-            for e in events
-            if e.name == "simulation_submitted"
-            and e.source_name == "InfraRetry"
-            and e.parent == proposal.event_id
-        ]
-        if any(run in ended for run in chain):
-            assert sum(compared[run] for run in chain) == 1, (proposal.content, chain, compared)
-
-
-def _check_repeats(
-    runs: list[dict[str, Any]], columns: list[str], by_run: dict[str, list[Ev]]
-) -> None:
-    """A configuration stored twice only as the loop's own attempt after a run without a score
-    (a baseline run again, or the retry of a run that never trained), recorded as attempt n."""
-    seen: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for run in runs:
-        key = tuple(run[c] for c in columns)
-        earlier = seen.setdefault(key, [])
-        if earlier:
-            submitted = [
-                e for e in by_run.get(run["run_id"], []) if e.name == "simulation_submitted"
-            ]
-            assert submitted and submitted[0].get("attempt") == len(earlier) + 1, (
-                "a configuration was submitted twice",
-                run["run_id"],
-                [e.content for e in submitted],
-            )
-            assert all(
-                r["status"] in ("failed", "cancelled") or r["high_score"] is None for r in earlier
-            ), ("a configuration was submitted again after a scored run", run["run_id"])
-        earlier.append(run)
+    events = stack.events()
+    steps = [
+        e.get("index") for e in events if e.name in STEP_EVENTS and isinstance(e.get("index"), int)
+    ]
+    return HistorySummary(
+        steps,
+        stack.runs(),
+        [e for e in events if e.name == "golden_config_created"],
+        [e for e in events if e.name == "configuration_compared"],
+    )
 
 
 # Every setting but hidden size fixed to its default: those entries are exhausted at once.
