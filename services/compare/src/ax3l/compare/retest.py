@@ -36,6 +36,7 @@ import zmq.asyncio
 from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.snakelab_reads import newest_usable_run
 from ax3l.shared.settings import Settings
 from ax3l.shared.snakelab_client import (
     SnakeLabClient,
@@ -257,18 +258,7 @@ class SnakeLabRuns:
 
     async def _usable_run(self, config: dict[str, Any]) -> str | None:
         run_ids = await self.index.find_runs(config)
-        if not run_ids:
-            return None
-        placeholders = ", ".join(["%s"] * len(run_ids))
-        row = await self.db.fetchone(
-            f"SELECT run_id FROM {self.db.sl('simulation_runs')}"
-            f" WHERE run_id IN ({placeholders}) AND status NOT IN (%s, %s)"
-            " AND NOT (status = 'completed' AND high_score IS NULL)"
-            " ORDER BY id DESC LIMIT 1",
-            (*run_ids, *UNUSABLE_STATES),
-            doing="looking for a usable re-test run",
-        )
-        return None if row is None else str(row["run_id"])
+        return await newest_usable_run(self.db, run_ids, UNUSABLE_STATES)
 
     async def _until_healthy(self) -> None:
         while True:
