@@ -58,10 +58,14 @@ test-chaos: install ## the chaos test: the whole stack kill -9'd and frozen at r
 test-compose: system-deps install ## docker compose up for real: images built, started, crashed, resumed (root; starts dockerd)
 	AX3L_TEST_COMPOSE=1 $(UV) run --frozen pytest tests/compose -s $(PYTEST_ARGS)
 
+# The same commands as .pre-commit-config.yaml's hooks; the rules and their reasons are in
+# pyproject.toml (mypy: strict on the packages, lenient on tests, scripts and bench).
 .PHONY: lint
-lint: install ## ruff and mypy
+lint: install ## ruff (lint and format check) and mypy (strict on the packages, lenient on tests)
 	$(UV) run --frozen ruff check .
+	$(UV) run --frozen ruff format --check .
 	$(UV) run --frozen mypy shared/src services/*/src testing/src
+	$(UV) run --frozen mypy shared/tests services/*/tests tests scripts bench
 
 .PHONY: bench
 bench: install db-start ## run the benchmarks under bench/ (prints figures; the soak: make soak)

@@ -160,7 +160,8 @@ def _median_rows(rows: Samples) -> Samples:
 def _iqm_rows(rows: Samples) -> Samples:
     n = rows.shape[1]
     cut = n // 4
-    return np.sort(rows, axis=1)[:, cut : n - cut].mean(axis=1)
+    means: Samples = np.sort(rows, axis=1)[:, cut : n - cut].mean(axis=1)
+    return means
 
 
 def iqm(values: Sequence[float]) -> float:

@@ -212,6 +212,21 @@ class ConfigIndex:
             (self._columns_hash, STATE_NAME),
         )
 
+    async def _trusted_last_id(self, cur: Any, state: Mapping[str, Any], runs: str) -> int:
+        """The last indexed id, or 0 after wiping an index that no longer matches SnakeLab's
+        tables (other columns, or the last indexed run changed or vanished)."""
+        last_id = int(state["last_id"])
+        if state["columns_hash"] != self._columns_hash:
+            await self._wipe(cur, "the schema's columns changed")
+            return 0
+        if last_id > 0:
+            await cur.execute(f"SELECT run_id FROM {runs} WHERE id = %s", (last_id,))
+            anchor = await cur.fetchone()
+            if anchor is None or anchor["run_id"] != state["last_run_id"]:
+                await self._wipe(cur, f"SnakeLab's run #{last_id} changed or vanished")
+                return 0
+        return last_id
+
     async def _refresh_batch(self) -> tuple[int, bool]:
         runs = self.db.sl("simulation_runs")
         configurations = self.db.sl("configurations")
@@ -225,16 +240,7 @@ class ConfigIndex:
             if state is None:  # deleted by hand since this process created it
                 self._state_ready = False
                 return 0, True
-            last_id = int(state["last_id"])
-            if state["columns_hash"] != self._columns_hash:
-                await self._wipe(cur, "the schema's columns changed")
-                last_id = 0
-            elif last_id > 0:
-                await cur.execute(f"SELECT run_id FROM {runs} WHERE id = %s", (last_id,))
-                anchor = await cur.fetchone()
-                if anchor is None or anchor["run_id"] != state["last_run_id"]:
-                    await self._wipe(cur, f"SnakeLab's run #{last_id} changed or vanished")
-                    last_id = 0
+            last_id = await self._trusted_last_id(cur, state, runs)
 
             await cur.execute("SELECT lo, hi, noticed_at FROM config_index_holes ORDER BY lo")
             holes = [(int(r["lo"]), int(r["hi"]), r["noticed_at"]) for r in await cur.fetchall()]

@@ -76,48 +76,77 @@ def compile_schema(node: Any) -> Check | None:
 
 
 def _keyword(key: str, value: Any, node: dict[str, Any]) -> Check | None:
-    if key == "type":
-        return _type_check(value)
-    if key == "properties":
-        if not isinstance(value, dict):
+    compiler = _KEYWORDS.get(key)
+    return None if compiler is None else compiler(key, value, node)
+
+
+def _properties_keyword(_key: str, value: Any, _node: dict[str, Any]) -> Check | None:
+    if not isinstance(value, dict):
+        return None
+    properties: dict[str, Check] = {}
+    for name, sub in value.items():
+        compiled = compile_schema(sub)
+        if compiled is None:
             return None
-        properties: dict[str, Check] = {}
-        for name, sub in value.items():
-            compiled = compile_schema(sub)
-            if compiled is None:
-                return None
-            properties[name] = compiled
-        return _properties_check(properties)
-    if key == "required":
-        if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
-            return None
-        names = tuple(value)
-        return lambda instance: not isinstance(instance, dict) or all(n in instance for n in names)
-    if key == "additionalProperties":
-        if value is True:
-            return lambda instance: True
-        if value is not False or "patternProperties" in node:
-            return None
-        allowed = frozenset(node.get("properties", {}))
-        return lambda instance: not isinstance(instance, dict) or allowed.issuperset(instance)
-    if key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-        if not _is_number(value) or not math.isfinite(value):
-            return None
-        return _bound_check(key, value)
-    if key == "multipleOf":
-        if not _is_number(value) or not math.isfinite(value) or value <= 0:
-            return None
-        return _multiple_check(value)
-    if key == "const":
-        if not _is_number(value):
-            return None
-        return lambda instance: _is_number(instance) and instance == value
-    if key == "enum":
-        if not isinstance(value, list) or not all(_is_number(item) for item in value):
-            return None
-        choices = tuple(value)
-        return lambda instance: _is_number(instance) and any(instance == c for c in choices)
-    return None
+        properties[name] = compiled
+    return _properties_check(properties)
+
+
+def _required_keyword(_key: str, value: Any, _node: dict[str, Any]) -> Check | None:
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        return None
+    names = tuple(value)
+    return lambda instance: not isinstance(instance, dict) or all(n in instance for n in names)
+
+
+def _additional_keyword(_key: str, value: Any, node: dict[str, Any]) -> Check | None:
+    if value is True:
+        return lambda instance: True
+    if value is not False or "patternProperties" in node:
+        return None
+    allowed = frozenset(node.get("properties", {}))
+    return lambda instance: not isinstance(instance, dict) or allowed.issuperset(instance)
+
+
+def _bound_keyword(key: str, value: Any, _node: dict[str, Any]) -> Check | None:
+    if not _is_number(value) or not math.isfinite(value):
+        return None
+    return _bound_check(key, value)
+
+
+def _multiple_keyword(_key: str, value: Any, _node: dict[str, Any]) -> Check | None:
+    if not _is_number(value) or not math.isfinite(value) or value <= 0:
+        return None
+    return _multiple_check(value)
+
+
+def _const_keyword(_key: str, value: Any, _node: dict[str, Any]) -> Check | None:
+    if not _is_number(value):
+        return None
+    return lambda instance: _is_number(instance) and instance == value
+
+
+def _enum_keyword(_key: str, value: Any, _node: dict[str, Any]) -> Check | None:
+    if not isinstance(value, list) or not all(_is_number(item) for item in value):
+        return None
+    choices = tuple(value)
+    return lambda instance: _is_number(instance) and any(instance == c for c in choices)
+
+
+# Each keyword the fast path compiles; any other keyword (None) sends the schema to jsonschema.
+_KEYWORDS: dict[str, Callable[[str, Any, dict[str, Any]], Check | None]] = {
+    "type": lambda _key, value, _node: _type_check(value),
+    "properties": _properties_keyword,
+    "required": _required_keyword,
+    "additionalProperties": _additional_keyword,
+    "minimum": _bound_keyword,
+    "maximum": _bound_keyword,
+    "exclusiveMinimum": _bound_keyword,
+    "exclusiveMaximum": _bound_keyword,
+    "multipleOf": _multiple_keyword,
+    "const": _const_keyword,
+    "enum": _enum_keyword,
+}
 
 
 def _type_check(kind: Any) -> Check | None:

@@ -265,10 +265,14 @@ class Database:
                     raise
         raise AssertionError("unreachable")
 
-    async def fetchall(self, sql: str, args: Any = None, doing: str = "query") -> list[dict]:
+    async def fetchall(
+        self, sql: str, args: Any = None, doing: str = "query"
+    ) -> list[dict[str, Any]]:
         return list(await self._read(sql, args, doing, one=False))
 
-    async def fetchone(self, sql: str, args: Any = None, doing: str = "query") -> dict | None:
+    async def fetchone(
+        self, sql: str, args: Any = None, doing: str = "query"
+    ) -> dict[str, Any] | None:
         row = await self._read(sql, args, doing, one=True)
         return dict(row) if row else None
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 from ax3l.shared.event_models import EventContent, read_content
 
@@ -124,6 +124,40 @@ async def _rows(source: Any, sql: str, args: list[Any], doing: str) -> list[dict
         await source.execute(sql, args)
         return [dict(row) for row in await source.fetchall()]
     return list(await source.fetchall(sql, args, doing=doing))
+
+
+@overload
+async def select(
+    source: Any,
+    names: type[C],
+    *,
+    after: int | None = None,
+    before: int | None = None,
+    process_id: str | None = None,
+    process_ids: Sequence[str] | None = None,
+    parent: int | None = None,
+    source_name: str | None = None,
+    level: str | None = None,
+    newest: int | None = None,
+    oldest: int | None = None,
+) -> list[StoredEvent[C]]: ...
+
+
+@overload
+async def select(
+    source: Any,
+    names: Names,
+    *,
+    after: int | None = None,
+    before: int | None = None,
+    process_id: str | None = None,
+    process_ids: Sequence[str] | None = None,
+    parent: int | None = None,
+    source_name: str | None = None,
+    level: str | None = None,
+    newest: int | None = None,
+    oldest: int | None = None,
+) -> list[StoredEvent[Any]]: ...
 
 
 async def select(
