@@ -143,7 +143,8 @@ def test_the_same_recommendation_at_two_points_is_run_once():
 def test_a_retest_run_killed_with_snakelab_is_run_again_on_the_real_snakelab(
     databases, db_env, tmp_path
 ):
-    """The reference SnakeLab (1 s surrogate runs) is SIGKILLed while the first re-test run
+    """The reference SnakeLab (3 s surrogate runs: the kill must land while the first trains,
+    also on a loaded machine) is SIGKILLed while the first re-test run
     trains and restarted on its port: it records that run and the queued one failed, each seed
     is run again through SnakeLabRuns, and SnakeLab ends holding exactly those four runs, the
     two counted with the surrogate's score of the recommendation on their seed."""
@@ -158,7 +159,7 @@ def test_a_retest_run_killed_with_snakelab_is_run_again_on_the_real_snakelab(
     base = processes.base_env(dict(os.environ))
     with repeat_databases(settings) as dbs:
         snakelab_env = {**base, **dbs.snakelab_env()}
-        first, endpoint = processes.start_snakelab(snakelab_env, tmp_path, 1.0, schema_path)
+        first, endpoint = processes.start_snakelab(snakelab_env, tmp_path, 3.0, schema_path)
         port = int(endpoint.rsplit(":", 1)[1])
         services = [first]
         conn = dbs.connect()
@@ -175,7 +176,7 @@ def test_a_retest_run_killed_with_snakelab_is_run_again_on_the_real_snakelab(
                 wait_until(lambda: "running" in statuses(), 30, "a re-test run training")
                 os.kill(first.pid, signal.SIGKILL)
                 first.popen.wait(10)
-                again, _ = processes.start_snakelab(snakelab_env, tmp_path, 1.0, schema_path, port)
+                again, _ = processes.start_snakelab(snakelab_env, tmp_path, 3.0, schema_path, port)
                 services.append(again)
 
             killer = threading.Thread(target=kill_and_restart)

@@ -7,11 +7,11 @@ import contextlib
 import pytest
 
 from ax3l.orchestrator.status import LoopStatus
-from ax3l.orchestrator.submission import OnceSubmitter, SubmissionRefused
 from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.snakelab_client import SnakeLabClient
+from ax3l.shared.submit_once import OnceSubmitter, SubmissionRefused
 from ax3l.testing.snakelab_rows import insert_runs
 from ax3l.testing.zmq_peer import ScriptedPeer, ok, refused, snakelab_reply
 

@@ -15,21 +15,29 @@ Who uses them:
 * The broker, for proposals (``toolbroker/submission.py``): a durable intent records the
   position before ``send_once``; ``ax3l.shared.intents.reconcile`` adopts the intent's run from
   ``created_runs`` after a crash or an ``Unknown``, and never sends again.
-* The orchestrator, for its own runs (``orchestrator/submission.py:OnceSubmitter``: seeding,
-  seed baselines, infrastructure retries): their configurations are deterministic, so a stored
-  usable run of the configuration is reused instead of sending; after an ``Unknown`` it waits
-  until SnakeLab answers and takes the run from ``created_runs`` before anything is sent again.
+* ``OnceSubmitter``, for runs of deterministic configurations (the orchestrator's seeding,
+  seed baselines and infrastructure retries; ``ax3l-compare``'s held-out re-tests): a stored
+  usable run of the configuration is reused instead of sending (one that has not failed, been
+  cancelled or completed without a high score); after an ``Unknown`` it waits until SnakeLab
+  answers and takes the run from ``created_runs`` before anything is sent again. Only when every
+  stored run of the configuration is unusable is it submitted anew (the callers bound how
+  often).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 from pydantic import ValidationError
 
 from ax3l.shared.config_index import ConfigIndex, IndexedRun
+from ax3l.shared.crash_points import crash_point
+from ax3l.shared.db.database import Database
+from ax3l.shared.db.snakelab_reads import newest_usable_run
 from ax3l.shared.snakelab_client import (
     SnakeLabClient,
     SnakeLabError,
@@ -37,6 +45,10 @@ from ax3l.shared.snakelab_client import (
     SnakeLabUnavailable,
     SubmitReply,
 )
+
+logger = logging.getLogger(__name__)
+
+UNUSABLE_STATES = ("failed", "cancelled")
 
 
 @dataclass(frozen=True)
@@ -80,3 +92,76 @@ async def created_runs(
 ) -> list[IndexedRun]:
     """Stored runs of ``config`` with a SnakeLab id above ``after_id``, oldest first."""
     return [run for run in await index.find_indexed(config) if run.sl_id > after_id]
+
+
+class SubmissionRefused(RuntimeError):
+    """SnakeLab refused the configuration (a schema mismatch between Ax3l and SnakeLab)."""
+
+
+class StatusLine(Protocol):
+    """Where a waiting submitter says what it is waiting for (the loop's status)."""
+
+    def error(self, message: str) -> None: ...
+
+
+@dataclass(eq=False)
+class OnceSubmitter:
+    """Finds a usable run of a configuration, or submits it exactly once."""
+
+    db: Database
+    client: SnakeLabClient
+    index: ConfigIndex
+    interval: float
+    status: StatusLine | None = None
+
+    def _say(self, message: str) -> None:
+        if self.status is not None:
+            self.status.error(message)
+
+    async def usable_run(self, config: dict[str, Any]) -> str | None:
+        """The newest stored run of ``config`` that has not failed, been cancelled or completed
+        without a high score (such a run can never be a baseline or a re-test)."""
+        run_ids = await self.index.find_runs(config)
+        return await newest_usable_run(self.db, run_ids, UNUSABLE_STATES)
+
+    async def reuse_or_submit(
+        self, config: dict[str, Any], what: str, crash_after_submit: str | None = None
+    ) -> tuple[str, bool]:
+        """``(run_id, submitted_now)``: an existing usable run of ``config`` or a new one."""
+        while True:
+            existing = await self.usable_run(config)
+            if existing is not None:
+                logger.info("%s: reusing run %s of the same configuration", what, existing)
+                return existing, False
+            position = await self.index.position()
+            outcome = await send_once(self.client, config)
+            if isinstance(outcome, Sent):
+                if crash_after_submit:
+                    crash_point(crash_after_submit)
+                logger.info("%s: submitted run %s", what, outcome.reply.run_id)
+                return outcome.reply.run_id, True
+            if isinstance(outcome, Refused):
+                if outcome.error.code == "invalid_config":
+                    raise SubmissionRefused(f"SnakeLab refused the {what} config: {outcome.error}")
+                self._say(f"{what}: SnakeLab answered {outcome.error}")
+                await asyncio.sleep(self.interval)
+                continue
+            # It may have been processed: look again once SnakeLab answers.
+            self._say(f"{what}: {outcome.problem}")
+            logger.warning(
+                "%s: submit got no answer (%s); not resending blindly", what, outcome.problem
+            )
+            await self._until_healthy()
+            created = await created_runs(self.index, config, position)
+            if created:
+                run_id = created[0].run_id
+                logger.warning("%s: SnakeLab created run %s; its answer was lost", what, run_id)
+                return run_id, True
+
+    async def _until_healthy(self) -> None:
+        while True:
+            try:
+                await self.client.health()
+                return
+            except (SnakeLabUnavailable, SnakeLabProtocolError, SnakeLabError):
+                await asyncio.sleep(self.interval)

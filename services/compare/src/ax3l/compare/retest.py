@@ -36,15 +36,9 @@ import zmq.asyncio
 from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
-from ax3l.shared.db.snakelab_reads import newest_usable_run
 from ax3l.shared.settings import Settings
-from ax3l.shared.snakelab_client import (
-    SnakeLabClient,
-    SnakeLabError,
-    SnakeLabProtocolError,
-    SnakeLabUnavailable,
-)
-from ax3l.shared.submit_once import Refused, Sent, created_runs, send_once
+from ax3l.shared.snakelab_client import SnakeLabClient
+from ax3l.shared.submit_once import OnceSubmitter
 from ax3l.shared.wire import TERMINAL_STATES
 from snakelab.trainers.surrogate import expected_high_score
 
@@ -218,19 +212,12 @@ async def _wait(
     return ended
 
 
-class RetestRefused(RuntimeError):
-    """SnakeLab refused a re-test configuration (a schema mismatch)."""
-
-
-UNUSABLE_STATES = ("failed", "cancelled")
-
-
 @dataclass(eq=False)
 class SnakeLabRuns:
-    """The repeat's SnakeLab as a ``RunSource``, on ``ax3l.shared.submit_once`` as the loop's
-    own runs are: a stored usable run of the configuration is reused (one that has not failed,
-    been cancelled or completed without a high score); otherwise it is sent once, and after a
-    lost answer the run it created is looked up once SnakeLab answers again, never resent."""
+    """The repeat's SnakeLab as a ``RunSource``, through ``ax3l.shared.submit_once``'s
+    ``OnceSubmitter`` as the loop's own runs are: a stored usable run of the configuration is
+    reused; otherwise it is sent once, and after a lost answer the run it created is looked up
+    once SnakeLab answers again, never resent."""
 
     db: Database
     client: SnakeLabClient
@@ -238,35 +225,9 @@ class SnakeLabRuns:
     interval: float
 
     async def reuse_or_submit(self, config: dict[str, Any]) -> str:
-        while True:
-            existing = await self._usable_run(config)
-            if existing is not None:
-                return existing
-            position = await self.index.position()
-            outcome = await send_once(self.client, config)
-            if isinstance(outcome, Sent):
-                return outcome.reply.run_id
-            if isinstance(outcome, Refused):
-                if outcome.error.code == "invalid_config":
-                    raise RetestRefused(f"SnakeLab refused a re-test config: {outcome.error}")
-                await asyncio.sleep(self.interval)
-                continue
-            await self._until_healthy()
-            created = await created_runs(self.index, config, position)
-            if created:
-                return created[0].run_id
-
-    async def _usable_run(self, config: dict[str, Any]) -> str | None:
-        run_ids = await self.index.find_runs(config)
-        return await newest_usable_run(self.db, run_ids, UNUSABLE_STATES)
-
-    async def _until_healthy(self) -> None:
-        while True:
-            try:
-                await self.client.health()
-                return
-            except (SnakeLabUnavailable, SnakeLabProtocolError, SnakeLabError):
-                await asyncio.sleep(self.interval)
+        once = OnceSubmitter(self.db, self.client, self.index, self.interval)
+        run_id, _ = await once.reuse_or_submit(config, "re-test")
+        return run_id
 
     async def ended(self, run_id: str) -> tuple[str, int | None] | None:
         row = await self.db.fetchone(

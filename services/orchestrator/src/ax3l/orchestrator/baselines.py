@@ -6,7 +6,8 @@ more than ``AX3L_INFRA_RETRY_MAX`` that SnakeLab failed before their first episo
 stops with ``BaselineFailed`` naming the last run and its error. The attempts are SnakeLab's
 stored runs of the configuration, so a restart counts the same. A stored run whose submission
 was never recorded (a crash right after the submit) is recorded and waited for before anything
-new is submitted; a new run goes through ``OnceSubmitter``, which never resends blindly.
+new is submitted; a new run goes through ``ax3l.shared.submit_once.OnceSubmitter``, which
+never resends blindly.
 """
 
 from __future__ import annotations
@@ -18,12 +19,17 @@ from typing import Any
 from ax3l.orchestrator.attempts import StoredRun, attempt_number, stored_runs, unrecorded_runs
 from ax3l.orchestrator.services import LoopServices, StepFailed
 from ax3l.orchestrator.status import Phase
-from ax3l.orchestrator.submission import BaselineFailed
 from ax3l.orchestrator.waiting import RunOutcome
 from ax3l.shared.db.event_reads import StoredEvent
 from ax3l.shared.event_models import SimulationSubmitted
+from ax3l.shared.submit_once import SubmissionRefused
 
 logger = logging.getLogger(__name__)
+
+
+class BaselineFailed(SubmissionRefused):
+    """A seeding or seed-rotation baseline failed as often as the settings allow: like a refused
+    configuration, this stops the loop, since no baseline means no comparison; the user acts."""
 
 
 def _give_up_problem(services: LoopServices, runs: list[StoredRun], what: str) -> str | None:

@@ -28,12 +28,12 @@ from ax3l.orchestrator.seeding import seed
 from ax3l.orchestrator.services import LoopServices, StepFailed
 from ax3l.orchestrator.settling import settle_submissions
 from ax3l.orchestrator.status import Phase
-from ax3l.orchestrator.submission import SubmissionRefused
 from ax3l.orchestrator.turns import ParameterOrderChanged, next_turn, write_checkpoint
 from ax3l.shared.crash_points import crash_point
 from ax3l.shared.cycles import CycleTracker
 from ax3l.shared.db.errors import DatabaseError, DatabaseTimeout
 from ax3l.shared.db.reads import current_golden
+from ax3l.shared.submit_once import SubmissionRefused
 
 logger = logging.getLogger(__name__)
 

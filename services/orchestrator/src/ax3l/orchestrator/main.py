@@ -36,7 +36,6 @@ from ax3l.orchestrator.session_pool import SessionPool
 from ax3l.orchestrator.startup import prepare
 from ax3l.orchestrator.status import LoopStatus, Phase
 from ax3l.orchestrator.status_api import ApiResources, create_app
-from ax3l.orchestrator.submission import OnceSubmitter
 from ax3l.orchestrator.waiting import RunWaiter
 from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema, SchemaFileError, load_schema
@@ -48,6 +47,7 @@ from ax3l.shared.db.errors import DatabaseMisconfigured, DatabaseUnavailable
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.settings import PROPOSER_NAMES, Settings
 from ax3l.shared.snakelab_client import SnakeLabClient
+from ax3l.shared.submit_once import OnceSubmitter
 from ax3l.shared.tasks import stop_task
 
 logger = logging.getLogger("ax3l.orchestrator")

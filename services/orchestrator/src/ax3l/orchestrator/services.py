@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ax3l.orchestrator.status import LoopStatus
-from ax3l.orchestrator.submission import OnceSubmitter
 from ax3l.orchestrator.waiting import RunWaiter
 from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema
@@ -13,6 +12,7 @@ from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.settings import Settings
 from ax3l.shared.snakelab_client import SnakeLabClient
+from ax3l.shared.submit_once import OnceSubmitter
 
 
 @dataclass(frozen=True)
