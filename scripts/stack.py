@@ -10,11 +10,10 @@ crashed ``AX3L_STACK_RESTART_LIMIT`` times in a row within seconds of starting.
 ``run`` supervises in the foreground (Ctrl-C stops everything); ``start`` leaves the
 supervisor in the background (pid in ``<run dir>/stack/supervisor.pid``, log in
 ``<run dir>/logs/stack.log``); ``stop`` ends it and its children; ``status`` prints each
-service. ``services(env)`` defines each process of this stack, in start order: its command, its
-health check and the settings it is given. Every process gets only the settings it reads, and
-the private MariaDB's admin login never leaves ``db.env``. ``tests/test_compose.py`` checks
-compose.yaml's environments against it. The tests' stack (``ax3l.testing.stack``) and
-``ax3l-compare``'s repeats (``ax3l.compare.processes``) define their processes themselves.
+service. The services, the settings each is given and the restart policy are
+``ax3l.shared.stack`` (``spec.services(env)``, ``supervisor``), which the tests' stack, the chaos
+tier and ``ax3l-compare``'s repeats build from too; this script adds the pid files, the state
+file ``status`` reads and the stack's log.
 """
 
 from __future__ import annotations
@@ -28,18 +27,27 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-
-from ax3l.shared.env_files import read_env_file, setting_names
+from ax3l.shared.env_files import read_env_file
 from ax3l.shared.processes import ManagedProcess, end_group, process_alive
+from ax3l.shared.stack.spec import (
+    NEVER_PASSED,
+    Service,
+    http_get,
+    reports_login_configured,
+    services,
+)
+from ax3l.shared.stack.supervisor import (
+    Adopted,
+    Child,
+    GaveUp,
+    RestartPolicy,
+    now_text,
+)
+from ax3l.shared.stack.supervisor import Supervisor as BaseSupervisor
 from ax3l.shared.waiting import WaitTimeout, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
@@ -51,117 +59,9 @@ SUPERVISOR_LOCK = PID_DIR / "supervisor.lock"
 STATE_FILE = PID_DIR / "state.json"
 STACK_LOG = LOG_DIR / "stack.log"
 
-# The restart policy: compose's (Docker's) backoff doubles from a short delay up to a cap and
-# starts over once a process has run for 10 s; we also give up after repeated quick crashes.
-BACKOFF_START = 0.5
-QUICK_CRASH_SECONDS = 10.0
 HEALTH_TIMEOUT = 60.0
 START_TIMEOUT = 300.0
 LOCK_BUSY = 3  # the supervisor's exit code when another one holds the lock
-
-# What any Python process needs from the environment; nothing else is inherited.
-PROCESS_KEYS = (
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "TZ", "TMPDIR",
-    "PYTHONPATH", "VIRTUAL_ENV",
-)  # fmt: skip
-PROCESS_PREFIXES = ("LC_",)
-# Never handed to any process: the private MariaDB's admin login is for the test plugin only.
-NEVER_PASSED = frozenset({"AX3L_DB_ADMIN_USER", "AX3L_DB_ADMIN_PASSWORD", "AX3L_DB_ENV"})
-SNAKELAB_KEYS = (
-    "SNAKELAB_DB_HOST", "SNAKELAB_DB_PORT", "SNAKELAB_DB_USER", "SNAKELAB_DB_PASSWORD",
-    "SNAKELAB_DB_NAME", "SNAKELAB_DB_WAIT_SECONDS", "SNAKELAB_TRAINER",
-    "SNAKELAB_SURROGATE_SECONDS", "SNAKELAB_EVENTS_PORT", "SNAKELAB_SCHEMA_PATH",
-    "SNAKELAB_MAX_MESSAGE_BYTES", "SNAKELAB_LOG_LEVEL",
-)  # fmt: skip
-DB_LOGIN = ("DB_USER", "DB_PASSWORD")
-REPORTS_LOGIN = ("AX3L_REPORTS_DB_USER", "AX3L_REPORTS_DB_PASSWORD")
-
-
-@dataclass(frozen=True)
-class Service:
-    """One long-running process of the stack."""
-
-    name: str
-    command: list[str]
-    # Environment variables the service reads (documented in README's settings table).
-    env_keys: tuple[str, ...]
-    health_url: str | None = None
-    ready_url: str | None = None
-    # A SnakeLab control endpoint whose `health` request stands in for an HTTP health check.
-    zmq_health: str | None = None
-    extra_env: dict[str, str] = field(default_factory=dict)
-
-    def environment(self, env: dict[str, str]) -> dict[str, str]:
-        """The process's environment: what it reads, plus what a Python process needs."""
-        wanted = set(self.env_keys)
-        chosen = {
-            key: value
-            for key, value in env.items()
-            if (key in wanted or key in PROCESS_KEYS or key.startswith(PROCESS_PREFIXES))
-            and key not in NEVER_PASSED
-        }
-        return {**chosen, **self.extra_env}
-
-
-def _ax3l_keys(model: type[BaseModel], *extra: str, without: Iterable[str] = ()) -> tuple[str, ...]:
-    return tuple(sorted((setting_names(model) | set(extra)) - set(without) - NEVER_PASSED))
-
-
-def reports_login_configured(env: dict[str, str]) -> bool:
-    return bool(env.get("AX3L_REPORTS_DB_USER"))
-
-
-def services(env: dict[str, str]) -> list[Service]:
-    """The stack's processes, in start order, for the given environment."""
-    from ax3l.reports.settings import ReportsSettings
-    from ax3l.shared.settings import Settings
-
-    host = env.get("AX3L_HTTP_HOST", "127.0.0.1")
-    snakelab_port = env.get("SNAKELAB_PORT", "41970")
-
-    def urls(port_key: str, default: str) -> tuple[str, str]:
-        base = f"http://{host}:{env.get(port_key, default)}"
-        return f"{base}/health", f"{base}/ready"
-
-    # The report server reads its own SELECT-only login; Ax3l's read-write one only when no
-    # reports login is configured (a database set up by hand).
-    reports_without = ("AX3L_CONVERSATION_PARAMETER",) + (
-        DB_LOGIN if reports_login_configured(env) else ()
-    )
-    return [
-        Service(
-            "snakelab",
-            ["snakelab-server", "--address", "127.0.0.1", "--port", snakelab_port],
-            SNAKELAB_KEYS,
-            zmq_health=f"tcp://127.0.0.1:{snakelab_port}",
-        ),
-        Service(
-            "toolbroker",
-            ["ax3l-toolbroker"],
-            _ax3l_keys(
-                Settings,
-                "AX3L_TEST_CRASH_AT",
-                without=(*REPORTS_LOGIN, "AX3L_CONVERSATION_PARAMETER"),
-            ),
-            *urls("AX3L_TOOLBROKER_PORT", "28872"),
-        ),
-        Service(
-            "orchestrator",
-            ["ax3l-orchestrator"],
-            _ax3l_keys(
-                Settings,
-                "AX3L_TEST_CRASH_AT",
-                without=(*REPORTS_LOGIN, "AX3L_CONVERSATION_PARAMETER"),
-            ),
-            *urls("AX3L_ORCHESTRATOR_PORT", "28871"),
-        ),
-        Service(
-            "reports",
-            ["ax3l-reports"],
-            _ax3l_keys(ReportsSettings, without=reports_without),
-            *urls("AX3L_REPORTS_PORT", "28870"),
-        ),
-    ]
 
 
 def stack_env() -> dict[str, str]:
@@ -220,16 +120,12 @@ def create_schema(env: dict[str, str]) -> None:
     print(f"stack: {summary}")
 
 
-def log_path(service: Service) -> Path:
-    return LOG_DIR / f"{service.name}.log"
+def log_path(name: str) -> Path:
+    return LOG_DIR / f"{name}.log"
 
 
-def pid_path(service: Service) -> Path:
-    return PID_DIR / f"{service.name}.pid"
-
-
-def now_text() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def pid_path(name: str) -> Path:
+    return PID_DIR / f"{name}.pid"
 
 
 def _runs(pid: int, needle: str) -> bool:
@@ -257,7 +153,7 @@ def read_pid(path: Path, needle: str) -> int | None:
 
 
 def running_pid(service: Service) -> int | None:
-    return read_pid(pid_path(service), Path(service.command[0]).name)
+    return read_pid(pid_path(service.name), Path(service.command[0]).name)
 
 
 def supervisor_pid() -> int | None:
@@ -272,36 +168,6 @@ def read_state() -> dict[str, Any]:
     return state if isinstance(state, dict) else {}
 
 
-def http_get(url: str, timeout: float = 2.0) -> tuple[int | None, Any]:
-    """The status code and JSON body of a GET (None when nothing answers)."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as reply:
-            status, body = reply.status, reply.read()
-    except urllib.error.HTTPError as exc:
-        status, body = exc.code, exc.read()
-    except (OSError, ValueError):
-        return None, None
-    try:
-        return status, json.loads(body)
-    except ValueError:
-        return status, None
-
-
-def healthy(service: Service) -> bool:
-    if service.zmq_health is not None:
-        try:
-            from snakelab.healthcheck import ping
-        except ImportError:
-            return True
-        try:
-            return ping(service.zmq_health, timeout=0.5)
-        except Exception:
-            return False
-    if service.health_url is None:
-        return True
-    return http_get(service.health_url, timeout=1.0)[0] == 200
-
-
 def terminate(service: Service, timeout: float = 15) -> None:
     """Stop a service a supervisor no longer looks after (its pid file names it)."""
     pid = running_pid(service)
@@ -313,70 +179,39 @@ def terminate(service: Service, timeout: float = 15) -> None:
             os.waitpid(pid, os.WNOHANG)
 
     end_group(pid, timeout, reap)
-    pid_path(service).unlink(missing_ok=True)
+    pid_path(service.name).unlink(missing_ok=True)
     print(f"stack: {service.name} stopped")
 
 
-class GaveUp(Exception):
-    """A service crashed too often right after starting."""
-
-
-@dataclass
-class Child:
-    """A supervised service: its process (ours, or adopted from a pid file) and its record."""
-
-    service: Service
-    proc: ManagedProcess | None = None
-    pid: int | None = None
-    started: float = 0.0
-    started_at: str = ""
-    restarts: int = 0
-    quick_crashes: int = 0
-    restart_at: float | None = None  # set while backing off
-    last_exit: str | None = None
-
-    def alive(self) -> bool:
-        if self.proc is not None:
-            return self.proc.alive()
-        return self.pid is not None and process_alive(self.pid)
-
-    def exit_text(self) -> str:
-        code = None if self.proc is None else self.proc.returncode
-        if code is None:
-            return "exited"
-        if code < 0:
-            with contextlib.suppress(ValueError):
-                return f"was killed by {signal.Signals(-code).name}"
-        return f"exited with {code}"
-
-    def record(self) -> dict[str, Any]:
-        if self.restart_at is not None:
-            state = "backing off"
-        else:
-            state = "running" if self.alive() else "stopped"
-        return {
-            "pid": self.pid,
-            "state": state,
-            "restarts": self.restarts,
-            "started_at": self.started_at,
-            "last_exit": self.last_exit,
-        }
-
-
-class Supervisor:
-    """Starts the services in order and keeps them running (compose's unless-stopped)."""
+class Supervisor(BaseSupervisor):
+    """The shared supervisor with make run's record: pid files, the state file ``status``
+    reads, the stack's log; it adopts services a previous supervisor left running."""
 
     def __init__(self, env: dict[str, str], foreground: bool):
         self.env = env
         self.foreground = foreground
-        self.children = [Child(service) for service in services(env)]
-        self.restart_limit = int(float_setting(env, "AX3L_STACK_RESTART_LIMIT", 10))
-        self.backoff_max = float_setting(env, "AX3L_STACK_BACKOFF_MAX", 60.0)
-        self.stopping = False
         self.state = "starting"
         self.message = ""
+        policy = RestartPolicy(
+            backoff_max=float_setting(env, "AX3L_STACK_BACKOFF_MAX", 60.0),
+            give_up_after=int(float_setting(env, "AX3L_STACK_RESTART_LIMIT", 10)),
+        )
+        self.specs = {service.name: service for service in services(env)}
+        super().__init__([self._child(service) for service in self.specs.values()], policy)
 
-    # -- the record other commands read ------------------------------------------------------
+    def _child(self, service: Service) -> Child:
+        def launch() -> ManagedProcess:
+            return ManagedProcess(
+                service.name,
+                [venv_bin(service.command[0]), *service.command[1:]],
+                service.environment(self.env),
+                log_path(service.name),
+                new_session=True,  # its own group: stopping it stops its MCP children
+                cwd=REPO,
+                stdin=subprocess.DEVNULL,
+            )
+
+        return Child(service.name, launch, log_path=log_path(service.name), healthy=service.healthy)
 
     def note(self, message: str, child: Child | None = None) -> None:
         """One line in the stack's log (and in the service's own log when it is about one)."""
@@ -385,127 +220,34 @@ class Supervisor:
         if self.foreground:
             with STACK_LOG.open("a") as log:
                 log.write(line + "\n")
-        if child is not None:
-            with log_path(child.service).open("a") as log:
-                log.write(f"==== {line}\n")
+        super().note(message, child)
 
-    def save(self) -> None:
+    def launched(self, child: Child) -> None:
+        pid_path(child.name).write_text(str(child.pid()))
+
+    def exited(self, child: Child) -> None:
+        pid_path(child.name).unlink(missing_ok=True)
+
+    def changed(self) -> None:
         state = {
             "supervisor_pid": os.getpid(),
             "state": self.state,
             "message": self.message,
             "updated_at": now_text(),
-            "services": {child.service.name: child.record() for child in self.children},
+            "services": {child.name: child.record() for child in self.children},
         }
         tmp = STATE_FILE.with_suffix(".tmp")
         tmp.write_text(json.dumps(state, indent=1))
         os.replace(tmp, STATE_FILE)
 
-    # -- processes ---------------------------------------------------------------------------
-
-    def launch(self, child: Child) -> None:
-        service = child.service
-        child.proc = ManagedProcess(
-            service.name,
-            [venv_bin(service.command[0]), *service.command[1:]],
-            service.environment(self.env),
-            log_path(service),
-            new_session=True,  # its own group: stopping it stops its MCP children
-            cwd=REPO,
-            stdin=subprocess.DEVNULL,
-        )
-        child.pid = child.proc.pid
-        child.started = time.monotonic()
-        child.started_at = now_text()
-        child.restart_at = None
-        pid_path(service).write_text(str(child.pid))
-
-    def adopt(self, child: Child) -> bool:
-        """Take over a service a previous supervisor left running."""
-        pid = running_pid(child.service)
+    def adopt_or_launch(self, child: Child) -> None:
+        """Take over a service a previous supervisor left running, else start it."""
+        pid = running_pid(self.specs[child.name])
         if pid is None:
-            return False
-        child.pid, child.proc = pid, None
-        child.started, child.started_at = time.monotonic(), now_text()
-        self.note(f"{child.service.name} already running (pid {pid}): supervising it")
-        return True
-
-    def watch(self, child: Child) -> None:
-        """Restart a service that exited, with backoff; raise GaveUp after quick crashes."""
-        if child.pid is None:
+            self.launch(child)
             return
-        if child.restart_at is not None:
-            if time.monotonic() >= child.restart_at:
-                child.restarts += 1
-                self.launch(child)
-                self.note(
-                    f"{child.service.name} restarted (pid {child.pid}, restart {child.restarts})",
-                    child,
-                )
-                self.save()
-            return
-        if child.alive():
-            return
-        uptime = time.monotonic() - child.started
-        child.quick_crashes = child.quick_crashes + 1 if uptime < QUICK_CRASH_SECONDS else 0
-        child.last_exit = f"{child.exit_text()} after {uptime:.1f} s at {now_text()}"
-        pid_path(child.service).unlink(missing_ok=True)
-        if child.quick_crashes >= self.restart_limit:
-            self.message = (
-                f"{child.service.name} crashed {child.quick_crashes} times in a row within"
-                f" {QUICK_CRASH_SECONDS:g} s of starting; giving up; see {log_path(child.service)}"
-            )
-            self.note(self.message, child)
-            raise GaveUp(self.message)
-        delay = min(BACKOFF_START * 2**child.quick_crashes, self.backoff_max)
-        child.restart_at = time.monotonic() + delay
-        self.note(
-            f"{child.service.name} {child.last_exit}; restarting in {delay:g} s"
-            f" (restart {child.restarts + 1})",
-            child,
-        )
-        self.save()
-
-    def watch_all(self) -> None:
-        for child in self.children:
-            self.watch(child)
-
-    def start_all(self) -> None:
-        for child in self.children:
-            if self.stopping:
-                return
-            if not self.adopt(child):
-                self.launch(child)
-            try:
-                wait_until(lambda child=child: self.started(child), HEALTH_TIMEOUT, interval=0.2)
-            except WaitTimeout:
-                self.note(
-                    f"{child.service.name} not healthy after {HEALTH_TIMEOUT:g} s;"
-                    f" going on (see {log_path(child.service)})"
-                )
-            else:
-                if not self.stopping:
-                    self.note(f"{child.service.name} started (pid {child.pid})")
-            self.save()
-
-    def started(self, child: Child) -> bool:
-        """Whether to go on to the next service: ``child`` is healthy, or we are stopping.
-        Meanwhile the services already started are watched (and restarted)."""
-        if self.stopping:
-            return True
-        self.watch_all()
-        return child.restart_at is None and child.alive() and healthy(child.service)
-
-    def stop_all(self) -> None:
-        for child in reversed(self.children):
-            child.restart_at = None
-            if child.pid is not None and child.alive():
-                if child.proc is not None:
-                    child.proc.stop_group()
-                else:  # adopted from a previous supervisor: not our child
-                    end_group(child.pid)
-                self.note(f"{child.service.name} stopped")
-            pid_path(child.service).unlink(missing_ok=True)
+        self.adopt(child, Adopted(pid))
+        self.note(f"{child.name} already running (pid {pid}): supervising it")
 
     def run(self, on_started: Callable[[], None] | None = None) -> int:
         PID_DIR.mkdir(parents=True, exist_ok=True)
@@ -525,25 +267,26 @@ class Supervisor:
         signal.signal(signal.SIGTERM, _stop)
         code = 0
         self.note(f"supervisor started (pid {os.getpid()})")
-        self.save()
+        self.changed()
         try:
-            self.start_all()
+            self.start_all(HEALTH_TIMEOUT, self.adopt_or_launch)
             if not self.stopping:
                 self.state = "running"
-                self.save()
+                self.changed()
                 if on_started is not None:
                     on_started()
             while not self.stopping:
                 self.watch_all()
                 time.sleep(0.2)
-        except GaveUp:
+        except GaveUp as gave_up:
+            self.message = str(gave_up)
             code = 1
         finally:
             self.state = "stopping"
-            self.save()
+            self.changed()
             self.stop_all()
             self.state = "gave up" if code else "stopped"
-            self.save()
+            self.changed()
             self.note("supervisor stopped")
             SUPERVISOR_PID.unlink(missing_ok=True)
             lock.close()
@@ -703,7 +446,7 @@ def status() -> int:
         service_pid = running_pid(service)
         record = records.get(service.name, {})
         if service_pid is not None:
-            health = "ok" if healthy(service) else "no answer"
+            health = "ok" if service.healthy() else "no answer"
             health += readiness(service)
         else:
             health = record.get("state", "-")

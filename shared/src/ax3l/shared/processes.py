@@ -44,6 +44,44 @@ def process_alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def descendants(root: int) -> list[int]:
+    """Every live descendant of ``root``, from /proc (the MCP SDK starts the orchestrator's
+    children in sessions of their own: a group signal misses them)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rpartition(")")[2].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_all(pids: Sequence[int]) -> None:
+    """SIGKILL each of ``pids`` that still exists."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def exit_text(code: int | None) -> str:
+    """``exited with 1``, ``was killed by SIGKILL``, or ``exited`` (code unknown)."""
+    if code is None:
+        return "exited"
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with {code}"
+
+
 def signal_group(pid: int, sig: int) -> None:
     """``sig`` to the process group led by ``pid``, if it still exists."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -99,10 +137,12 @@ class ManagedProcess:
         self.log_path = log_path
         self.new_session = new_session
         self.log_lines = log_lines
+        self.log_offset = 0  # where this process's output starts in its log
         with contextlib.ExitStack() as files:
             log = None
             if log_path is not None:
                 log_path.parent.mkdir(parents=True, exist_ok=True)
+                self.log_offset = log_path.stat().st_size if log_path.exists() else 0
                 log = files.enter_context(log_path.open("ab"))
             self.popen = subprocess.Popen(
                 list(args),
@@ -130,6 +170,33 @@ class ManagedProcess:
             return ""
         text = self.log_path.read_text(errors="replace").splitlines()
         return "\n".join(text[-(lines or self.log_lines) :])
+
+    def output_since_start(self, lines: int = 8) -> str:
+        """The last non-blank lines this process wrote to its log (why it died)."""
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        with self.log_path.open("rb") as log:
+            log.seek(self.log_offset)
+            text = log.read().decode(errors="replace")
+        return "\n".join([line for line in text.splitlines() if line.strip()][-lines:])
+
+    def exit_text(self) -> str:
+        return exit_text(self.returncode)
+
+    def pids(self) -> list[int]:
+        """The process and its descendants, parent first (what a freeze stops); none once it
+        exited."""
+        return [self.pid, *descendants(self.pid)] if self.alive() else []
+
+    def kill_tree(self) -> None:
+        """SIGKILL the process, its group and every descendant (also those in sessions of their
+        own), as a control group's kill would."""
+        others = descendants(self.pid)
+        if self.new_session:
+            signal_group(self.pid, signal.SIGKILL)
+        kill_all([self.pid, *others])
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(10)
 
     def failure(self, what: str) -> ProcessFailed:
         """``<name> <what>`` with the log's path and tail."""

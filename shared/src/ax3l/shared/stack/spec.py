@@ -1,0 +1,187 @@
+"""Each service of the stack, in start order: its command, the settings it reads (its
+environment allow-list), its port and its readiness check.
+
+``services(env)`` builds them for one environment (ports and host read from it, with the
+defaults of ``make run``); every assembly starts its processes from them: ``make run``
+(``scripts/stack.py``) with the console scripts, the tests' stack, the chaos tier and
+``ax3l-compare``'s repeats with ``python -m`` of the same modules (``Service.argv``), each with
+its own overrides (free ports, fast timings, the surrogate trainer) on top of
+``Service.environment``. A process gets only the settings it reads plus what any Python process
+needs; the private MariaDB's admin login reaches none. ``tests/test_compose.py`` checks
+compose.yaml's environments against these allow-lists.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from ax3l.shared.env_files import setting_names
+
+# What any Python process needs from the environment; nothing else is inherited.
+PROCESS_KEYS = (
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "TZ", "TMPDIR",
+    "PYTHONPATH", "VIRTUAL_ENV",
+)  # fmt: skip
+PROCESS_PREFIXES = ("LC_",)
+# Never handed to any process: the private MariaDB's admin login is for the tests only.
+NEVER_PASSED = frozenset({"AX3L_DB_ADMIN_USER", "AX3L_DB_ADMIN_PASSWORD", "AX3L_DB_ENV"})
+SNAKELAB_KEYS = (
+    "SNAKELAB_DB_HOST", "SNAKELAB_DB_PORT", "SNAKELAB_DB_USER", "SNAKELAB_DB_PASSWORD",
+    "SNAKELAB_DB_NAME", "SNAKELAB_DB_WAIT_SECONDS", "SNAKELAB_TRAINER",
+    "SNAKELAB_SURROGATE_SECONDS", "SNAKELAB_EVENTS_PORT", "SNAKELAB_SCHEMA_PATH",
+    "SNAKELAB_MAX_MESSAGE_BYTES", "SNAKELAB_LOG_LEVEL",
+)  # fmt: skip
+DB_LOGIN = ("DB_USER", "DB_PASSWORD")
+REPORTS_LOGIN = ("AX3L_REPORTS_DB_USER", "AX3L_REPORTS_DB_PASSWORD")
+DEFAULT_PORTS = {
+    "SNAKELAB_PORT": "41970",
+    "AX3L_TOOLBROKER_PORT": "28872",
+    "AX3L_ORCHESTRATOR_PORT": "28871",
+    "AX3L_REPORTS_PORT": "28870",
+}
+
+
+def process_env(env: Mapping[str, str]) -> dict[str, str]:
+    """What any Python process needs of ``env`` (the locale, paths, the user)."""
+    return {k: v for k, v in env.items() if k in PROCESS_KEYS or k.startswith(PROCESS_PREFIXES)}
+
+
+@dataclass(frozen=True)
+class Service:
+    """One long-running process of the stack."""
+
+    name: str
+    command: list[str]  # its console script and arguments
+    module: str  # what ``python -m`` runs instead of the console script
+    # Environment variables the service reads (documented in README's settings table).
+    env_keys: tuple[str, ...]
+    health_url: str | None = None
+    ready_url: str | None = None
+    # A SnakeLab control endpoint whose `health` request stands in for an HTTP health check.
+    zmq_health: str | None = None
+
+    def argv(self, python: str | None = None) -> list[str]:
+        """The console script's command, or with ``python`` that interpreter's ``-m``."""
+        if python is None:
+            return list(self.command)
+        return [python, "-m", self.module, *self.command[1:]]
+
+    def environment(
+        self,
+        env: Mapping[str, str],
+        overrides: Mapping[str, str] | None = None,
+        *,
+        without: Iterable[str] = (),
+    ) -> dict[str, str]:
+        """The process's environment: what it reads of ``env`` (but ``without``), plus what a
+        Python process needs, then ``overrides`` as they are (an assembly's own settings)."""
+        wanted = set(self.env_keys) - set(without)
+        chosen = {k: v for k, v in env.items() if k in wanted and k not in NEVER_PASSED}
+        return {**process_env(env), **chosen, **(overrides or {})}
+
+    def healthy(self, timeout: float = 1.0) -> bool:
+        """Whether it answers its health check (SnakeLab's ``health`` request, or ``/health``)."""
+        if self.zmq_health is not None:
+            try:
+                from snakelab.healthcheck import ping  # the reference SnakeLab's own ping
+            except ImportError:
+                return True
+            try:
+                return ping(self.zmq_health, timeout=min(timeout, 0.5))
+            except Exception:
+                return False
+        if self.health_url is None:
+            return True
+        return http_get(self.health_url, timeout=timeout)[0] == 200
+
+
+def http_get(url: str, timeout: float = 2.0) -> tuple[int | None, Any]:
+    """The status code and JSON body of a GET (None when nothing answers)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as reply:
+            status, body = reply.status, reply.read()
+    except urllib.error.HTTPError as exc:
+        status, body = exc.code, exc.read()
+    except (OSError, ValueError):
+        return None, None
+    try:
+        return status, json.loads(body)
+    except ValueError:
+        return status, None
+
+
+def _ax3l_keys(model: type[BaseModel], *extra: str, without: Iterable[str] = ()) -> tuple[str, ...]:
+    return tuple(sorted((setting_names(model) | set(extra)) - set(without) - NEVER_PASSED))
+
+
+def reports_login_configured(env: Mapping[str, str]) -> bool:
+    return bool(env.get("AX3L_REPORTS_DB_USER"))
+
+
+def port(env: Mapping[str, str], key: str) -> str:
+    """A service's port setting in ``env``, else ``make run``'s default."""
+    return env.get(key, DEFAULT_PORTS[key])
+
+
+def services(env: Mapping[str, str]) -> list[Service]:
+    """The stack's processes, in start order, for the given environment."""
+    from ax3l.reports.settings import ReportsSettings  # the report server's own settings
+    from ax3l.shared.settings import Settings
+
+    host = env.get("AX3L_HTTP_HOST", "127.0.0.1")
+    snakelab_port = port(env, "SNAKELAB_PORT")
+
+    def urls(port_key: str) -> tuple[str, str]:
+        base = f"http://{host}:{port(env, port_key)}"
+        return f"{base}/health", f"{base}/ready"
+
+    ax3l_keys = _ax3l_keys(
+        Settings, "AX3L_TEST_CRASH_AT", without=(*REPORTS_LOGIN, "AX3L_CONVERSATION_PARAMETER")
+    )
+    # The report server reads its own SELECT-only login; Ax3l's read-write one only when no
+    # reports login is configured (a database set up by hand).
+    reports_without = ("AX3L_CONVERSATION_PARAMETER",) + (
+        DB_LOGIN if reports_login_configured(env) else ()
+    )
+    return [
+        Service(
+            "snakelab",
+            ["snakelab-server", "--address", "127.0.0.1", "--port", snakelab_port],
+            "snakelab",
+            SNAKELAB_KEYS,
+            zmq_health=f"tcp://127.0.0.1:{snakelab_port}",
+        ),
+        Service(
+            "toolbroker",
+            ["ax3l-toolbroker"],
+            "ax3l.toolbroker",
+            ax3l_keys,
+            *urls("AX3L_TOOLBROKER_PORT"),
+        ),
+        Service(
+            "orchestrator",
+            ["ax3l-orchestrator"],
+            "ax3l.orchestrator",
+            ax3l_keys,
+            *urls("AX3L_ORCHESTRATOR_PORT"),
+        ),
+        Service(
+            "reports",
+            ["ax3l-reports"],
+            "ax3l.reports.main",
+            _ax3l_keys(ReportsSettings, without=reports_without),
+            *urls("AX3L_REPORTS_PORT"),
+        ),
+    ]
+
+
+def service(name: str, env: Mapping[str, str]) -> Service:
+    """The service ``name`` of ``services(env)``."""
+    return next(found for found in services(env) if found.name == name)
