@@ -29,8 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from ax3l.shared.db.cli import ensure_schema
+from ax3l.shared.stack.mariadb import PrivateMariaDB
 from ax3l.testing import chaos
-from ax3l.testing.chaos import PrivateMariaDB, percentile
+from ax3l.testing.chaos import percentile
+from ax3l.testing.databases import TestDatabases
 from ax3l.testing.invariants import check_invariants
 from ax3l.testing.scripted_llm import random_call_ranges
 from ax3l.testing.stack import Stack
@@ -202,7 +204,7 @@ def soak(steps: int, window: int, stagnant_rounds: int | None) -> int:
     began = time.monotonic()
     try:
         mariadb.start()
-        databases = mariadb.databases()
+        databases = TestDatabases.of_server(mariadb.settings())
         ensure_schema(databases.settings())
         with tempfile.TemporaryDirectory(prefix="ax3l-soak-") as folder:
             stack = Stack(databases, Path(folder))

@@ -8,13 +8,15 @@ import random
 import sys
 from pathlib import Path
 
+from ax3l.shared.processes import ManagedProcess
+from ax3l.shared.stack.supervisor import Child, RestartPolicy, Supervisor
 from ax3l.shared.waiting import wait_until
-from ax3l.testing.chaos import Freezer, ServiceProcess, Supervised, Supervisor, _pid_state
+from ax3l.testing.chaos import Freezer, _pid_state
 
 SLEEPER = [sys.executable, "-c", "import time\nwhile True: time.sleep(0.05)"]
 
 
-def _state(proc: ServiceProcess, wanted: str | tuple[str, ...]) -> bool:
+def _state(proc: Child, wanted: str | tuple[str, ...]) -> bool:
     """Whether the process reaches ``wanted`` (a stop or continue lands when it is scheduled)."""
     pid = proc.pid()
     assert pid is not None
@@ -26,9 +28,17 @@ def _state(proc: ServiceProcess, wanted: str | tuple[str, ...]) -> bool:
 RUNNING = ("S", "R")
 
 
-def _sleeper(tmp_path: Path) -> ServiceProcess:
-    proc = ServiceProcess("sleeper", SLEEPER, {}, tmp_path / "sleeper.log")
-    proc.spawn()
+def _sleeper(tmp_path: Path, supervisor: Supervisor | None = None) -> Child:
+    log = tmp_path / "sleeper.log"
+    proc = Child(
+        "sleeper",
+        lambda: ManagedProcess("sleeper", SLEEPER, {}, log, new_session=True),
+        log_path=log,
+        rng=random.Random(1),
+    )
+    supervisor = supervisor or Supervisor([])
+    supervisor.add(proc)
+    supervisor.launch(proc)
     return proc
 
 
@@ -65,20 +75,9 @@ def test_resume_all_ends_every_freeze_at_once(tmp_path: Path) -> None:
 def test_a_frozen_service_killed_is_restarted_and_not_frozen(tmp_path: Path) -> None:
     """SIGKILL ends a stopped process; the supervisor restarts it as killed, and the freeze's
     resume never signals the new process (another pid, or the same pid with another start)."""
-    proc = _sleeper(tmp_path)
-    supervisor = Supervisor()
-    service = Supervised(
-        "sleeper",
-        proc.spawn,
-        proc.alive,
-        proc.kill9,
-        lambda: (proc.returncode(), ""),
-        random.Random(1),
-        (0.05, 0.1),
-        proc.pids,
-    )
-    supervisor.add(service)
-    supervisor.start()
+    supervisor = Supervisor([], RestartPolicy(give_up_after=None, kill_delay=(0.05, 0.1)))
+    proc = service = _sleeper(tmp_path, supervisor)
+    supervisor.watch_in_threads()
     freezer = Freezer()
     try:
         first = proc.pid()
@@ -95,5 +94,5 @@ def test_a_frozen_service_killed_is_restarted_and_not_frozen(tmp_path: Path) -> 
         assert _state(proc, RUNNING)
     finally:
         freezer.resume_all()
-        supervisor.stop()
+        supervisor.stop_watching()
         proc.kill9()

@@ -1,17 +1,15 @@
 """Chaos harness: the whole stack as supervised real processes, killed with SIGKILL and frozen
 with SIGSTOP at random.
 
-``PrivateMariaDB`` is a MariaDB of its own (``scripts/mariadb.sh`` with a throwaway run
-directory and a free port), so the shared private MariaDB under ``.run`` is never touched.
-``Supervisor`` restarts each service after it dies, the way systemd or compose would: after a
-short random delay when the chaos driver killed it, with backoff when it died on its own (and
-those deaths are recorded: they are findings); a frozen (stopped) process counts as alive, and
-a SIGKILL ends it like any other. ``Freezer`` SIGSTOPs a service's processes and SIGCONTs them
-after a while, and always resumes whatever it stopped (``resume_all``). ``Probe`` is the driver's
-own short-timeout connection (what a submission looks like in the database, to time a freeze to
-it). ``ProgressMonitor`` samples the number of completed steps so recovery times can be
-measured. The history invariants the run is checked against are ``ax3l.testing.invariants``.
-Test-only.
+The stack's processes are supervised by ``ax3l.shared.stack.supervisor`` (a kill the driver
+makes through ``Child.kill9`` is restarted after a short random delay, a death on its own with
+backoff and recorded: a finding; a frozen process is alive, and a SIGKILL ends it like any
+other), MariaDB too (``ax3l.shared.stack.mariadb``). ``Freezer`` SIGSTOPs a service's processes
+and SIGCONTs them after a while, and always resumes whatever it stopped (``resume_all``).
+``Probe`` is the driver's own short-timeout connection (what a submission looks like in the
+database, to time a freeze to it). ``ProgressMonitor`` samples the number of completed steps so
+recovery times can be measured. The history invariants the run is checked against are
+``ax3l.testing.invariants``. Test-only.
 """
 
 from __future__ import annotations
@@ -19,25 +17,21 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
-import shutil
 import signal
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pymysql
 
 from ax3l.shared.waiting import WaitTimeout, wait_until
-from ax3l.testing.plugin import TestDatabases, free_port, read_env_file
+from ax3l.testing.databases import TestDatabases
 
 STEP_EVENTS = ("configuration_compared", "parameter_space_exhausted")
 
@@ -59,319 +53,6 @@ def _start_time(pid: int) -> int | None:
     except OSError:
         return None
     return int(text.rpartition(")")[2].split()[19])
-
-
-def _descendants(root: int) -> list[int]:
-    """Every live descendant of ``root``, from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rpartition(")")[2].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _alive(pid: int | None) -> bool:
-    return pid is not None and _pid_state(pid) not in (None, "Z")
-
-
-class PrivateMariaDB:
-    """A MariaDB server of one test, started and restarted with ``scripts/mariadb.sh``."""
-
-    def __init__(self, repo: Path, run_dir: Path | None = None, port: int | None = None):
-        self.script = repo / "scripts" / "mariadb.sh"
-        self._owned = run_dir is None
-        # A short path: the server's Unix socket lives in it (sun_path is 108 bytes).
-        self.run_dir = run_dir or Path(tempfile.mkdtemp(prefix="ax3l-chaos-db-"))
-        self.port = port or free_port()
-        self.pidfile = self.run_dir / "mariadb" / "mysqld.pid"
-
-    def _env(self) -> dict[str, str]:
-        return {
-            **os.environ,
-            "AX3L_RUN_DIR": str(self.run_dir),
-            "AX3L_DEV_DB_PORT": str(self.port),
-        }
-
-    def start(self, timeout: float = 120.0) -> None:
-        """``mariadb.sh start``: returns once the server answers (raises when it did not)."""
-        if self.pidfile.exists() and not _alive(self.pid()):
-            # A SIGKILLed server may linger as a zombie until PID 1 reaps it; the script
-            # would take it for a live server. A supervisor knows its child died.
-            self.pidfile.unlink(missing_ok=True)
-        done = subprocess.run(
-            ["bash", str(self.script), "start"],
-            env=self._env(),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"mariadb.sh start failed ({done.returncode}): {done.stderr}")
-
-    def pid(self) -> int | None:
-        try:
-            return int(self.pidfile.read_text().strip())
-        except (OSError, ValueError):
-            return None
-
-    def alive(self) -> bool:
-        return _alive(self.pid())
-
-    def pids(self) -> list[int]:
-        """The server's process (what a freeze stops)."""
-        pid = self.pid()
-        return [pid] if _alive(pid) and pid is not None else []
-
-    def kill9(self) -> None:
-        pid = self.pid()
-        if pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(WaitTimeout):
-                wait_until(lambda: not _alive(pid), 10)
-
-    def settings(self) -> dict[str, str]:
-        return read_env_file(self.run_dir / "db.env")
-
-    def databases(self) -> TestDatabases:
-        """The ``ax3l`` and ``snakelab`` databases the script creates, with their grants."""
-        values = self.settings()
-        return TestDatabases.from_env(
-            values, values["AX3L_DB_NAME"], values["AX3L_SNAKELAB_DB_NAME"]
-        )
-
-    def destroy(self) -> None:
-        """Stop the server and, when this object made the run directory, delete it."""
-        if self.alive():
-            subprocess.run(
-                ["bash", str(self.script), "stop"],
-                env=self._env(),
-                capture_output=True,
-                timeout=60,
-                stdin=subprocess.DEVNULL,
-            )
-        if self.alive():
-            self.kill9()
-        if self._owned:
-            shutil.rmtree(self.run_dir, ignore_errors=True)
-
-
-class ServiceProcess:
-    """A service started in a session of its own, so SIGKILL reaches its children too (its
-    MCP sessions), as a supervisor's control group would."""
-
-    def __init__(self, name: str, command: list[str], env: dict[str, str], log_path: Path):
-        self.name = name
-        self.command = command
-        self.env = env
-        self.log_path = log_path
-        self.popen: subprocess.Popen[bytes] | None = None
-        self.log_offset = 0
-
-    def spawn(self) -> None:
-        self.reap()
-        self.log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        with self.log_path.open("ab") as log:
-            log.write(f"\n===== chaos: start {time.strftime('%H:%M:%S')} =====\n".encode())
-            log.flush()
-            self.popen = subprocess.Popen(
-                self.command,
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-
-    def pid(self) -> int | None:
-        return self.popen.pid if self.popen is not None else None
-
-    def alive(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    def returncode(self) -> int | None:
-        return self.popen.poll() if self.popen is not None else None
-
-    def pids(self) -> list[int]:
-        """The process and its descendants (the orchestrator's MCP sessions), parent first: what
-        a freeze stops, as a control group's freezer would."""
-        if not self.alive():
-            return []
-        assert self.popen is not None
-        return [self.popen.pid, *_descendants(self.popen.pid)]
-
-    def kill9(self) -> None:
-        """SIGKILL the process, its session and every descendant (the MCP SDK starts its
-        children in sessions of their own), as a control-group kill would."""
-        if self.popen is None:
-            return
-        descendants = _descendants(self.popen.pid)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.popen.pid, signal.SIGKILL)
-        for pid in descendants:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        self.reap()
-
-    def reap(self) -> None:
-        if self.popen is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.popen.wait(10)
-
-    def stop(self, timeout: float = 15.0) -> None:
-        """SIGTERM, then SIGKILL of the whole session."""
-        if self.alive():
-            assert self.popen is not None
-            self.popen.send_signal(signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.popen.wait(timeout)
-        self.kill9()
-
-    def output_since_start(self, lines: int = 8) -> str:
-        """The last lines this incarnation wrote (why it died)."""
-        if not self.log_path.exists():
-            return ""
-        with self.log_path.open("rb") as log:
-            log.seek(self.log_offset)
-            text = log.read().decode(errors="replace")
-        return "\n".join([line for line in text.splitlines() if line.strip()][-lines:])
-
-
-@dataclass
-class Death:
-    """A service ended without being killed by the chaos driver."""
-
-    service: str
-    at: float
-    returncode: int | None
-    tail: str
-
-
-@dataclass
-class Restart:
-    service: str
-    died_at: float
-    restarted_at: float
-    killed: bool
-    ok: bool
-    error: str = ""
-
-
-@dataclass(eq=False)
-class Supervised:
-    """One service under supervision: its process (or the MariaDB) and its restart thread."""
-
-    name: str
-    spawn: Callable[[], None]
-    alive: Callable[[], bool]
-    _kill9: Callable[[], None]
-    describe_death: Callable[[], tuple[int | None, str]]
-    rng: random.Random
-    kill_delay: tuple[float, float]
-    pids: Callable[[], list[int]] = field(default=lambda: [])
-    killed_pending: bool = field(default=False, init=False)
-    restarting: bool = field(default=False, init=False)
-    lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-
-    def kill9(self) -> None:
-        with self.lock:
-            self.killed_pending = True
-            self._kill9()
-
-
-class Supervisor:
-    """Restarts dead services: after a random delay when the chaos driver killed them, else
-    with backoff (0.5 s doubling to 8 s, reset after 30 s of uptime), like a restart policy.
-
-    A stopped (SIGSTOPped) process is alive: no restart policy restarts a frozen service. When
-    the driver SIGKILLs a frozen one it dies like a running one (SIGKILL needs no SIGCONT) and is
-    restarted as killed; the new process is not frozen, and ``Freezer`` never signals it (it
-    names processes by pid and start time)."""
-
-    def __init__(self) -> None:
-        self.services: dict[str, Supervised] = {}
-        self.deaths: list[Death] = []
-        self.restarts: list[Restart] = []
-        self.restart_listeners: list[Callable[[Restart], None]] = []
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._lock = threading.Lock()
-
-    def add(self, service: Supervised) -> None:
-        self.services[service.name] = service
-
-    def start(self) -> None:
-        for service in self.services.values():
-            thread = threading.Thread(
-                target=self._watch, args=(service,), name=f"supervise-{service.name}", daemon=True
-            )
-            thread.start()
-            self._threads.append(thread)
-
-    def stop(self) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(60)
-
-    def all_up(self) -> bool:
-        return all(s.alive() and not s.restarting for s in self.services.values())
-
-    def _watch(self, service: Supervised) -> None:
-        backoff = 0.5
-        up_since = time.monotonic()
-        spawn_failed = False
-        while not self._stop.is_set():
-            if service.alive():
-                if time.monotonic() - up_since > 30:
-                    backoff = 0.5
-                self._stop.wait(0.05)
-                continue
-            died_at = time.monotonic()
-            service.restarting = True
-            with service.lock:
-                killed = service.killed_pending
-                service.killed_pending = False
-            if killed:
-                delay = service.rng.uniform(*service.kill_delay)
-            elif spawn_failed:
-                delay = backoff
-                backoff = min(backoff * 2, 8.0)
-            else:
-                code, tail = service.describe_death()
-                with self._lock:
-                    self.deaths.append(Death(service.name, died_at, code, tail))
-                delay = backoff
-                backoff = min(backoff * 2, 8.0)
-            if self._stop.wait(delay):
-                service.restarting = False
-                return
-            try:
-                service.spawn()
-                restart = Restart(service.name, died_at, time.monotonic(), killed, True)
-                spawn_failed = False
-            except Exception as exc:
-                restart = Restart(
-                    service.name, died_at, time.monotonic(), killed, False, str(exc)[-2000:]
-                )
-                spawn_failed = True
-            with self._lock:
-                self.restarts.append(restart)
-            for listener in self.restart_listeners:
-                listener(restart)
-            up_since = time.monotonic()
-            service.restarting = False
 
 
 @dataclass(frozen=True)

@@ -28,26 +28,26 @@ from __future__ import annotations
 import json
 import os
 import random
+import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ax3l.shared.db.cli import ensure_schema
+from ax3l.shared.ports import free_port
+from ax3l.shared.processes import ManagedProcess
+from ax3l.shared.stack import spec
+from ax3l.shared.stack.mariadb import PrivateMariaDB
+from ax3l.shared.stack.supervisor import Child, Death, Restart, RestartPolicy, Supervisor
 from ax3l.shared.waiting import WaitTimeout, wait_until
 from ax3l.testing import chaos
-from ax3l.testing.chaos import (
-    PrivateMariaDB,
-    ProgressMonitor,
-    Restart,
-    ServiceProcess,
-    Supervised,
-    Supervisor,
-)
+from ax3l.testing.chaos import ProgressMonitor
+from ax3l.testing.databases import TestDatabases
 from ax3l.testing.invariants import Invariant, check_invariants
-from ax3l.testing.plugin import TestDatabases, free_port
 from ax3l.testing.scripted_llm import random_call_ranges
 
 TARGETS = ("orchestrator", "toolbroker", "snakelab", "mariadb")
@@ -169,7 +169,7 @@ class ChaosReport:
     kills: list[Kill] = field(default_factory=list)
     freezes: list[Freeze] = field(default_factory=list)
     restarts: list[Restart] = field(default_factory=list)
-    deaths: list[chaos.Death] = field(default_factory=list)
+    deaths: list[Death] = field(default_factory=list)
     invariants: list[Invariant] = field(default_factory=list)
     counts: dict[str, Any] = field(default_factory=dict)
     oracle: str = "not run"
@@ -296,6 +296,11 @@ def _clean_environ() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("AX3L_", "SNAKELAB_", "DB_"))}
 
 
+# make run's restart policy with the chaos tier's timings; it never gives up (deaths are findings).
+POLICY = RestartPolicy(backoff_max=8.0, quick_crash_seconds=30.0, give_up_after=None)
+STOP_ORDER = ("orchestrator", "toolbroker", "scripted-model", "snakelab")
+
+
 class ChaosStack:
     """MariaDB, SnakeLab, the broker, the scripted model and the orchestrator, supervised."""
 
@@ -304,7 +309,7 @@ class ChaosStack:
         self.log_dir = log_dir
         self.config = config
         self.mariadb = PrivateMariaDB(repo)
-        self.supervisor = Supervisor()
+        self.supervisor = Supervisor([])
         self.freezer = chaos.Freezer()
         self.proposer = "tpe"
         self.ports = {
@@ -315,29 +320,41 @@ class ChaosStack:
             "model": free_port(),
             "zmq": free_port(),
         }
-        self.processes: dict[str, ServiceProcess] = {}
         self.databases: TestDatabases | None = None
+
+    @property
+    def processes(self) -> dict[str, Child]:
+        return self.supervisor.services
 
     @property
     def status_url(self) -> str:
         return f"http://127.0.0.1:{self.ports['orchestrator']}/api/status"
 
-    def _db_env(self) -> dict[str, str]:
+    def _stack_env(self) -> dict[str, str]:
+        """What make run's stack_env would hold for this stack: the database, ports, endpoints."""
         assert self.databases is not None
-        return self.databases.env()
-
-    def _process(self, name: str, command: list[str], env: dict[str, str]) -> ServiceProcess:
-        proc = ServiceProcess(name, command, env, self.log_dir / f"{name}.log")
-        self.processes[name] = proc
-        return proc
-
-    def _orchestrator_env(self) -> dict[str, str]:
-        env = {
+        return {
             **_clean_environ(),
-            **self._db_env(),
-            "AX3L_ZMQ_ENDPOINT": f"tcp://127.0.0.1:{self.ports['zmq']}",
+            **self.databases.env(),
+            "SNAKELAB_PORT": str(self.ports["snakelab"]),
+            "SNAKELAB_EVENTS_PORT": str(self.ports["snakelab_events"]),
             "AX3L_SNAKELAB_ENDPOINT": f"tcp://127.0.0.1:{self.ports['snakelab']}",
+            "AX3L_ZMQ_ENDPOINT": f"tcp://127.0.0.1:{self.ports['zmq']}",
+            "AX3L_TOOLBROKER_PORT": str(self.ports["toolbroker"]),
             "AX3L_ORCHESTRATOR_PORT": str(self.ports["orchestrator"]),
+        }
+
+    def _overrides(self, name: str) -> dict[str, str]:
+        """The chaos tier's own settings for ``name`` (the orchestrator's, as of its start)."""
+        if name == "snakelab":
+            return {
+                "SNAKELAB_TRAINER": "surrogate",
+                "SNAKELAB_SURROGATE_SECONDS": str(self.config.run_seconds),
+                "SNAKELAB_LOG_LEVEL": "INFO",
+            }
+        if name != "orchestrator":
+            return {}
+        env = {
             "AX3L_POLL_INTERVAL": "0.2",
             "AX3L_RETRY_BACKOFF_MAX": "2",
             "AX3L_LLM_TIMEOUT": "20",
@@ -349,122 +366,70 @@ class ChaosStack:
             env["AX3L_LLM_URL"] = f"http://127.0.0.1:{self.ports['model']}"
         return env
 
+    def _child(self, name: str, command: list[str], env: Callable[[], dict[str, str]]) -> Child:
+        log = self.log_dir / f"{name}.log"
+
+        def launch() -> ManagedProcess:
+            return ManagedProcess(
+                name, command, env(), log, new_session=True, stdin=subprocess.DEVNULL
+            )
+
+        return Child(name, launch, log_path=log, rng=random.Random(self.rng.random()))
+
+    def _service_child(self, name: str) -> Child:
+        service = spec.service(name, self._stack_env())
+        return self._child(
+            name,
+            service.argv(sys.executable),
+            lambda: service.environment(self._stack_env(), self._overrides(name)),
+        )
+
     def start(self) -> None:
         self.mariadb.start()
-        self.databases = self.mariadb.databases()
+        self.databases = TestDatabases.of_server(self.mariadb.settings())
         ensure_schema(self.databases.settings())
-        rng = random.Random(self.config.seed + 1)
-        base = {**_clean_environ(), **self._db_env()}
-        snakelab = self._process(
-            "snakelab",
-            chaos.python_module(
-                "snakelab",
-                "--address",
-                "127.0.0.1",
-                "--port",
-                str(self.ports["snakelab"]),
-                "--events-port",
-                str(self.ports["snakelab_events"]),
-            ),
-            {
-                **base,
-                "SNAKELAB_TRAINER": "surrogate",
-                "SNAKELAB_SURROGATE_SECONDS": str(self.config.run_seconds),
-                "SNAKELAB_LOG_LEVEL": "INFO",
-            },
-        )
-        broker = self._process(
-            "toolbroker",
-            chaos.python_module(
-                "ax3l.toolbroker", "--zmq-endpoint", f"tcp://127.0.0.1:{self.ports['zmq']}"
-            ),
-            {
-                **base,
-                "AX3L_SNAKELAB_ENDPOINT": f"tcp://127.0.0.1:{self.ports['snakelab']}",
-                "AX3L_TOOLBROKER_PORT": str(self.ports["toolbroker"]),
-            },
-        )
+        self.rng = random.Random(self.config.seed + 1)
         script = self.log_dir / "model-script.json"
         script.write_text(
             json.dumps(
                 {"then": {"random_call": random_call_ranges(), "delay": self.config.model_delay}}
             )
         )
-        model = self._process(
-            "scripted-model",
-            chaos.python_module(
-                "ax3l.testing.scripted_llm",
-                "--port",
-                str(self.ports["model"]),
-                "--script",
-                str(script),
-                "--seed",
-                str(self.config.seed),
-            ),
-            _clean_environ(),
+        model = chaos.python_module(
+            "ax3l.testing.scripted_llm",
+            *("--port", str(self.ports["model"]), "--script", str(script)),
+            *("--seed", str(self.config.seed)),
         )
-        orchestrator = self._process("orchestrator", chaos.python_module("ax3l.orchestrator"), {})
-
-        def spawn_orchestrator() -> None:
-            orchestrator.env = self._orchestrator_env()
-            orchestrator.spawn()
-
-        for proc, spawn in (
-            (snakelab, snakelab.spawn),
-            (broker, broker.spawn),
-            (model, model.spawn),
-            (orchestrator, spawn_orchestrator),
-        ):
-            spawn()
-            self.supervisor.add(
-                Supervised(
-                    proc.name,
-                    spawn,
-                    proc.alive,
-                    proc.kill9,
-                    lambda proc=proc: (proc.returncode(), proc.output_since_start()),
-                    random.Random(rng.random()),
-                    self.config.restart_delay,
-                    proc.pids,
-                )
-            )
-        error_log = self.mariadb.run_dir / "mariadb" / "error.log"
-        self.supervisor.add(
-            Supervised(
-                "mariadb",
-                self.mariadb.start,
-                self.mariadb.alive,
-                self.mariadb.kill9,
-                lambda: (None, _tail(error_log)),
-                random.Random(rng.random()),
-                self.config.restart_delay,
-                self.mariadb.pids,
-            )
-        )
-        self.supervisor.start()
+        children = [
+            self._service_child("snakelab"),
+            self._service_child("toolbroker"),
+            self._child("scripted-model", model, lambda: spec.process_env(os.environ)),
+            self._service_child("orchestrator"),
+        ]
+        mariadb = Child("mariadb", self.mariadb.start, rng=random.Random(self.rng.random()))
+        policy = replace(POLICY, kill_delay=self.config.restart_delay)
+        self.supervisor = Supervisor([*children, mariadb], policy)
+        self.supervisor.adopt(mariadb, self.mariadb)
+        for child in children:
+            self.supervisor.launch(child)
+        self.supervisor.watch_in_threads()
 
     def stop_services(self) -> None:
         self.freezer.resume_all()
-        self.supervisor.stop()
-        for name in ("orchestrator", "toolbroker", "scripted-model", "snakelab"):
+        self.supervisor.stop_watching()
+        for name in STOP_ORDER:
             if name in self.processes:
-                self.processes[name].stop()
+                self.supervisor.stop_child(self.processes[name])
         if not self.mariadb.alive():
             self.mariadb.start()
 
     def destroy(self) -> None:
         self.freezer.resume_all()
-        self.supervisor.stop()
-        for proc in self.processes.values():
-            proc.kill9()
+        self.supervisor.stop_watching()
+        for child in self.processes.values():
+            if child.proc is not None and child.name != "mariadb":
+                child.proc.kill_tree()
         self.mariadb.destroy()
-
-
-def _tail(path: Path, lines: int = 5) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
 
 
 def _wait(condition: Any, timeout: float) -> bool:

@@ -69,6 +69,12 @@ class TestDatabases:
         logins = {field: values[key] for field, key in _ENV_KEYS.items()}
         return cls(port=int(values["DB_PORT"]), ax3l_db=ax3l_db, snakelab_db=snakelab_db, **logins)
 
+    @classmethod
+    def of_server(cls, values: dict[str, str]) -> TestDatabases:
+        """The ``ax3l`` and ``snakelab`` databases ``scripts/mariadb.sh`` creates on a server
+        of its own (its ``db.env`` values), with their grants."""
+        return cls.from_env(values, values["AX3L_DB_NAME"], values["AX3L_SNAKELAB_DB_NAME"])
+
     def settings(self, **overrides: Any) -> Settings:
         """Ax3l settings pointing at these databases."""
         values: dict[str, Any] = {
