@@ -173,12 +173,7 @@ def terminate(service: Service, timeout: float = 15) -> None:
     pid = running_pid(service)
     if pid is None:
         return
-
-    def reap() -> None:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
-
-    end_group(pid, timeout, reap)
+    end_group(pid, timeout)
     pid_path(service.name).unlink(missing_ok=True)
     print(f"stack: {service.name} stopped")
 
@@ -294,10 +289,8 @@ class Supervisor(BaseSupervisor):
 
 
 def urls(env: dict[str, str]) -> str:
-    host = env.get("AX3L_HTTP_HOST", "127.0.0.1")
-    reports = f"http://{host}:{env.get('AX3L_REPORTS_PORT', '28870')}"
-    orchestrator = f"http://{host}:{env.get('AX3L_ORCHESTRATOR_PORT', '28871')}"
-    toolbroker = f"http://{host}:{env.get('AX3L_TOOLBROKER_PORT', '28872')}"
+    base = {s.name: str(s.health_url).removesuffix("/health") for s in services(env)}
+    reports, orchestrator, toolbroker = base["reports"], base["orchestrator"], base["toolbroker"]
     return "\n".join(
         [
             f"  reports:      {reports}/",

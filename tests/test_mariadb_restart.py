@@ -1,25 +1,19 @@
 """A MariaDB restart mid-run is a pause: every service waits it out and the experiment goes on.
 
-The test runs its own private MariaDB (``scripts/mariadb.sh`` with a temporary run directory
-and a free port), so the instance the other tests share is never stopped. The broker, the
-report server and the reference SnakeLab must survive each restart in place; the orchestrator's
-loop ends its process on a database error (the spec: "Database errors stop the loop"), and the
-test restarts it as the supervisor would: the new process waits for the database at startup
-and continues where the events say.
+The test runs its own private MariaDB (``ax3l.shared.stack.mariadb``: ``scripts/mariadb.sh``
+with a temporary run directory and a free port), so the instance the other tests share is never
+stopped. The broker, the report server and the reference SnakeLab must survive each restart in
+place; the orchestrator's loop ends its process on a database error (the spec: "Database errors
+stop the loop"), and the test restarts it as the supervisor would: the new process waits for the
+database at startup and continues where the events say.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,37 +21,16 @@ from typing import Any
 import pytest
 
 from ax3l.shared.db.cli import ensure_schema
+from ax3l.shared.stack.mariadb import PrivateMariaDB
+from ax3l.shared.stack.spec import http_get
 from ax3l.shared.waiting import WaitTimeout, wait_until
 from ax3l.testing.databases import TestDatabases
-from ax3l.testing.plugin import free_port, read_env_file
-from ax3l.testing.stack import Proc, Stack, check_history
+from ax3l.testing.plugin import free_port
+from ax3l.testing.stack import Stack, check_history
 
 REPO = Path(__file__).resolve().parent.parent
-MARIADB = REPO / "scripts" / "mariadb.sh"
 RESTARTS = 3
 RUN_SECONDS = 1.0
-
-
-class PrivateMariaDB:
-    """A second private MariaDB: its own data directory, socket and port."""
-
-    def __init__(self, run_dir: Path, port: int):
-        self.run_dir = run_dir
-        self.port = port
-        self.env = {**os.environ, "AX3L_RUN_DIR": str(run_dir), "AX3L_DEV_DB_PORT": str(port)}
-
-    def run(self, command: str) -> None:
-        done = subprocess.run(
-            ["bash", str(MARIADB), command],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, f"mariadb.sh {command}: {done.stdout}{done.stderr}"
-
-    def db_env(self) -> dict[str, str]:
-        return read_env_file(self.run_dir / "db.env")
 
 
 @pytest.fixture(scope="module")
@@ -65,40 +38,25 @@ def second_mariadb() -> Iterator[PrivateMariaDB]:
     """A MariaDB of this module's own, stopped and deleted afterwards."""
     if shutil.which("mariadbd") is None and not Path("/usr/sbin/mariadbd").exists():
         pytest.skip("mariadb-server is not installed")
-    # A short path: the server's Unix socket lives in it (at most 107 bytes).
-    run_dir = Path(tempfile.mkdtemp(prefix="ax3l-db-"))
-    server = PrivateMariaDB(run_dir, free_port())
+    server = PrivateMariaDB(REPO)
     try:
-        server.run("start")
+        server.start()
         yield server
     finally:
-        subprocess.run(["bash", str(MARIADB), "stop"], env=server.env, capture_output=True)
-        shutil.rmtree(run_dir, ignore_errors=True)
+        server.destroy()
 
 
 @pytest.fixture
 def restart_databases(second_mariadb: PrivateMariaDB) -> TestDatabases:
     """The instance's own ``ax3l`` and ``snakelab`` databases (mariadb.sh made the grants)."""
-    env = second_mariadb.db_env()
-    dbs = TestDatabases.from_env(env, env["AX3L_DB_NAME"], env["SNAKELAB_DB_NAME"])
+    dbs = TestDatabases.of_server(second_mariadb.settings())
     ensure_schema(dbs.settings())
     return dbs
 
 
-def _get(url: str) -> tuple[int, Any]:
-    """(status, JSON body) of a GET; (0, None) when nothing answers."""
-    import json
-
-    try:
-        with urllib.request.urlopen(url, timeout=3) as reply:
-            return reply.status, json.loads(reply.read())
-    except urllib.error.HTTPError as error:
-        try:
-            return error.code, json.loads(error.read())
-        except ValueError:
-            return error.code, None
-    except (urllib.error.URLError, OSError, ValueError):
-        return 0, None
+def _get(url: str) -> tuple[int | None, Any]:
+    """(status, JSON body) of a GET; (None, None) when nothing answers."""
+    return http_get(url, timeout=3)
 
 
 class Supervisor:
@@ -157,19 +115,9 @@ def test_a_mariadb_restart_mid_run_is_a_pause(
         stack.start(surrogate_seconds=RUN_SECONDS)
         assert stack.broker is not None and stack.snakelab is not None
         reports_port = free_port()
-        reports = Proc(
-            "reports",
-            [
-                sys.executable,
-                "-c",
-                "import sys; from ax3l.reports.main import main; sys.exit(main())",
-                "--port",
-                str(reports_port),
-            ],
-            {**stack.base_env(), "AX3L_REPORTS_PORT": str(reports_port)},
-            tmp_path / "reports.log",
+        reports, _ = stack.spawn(
+            "reports", tmp_path / "reports.log", {"AX3L_REPORTS_PORT": str(reports_port)}
         )
-        stack.procs.append(reports)
         broker_rest = stack.broker_port
         supervisor = Supervisor(stack)
         _wait(lambda: _completed_steps(stack) >= 2, 120, "two completed steps", supervisor)
@@ -186,7 +134,7 @@ def test_a_mariadb_restart_mid_run_is_a_pause(
         waited_at_startup = 0
         for _ in range(RESTARTS):
             steps_before = _completed_steps(stack)
-            second_mariadb.run("stop")
+            second_mariadb.stop()
             stack.reconnect()
             # While it is down: the broker and the reports say so on /ready, and a restarted
             # orchestrator waits for the database instead of exiting again.
@@ -208,7 +156,7 @@ def test_a_mariadb_restart_mid_run_is_a_pause(
             code, body = _get(f"http://127.0.0.1:{reports_port}/")
             assert code == 503, (code, body)
 
-            second_mariadb.run("start")
+            second_mariadb.start()
             back = time.monotonic()
             _wait(
                 lambda: all(
@@ -279,25 +227,16 @@ def test_errors_no_wait_can_fix_stop_each_service_with_advice(databases, tmp_pat
     """A refused login is not an outage: the orchestrator, the broker and the report server
     exit 2 at once with a message that names the settings to check."""
     stack = Stack(databases, tmp_path)
-    wrong = {**stack.base_env(), "DB_PASSWORD": "wrong"}
-    commands = {
-        "orchestrator": [sys.executable, "-m", "ax3l.orchestrator"],
-        "toolbroker": [sys.executable, "-m", "ax3l.toolbroker"],
-        "reports": [
-            sys.executable,
-            "-c",
-            "import sys; from ax3l.reports.main import main; sys.exit(main())",
-        ],
-    }
-    ports = {
+    overrides = {
+        "DB_PASSWORD": "wrong",
         "AX3L_ORCHESTRATOR_PORT": str(free_port()),
         "AX3L_TOOLBROKER_PORT": str(free_port()),
         "AX3L_REPORTS_PORT": str(free_port()),
         "AX3L_ZMQ_ENDPOINT": f"tcp://127.0.0.1:{free_port()}",
     }
     procs = [
-        Proc(name, args, {**wrong, **ports}, tmp_path / f"{name}.log")
-        for name, args in commands.items()
+        stack.spawn(name, tmp_path / f"{name}.log", overrides)[0]
+        for name in ("orchestrator", "toolbroker", "reports")
     ]
     try:
         for proc in procs:

@@ -21,11 +21,13 @@ from pathlib import Path
 import pymysql
 import pytest
 
+from ax3l.shared.processes import process_alive
+from ax3l.shared.stack.mariadb import PrivateMariaDB
+from ax3l.shared.stack.spec import http_get
 from ax3l.testing.plugin import free_port, read_env_file, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 STACK = [sys.executable, str(REPO / "scripts" / "stack.py")]
-MARIADB = ["bash", str(REPO / "scripts" / "mariadb.sh")]
 SERVICES = ("snakelab", "toolbroker", "orchestrator", "reports")
 
 
@@ -35,18 +37,11 @@ class RunDir:
     def __init__(self) -> None:
         # Short: the MariaDB socket path must fit in a sockaddr_un.
         self.path = Path(tempfile.mkdtemp(prefix="ax3l-sv-", dir="/tmp"))
-        self.db_port = free_port()
+        self.server = PrivateMariaDB(REPO, self.path)
+        self.db_port = self.server.port
 
     def mariadb(self, action: str) -> None:
-        env = {
-            **self._clean(),
-            "AX3L_RUN_DIR": str(self.path),
-            "AX3L_DEV_DB_PORT": str(self.db_port),
-        }
-        done = subprocess.run(
-            [*MARIADB, action], env=env, capture_output=True, text=True, timeout=180
-        )
-        assert done.returncode == 0, done.stderr
+        {"start": self.server.start, "stop": self.server.stop}[action](180)
 
     @staticmethod
     def _clean() -> dict[str, str]:
@@ -107,11 +102,7 @@ def _environ(pid: int) -> dict[str, str]:
     return {key.decode(): value.decode() for key, _, value in pairs}
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+_alive = process_alive
 
 
 def _processes_with(text: str) -> list[int]:
@@ -130,13 +121,7 @@ def _processes_with(text: str) -> list[int]:
 
 
 def _healthy(port: int) -> bool:
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as reply:
-            return reply.status == 200
-    except OSError:
-        return False
+    return http_get(f"http://127.0.0.1:{port}/health", timeout=1)[0] == 200
 
 
 def _stopped_cleanly(folder: RunDir, env: dict[str, str], pids: set[int]) -> None:

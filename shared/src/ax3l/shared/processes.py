@@ -180,9 +180,6 @@ class ManagedProcess:
             text = log.read().decode(errors="replace")
         return "\n".join([line for line in text.splitlines() if line.strip()][-lines:])
 
-    def exit_text(self) -> str:
-        return exit_text(self.returncode)
-
     def pids(self) -> list[int]:
         """The process and its descendants, parent first (what a freeze stops); none once it
         exited."""

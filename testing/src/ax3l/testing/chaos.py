@@ -15,14 +15,10 @@ recovery times can be measured. The history invariants the run is checked agains
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
-import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -275,14 +271,6 @@ class ProgressMonitor:
         return None
 
 
-def get_status(url: str, timeout: float = 0.5) -> dict[str, Any] | None:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            return dict(json.loads(response.read()))
-    except (urllib.error.URLError, OSError, ValueError):
-        return None
-
-
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
@@ -295,7 +283,3 @@ def admin_connection(databases: TestDatabases) -> Iterator[Any]:
         yield conn
     finally:
         conn.close()
-
-
-def python_module(module: str, *args: str) -> list[str]:
-    return [sys.executable, "-m", module, *args]

@@ -312,14 +312,8 @@ class ChaosStack:
         self.supervisor = Supervisor([])
         self.freezer = chaos.Freezer()
         self.proposer = "tpe"
-        self.ports = {
-            "snakelab": free_port(),
-            "snakelab_events": free_port(),
-            "toolbroker": free_port(),
-            "orchestrator": free_port(),
-            "model": free_port(),
-            "zmq": free_port(),
-        }
+        names = ("snakelab", "snakelab_events", "toolbroker", "orchestrator", "model", "zmq")
+        self.ports = {name: free_port() for name in names}
         self.databases: TestDatabases | None = None
 
     @property
@@ -390,16 +384,13 @@ class ChaosStack:
         ensure_schema(self.databases.settings())
         self.rng = random.Random(self.config.seed + 1)
         script = self.log_dir / "model-script.json"
-        script.write_text(
-            json.dumps(
-                {"then": {"random_call": random_call_ranges(), "delay": self.config.model_delay}}
-            )
-        )
-        model = chaos.python_module(
-            "ax3l.testing.scripted_llm",
+        then = {"random_call": random_call_ranges(), "delay": self.config.model_delay}
+        script.write_text(json.dumps({"then": then}))
+        model = [
+            *(sys.executable, "-m", "ax3l.testing.scripted_llm"),
             *("--port", str(self.ports["model"]), "--script", str(script)),
             *("--seed", str(self.config.seed)),
-        )
+        ]
         children = [
             self._service_child("snakelab"),
             self._service_child("toolbroker"),
@@ -516,9 +507,9 @@ class Driver:
         services, freezer = self.services, self.stack.freezer
         if freezer.is_frozen("orchestrator"):
             return self.frozen_phase, self.stack.proposer
-        status = chaos.get_status(self.stack.status_url, timeout=1.0)
+        code, status = spec.http_get(self.stack.status_url, timeout=1.0)
         orchestrator = self.stack.processes["orchestrator"]
-        if status:
+        if code == 200 and isinstance(status, dict):
             self.status_pid = orchestrator.pid()
             return str(status.get("phase")), str(status.get("proposer"))
         if not services["orchestrator"].alive():
@@ -658,7 +649,7 @@ def _await_progress(
         f" within {waited:.1f} s (deadline {config.recovery_deadline:g} s after all were up)"
     )
     if not reached:
-        status = chaos.get_status(stack.status_url)
+        status = spec.http_get(stack.status_url, timeout=0.5)[1]
         report.advance_detail += f"; orchestrator status: {json.dumps(status)[:600]}"
 
 

@@ -3,8 +3,10 @@
     with SnakeLabProcess(databases.env(), trainer="surrogate", seconds=0) as snakelab:
         client = SnakeLabClient(snakelab.endpoint)
 
-The process gets a free control port and a free events port on 127.0.0.1 and is ready once it
-answers ``health``. Its stderr goes to a log file whose tail is shown when it fails to start.
+The process (``ax3l.shared.stack.spec``'s SnakeLab, given what ``make run`` would give it of the
+environment plus the test's settings) gets a free control port and a free events port on
+127.0.0.1 and is ready once it answers ``health``. Its stderr goes to a log file whose tail is
+shown when it fails to start.
 ``scratch_snakelab_database`` makes a throwaway ``snakelab_*`` database on the private MariaDB
 (for fixtures that outlive one test, and for benchmarks).
 """
@@ -27,6 +29,7 @@ import pymysql
 
 from ax3l.shared.ports import free_port
 from ax3l.shared.processes import ManagedProcess, ProcessFailed
+from ax3l.shared.stack import spec
 from ax3l.testing.databases import admin_connection, mysql_connection
 from snakelab.healthcheck import ping
 
@@ -46,14 +49,18 @@ class SnakeLabProcess:
     ):
         self.port = port or free_port()
         self.events_port = events_port if events_port is not None else free_port()
-        self.env = {
-            **os.environ,
-            **env,
-            "SNAKELAB_TRAINER": trainer,
-            "SNAKELAB_SURROGATE_SECONDS": str(seconds),
-            "SNAKELAB_DB_WAIT_SECONDS": "5",
-            **(extra_env or {}),
-        }
+        self.service = spec.service("snakelab", {"SNAKELAB_PORT": str(self.port)})
+        # What make run would give it of this environment, with the test's settings on top.
+        self.env = self.service.environment(
+            os.environ,
+            {
+                **env,
+                "SNAKELAB_TRAINER": trainer,
+                "SNAKELAB_SURROGATE_SECONDS": str(seconds),
+                "SNAKELAB_DB_WAIT_SECONDS": "5",
+                **(extra_env or {}),
+            },
+        )
         self._log_dir = log_dir
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self.log_path: Path | None = None
@@ -81,17 +88,7 @@ class SnakeLabProcess:
         self.log_path = folder / f"snakelab-{self.port}.log"
         self.managed = ManagedProcess(
             "snakelab",
-            [
-                sys.executable,
-                "-m",
-                "snakelab",
-                "--address",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--events-port",
-                str(self.events_port),
-            ],
+            [*self.service.argv(sys.executable), "--events-port", str(self.events_port)],
             self.env,
             self.log_path,
             log_lines=40,

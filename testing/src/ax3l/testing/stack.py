@@ -2,7 +2,9 @@
 
 ``Stack`` starts a reference SnakeLab on the surrogate trainer, a toolbroker, and on request a
 scripted model server and orchestrator processes (whose MCP sessions are their own children),
-all on free ports of 127.0.0.1 against one ``TestDatabases`` pair. Helpers read the events and
+all on free ports of 127.0.0.1 against one ``TestDatabases`` pair. The services are those of
+``ax3l.shared.stack.spec``, each given only the settings it reads, as ``make run`` does, plus the
+test's own (free ports, fast timings, the surrogate trainer). Helpers read the events and
 SnakeLab's runs back with plain SQL, and ``check_history`` asserts the invariants every history
 must keep. Test-only: it starts the reference SnakeLab, which Ax3l itself never imports.
 """
@@ -16,7 +18,7 @@ import signal
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -24,6 +26,8 @@ from typing import Any, TypeAlias
 from ax3l.shared.config_schema import BUNDLED_SCHEMA
 from ax3l.shared.ports import free_port
 from ax3l.shared.processes import ManagedProcess, http_ok
+from ax3l.shared.stack import spec
+from ax3l.shared.stack.spec import Service
 from ax3l.shared.waiting import WaitTimeout, wait_until
 from ax3l.testing.databases import TestDatabases
 from ax3l.testing.invariants import STEP_EVENTS, Ev, check, read_history
@@ -119,6 +123,8 @@ class Stack:
         return self.schema_path
 
     def base_env(self) -> dict[str, str]:
+        """Every setting of this stack (the whole environment, but no crash hook): what make
+        run's stack_env is to its services, each of which gets its own part (``spawn``)."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("AX3L_TEST_CRASH")}
         env.update(self.databases.env())
         env["AX3L_ZMQ_ENDPOINT"] = self.broker_endpoint
@@ -151,10 +157,10 @@ class Stack:
         )
         if front is not None:
             self.front = front(self.snakelab.endpoint)
-        broker_port = self._spawn_broker()
+        broker = self._spawn_broker()
         self.snakelab.start()
         assert self.broker is not None
-        self.broker.wait_ready(lambda: http_ok(f"http://127.0.0.1:{broker_port}/health"), 30)
+        self.broker.wait_ready(broker.healthy, 30)
         return self
 
     def restart_snakelab(self) -> SnakeLabProcess:
@@ -174,25 +180,30 @@ class Stack:
         ).start()
         return self.snakelab
 
-    def _spawn_broker(self) -> int:
-        port = free_port()
-        env = {**self.base_env(), **self.broker_env, "AX3L_TOOLBROKER_PORT": str(port)}
-        proc = Proc(
-            "toolbroker",
-            [sys.executable, "-m", "ax3l.toolbroker", "--zmq-endpoint", self.broker_endpoint],
-            env,
-            self.folder / "toolbroker.log",
-        )
+    def spawn(
+        self, name: str, log: Path, overrides: Mapping[str, str], args: Sequence[str] = ()
+    ) -> tuple[Proc, Service]:
+        """Start the stack's service ``name`` (``ax3l.shared.stack.spec``) as ``python -m``,
+        its settings filtered from ``base_env`` as make run filters them, ``overrides`` on top."""
+        env = self.base_env()
+        service = spec.service(name, {**env, **overrides})
+        command = [*service.argv(sys.executable), *args]
+        proc = Proc(name, command, service.environment(env, overrides), log)
         self.procs.append(proc)
-        self.broker = proc
+        return proc, service
+
+    def _spawn_broker(self) -> Service:
+        port = free_port()
+        overrides = {**self.broker_env, "AX3L_TOOLBROKER_PORT": str(port)}
+        self.broker, service = self.spawn("toolbroker", self.folder / "toolbroker.log", overrides)
         self.broker_port = port
-        return port
+        return service
 
     def start_broker(self) -> Proc:
         """Start (another) broker on the same endpoint and wait until it answers."""
-        port = self._spawn_broker()
+        service = self._spawn_broker()
         assert self.broker is not None
-        self.broker.wait_ready(lambda: http_ok(f"http://127.0.0.1:{port}/health"), 30)
+        self.broker.wait_ready(service.healthy, 30)
         return self.broker
 
     def start_model(self, script: dict[str, Any]) -> ModelServer:
@@ -234,27 +245,16 @@ class Stack:
     ) -> Proc:
         """Start an orchestrator (not waiting for anything)."""
         self.api_port = free_port()
-        full_env = {
-            **self.base_env(),
-            **FAST_ENV,
-            "AX3L_ORCHESTRATOR_PORT": str(self.api_port),
-            **(env or {}),
-        }
+        overrides = {**FAST_ENV, "AX3L_ORCHESTRATOR_PORT": str(self.api_port), **(env or {})}
         if proposer:
-            full_env["AX3L_PROPOSER"] = proposer
+            overrides["AX3L_PROPOSER"] = proposer
         if url:
-            full_env["AX3L_LLM_URL"] = url
+            overrides["AX3L_LLM_URL"] = url
         if crash_at:
-            full_env["AX3L_TEST_CRASH_AT"] = crash_at
+            overrides["AX3L_TEST_CRASH_AT"] = crash_at
         number = sum(1 for p in self.procs if p.name == "orchestrator")
-        proc = Proc(
-            "orchestrator",
-            [sys.executable, "-m", "ax3l.orchestrator", *(args or [])],
-            full_env,
-            self.folder / f"orchestrator-{number}.log",
-        )
-        self.procs.append(proc)
-        return proc
+        log = self.folder / f"orchestrator-{number}.log"
+        return self.spawn("orchestrator", log, overrides, args or [])[0]
 
     def crash_at(self, point: str, timeout: float = 60.0, **kwargs: Any) -> Proc:
         """Start an orchestrator armed to SIGKILL itself at ``point`` and wait for that."""

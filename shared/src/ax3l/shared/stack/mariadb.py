@@ -1,8 +1,5 @@
-"""A private MariaDB of its own: ``scripts/mariadb.sh`` with a throwaway run directory and a
-free port, so the shared private MariaDB under ``.run`` is never touched. The chaos tier
-supervises one (it is a ``supervisor.Running``), the MariaDB-restart test stops and starts
-one, the soak runs on one.
-"""
+"""A private MariaDB of its own (``scripts/mariadb.sh`` on a throwaway run directory and a free
+port: the shared one under ``.run`` is never touched), a ``supervisor.Running`` too."""
 
 from __future__ import annotations
 
@@ -93,9 +90,6 @@ class PrivateMariaDB:
             self.stop(timeout)
         if self.alive():
             self.kill_tree()
-
-    def exit_text(self) -> str:
-        return "exited"
 
     def output_since_start(self, lines: int = 5) -> str:
         """The error log's tail (why it died)."""

@@ -24,7 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
-from ax3l.shared.processes import descendants, end_group, kill_all, process_alive
+from ax3l.shared.processes import descendants, end_group, exit_text, kill_all, process_alive
 from ax3l.shared.waiting import WaitTimeout, wait_until
 
 
@@ -39,7 +39,6 @@ class Running(Protocol):
     def pids(self) -> list[int]: ...
     def kill_tree(self) -> None: ...
     def stop_group(self, timeout: float = ...) -> object: ...
-    def exit_text(self) -> str: ...
     def output_since_start(self, lines: int = ...) -> str: ...
 
 
@@ -62,9 +61,6 @@ class Adopted:
 
     def stop_group(self, timeout: float = 15.0) -> None:
         end_group(self.pid, timeout)
-
-    def exit_text(self) -> str:
-        return "exited"
 
     def output_since_start(self, lines: int = 8) -> str:
         return ""
@@ -248,7 +244,7 @@ class Supervisor:
         with child.lock:
             child.killed, child.killed_pending = child.killed_pending, False
         child.died_at = now
-        child.last_exit = f"{child.proc.exit_text()} after {uptime:.1f} s at {now_text()}"
+        child.last_exit = f"{exit_text(child.proc.returncode)} after {uptime:.1f} s at {now_text()}"
         self.exited(child)
         if child.killed:
             delay = child.rng.uniform(*self.policy.kill_delay)
