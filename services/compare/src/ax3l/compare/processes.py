@@ -1,10 +1,11 @@
 """One repeat's services as real processes: the reference SnakeLab (surrogate trainer), the
 toolbroker and the orchestrator, on free ports of 127.0.0.1.
 
-Each process gets only what it reads (the way ``scripts/stack.py`` does it): what any Python
-process needs, the Ax3l settings the user exported (model server, token cap, constrained
-proposals...), and the repeat's own database login, endpoints and schema file. The admin login
-reaches none of them; SnakeLab's login only SnakeLab, Ax3l's only the broker and orchestrator.
+The services, their commands, allow-lists and health checks are ``ax3l.shared.stack.spec``'s (what
+``make run`` starts). Each process gets only what it reads: what any Python process needs, the Ax3l
+settings the user exported (model server, token cap, constrained proposals...), and the repeat's
+own database login, endpoints and schema file. The admin login reaches none of them; SnakeLab's
+login only SnakeLab, Ax3l's only the broker and orchestrator.
 """
 
 from __future__ import annotations
@@ -14,17 +15,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol
 
-from ax3l.shared.env_files import setting_names
 from ax3l.shared.ports import free_port as free_port
-from ax3l.shared.processes import ManagedProcess, http_ok
-from ax3l.shared.settings import Settings
-from snakelab.healthcheck import ping
+from ax3l.shared.processes import ManagedProcess
+from ax3l.shared.stack import spec
 
-# What any Python process needs from the environment; nothing else is inherited.
-PROCESS_KEYS = frozenset(
-    {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "PYTHONPATH"}
-    | {"VIRTUAL_ENV"}
-)
 # Set per repeat, never taken from the user's environment.
 PER_REPEAT = frozenset(
     {
@@ -55,13 +49,12 @@ START_TIMEOUT = 60.0
 STOP_TIMEOUT = 15.0  # SIGTERM, then SIGKILL of the group
 
 
-def base_env(environ: Mapping[str, str]) -> dict[str, str]:
-    return {k: v for k, v in environ.items() if k in PROCESS_KEYS or k.startswith("LC_")}
+base_env = spec.process_env
 
 
 def ax3l_passthrough(environ: Mapping[str, str]) -> dict[str, str]:
     """The Ax3l settings the user exported that a repeat's services should honour too."""
-    known = setting_names(Settings) - PER_REPEAT
+    known = set(spec.service("orchestrator", environ).env_keys) - PER_REPEAT
     return {k: v for k, v in environ.items() if k in known}
 
 
@@ -100,50 +93,40 @@ def start_snakelab(
     """The reference SnakeLab on the surrogate trainer; returns it and its control endpoint
     (``port``: a given one, to restart a SnakeLab where it was; default a free one)."""
     port = port or free_port()
-    full = {
-        **env,
-        "SNAKELAB_TRAINER": "surrogate",
-        "SNAKELAB_SURROGATE_SECONDS": f"{surrogate_seconds:g}",
-        "SNAKELAB_SCHEMA_PATH": str(schema),
-        "SNAKELAB_LOG_LEVEL": "WARNING",
-        "SNAKELAB_DB_WAIT_SECONDS": "10",
-    }
-    args = [sys.executable, "-m", "snakelab", "--address", "127.0.0.1", "--port", str(port)]
-    args += ["--events-port", "0"]
-    service = launcher("snakelab", args, full, folder / "snakelab.log")
-    endpoint = f"tcp://127.0.0.1:{port}"
-    service.wait_ready(lambda: ping(endpoint), START_TIMEOUT)
-    return service, endpoint
+    service = spec.service("snakelab", {"SNAKELAB_PORT": str(port)})
+    full = service.environment(
+        env,
+        {
+            "SNAKELAB_TRAINER": "surrogate",
+            "SNAKELAB_SURROGATE_SECONDS": f"{surrogate_seconds:g}",
+            "SNAKELAB_SCHEMA_PATH": str(schema),
+            "SNAKELAB_LOG_LEVEL": "WARNING",
+            "SNAKELAB_DB_WAIT_SECONDS": "10",
+        },
+    )
+    args = [*service.argv(sys.executable), "--events-port", "0"]
+    started = launcher("snakelab", args, full, folder / "snakelab.log")
+    started.wait_ready(service.healthy, START_TIMEOUT)
+    assert service.zmq_health is not None
+    return started, service.zmq_health
 
 
 def start_toolbroker(
     env: dict[str, str], folder: Path, zmq_endpoint: str, launcher: Launcher = launch
 ) -> Service:
-    port = free_port()
-    full = {**env, "AX3L_TOOLBROKER_PORT": str(port), "AX3L_ZMQ_ENDPOINT": zmq_endpoint}
-    service = launcher(
-        "toolbroker",
-        [sys.executable, "-m", "ax3l.toolbroker", "--zmq-endpoint", zmq_endpoint],
-        full,
-        folder / "toolbroker.log",
-    )
-    service.wait_ready(lambda: http_ok(f"http://127.0.0.1:{port}/health"), START_TIMEOUT)
-    return service
+    overrides = {"AX3L_TOOLBROKER_PORT": str(free_port()), "AX3L_ZMQ_ENDPOINT": zmq_endpoint}
+    service = spec.service("toolbroker", {**env, **overrides})
+    full = service.environment(env, overrides)
+    started = launcher("toolbroker", service.argv(sys.executable), full, folder / "toolbroker.log")
+    started.wait_ready(service.healthy, START_TIMEOUT)
+    return started
 
 
 def start_orchestrator(
     env: dict[str, str], folder: Path, proposer: str, launcher: Launcher = launch
 ) -> Service:
     """The orchestrator with ``AX3L_PROPOSER`` = ``proposer`` (not waited for: it seeds)."""
-    full = {
-        **FAST_LOOP,
-        **env,
-        "AX3L_ORCHESTRATOR_PORT": str(free_port()),
-        "AX3L_PROPOSER": proposer,
-    }
-    return launcher(
-        "orchestrator",
-        [sys.executable, "-m", "ax3l.orchestrator"],
-        full,
-        folder / "orchestrator.log",
-    )
+    overrides = {"AX3L_ORCHESTRATOR_PORT": str(free_port()), "AX3L_PROPOSER": proposer}
+    service = spec.service("orchestrator", env)
+    full = service.environment({**FAST_LOOP, **env}, overrides)
+    return launcher("orchestrator", service.argv(sys.executable), full, folder / "orchestrator.log")
