@@ -91,5 +91,5 @@ def test_replies_are_compact_json_objects() -> None:
 
 def test_a_reply_never_contains_nan() -> None:
     """A non-finite number in a reply payload is a bug, caught before it reaches the wire."""
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not JSON compliant"):
         ok_reply("r", {"loss": float("nan")})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -150,10 +151,8 @@ class DatabaseCable:
             listener, self._listener = self._listener, None
             sockets, self._open = self._open, []
         for sock in [s for s in (listener,) if s is not None] + sockets:
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             sock.close()
 
     def _accept(self, listener: socket.socket) -> None:
@@ -184,10 +183,8 @@ class DatabaseCable:
         except OSError:
             pass
         for sock in (source, sink):
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
 
 async def test_a_run_outlives_an_outage_and_is_stored_when_the_database_is_back(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -37,10 +38,8 @@ async def lab(slow_lab: tuple[SnakeLabProcess, ScratchDatabase]) -> Any:
     yield client, database
     # Leave the server idle for the next test.
     while (active := await client.active()) is not None:
-        try:
+        with contextlib.suppress(SnakeLabError):
             await client.cancel(active.run_id)
-        except SnakeLabError:
-            pass
         await asyncio.sleep(0.01)
 
 

@@ -90,59 +90,74 @@ def _usable_request_id(value: Any) -> str | None:
 
 def read_request(frames: list[bytes], max_bytes: int) -> ControlRequest | Refusal:
     """The request in ``frames`` (one ZeroMQ message), or why it is refused."""
+    document = _json_object(frames, max_bytes)
+    if isinstance(document, Refusal):
+        return document
+    request_id = _usable_request_id(document.get("request_id"))
+    refused = _envelope_refusal(document, request_id)
+    if refused is not None:
+        return refused
+    try:
+        return ControlRequest.model_validate(document)
+    except ValidationError as exc:  # the checks above should leave nothing for the model
+        return _refuse(f"malformed request: {exc.errors()[0]['msg']}", request_id)
 
-    def refuse(message: str, request_id: str | None = None, code: str = "invalid_request"):
-        return Refusal(request_id, RequestRefused(code, message))
 
+def _refuse(message: str, request_id: str | None = None, code: str = "invalid_request") -> Refusal:
+    return Refusal(request_id, RequestRefused(code, message))
+
+
+def _json_object(frames: list[bytes], max_bytes: int) -> dict[str, Any] | Refusal:
+    """The message as a JSON object, or why it is none (no request id is known yet)."""
     if len(frames) != 1:
-        return refuse(f"a request is one frame, got {len(frames)}")
+        return _refuse(f"a request is one frame, got {len(frames)}")
     raw = frames[0]
     if len(raw) > max_bytes:
-        return refuse(f"message of {len(raw)} bytes exceeds the limit of {max_bytes} bytes")
+        return _refuse(f"message of {len(raw)} bytes exceeds the limit of {max_bytes} bytes")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return refuse(f"message is not valid UTF-8 (byte {exc.start})")
+        return _refuse(f"message is not valid UTF-8 (byte {exc.start})")
     try:
         document = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_int=_bounded_int)
     except ValueError as exc:  # JSONDecodeError, duplicate keys, endless integers
-        return refuse(f"message is not valid JSON: {exc}")
+        return _refuse(f"message is not valid JSON: {exc}")
     except RecursionError:
-        return refuse(f"message is nested too deeply (at most {MAX_NESTING} levels)")
+        return _refuse(f"message is nested too deeply (at most {MAX_NESTING} levels)")
     if not isinstance(document, dict):
-        return refuse(f"message must be a JSON object, got {type(document).__name__}")
+        return _refuse(f"message must be a JSON object, got {type(document).__name__}")
+    return document
 
-    request_id = _usable_request_id(document.get("request_id"))
+
+def _envelope_refusal(document: dict[str, Any], request_id: str | None) -> Refusal | None:
+    """Why the envelope's keys refuse the request, or None (checked in the order replied)."""
     if _nested_deeper_than(document, MAX_NESTING):
-        return refuse(f"message is nested too deeply (at most {MAX_NESTING} levels)", request_id)
+        return _refuse(f"message is nested too deeply (at most {MAX_NESTING} levels)", request_id)
     if "protocol_version" not in document:
-        return refuse("missing key: protocol_version", request_id)
+        return _refuse("missing key: protocol_version", request_id)
     version = document["protocol_version"]
     if type(version) is int and version != 1:
-        return refuse(
+        return _refuse(
             f"protocol_version {version} is not supported; this server speaks 1",
             request_id,
             "unsupported_protocol",
         )
     if type(version) is not int:
-        return refuse(
+        return _refuse(
             f"protocol_version must be the integer 1, got {json.dumps(version)}", request_id
         )
     keys = set(document)
     if extra := sorted(keys - ENVELOPE_KEYS):
-        return refuse(f"unexpected key(s): {', '.join(extra)}", request_id)
+        return _refuse(f"unexpected key(s): {', '.join(extra)}", request_id)
     if missing := sorted(ENVELOPE_KEYS - keys):
-        return refuse(f"missing key(s): {', '.join(missing)}", request_id)
+        return _refuse(f"missing key(s): {', '.join(missing)}", request_id)
     if request_id is None:
-        return refuse(f"request_id must be a non-empty string of at most {REQUEST_ID_MAX} chars")
+        return _refuse(f"request_id must be a non-empty string of at most {REQUEST_ID_MAX} chars")
     if not isinstance(document["method"], str):
-        return refuse("method must be a string", request_id)
+        return _refuse("method must be a string", request_id)
     if not isinstance(document["payload"], dict):
-        return refuse("payload must be a JSON object", request_id)
-    try:
-        return ControlRequest.model_validate(document)
-    except ValidationError as exc:  # the checks above should leave nothing for the model
-        return refuse(f"malformed request: {exc.errors()[0]['msg']}", request_id)
+        return _refuse("payload must be a JSON object", request_id)
+    return None
 
 
 def ok_reply(request_id: str, payload: dict[str, Any]) -> bytes:

@@ -14,6 +14,7 @@ committed before its connection died, and the write is done.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -185,10 +186,8 @@ class RunStore:
             with self._all_lock:
                 if connection in self._all:
                     self._all.remove(connection)
-            try:
+            with contextlib.suppress(pymysql.err.MySQLError, OSError):
                 connection.raw.close()
-            except (pymysql.err.MySQLError, OSError):
-                pass
 
     def stop_waiting(self, after: float = SHUTDOWN_PATIENCE_SECONDS) -> None:
         """The server stops: writes still failing ``after`` seconds from now are given up."""
@@ -201,10 +200,8 @@ class RunStore:
         with self._all_lock:
             connections, self._all = self._all, []
         for connection in connections:
-            try:
+            with contextlib.suppress(pymysql.err.MySQLError, OSError):
                 connection.raw.close()
-            except (pymysql.err.MySQLError, OSError):
-                pass
 
     # -- startup ----------------------------------------------------------------------------
 

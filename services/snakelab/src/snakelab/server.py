@@ -74,7 +74,9 @@ class ServerOptions:
         return None if self.events_port == 0 else f"tcp://{self.address}:{self.events_port}"
 
 
-def _env_type(kind: Callable[[str], Any], what: str, low: float, high: float | None = None):
+def _env_type(
+    kind: Callable[[str], Any], what: str, low: float, high: float | None = None
+) -> Callable[[str], Any]:
     def convert(text: str) -> Any:
         try:
             value = kind(text)

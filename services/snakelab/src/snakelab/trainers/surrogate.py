@@ -302,7 +302,7 @@ class _Trajectory:
     steps: list[int]
     rewards: list[float]
     outcomes: list[Outcome]
-    epsilons: list[float]
+    epsilons: list[float | None]  # always a number here; EpisodeBatch's column type
     losses: list[float | None]
     food_seeds: list[int]
 

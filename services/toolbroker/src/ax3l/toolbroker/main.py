@@ -146,23 +146,32 @@ class _Server(uvicorn.Server):
         yield
 
 
+async def _check_tables(settings: Settings, broker: Broker) -> bool:
+    """Whether Ax3l's tables were checked; False when the database cannot tell now (the broker
+    then waits for it). A misconfigured database raises ``DatabaseMisconfigured``."""
+    try:
+        await asyncio.to_thread(ensure_schema, settings)
+    except DatabaseMisconfigured:
+        raise
+    except DatabaseError as exc:
+        logger.warning("could not check Ax3l's tables now (%s); waiting for the database", exc)
+        if isinstance(exc, DatabaseUnavailable):
+            broker.db.outage.begin(exc)
+        return False
+    return True
+
+
 async def run(settings: Settings, endpoint: str | None, host: str, port: int) -> int:
     try:
         broker = Broker(settings, endpoint)
     except SchemaFileError as exc:
         print(f"ax3l-toolbroker: {exc}", file=sys.stderr)
         return 2
-    database_ready = True
     try:
-        await asyncio.to_thread(ensure_schema, settings)
+        database_ready = await _check_tables(settings, broker)
     except DatabaseMisconfigured as exc:
         print(f"ax3l-toolbroker: {exc}", file=sys.stderr)
         return 2
-    except DatabaseError as exc:
-        logger.warning("could not check Ax3l's tables now (%s); waiting for the database", exc)
-        if isinstance(exc, DatabaseUnavailable):
-            broker.db.outage.begin(exc)
-        database_ready = False
     try:
         bound = await broker.start(reconcile=database_ready)
     except OSError as exc:

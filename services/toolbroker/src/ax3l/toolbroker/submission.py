@@ -43,8 +43,9 @@ from ax3l.shared.event_models import (
     ProposalRejectedInvalid,
 )
 from ax3l.shared.registry import Entry
-from ax3l.shared.snakelab_client import SnakeLabClient, SubmitReply
+from ax3l.shared.snakelab_client import SnakeLabClient
 from ax3l.shared.submit_once import Refused, Sent, Unknown, send_once
+from ax3l.shared.wire import SubmitReply
 from ax3l.toolbroker.results import Accepted, ProtocolFailure, Rejected
 from ax3l.toolbroker.turn_gate import TurnGate
 from ax3l.toolbroker.value_rules import printable, shorten

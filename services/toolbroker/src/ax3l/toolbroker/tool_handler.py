@@ -62,6 +62,17 @@ class Request:
 
 def parse_request(raw: bytes, max_bytes: int, request: Request, frames: int = 1) -> None:
     """Fill ``request`` from ``raw``; raises ``invalid_request`` for a malformed envelope."""
+    document = _json_object(raw, max_bytes, frames)
+    request.sender = clean_name(document.get("sender"))
+    request.method = clean_name(document.get("method"))
+    problems = _envelope_problems(document)
+    if problems:
+        raise ProtocolFailure("invalid_request", "malformed envelope: " + "; ".join(problems))
+    request.payload = document["payload"]
+
+
+def _json_object(raw: bytes, max_bytes: int, frames: int) -> dict[str, Any]:
+    """The message as a JSON object; raises ``invalid_request`` when it is none."""
     if frames != 1:
         raise ProtocolFailure(
             "invalid_request", f"a request is one message frame; this one had {frames}"
@@ -82,9 +93,11 @@ def parse_request(raw: bytes, max_bytes: int, request: Request, frames: int = 1)
         ) from None
     if not isinstance(document, dict):
         raise ProtocolFailure("invalid_request", "the message is not a JSON object")
-    request.sender = clean_name(document.get("sender"))
-    request.method = clean_name(document.get("method"))
+    return document
 
+
+def _envelope_problems(document: dict[str, Any]) -> list[str]:
+    """What is wrong with the envelope's fields, in the order the reply lists them."""
     problems = []
     missing = [name for name in ENVELOPE_FIELDS if name not in document]
     extra = sorted(printable(name, 40) for name in document if name not in ENVELOPE_FIELDS)
@@ -103,9 +116,7 @@ def parse_request(raw: bytes, max_bytes: int, request: Request, frames: int = 1)
         problems.append(f"target must be {TOOL_TARGET!r}, not {printable(target)}")
     if "payload" in document and not isinstance(document["payload"], dict):
         problems.append("payload must be a JSON object")
-    if problems:
-        raise ProtocolFailure("invalid_request", "malformed envelope: " + "; ".join(problems))
-    request.payload = document["payload"]
+    return problems
 
 
 def reply_bytes(request: Request, payload: Mapping[str, Any]) -> bytes:
@@ -193,8 +204,8 @@ class ToolHandler:
             )
             return unlogged.payload(), unlogged.code
         if refused is not None or handler is None:
-            refused = refused or _NO_HANDLER
-            return refused.payload(), refused.code
+            failure = refused or _NO_HANDLER
+            return failure.payload(), failure.code
 
         result = await self._dispatch(handler, request.payload, process_id, received)
         if isinstance(result, ProtocolFailure):
@@ -204,9 +215,9 @@ class ToolHandler:
         if isinstance(result, Accepted):
             await self._log_accepted(result, call)
             return result.payload(), result.outcome
-        unlogged = await self._log_rejected(result, call)
-        if unlogged is not None:
-            return unlogged.payload(), unlogged.code
+        not_logged = await self._log_rejected(result, call)
+        if not_logged is not None:
+            return not_logged.payload(), not_logged.code
         return result.payload(), result.outcome
 
     def _parse(
