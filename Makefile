@@ -39,7 +39,7 @@ test: system-deps install db-start ## run every test suite against a real MariaD
 	$(UV) run --frozen pytest $(PYTEST_ARGS)
 
 .PHONY: llm-start
-llm-start: ## build (once, cached in ~/.cache/ax3l) and start a real llama-server with a tiny model on :27770
+llm-start: ## build (once, cached in $AX3L_CACHE_DIR, ~/.cache/ax3l) and start a real llama-server with a tiny model on :27770
 	scripts/llama-server.sh start
 
 .PHONY: llm-stop

@@ -16,6 +16,11 @@
 # exists is kept, unless it is a stand-in whose inputs changed; a missing one is pulled first
 # and built only when the pull fails. Each stand-in is labelled org.ax3l.standin=<inputs hash>.
 #   scripts/docker-standins.sh [--llama] [--rebuild]
+#   scripts/docker-standins.sh clean   # cold mode: remove every stand-in and the images built
+#                                      # on them, so the next run builds them all again
+# uv's wheel is cached in $AX3L_CACHE_DIR/docker (default ~/.cache/ax3l/docker); point
+# AX3L_CACHE_DIR at an empty folder for a cold run. No pip needed: the wheel comes from PyPI's
+# JSON index through the standard library (under `uv run` python3 is the venv's, without pip).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -25,11 +30,13 @@ MIRROR=${AX3L_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 PULL_TIMEOUT=${AX3L_STANDIN_PULL_TIMEOUT:-20}
 llama=0
 rebuild=0
+clean=0
 for arg in "$@"; do
   case "$arg" in
     --llama) llama=1 ;;
     --rebuild) rebuild=1 ;;
-    *) echo "usage: $0 [--llama] [--rebuild]" >&2; exit 2 ;;
+    clean) clean=1 ;;
+    *) echo "usage: $0 [--llama] [--rebuild] | $0 clean" >&2; exit 2 ;;
   esac
 done
 export DOCKER_BUILDKIT=0 # the classic builder: BuildKit would fetch its frontend image
@@ -113,6 +120,34 @@ EOF
   log "$DEBIAN_IMAGE: built"
 }
 
+# PyPI's manylinux wheel of uv for this machine's architecture (the one pip picks on a glibc
+# machine), from the JSON simple index (PEP 691), sha256 checked; prints its path in $CACHE.
+download_uv_wheel() {
+  python3 - "$UV_VERSION" "$(uname -m)" "$CACHE" <<'EOF'
+import hashlib, json, sys, urllib.request
+from pathlib import Path
+version, arch, cache = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+request = urllib.request.Request(
+    "https://pypi.org/simple/uv/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
+)
+with urllib.request.urlopen(request, timeout=60) as answer:
+    files = json.load(answer)["files"]
+prefix, suffix = f"uv-{version}-py3-none-manylinux", f"_{arch}.whl"
+found = [f for f in files if f["filename"].startswith(prefix) and f["filename"].endswith(suffix)]
+if not found:
+    sys.exit(f"standins: PyPI has no manylinux {arch} wheel of uv {version}")
+wanted = found[0]
+with urllib.request.urlopen(wanted["url"], timeout=300) as answer:
+    data = answer.read()
+if hashlib.sha256(data).hexdigest() != wanted["hashes"]["sha256"]:
+    sys.exit(f"standins: {wanted['filename']}: sha256 mismatch")
+partial = cache / (wanted["filename"] + ".part")
+partial.write_bytes(data)
+partial.rename(cache / wanted["filename"])
+print(cache / wanted["filename"])
+EOF
+}
+
 uv_image() {
   local hash
   hash=$(echo "$UV_VERSION" | cat - "$STANDINS/uv.Dockerfile" | sha256sum | cut -c1-16)
@@ -121,10 +156,7 @@ uv_image() {
   mkdir -p "$ctx"
   mkdir -p "$CACHE"
   wheel=$(ls "$CACHE"/uv-"$UV_VERSION"-*.whl 2>/dev/null | head -1 || true)
-  if [ -z "$wheel" ]; then
-    python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$CACHE" "uv==$UV_VERSION"
-    wheel=$(ls "$CACHE"/uv-"$UV_VERSION"-*.whl | head -1)
-  fi
+  [ -n "$wheel" ] || wheel=$(download_uv_wheel)
   python3 - "$wheel" "$ctx" <<'EOF'
 import sys, zipfile
 from pathlib import Path
@@ -175,6 +207,29 @@ llama_image() {
   [ -x "$binary" ] || { log "no llama-server binary yet: run scripts/llama-server.sh build"; exit 1; }
   debian_standin "$LLAMA_IMAGE" llama "$STANDINS/llama-server.Dockerfile" "$binary=llama-server"
 }
+
+# Cold mode: untag every stand-in and every image built on one (the services' images), then drop
+# the layers nothing names any more, so the next run builds them all again.
+clean_standins() {
+  local standins image children
+  standins=$(docker image ls --filter label=org.ax3l.standin --format '{{.Repository}}:{{.Tag}}')
+  [ -n "$standins" ] || { log "no stand-in images"; return 0; }
+  for image in $standins; do
+    children=$(docker image ls --filter "since=$image" --format '{{.Repository}}:{{.Tag}}' \
+      | grep -v '<none>' || true)
+    # shellcheck disable=SC2086 # one image reference per word
+    [ -z "$children" ] || docker image rm --force $children >/dev/null 2>&1 || true
+  done
+  # shellcheck disable=SC2086
+  docker image rm --force $standins >/dev/null
+  docker image prune --force >/dev/null
+  log "removed $(tr '\n' ' ' <<<"$standins")and the images built on them"
+}
+
+if [ "$clean" = 1 ]; then
+  clean_standins
+  exit 0
+fi
 
 debian
 uv_image
