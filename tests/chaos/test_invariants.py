@@ -28,7 +28,7 @@ from ax3l.testing.invariants import (
 )
 from ax3l.testing.invariants import History as InMemoryHistory
 
-CONFIG_COLUMNS = (
+CONFIG_COLUMNS = (  # noqa: SIM905 (one wrapped string reads better than 26 quoted names)
     "epochs seed game_board_width game_board_height game_initial_snake_length"
     " game_max_moves_multiplier game_rewards_food game_rewards_wall game_rewards_snake"
     " game_rewards_max_moves game_rewards_empty game_rewards_closer_to_food"

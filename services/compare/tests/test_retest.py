@@ -50,7 +50,7 @@ def test_held_out_seeds_are_the_same_for_every_repeat_and_never_a_tuning_seed():
     assert max(tuning) == highest_tuning_seed(1970, 10, 50)
     assert not tuning & set(seeds)
     check_disjoint(1970, 10, 50, 5)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="must stay below"):
         check_disjoint(1970, 10, HELD_OUT_OFFSET - 9, 5)
     check_disjoint(1970, 10, HELD_OUT_OFFSET, 0)  # no re-tests, nothing to collide
 

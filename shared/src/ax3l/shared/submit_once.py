@@ -43,8 +43,8 @@ from ax3l.shared.snakelab_client import (
     SnakeLabError,
     SnakeLabProtocolError,
     SnakeLabUnavailable,
-    SubmitReply,
 )
+from ax3l.shared.wire import SubmitReply
 
 logger = logging.getLogger(__name__)
 

@@ -158,7 +158,10 @@ def admin_connection(values: dict[str, str], database: str | None = None) -> Any
 
 def ax3l_settings(values: dict[str, str], ax3l_db: str, snakelab_db: str) -> Settings:
     """Ax3l's settings with its login from ``db.env`` values, on these two databases."""
-    login = {key: values[key] for key in ("DB_HOST", "DB_PORT", "DB_USER", "DB_PASSWORD")}
+    # Any: the values are validated by Settings, as they would be from the environment.
+    login: dict[str, Any] = {
+        key: values[key] for key in ("DB_HOST", "DB_PORT", "DB_USER", "DB_PASSWORD")
+    }
     return Settings(**login, AX3L_DB_NAME=ax3l_db, AX3L_SNAKELAB_DB_NAME=snakelab_db)
 
 

@@ -65,6 +65,6 @@ def stack(databases: TestDatabases, tmp_path: Path) -> Iterator[Any]:
 def test_output_dir(request: pytest.FixtureRequest) -> Path:
     """A folder under ``test-output/`` for screenshots and artefacts of this test."""
     root = Path(os.environ.get("AX3L_TEST_OUTPUT", Path(request.config.rootpath) / "test-output"))
-    folder = root / request.node.name
+    folder: Path = root / request.node.name
     folder.mkdir(parents=True, exist_ok=True)
     return folder

@@ -13,6 +13,7 @@ shown when it fails to start.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import subprocess
@@ -190,8 +191,6 @@ def scratch_snakelab_database(db_env: Mapping[str, str]) -> Iterator[ScratchData
     finally:
         with admin.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{database.name}`")
-            try:
+            with contextlib.suppress(pymysql.err.MySQLError):  # the grant was never made
                 cur.execute(f"REVOKE ALL PRIVILEGES ON {grant_target.replace(' TO ', ' FROM ')}")
-            except pymysql.err.MySQLError:
-                pass  # the grant was never made
         admin.close()

@@ -11,6 +11,7 @@ must keep. Test-only: it starts the reference SnakeLab, which Ax3l itself never 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -314,10 +315,8 @@ class Stack:
         for row in rows:
             content = row[7]
             if content is not None:
-                try:
+                with contextlib.suppress(ValueError):
                     content = json.loads(content)
-                except ValueError:
-                    pass
             found.append(Ev(int(row[0]), row[1], row[2], row[3], row[4], row[5], row[6], content))
         return found
 

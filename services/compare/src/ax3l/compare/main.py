@@ -36,11 +36,12 @@ from typing import Any
 from ax3l.compare import processes, results
 from ax3l.compare.preload import preloader
 from ax3l.compare.processes import Launcher
-from ax3l.compare.repeat import CONTROL, RepeatPlan, RepeatResult, run_repeat
+from ax3l.compare.repeat import RepeatPlan, RepeatResult, run_repeat
 from ax3l.compare.retest import check_disjoint, held_out_seeds, retest_points
 from ax3l.compare.settings import CompareSettings, effective_env, load_settings
 from ax3l.compare.throwaway import AdminLoginMissing, admin_connection
 from ax3l.shared import comparison_stats as stats
+from ax3l.shared.comparison_stats import CONTROL
 from ax3l.shared.db.cli import connect, ensure_schema
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.settings import PROPOSER_NAMES

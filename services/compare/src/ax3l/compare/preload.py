@@ -172,9 +172,9 @@ def _child(request: dict[str, Any]) -> None:
         os.close(log)
         os.close(null)
         # New file objects on the redirected descriptors, which live as long as the process.
-        sys.stdin = open(0, closefd=False)
-        sys.stdout = open(1, "w", buffering=1, closefd=False)
-        sys.stderr = open(2, "w", buffering=1, closefd=False)
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115 (the process's own stdin)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 (its stdout)
+        sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115 (its stderr)
         os.environ.clear()
         os.environ.update(request["env"])
         sys.argv = [request["module"], *request["argv"]]

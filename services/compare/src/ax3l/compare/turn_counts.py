@@ -140,9 +140,12 @@ class _Tally:
             return
         self.proposed_by[self.role] += 1
         changes = content.get("changes")
-        if self.role == MODEL and isinstance(changes, dict):
-            if matches_a_suggestion(changes, self.suggestions):
-                self.proposed_by[MATCHED] += 1
+        if (
+            self.role == MODEL
+            and isinstance(changes, dict)
+            and matches_a_suggestion(changes, self.suggestions)
+        ):
+            self.proposed_by[MATCHED] += 1
 
     def _wasted(self, event: TurnEvent, content: dict[str, Any]) -> None:
         if event.name == "llm_request_failed":

@@ -117,7 +117,7 @@ def changes_between(
 
 
 def comparison_reason(
-    outcome: RunOutcome, golden: GoldenConfigCreated, changes: dict[str, list]
+    outcome: RunOutcome, golden: GoldenConfigCreated, changes: dict[str, list[Any]]
 ) -> str:
     """``High score: 41 > 40; training.gamma: 0.96 -> 0.97.`` (or why there is no score)."""
     if outcome.scored:

@@ -10,7 +10,7 @@ it is lower. A baseline run without a high score runs again within the bounds of
 from __future__ import annotations
 
 import logging
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from ax3l.orchestrator.baselines import BaselineKind, scored_baseline
 from ax3l.orchestrator.golden import create_golden
@@ -58,12 +58,14 @@ async def pending_rotation_run(services: LoopServices, rotation: Rotation) -> st
     record = await _baseline_record(services, rotation)
     if record is not None:
         return str(record.process_id)
-    return await services.submitter.usable_run(rotation.model.config)
+    config = rotation.model.config
+    assert config is not None, f"seed_rotation_started {rotation.event_id} has no config"
+    return await services.submitter.usable_run(config)
 
 
 async def start_rotation(
     services: LoopServices, golden_event_id: int, golden: GoldenConfigCreated, stagnant: int
-) -> StoredEvent:
+) -> StoredEvent[Any]:
     """Store the decision to rotate, with the exact config the baseline run will use."""
     schema = services.schema
     new_seed = golden.seed + 1
@@ -96,6 +98,7 @@ async def finish_rotation(services: LoopServices, rotation: Rotation) -> None:
     status.set_phase(Phase.ROTATING)
     started = rotation.model
     config = started.config
+    assert config is not None, f"seed_rotation_started {rotation.event_id} has no config"
     assert started.seed is not None, f"seed_rotation_started {rotation.event_id} has no seed"
     new_seed = started.seed
     previous_seed = started.previous_seed

@@ -159,7 +159,7 @@ class RunWaiter:
         full interval while SnakeLab does not know the run (``VANISHED_AFTER`` counts those)."""
         if progress.missing:
             return self.interval
-        return min(self.interval, FIRST_POLL * 2 ** min(polls - 1, 30))
+        return min(self.interval, FIRST_POLL * 2.0 ** min(polls - 1, 30))
 
     async def _poll(
         self,
@@ -185,14 +185,17 @@ class RunWaiter:
         row = None if state == "vanished" else await run_with_config(self.db, self.schema, run_id)
         if state in TERMINAL_STATES and row is not None and row["status"] not in TERMINAL_STATES:
             return None  # the reply raced ahead of SnakeLab's commit: read again next poll
-        if not progress.started and state != "vanished" and state != "queued":
-            if state in STARTED_STATES or (row is not None and row.get("started_at")):
-                await self.log.log(
-                    SimulationStarted(run_id=run_id, state=state),
-                    process_id=run_id,
-                    parent_event_id=parent_event_id,
-                )
-                progress.started = True
+        if (
+            not progress.started
+            and state not in ("vanished", "queued")
+            and (state in STARTED_STATES or (row is not None and row.get("started_at")))
+        ):
+            await self.log.log(
+                SimulationStarted(run_id=run_id, state=state),
+                process_id=run_id,
+                parent_event_id=parent_event_id,
+            )
+            progress.started = True
         if state in TERMINAL_STATES or state == "vanished":
             return await self._finish(run_id, state, error, row, parent_event_id)
         return None

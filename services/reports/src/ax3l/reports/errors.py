@@ -10,6 +10,7 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException
 
 from ax3l.shared.db.errors import DatabaseError
@@ -36,7 +37,7 @@ def validation_messages(errors: list[dict[str, Any]]) -> list[str]:
 
 
 def error_page(request: Request, status: int, title: str, messages: list[str]) -> Response:
-    templates = request.app.state.resources.templates
+    templates: Jinja2Templates = request.app.state.resources.templates
     return templates.TemplateResponse(
         request, "error.html", {"title": title, "messages": messages}, status_code=status
     )

@@ -6,6 +6,7 @@ templates escape everything they print.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -85,10 +86,8 @@ def _tool_calls(calls: Any) -> list[ToolCall]:
             continue
         arguments = function.get("arguments")
         if isinstance(arguments, str):
-            try:
+            with contextlib.suppress(ValueError):
                 arguments = json.loads(arguments)
-            except ValueError:
-                pass
         found.append(ToolCall(name=str(function.get("name", "?")), arguments=arguments))
     return found
 

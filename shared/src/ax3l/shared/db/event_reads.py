@@ -88,6 +88,14 @@ def event_names(names: Names) -> list[str]:
     return [name if isinstance(name, str) else name.event for name in names]
 
 
+@overload
+async def latest(source: Any, names: type[C], **filters: Any) -> StoredEvent[C] | None: ...
+
+
+@overload
+async def latest(source: Any, names: Names, **filters: Any) -> StoredEvent[Any] | None: ...
+
+
 async def latest(source: Any, names: type[C] | Names, **filters: Any) -> StoredEvent[C] | None:
     """The newest event of ``names`` matching every given filter (``select``'s)."""
     found: list[StoredEvent[C]] = await select(source, names, newest=1, **filters)

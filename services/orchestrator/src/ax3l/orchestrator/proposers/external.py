@@ -17,6 +17,7 @@ the loop's backoff), whose ``conversation_started`` says ``"fallback_for": "exte
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import Any
@@ -92,10 +93,8 @@ class ExternalProposer(Proposer):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(turn.answered.wait(), min(poll, remaining))
-                except TimeoutError:
-                    pass
                 turn.answered.clear()
                 run_id = await self._answer(ctx)
                 if run_id is not None:
