@@ -16,6 +16,13 @@ Points (in the order a turn meets them; the broker's is ``broker_after_submit``)
 * ``waiting``: a proposal's run is being waited on.
 * ``retry_after_submit``: a run that never trained was submitted again, the retry not yet
   recorded.
+* ``confirmation_started`` (``AX3L_PROMOTION=confirm``): ``promotion_confirmation_started``
+  is stored, no confirmation run is submitted.
+* ``confirmation_before_submit``: a confirmation run is about to be submitted (seeding's and a
+  rotation's confirmation runs pass here too).
+* ``confirmation_after_submit``: a confirmation run was submitted, its submission not recorded.
+* ``confirmation_waiting``: a confirmation run is recorded and being waited on.
+* ``confirmation_decided``: ``promotion_confirmation_decided`` is stored, the comparison not.
 * ``after_comparison``: ``configuration_compared`` is stored, promotion/retention is not.
 * ``rotation_started``: ``seed_rotation_started`` is stored, nothing else of the rotation.
 * ``rotation_after_submit``: the rotation run was submitted, its submission not yet recorded.
@@ -39,6 +46,11 @@ POINTS = frozenset(
         "after_tool_accepted",
         "waiting",
         "retry_after_submit",
+        "confirmation_started",
+        "confirmation_before_submit",
+        "confirmation_after_submit",
+        "confirmation_waiting",
+        "confirmation_decided",
         "after_comparison",
         "rotation_started",
         "rotation_after_submit",

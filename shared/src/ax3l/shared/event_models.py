@@ -419,7 +419,8 @@ class ParameterSpaceExhausted(EventContent):
 
 class ConfigurationCompared(EventContent):
     """A run compared with the golden: ``decision`` is ``promoted``, ``retained`` or ``failed``;
-    ``proposal_run_id`` and ``never_trained`` only for a retried step."""
+    ``proposal_run_id`` and ``never_trained`` only for a retried step; under confirm, a run
+    that beat the golden's high score is promoted only when its confirmation's mean is higher."""
 
     event: ClassVar[str] = "configuration_compared"
     golden_run_id: str | None = None
@@ -436,6 +437,11 @@ class ConfigurationCompared(EventContent):
     decision: str | None = None
     proposal_run_id: str | None = None
     never_trained: bool | None = None
+    # AX3L_PROMOTION=confirm, after the run beat the golden: the means its confirmation
+    # compared (promotion_confirmation_decided), or why it could not.
+    candidate_mean: float | None = None
+    golden_mean: float | None = None
+    confirmation_problem: str | None = None
 
 
 class GoldenConfig(EventContent):
@@ -461,6 +467,12 @@ class GoldenConfig(EventContent):
     previous_high_score: int | None = None
     previous_seed: int | None = None
     proposer: str | None = None
+    # AX3L_PROMOTION=confirm: the golden's scores on the current seed and the confirmation
+    # seeds (in that order), their runs and their mean.
+    confirmation_seeds: list[int] | None = None
+    confirmation_scores: list[int] | None = None
+    confirmation_runs: list[str] | None = None
+    mean_high_score: float | None = None
 
     @field_validator("high_score", "seed", "simulations", mode="before")
     @classmethod
@@ -510,3 +522,41 @@ class GoldenConfigSeedIncremented(EventContent):
     seed: int | None = None
     previous_seed: int | None = None
     golden_run_id: str | None = None
+
+
+class PromotionConfirmationStarted(EventContent):
+    """Under ``AX3L_PROMOTION=confirm``: ``candidate_run_id`` beat the golden's high score on
+    ``seed``; both configurations now run on ``seeds`` (the confirmation seeds) before the
+    decision. ``candidate_config`` and ``golden_config`` are the configurations on ``seed``."""
+
+    event: ClassVar[str] = "promotion_confirmation_started"
+    candidate_run_id: str | None = None
+    golden_run_id: str | None = None
+    golden_event_id: int | None = None
+    seed: int | None = None
+    seeds: list[int] | None = None
+    candidate_high_score: int | None = None
+    golden_high_score: int | None = None
+    candidate_config: dict[str, Any] | None = None
+    golden_config: dict[str, Any] | None = None
+    parameter: str | None = None
+    index: int | None = None
+
+
+class PromotionConfirmationDecided(EventContent):
+    """The confirmation's outcome: both score lists over ``seeds`` (the current seed first),
+    their runs and means; ``decision`` is ``promoted`` (the candidate's mean strictly higher)
+    or ``retained``; ``problem`` names a confirmation run that ended without a score."""
+
+    event: ClassVar[str] = "promotion_confirmation_decided"
+    candidate_run_id: str | None = None
+    golden_run_id: str | None = None
+    seeds: list[int] | None = None
+    candidate_scores: list[int] | None = None
+    golden_scores: list[int] | None = None
+    candidate_runs: list[str] | None = None
+    golden_runs: list[str] | None = None
+    candidate_mean: float | None = None
+    golden_mean: float | None = None
+    decision: str | None = None
+    problem: str | None = None

@@ -52,6 +52,8 @@ CATALOG: dict[str, tuple[Category, Level]] = {
     "golden_config_retained": (Category.CONFIGURATION, Level.INFO),
     "seed_rotation_started": (Category.CONFIGURATION, Level.INFO),
     "golden_config_seed_incremented": (Category.CONFIGURATION, Level.INFO),
+    "promotion_confirmation_started": (Category.CONFIGURATION, Level.INFO),
+    "promotion_confirmation_decided": (Category.CONFIGURATION, Level.INFO),
 }
 
 CATEGORIES: dict[Category, tuple[str, ...]] = {

@@ -107,6 +107,14 @@ class Settings(BaseSettings):
     baseline_max_attempts: int = setting(3, "AX3L_BASELINE_MAX_ATTEMPTS", ge=1)
     """runs of a seeding or seed-rotation baseline that may fail after training before the loop
     stops"""
+    promotion: Literal["single", "confirm"] = setting("single", "AX3L_PROMOTION")
+    """how a run that beats the golden's high score is promoted: single (the spec's rule: at
+    once) or confirm (the candidate and the golden first run on AX3L_CONFIRM_SEEDS more seeds,
+    and the candidate is promoted only when its mean over the shared seeds is strictly higher);
+    a change takes effect at the orchestrator's next step after its restart"""
+    confirm_seeds: int = setting(2, "AX3L_CONFIRM_SEEDS", ge=1, le=10)
+    """extra seeds of a confirmation under AX3L_PROMOTION=confirm: seed + 1,000,001 onwards,
+    a range no seed rotation reaches"""
     infra_retry_max: int = setting(3, "AX3L_INFRA_RETRY_MAX", ge=0)
     """resubmissions of a run SnakeLab failed before its first episode"""
     run_deadline_seconds: float = setting(21600.0, "AX3L_RUN_DEADLINE_SECONDS", gt=0)

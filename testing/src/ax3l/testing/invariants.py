@@ -283,11 +283,13 @@ def check_completed_runs_compared_once(events: list[Ev], runs: list[dict[str, An
 
 
 BASELINE_PURPOSES = ("seeding", "seed_rotation")
+CONFIRMATION_PURPOSE = "confirmation"
 
 
 def run_roles(events: list[Ev]) -> dict[Any, str]:
     """What Ax3l recorded each run as: ``proposal`` (a ``proposal_accepted`` names it, the
-    broker's record), ``baseline`` (a seeding or seed-rotation ``simulation_submitted``) or
+    broker's record), ``baseline`` (a seeding or seed-rotation ``simulation_submitted``),
+    ``confirmation`` (a run on a confirmation seed under ``AX3L_PROMOTION=confirm``) or
     ``retry`` (the orchestrator's ``simulation_submitted`` retrying a proposal's step)."""
     proposals = {e.event_id for e in events if e.name == "proposal_accepted"}
     roles: dict[Any, str] = {}
@@ -299,6 +301,8 @@ def run_roles(events: list[Ev]) -> dict[Any, str]:
             of_proposal = event.parent in proposals or event.get("proposal_event_id") in proposals
             if event.get("purpose") in BASELINE_PURPOSES:
                 roles.setdefault(_run_of(event), "baseline")
+            elif event.get("purpose") == CONFIRMATION_PURPOSE:
+                roles.setdefault(_run_of(event), "confirmation")
             elif retry and of_proposal:
                 roles.setdefault(_run_of(event), "retry")
     return roles
@@ -571,7 +575,8 @@ def proposals_compared_once(history: History) -> Invariant:
 
 
 def goldens_rise_within_a_seed(history: History) -> Invariant:
-    """Golden scores strictly increase within a seed, a seed never comes back, and each golden
+    """Golden scores strictly increase within a seed, and so do golden means over the same
+    confirmation seeds (``AX3L_PROMOTION=confirm``); a seed never comes back, and each golden
     has its matching score snapshot."""
     increasing = Invariant("golden scores strictly increasing within a seed")
     previous: Ev | None = None
@@ -595,6 +600,15 @@ def goldens_rise_within_a_seed(history: History) -> Invariant:
                     f" {previous.event_id} score {previous.get('high_score')}"
                 ),
             )
+            means = (golden.get("mean_high_score"), previous.get("mean_high_score"))
+            if None not in means and golden.get("confirmation_seeds") == previous.get(
+                "confirmation_seeds"
+            ):
+                increasing.check(
+                    means[0] > means[1],
+                    f"seed {seed}: golden {golden.event_id} mean {means[0]} after"
+                    f" {previous.event_id} mean {means[1]} over the same seeds",
+                )
         elif previous is not None:
             increasing.check(
                 seed not in seen_seeds, f"seed {golden.get('seed')} came back at {golden.event_id}"
@@ -635,8 +649,9 @@ def stages_logged_once_per_run(history: History) -> Invariant:
 
 def decisions_follow_the_strictly_higher_rule(history: History) -> Invariant:
     """Every comparison but the newest is decided once; only a completed run with a strictly
-    higher score than the golden it was compared with is promoted; that golden is the latest
-    before the comparison."""
+    higher score than the golden it was compared with is promoted (under confirm, with a
+    strictly higher mean over the confirmation's seeds too); that golden is the latest before
+    the comparison."""
     rule = Invariant("each comparison decided once, by the strictly-higher rule")
     compared = history.named("configuration_compared")
     decisions: dict[Any, list[Ev]] = {}
@@ -652,6 +667,10 @@ def decisions_follow_the_strictly_higher_rule(history: History) -> Invariant:
             and compare.get("high_score") is not None
             and compare.get("high_score") > compare.get("golden_high_score")
         )
+        if compare.get("confirmation_problem"):
+            wins = False  # a confirmation run kept failing: the golden is retained
+        elif compare.get("candidate_mean") is not None:
+            wins = wins and compare.get("candidate_mean") > compare.get("golden_mean")
         expected = "golden_config_created" if wins else "golden_config_retained"
         before = [g for g in goldens if g.event_id < compare.event_id]
         golden = before[-1] if before else None
@@ -728,6 +747,62 @@ def goldens_have_their_snapshots(history: History) -> Invariant:
     return snapshot
 
 
+def confirmations_decided_by_their_means(history: History) -> Invariant:
+    """Under ``AX3L_PROMOTION=confirm``: each confirmation is decided at most once (only the
+    newest may be undecided), over 1 + R scores per side that are its runs' high scores on its
+    seeds, and promotes exactly when the candidate's mean is strictly higher; each comparison
+    that follows it says the same."""
+    rule = Invariant("each confirmation decided once, by the strictly-higher mean on shared seeds")
+    started = history.named("promotion_confirmation_started")
+    decided: dict[Any, list[Ev]] = {}
+    for event in history.named("promotion_confirmation_decided"):
+        decided.setdefault(event.parent, []).append(event)
+    by_run_id = history.by_run_id
+    compared = {e.process_id: e for e in history.named("configuration_compared")}
+    for position, start in enumerate(started):
+        made = decided.get(start.event_id, [])
+        newest = position == len(started) - 1
+        rule.check(
+            len(made) == 1 or (newest and not made), f"confirmation #{start.event_id}: {made}"
+        )
+        for decision in made[:1]:
+            rule.check(
+                _confirmation_problem(decision, start, by_run_id) is None,
+                f"confirmation #{start.event_id}: "
+                f"{_confirmation_problem(decision, start, by_run_id)}",
+            )
+            comparison = compared.get(start.process_id)
+            if comparison is not None:
+                rule.check(
+                    comparison.get("decision") == decision.get("decision"),
+                    f"comparison #{comparison.event_id} decided {comparison.get('decision')},"
+                    f" its confirmation {decision.get('decision')}",
+                )
+    return rule
+
+
+def _confirmation_problem(
+    decision: Ev, start: Ev, by_run_id: dict[str, dict[str, Any]]
+) -> str | None:
+    if decision.get("problem"):
+        return None if decision.get("decision") == "retained" else "promoted despite a problem"
+    seeds = [start.get("seed"), *(start.get("seeds") or [])]
+    sides = []
+    for side in ("candidate", "golden"):
+        runs, scores = decision.get(f"{side}_runs") or [], decision.get(f"{side}_scores") or []
+        if decision.get("seeds") != seeds or len(runs) != len(seeds) or len(scores) != len(seeds):
+            return f"{side}: {len(runs)} runs, {len(scores)} scores for seeds {seeds}"
+        for run_id, score, seed in zip(runs, scores, seeds, strict=True):
+            run = by_run_id.get(run_id)
+            if run is None or run["high_score"] != score or dict(run["config"]).get("seed") != seed:
+                return f"{side} run {run_id} on seed {seed}: stored {run and run['high_score']}"
+        sides.append(scores)
+    promoted = sum(sides[0]) > sum(sides[1])
+    if decision.get("decision") != ("promoted" if promoted else "retained"):
+        return f"decided {decision.get('decision')} with scores {sides[0]} vs {sides[1]}"
+    return None
+
+
 INVARIANTS: tuple[Callable[[History], Invariant], ...] = (
     no_configuration_stored_twice,
     no_run_submitted_twice,
@@ -743,6 +818,7 @@ INVARIANTS: tuple[Callable[[History], Invariant], ...] = (
     steps_in_round_robin_order,
     proposals_match_their_turn,
     goldens_have_their_snapshots,
+    confirmations_decided_by_their_means,
 )
 
 

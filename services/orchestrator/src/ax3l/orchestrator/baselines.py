@@ -77,7 +77,7 @@ async def scored_baseline(
     usable one) or else the next one, waited for; ``StepFailed`` when it ends without a score.
     """
     if record is None:
-        run_id, record_id = await _next_baseline_run(
+        run_id, record_id = await next_baseline_run(
             services,
             config,
             what=what,
@@ -99,7 +99,7 @@ async def scored_baseline(
     return run_id, outcome
 
 
-async def _next_baseline_run(
+async def next_baseline_run(
     services: LoopServices,
     config: dict[str, Any],
     *,

@@ -2,7 +2,9 @@
 
 The comparison is stored before the decision is applied, and both are looked up before being
 redone, so a restart between them applies the stored decision exactly once. A proposal wins
-only with a strictly higher high score than the current golden configuration.
+only with a strictly higher high score than the current golden configuration; under
+``AX3L_PROMOTION=confirm`` such a run is first confirmed on more seeds
+(``ax3l.orchestrator.confirmation``), and promoted only when its mean is strictly higher too.
 
 Only a proposal of the latest checkpoint's turn is finished (``ax3l.shared.turn_state``): one
 made for another turn is ignored. A run SnakeLab failed before its first episode does not
@@ -16,6 +18,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from ax3l.orchestrator.confirmation import (
+    Candidate,
+    confirm,
+    confirmed_golden_fields,
+    started_for,
+)
 from ax3l.orchestrator.golden import create_golden
 from ax3l.orchestrator.infra_retry import retry_never_trained
 from ax3l.orchestrator.services import LoopServices
@@ -29,6 +37,7 @@ from ax3l.shared.event_models import (
     ConfigurationCompared,
     GoldenConfigCreated,
     GoldenConfigRetained,
+    PromotionConfirmationDecided,
     ProposalAccepted,
     RoundRobinCheckpoint,
     SimulationSubmitted,
@@ -157,17 +166,32 @@ async def finish_proposal(services: LoopServices, pending: PendingProposal) -> N
         status.set_phase(Phase.COMPARING)
         golden_event = await current_golden(db)
         assert golden_event is not None, "a proposal exists only after seeding"
-        _, golden = golden_event
+        golden_event_id, golden = golden_event
         run_config = outcome.config or proposal.config or golden.config
         changes = changes_between(services, golden.config, run_config)
         won = outcome.scored and (outcome.high_score or 0) > golden.high_score
+        confirmed: dict[str, Any] = {}
+        if won and (
+            services.settings.promotion == "confirm" or await started_for(services, run_id)
+        ):
+            assert outcome.high_score is not None
+            candidate = Candidate(
+                run_id, run_config, outcome.high_score, outcome.event_id, parameter, index
+            )
+            decided = (await confirm(services, candidate, golden_event_id, golden)).model
+            status.set_phase(Phase.COMPARING, confirmation=None)
+            won = decided.decision == "promoted"
+            confirmed = _confirmation_fields(decided)
         decision = "promoted" if won else ("retained" if outcome.scored else "failed")
+        reason = comparison_reason(outcome, golden, changes)
+        if confirmed:
+            reason = f"{reason[:-1]}; {confirmed.pop('summary')}."
         compared_id = await log.log(
             ConfigurationCompared(
                 golden_run_id=proposal.get("golden_run_id", golden.run_id),
                 latest_run_id=run_id,
                 current_golden_run_id=golden.run_id,
-                reason=comparison_reason(outcome, golden, changes),
+                reason=reason,
                 parameter=parameter,
                 index=index,
                 high_score=outcome.high_score,
@@ -177,6 +201,7 @@ async def finish_proposal(services: LoopServices, pending: PendingProposal) -> N
                 changes=changes,
                 decision=decision,
                 **_attempt_fields(accepted, run_id, outcome),
+                **confirmed,
             ),
             level="INFO" if outcome.scored else "WARNING",
             process_id=run_id,
@@ -188,6 +213,24 @@ async def finish_proposal(services: LoopServices, pending: PendingProposal) -> N
         assert compared is not None and compared.event_id == compared_id
     await _apply_decision(services, compared, run_id, parameter)
     status.run_id = None
+
+
+def _confirmation_fields(decided: PromotionConfirmationDecided) -> dict[str, Any]:
+    """What the comparison carries of its confirmation, and a ``summary`` for its reason."""
+    if decided.candidate_mean is None or decided.golden_mean is None:
+        summary = f"not confirmed: {decided.problem or 'a confirmation run failed'}"
+        return {"confirmation_problem": decided.problem, "summary": summary}
+    seeds = ", ".join(str(seed) for seed in decided.seeds or ())
+    verdict = "confirmed" if decided.decision == "promoted" else "not confirmed"
+    sign = ">" if decided.decision == "promoted" else "<="
+    return {
+        "candidate_mean": decided.candidate_mean,
+        "golden_mean": decided.golden_mean,
+        "summary": (
+            f"{verdict} over seeds {seeds}: mean {decided.candidate_mean:g} {sign}"
+            f" {decided.golden_mean:g}"
+        ),
+    }
 
 
 def _attempt_fields(
@@ -213,6 +256,7 @@ async def _apply_decision(
     compared = stored.model
     reason = str(compared.get("reason", ""))
     if compared.decision == "promoted":
+        confirmed = await latest(db, PromotionConfirmationDecided, process_id=run_id)
         row = await run_with_config(db, services.schema, run_id)
         if row is None:
             raise RuntimeError(f"run {run_id} won its comparison but SnakeLab no longer has it")
@@ -234,6 +278,7 @@ async def _apply_decision(
                 "index": compared.index,
                 "previous_run_id": compared.current_golden_run_id,
                 "previous_high_score": compared.golden_high_score,
+                **({} if confirmed is None else confirmed_golden_fields(confirmed.model)),
             },
         )
         services.status.set_phase(

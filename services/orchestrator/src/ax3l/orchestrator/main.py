@@ -158,7 +158,10 @@ def _wire(settings: Settings, schema: ConfigSchema, proposer_name: str) -> _Proc
     snakelab = SnakeLabClient(settings.snakelab_endpoint, settings.snakelab_timeout)
     index = ConfigIndex(db, schema)
     status = LoopStatus(
-        process_id, proposer_name, seed_stagnant_rounds=settings.seed_stagnant_rounds
+        process_id,
+        proposer_name,
+        seed_stagnant_rounds=settings.seed_stagnant_rounds,
+        promotion=settings.promotion,
     )
     services = LoopServices(
         settings=settings,

@@ -4,7 +4,9 @@ The rotation is stored first (``seed_rotation_started`` with the new config, the
 ``golden_config_seed_incremented``); its run is looked up by configuration before it is
 submitted, so no restart submits it twice. Its score becomes the new golden baseline even when
 it is lower. A baseline run without a high score runs again within the bounds of
-``ax3l.orchestrator.baselines``. Tuning resumes at the same round-robin position.
+``ax3l.orchestrator.baselines``. Under ``AX3L_PROMOTION=confirm`` the baseline is scored over
+the new seed's confirmation seeds too (``confirmation.baseline_fields``). Tuning resumes at
+the same round-robin position.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import logging
 from typing import Any, TypeAlias
 
 from ax3l.orchestrator.baselines import BaselineKind, scored_baseline
+from ax3l.orchestrator.confirmation import baseline_fields
 from ax3l.orchestrator.golden import create_golden
 from ax3l.orchestrator.services import LoopServices
 from ax3l.orchestrator.status import Phase
@@ -118,11 +121,15 @@ async def finish_rotation(services: LoopServices, rotation: Rotation) -> None:
     )
     assert outcome.high_score is not None
     previous = started.golden_high_score
+    run_config = outcome.config or config
+    confirmed = await baseline_fields(
+        services, run_id, run_config, outcome.high_score, new_seed, rotation.event_id
+    )
     await create_golden(
         db,
         log,
         run_id=run_id,
-        config=outcome.config or config,
+        config=run_config,
         high_score=outcome.high_score,
         seed=new_seed,
         reason=(
@@ -135,6 +142,7 @@ async def finish_rotation(services: LoopServices, rotation: Rotation) -> None:
             "previous_seed": previous_seed,
             "previous_run_id": started.golden_run_id,
             "previous_high_score": previous,
+            **confirmed,
         },
     )
     status.set_phase(

@@ -4,7 +4,9 @@ With no golden configuration yet, the default config is submitted once (or an ex
 it is reused, found by its configuration) and the submission recorded; the run is waited on and
 accepted as the first golden once its score exists. A restart resumes the recorded submission.
 A seeding run that ended without a high score (``completed`` without one included) is submitted
-again after a backoff, within the bounds of ``ax3l.orchestrator.baselines``.
+again after a backoff, within the bounds of ``ax3l.orchestrator.baselines``. Under
+``AX3L_PROMOTION=confirm`` the defaults also run on the confirmation seeds before they become
+the golden (``confirmation.baseline_fields``), so the golden's mean is known.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import logging
 from typing import Any
 
 from ax3l.orchestrator.baselines import BaselineKind, scored_baseline
+from ax3l.orchestrator.confirmation import baseline_fields
 from ax3l.orchestrator.golden import create_golden
 from ax3l.orchestrator.services import LoopServices
 from ax3l.orchestrator.status import Phase
@@ -69,6 +72,9 @@ async def seed(services: LoopServices) -> None:
     assert outcome.high_score is not None
     run_config = outcome.config or config
     seed_value = int(run_config["seed"])
+    confirmed = await baseline_fields(
+        services, run_id, run_config, outcome.high_score, seed_value, outcome.event_id
+    )
     await create_golden(
         db,
         log,
@@ -82,6 +88,7 @@ async def seed(services: LoopServices) -> None:
         ),
         kind="seeding",
         parent_event_id=outcome.event_id,
+        extra=confirmed,
     )
     status.set_phase(
         Phase.CHOOSING,

@@ -16,6 +16,7 @@ class Phase(StrEnum):
     SETTLING = "settling a submission"
     WAITING = "waiting"
     COMPARING = "comparing"
+    CONFIRMING = "confirming a promotion"
     ROTATING = "rotating"
     BACKING_OFF = "backing off"
     STOPPED = "stopped"
@@ -33,6 +34,7 @@ class LoopStatus:
     cycles: int = 0
     stagnant_cycles: int = 0
     seed_stagnant_rounds: int = 9
+    promotion: str = "single"  # AX3L_PROMOTION
     seed: int | None = None
     golden_run_id: str | None = None
     golden_high_score: int | None = None
@@ -50,6 +52,9 @@ class LoopStatus:
     # AX3L_PIPELINE: the next turn's conversation running (or its tool call held) while the
     # current run trains: {"conversation_id", "parameter", "index", "state", "since"}.
     pipelined: dict[str, Any] | None = None
+    # AX3L_PROMOTION=confirm: the confirmation in progress: {"candidate_run_id",
+    # "golden_run_id", "seeds"} (the current seed first); None otherwise.
+    confirmation: dict[str, Any] | None = None
 
     def set_phase(self, phase: Phase, **fields: Any) -> None:
         self.phase = phase
