@@ -98,3 +98,22 @@ def test_run_references_become_links():
     content = {"golden_run_id": "a-1", "latest_run_id": "b-2", "run_id": 5, "other": "c"}
     assert run_links(content) == [("golden_run_id", "a-1"), ("latest_run_id", "b-2")]
     assert run_links("text") == []
+
+
+def test_confirmation_runs_become_links():
+    """A confirmation's candidate and each of its runs per seed are offered as run links;
+    entries that are not run ids are not."""
+    content = {
+        "candidate_run_id": "c-1",
+        "golden_run_id": "g-1",
+        "candidate_runs": ["c-1", "c-2", 3, "x" * 37],
+        "golden_runs": "g-2",
+        "confirmation_runs": ["c-1"],
+    }
+    assert run_links(content) == [
+        ("candidate_run_id", "c-1"),
+        ("golden_run_id", "g-1"),
+        ("candidate_runs", "c-1"),
+        ("candidate_runs", "c-2"),
+        ("confirmation_runs", "c-1"),
+    ]

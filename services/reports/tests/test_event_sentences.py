@@ -308,3 +308,129 @@ def test_a_refused_seat_call_says_why_and_never_shows_a_token():
     assert said("seat_call_refused", refused) == (
         "Seat bot was refused calling submit_pair_values: the turn is gamma"
     )
+
+
+GOLDEN = "ef56abcd-0000-4000-8000-000000000002"
+CONFIRMATION_STARTED = {
+    "candidate_run_id": RUN,
+    "golden_run_id": GOLDEN,
+    "golden_event_id": 12,
+    "seed": 1970,
+    "seeds": [1001971, 1001972],
+    "candidate_high_score": 41,
+    "golden_high_score": 40,
+    "candidate_config": {"seed": 1970, "training": {"gamma": 0.97}},
+    "golden_config": {"seed": 1970, "training": {"gamma": 0.96}},
+    "parameter": "gamma",
+    "index": 4,
+}
+CONFIRMATION_DECIDED = {
+    "candidate_run_id": RUN,
+    "golden_run_id": GOLDEN,
+    "seeds": [1970, 1001971, 1001972],
+    "candidate_scores": [41, 40, 40],
+    "golden_scores": [40, 38, 39],
+    "candidate_runs": [RUN, "r-2", "r-3"],
+    "golden_runs": [GOLDEN, "g-2", "g-3"],
+    "candidate_mean": 121 / 3,
+    "golden_mean": 39.0,
+    "decision": "promoted",
+    "problem": None,
+}
+
+
+def test_a_confirmation_start_names_the_runs_the_beaten_score_and_the_seeds():
+    """A started confirmation says which run beat which golden by how much, and on which
+    seeds both now run; what is missing is left out of the sentence."""
+    assert said("promotion_confirmation_started", CONFIRMATION_STARTED) == (
+        "Confirming run 3f2a1b9c (41 > 40 on seed 1970) against golden run ef56abcd:"
+        " both run on seeds 1001971, 1001972"
+    )
+    partial = {"candidate_run_id": RUN, "seeds": [1001971], "candidate_high_score": 41}
+    assert said("promotion_confirmation_started", partial) == (
+        "Confirming run 3f2a1b9c (41) against the golden: both run on seed 1001971"
+    )
+    assert said("promotion_confirmation_started", {"seeds": [7]}) == (
+        "Confirming a candidate against the golden: both run on seed 7"
+    )
+
+
+def test_a_confirmation_decision_reads_both_means_their_scores_and_the_verdict():
+    """A decided confirmation shows each side's mean and scores over the seeds, the decision
+    and, when a confirmation run ended without a score, the problem."""
+    assert said("promotion_confirmation_decided", CONFIRMATION_DECIDED) == (
+        "Confirmation: candidate mean 40.3 (41, 40, 40) vs golden mean 39.0 (40, 38, 39)"
+        " over seeds 1970, 1001971, 1001972: promoted"
+    )
+    failed = {
+        **CONFIRMATION_DECIDED,
+        "candidate_scores": [41, 40],
+        "candidate_mean": None,
+        "golden_mean": None,
+        "golden_scores": None,
+        "decision": "retained",
+        "problem": "run 5d1e0f2a failed without a high score",
+    }
+    assert said("promotion_confirmation_decided", failed) == (
+        "Confirmation: candidate (41, 40) over seeds 1970, 1001971, 1001972: golden retained;"
+        " run 5d1e0f2a failed without a high score"
+    )
+    assert said("promotion_confirmation_decided", {"decision": "retained"}) == (
+        "Confirmation: golden retained"
+    )
+    assert said("promotion_confirmation_decided", {"decision": "abandoned"}) == (
+        "Confirmation: abandoned"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("promotion_confirmation_started", {}),
+        ("promotion_confirmation_started", {"candidate_run_id": 5, "seeds": "1001971"}),
+        ("promotion_confirmation_started", {"seeds": [1, "x"], "seed": [1970]}),
+        ("promotion_confirmation_decided", {}),
+        ("promotion_confirmation_decided", {"candidate_scores": "41", "golden_mean": "x"}),
+        ("promotion_confirmation_decided", {"seeds": [None], "decision": 7, "problem": 3}),
+    ],
+)
+def test_a_malformed_confirmation_content_shows_as_it_is(name, content):
+    """A confirmation content of another shape never fails: the list shows its text."""
+    assert sentence(name, content) is None
+    assert said(name, content) == json.dumps(content)
+
+
+def test_a_cut_or_odd_confirmation_content_keeps_what_it_can_read():
+    """Fields that do not fit read as absent; a content cut mid-config keeps the fields stored
+    before the cut."""
+    odd = {**CONFIRMATION_STARTED, "golden_high_score": "forty", "seeds": [1001971, None]}
+    assert said("promotion_confirmation_started", odd) == (
+        "Confirming run 3f2a1b9c (41 on seed 1970) against golden run ef56abcd"
+    )
+    text = json.dumps(CONFIRMATION_STARTED)
+    cut = text[: text.index('"training"') + 12]
+    assert said("promotion_confirmation_started", cut).startswith(
+        "Confirming run 3f2a1b9c (41 > 40"
+    )
+    lopsided = {**CONFIRMATION_DECIDED, "candidate_mean": True, "golden_scores": [40, "38"]}
+    assert said("promotion_confirmation_decided", lopsided) == (
+        "Confirmation: candidate (41, 40, 40) vs golden mean 39.0 over seeds 1970, 1001971,"
+        " 1001972: promoted"
+    )
+
+
+def test_markup_in_a_confirmation_stays_text_for_the_templates_to_escape():
+    """Run ids and problems are untrusted: the sentence keeps their characters as they are
+    (the event log escapes them; the page test checks that), cut to a run id's 8 characters."""
+    hostile = {"candidate_run_id": "<script>alert(1)</script>", "seeds": [1001971]}
+    assert said("promotion_confirmation_started", hostile) == (
+        "Confirming run <script> against the golden: both run on seed 1001971"
+    )
+
+
+def test_a_confirmation_run_says_what_it_was_submitted_for():
+    """A run the orchestrator submits to confirm a promotion says so."""
+    content = {"run_id": RUN, "purpose": "confirmation"}
+    assert said("simulation_submitted", content) == (
+        "Run 3f2a1b9c submitted for a promotion's confirmation"
+    )

@@ -12,6 +12,7 @@ from ax3l.reports.figures import (
     highscore_hover,
     score_figure,
 )
+from ax3l.reports.models.golden import Confirmation, ConfirmationRun
 from ax3l.reports.models.highscores import HighscorePoint
 
 
@@ -61,6 +62,20 @@ def test_hover_shows_seed_run_and_escaped_reason():
     hover = highscore_hover(point(3, 41, 1970, reason="<a href='javascript:alert(1)'>x</a> ok"))
     assert "Seed: 1970" in hover and "Run: run-3" in hover
     assert "<a href" not in hover and "&lt;a href=&#x27;javascript:alert(1)&#x27;&gt;" in hover
+
+
+def test_hover_of_a_confirmed_golden_adds_its_mean_and_seeds():
+    """A golden confirmed on more seeds shows its mean over them; a plain one does not."""
+    runs = (
+        ConfirmationRun(seed=1970, score=41, run_id="run-3"),
+        ConfirmationRun(seed=1001971, score=40, run_id="c-2"),
+        ConfirmationRun(seed=None, score=None, run_id=None),
+    )
+    confirmed = point(3, 41, 1970).model_copy(
+        update={"confirmation": Confirmation(mean_high_score=40.5, runs=runs)}
+    )
+    assert "Mean: 40.5 over seeds 1970, 1001971, –" in highscore_hover(confirmed)
+    assert "Mean" not in highscore_hover(point(3, 41, 1970))
 
 
 def test_score_histogram_has_one_bar_per_score():

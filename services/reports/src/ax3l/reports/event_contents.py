@@ -202,15 +202,31 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-RUN_KEYS = ("run_id", "golden_run_id", "latest_run_id", "current_golden_run_id")
+RUN_KEYS = (
+    "run_id",
+    "candidate_run_id",
+    "golden_run_id",
+    "latest_run_id",
+    "current_golden_run_id",
+)
+# Lists of runs: a confirmation's runs per seed (promotion_confirmation_decided, a golden).
+RUN_LIST_KEYS = ("candidate_runs", "golden_runs", "confirmation_runs")
+
+
+def _run_id(value: Any) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= 36
 
 
 def run_links(content: Any) -> list[tuple[str, str]]:
     """``(key, run_id)`` for each run reference in an object content (for links)."""
     if not isinstance(content, dict):
         return []
-    return [
+    single = [(key, content[key]) for key in RUN_KEYS if _run_id(content.get(key))]
+    listed = [
         (key, value)
-        for key in RUN_KEYS
-        if isinstance(value := content.get(key), str) and 0 < len(value) <= 36
+        for key in RUN_LIST_KEYS
+        if isinstance(runs := content.get(key), list)
+        for value in runs
+        if _run_id(value)
     ]
+    return single + listed

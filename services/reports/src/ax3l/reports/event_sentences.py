@@ -233,7 +233,11 @@ def tool_execution_failed(c: ev.ToolExecutionFailed, parameter: str | None) -> s
 # -- SnakeLab ----------------------------------------------------------------------------------
 
 
-PURPOSES = {"seeding": "the first golden", "seed_rotation": "the seed rotation"}
+PURPOSES = {
+    "seeding": "the first golden",
+    "seed_rotation": "the seed rotation",
+    "confirmation": "a promotion's confirmation",
+}
 
 
 def simulation_submitted(c: ev.SimulationSubmitted, parameter: str | None) -> str | None:
@@ -373,6 +377,77 @@ def golden_config_seed_incremented(
     return "Golden seed" + (f" {previous} -> {seed}" if previous is not None else f" set to {seed}")
 
 
+# -- Confirmed promotions (AX3L_PROMOTION=confirm) -------------------------------------------
+
+# How a confirmation's decision reads; another word is shown as it is.
+DECISIONS = {"promoted": "promoted", "retained": "golden retained"}
+
+
+def _numbers(values: list[int] | None) -> str | None:
+    """``1970, 1001971``, or None for a missing or empty list."""
+    return ", ".join(_number(value) for value in values) if values else None
+
+
+def _seeds(values: list[int] | None) -> str | None:
+    """``seeds 1001971, 1001972`` or ``seed 1001971``."""
+    listed = _numbers(values)
+    return None if listed is None else f"seed{'s' * (len(values or []) > 1)} {listed}"
+
+
+def _beat(candidate: int | None, golden: int | None, seed: int | None) -> str | None:
+    """``41 > 40 on seed 1970``: the score that started a confirmation."""
+    if candidate is None:
+        return None
+    scores = f"{candidate} > {golden}" if golden is not None else str(candidate)
+    return scores + (f" on seed {seed}" if seed is not None else "")
+
+
+def promotion_confirmation_started(
+    c: ev.PromotionConfirmationStarted, parameter: str | None
+) -> str | None:
+    candidate, seeds = _run(c.candidate_run_id), _seeds(c.seeds)
+    if candidate is None and seeds is None:
+        return None
+    sentence = f"Confirming {candidate or 'a candidate'}"
+    if beat := _beat(_int(c.candidate_high_score), _int(c.golden_high_score), _int(c.seed)):
+        sentence += f" ({beat})"
+    golden = _run(c.golden_run_id)
+    sentence += f" against golden {golden}" if golden else " against the golden"
+    return sentence + (f": both run on {seeds}" if seeds else "")
+
+
+def _side(name: str, mean: float | None, scores: list[int] | None) -> str | None:
+    """``candidate mean 40.3 (41, 40, 40)``: one side of a confirmation."""
+    listed = _numbers(scores)
+    if listed is None and mean is None:
+        return None
+    text = name + (f" mean {mean:.1f}" if mean is not None else "")
+    return text + (f" ({listed})" if listed else "")
+
+
+def promotion_confirmation_decided(
+    c: ev.PromotionConfirmationDecided, parameter: str | None
+) -> str | None:
+    sides = [
+        side
+        for side in (
+            _side("candidate", c.candidate_mean, c.candidate_scores),
+            _side("golden", c.golden_mean, c.golden_scores),
+        )
+        if side
+    ]
+    decision = _text(c.decision)
+    if not sides and decision is None:
+        return None
+    said = " vs ".join(sides)
+    if said and (seeds := _seeds(c.seeds)):
+        said += f" over {seeds}"
+    if decision:
+        said += (": " if said else "") + DECISIONS.get(decision, _short(decision, 60))
+    problem = _text(c.problem)
+    return f"Confirmation: {said}" + (f"; {_short(problem)}" if problem else "")
+
+
 # -- Seats (outside agents) ---------------------------------------------------------------
 
 
@@ -436,6 +511,8 @@ BUILDERS: dict[str, Builder] = {
     ev.GoldenConfigRetained.event: golden_config_retained,
     ev.SeedRotationStarted.event: seed_rotation_started,
     ev.GoldenConfigSeedIncremented.event: golden_config_seed_incremented,
+    ev.PromotionConfirmationStarted.event: promotion_confirmation_started,
+    ev.PromotionConfirmationDecided.event: promotion_confirmation_decided,
 }
 
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+from ax3l.reports.models.golden import Confirmation
 from ax3l.reports.models.highscores import HighscorePoint
 from ax3l.reports.models.simulations import Episode
 
@@ -49,9 +50,20 @@ def highscore_hover(point: HighscorePoint) -> str:
         f"Seed: {_escape(str(point.seed)) if point.seed is not None else '–'}",
         f"Run: {_escape(point.run_id) if point.run_id else '–'}",
     ]
+    if point.confirmation is not None:
+        lines.append(_confirmation_hover(point.confirmation))
     if point.reason:
         lines.append(f"Reason: {_wrapped(point.reason)}")
     return "<br>".join(lines)
+
+
+def _confirmation_hover(confirmation: Confirmation) -> str:
+    """``Mean 40.3 over seeds 1970, 1001971``: a confirmed golden's mean and its seeds."""
+    mean = confirmation.mean_high_score
+    seeds = ", ".join("–" if r.seed is None else str(r.seed) for r in confirmation.runs)
+    return f"Mean: {'–' if mean is None else f'{mean:.1f}'}" + (
+        f" over seeds {seeds}" if seeds else ""
+    )
 
 
 def seed_changes(points: Sequence[HighscorePoint]) -> list[HighscorePoint]:

@@ -15,6 +15,28 @@ class GoldenQuery(QueryModel):
     limit: int = Field(100, ge=1, le=500, description="configurations per page")
 
 
+class ConfirmationRun(BaseModel):
+    """One seed of a confirmed golden: its high score there and the run that scored it (None
+    where the stored lists are shorter than the seeds)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seed: int | None
+    score: int | None
+    run_id: str | None
+
+
+class Confirmation(BaseModel):
+    """A golden created under ``AX3L_PROMOTION=confirm``: its mean high score over the current
+    seed and the confirmation seeds, and its run on each (the current seed first)."""
+
+    # Frozen with a tuple, so hashable: a high-score point carries it (figures cache hovers).
+    model_config = ConfigDict(frozen=True)
+
+    mean_high_score: float | None
+    runs: tuple[ConfirmationRun, ...]
+
+
 class GoldenSummary(BaseModel):
     """A golden_config_created event, read tolerantly (old contents may lack fields)."""
 
@@ -44,6 +66,8 @@ class GoldenEntry(GoldenSummary):
     config: dict[str, Any] | None
     # Differences from the previous golden; None for the first one (nothing to compare with).
     changes: list[Change] | None
+    # Its mean and runs over the confirmation seeds; None for a golden of the single mode.
+    confirmation: Confirmation | None = None
 
 
 class GoldenPage(BaseModel):

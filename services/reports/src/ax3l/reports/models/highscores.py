@@ -6,6 +6,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 
+from ax3l.reports.models.golden import Confirmation
+
 
 class HighscorePoint(BaseModel):
     """One accepted golden score at SnakeLab's run count when it was accepted."""
@@ -20,6 +22,8 @@ class HighscorePoint(BaseModel):
     seed: int | None
     run_id: str | None
     reason: str | None
+    # A confirmed golden's mean and runs; None for a golden of the single mode.
+    confirmation: Confirmation | None = None
 
 
 class Highscores(BaseModel):

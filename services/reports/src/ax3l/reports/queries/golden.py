@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from itertools import zip_longest
 from typing import Any
 
-from ax3l.reports.models.golden import Change, GoldenEntry, GoldenPage
+from ax3l.reports.models.golden import (
+    Change,
+    Confirmation,
+    ConfirmationRun,
+    GoldenEntry,
+    GoldenPage,
+)
 from ax3l.reports.queries.experiment import golden_content, golden_from_row
 from ax3l.shared.db.database import Database
+from ax3l.shared.event_models import GoldenConfig
 
 
 def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
@@ -37,6 +45,24 @@ def config_changes(before: dict[str, Any] | None, after: dict[str, Any] | None) 
         if path not in new
     ]
     return changed
+
+
+def confirmation(golden: GoldenConfig) -> Confirmation | None:
+    """A confirmed golden's mean and its run per seed; None for a golden without them (the
+    single mode). Lists of unequal length (an odd row) pair up as far as each goes."""
+    seeds = golden.confirmation_seeds or []
+    scores = golden.confirmation_scores or []
+    runs = golden.confirmation_runs or []
+    mean = golden.mean_high_score
+    if mean is None and not (seeds or scores or runs):
+        return None
+    return Confirmation(
+        mean_high_score=mean,
+        runs=tuple(
+            ConfirmationRun(seed=seed, score=score, run_id=run_id)
+            for seed, score, run_id in zip_longest(seeds, scores, runs)
+        ),
+    )
 
 
 async def golden_configurations(
@@ -74,6 +100,7 @@ async def golden_configurations(
                 proposer=golden.proposer,
                 config=golden.config,
                 changes=changes,
+                confirmation=confirmation(golden),
             )
         )
     more = len(entries) > limit

@@ -7,6 +7,7 @@ from datetime import datetime
 
 from ax3l.reports.models.highscores import HighscorePoint, Highscores
 from ax3l.reports.queries.experiment import golden_content
+from ax3l.reports.queries.golden import confirmation
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.snakelab_reads import count_simulations
 
@@ -78,6 +79,7 @@ class HighscoreReader:
                     seed=None if row["seed"] is None else int(row["seed"]),
                     run_id=golden.run_id,
                     reason=golden.reason,
+                    confirmation=confirmation(golden),
                 )
             )
         return points
