@@ -131,33 +131,59 @@ except Exception:
 PY
 }
 
+# Starts the binary and waits for /health: 0 when healthy; else the server's exit status (a
+# crash by signal N is 128 + N), or 1 when it is still not healthy after 120 s.
+launch() {
+  mkdir -p "$run_dir/logs"
+  setsid "$binary" --host "$host" --port "$port" --model "$model" --ctx-size "$ctx" \
+    --threads "$threads" --parallel 1 --jinja --chat-template-file "$template" \
+    --reasoning-budget 0 --no-webui >"$logfile" 2>&1 </dev/null &
+  local pid=$!
+  echo "$pid" >"$pidfile"
+  local waited=0
+  until healthy; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      local code=0
+      wait "$pid" || code=$?
+      log "exited during start-up (status $code); see $logfile"
+      tail -20 "$logfile" >&2
+      rm -f "$pidfile"
+      return $((code == 0 ? 1 : code))
+    fi
+    if [ $waited -ge 120 ]; then
+      log "not healthy after 120 s; see $logfile"
+      return 1
+    fi
+    sleep 1
+    waited=$((waited + 1))
+  done
+  log "serving on http://$host:$port (log: $logfile)"
+}
+
 start() {
+  local cached=0
+  [ -x "$binary" ] && [ -f "$template" ] && cached=1
   build_binary
   fetch_model
   if running; then
     log "already running on http://$host:$port"
     return
   fi
-  mkdir -p "$run_dir/logs"
-  setsid "$binary" --host "$host" --port "$port" --model "$model" --ctx-size "$ctx" \
-    --threads "$threads" --parallel 1 --jinja --chat-template-file "$template" \
-    --reasoning-budget 0 --no-webui >"$logfile" 2>&1 </dev/null &
-  echo $! >"$pidfile"
-  local waited=0
-  until healthy; do
-    if ! running; then
-      log "exited during start-up; see $logfile"
-      tail -20 "$logfile" >&2
-      exit 1
-    fi
-    if [ $waited -ge 120 ]; then
-      log "not healthy after 120 s; see $logfile"
-      exit 1
-    fi
-    sleep 1
-    waited=$((waited + 1))
-  done
-  log "serving on http://$host:$port (log: $logfile)"
+  local code=0
+  launch || code=$?
+  [ $code -eq 0 ] && return
+  # A cached binary that crashes at start-up (seen once on a CI machine: a segmentation fault
+  # right after loading the model, the same binary in the compose tier's container) is moved
+  # aside and built again, once; one built just now that crashes is an error.
+  if [ $cached -eq 1 ] && [ $code -gt 128 ]; then
+    local aside
+    aside="$bin_dir.crashed-$(date +%s)"
+    log "the cached binary died by signal $((code - 128)) at start-up: moved to $aside, rebuilding"
+    mv "$bin_dir" "$aside"
+    build_binary
+    launch && return
+  fi
+  exit 1
 }
 
 stop() {
