@@ -1,18 +1,20 @@
 """Chaos: the whole stack as real processes, SIGKILLed at 50+ random moments and frozen
 (SIGSTOP for 1 to 8 s) at 20+ more (issues 11 and 21).
 
-Not part of `make test`: `make test-chaos` runs it (about ten minutes). AX3L_CHAOS_SEED,
-AX3L_CHAOS_KILLS and AX3L_CHAOS_FREEZES reproduce or shorten a run; the summary is printed and
-written to test-output/<test>/chaos-summary.txt with every service's log beside it.
+Not part of `make test`: `make test-chaos` runs it (about eight minutes: the spec's promotion
+rule, then a shorter run under AX3L_PROMOTION=confirm). AX3L_CHAOS_SEED, AX3L_CHAOS_KILLS and
+AX3L_CHAOS_FREEZES reproduce or shorten a run; the summary is printed and written to
+test-output/<test>/chaos-summary.txt with every service's log beside it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
-from ax3l.testing.chaos_run import ChaosConfig, run_chaos
+from ax3l.testing.chaos_run import ChaosConfig, ChaosReport, run_chaos
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(1200)]
 
@@ -24,7 +26,29 @@ def test_random_kills_and_freezes_never_corrupt_the_history_or_stop_the_loop(
     (some freezes at the moment of a submission) and restarting the killed ones as a supervisor
     would leaves a history that keeps every invariant, and the loop keeps advancing after the
     last disturbance."""
-    config = ChaosConfig.from_env()
+    _run(ChaosConfig.from_env(), test_output_dir, request)
+
+
+def test_random_kills_and_freezes_under_confirmed_promotions(
+    test_output_dir: Path, request: pytest.FixtureRequest
+) -> None:
+    """The same under ``AX3L_PROMOTION=confirm``, shorter (a third of the kills and freezes,
+    another seed): confirmations killed and frozen at any moment are finished exactly once,
+    decided by their means, and every other invariant holds."""
+    base = ChaosConfig.from_env()
+    config = dataclasses.replace(
+        base,
+        seed=base.seed + 1,
+        kills=max(1, base.kills // 3),
+        freezes=base.freezes // 3,
+        promotion="confirm",
+    )
+    report = _run(config, test_output_dir, request)
+    decided = report.counts["confirmations_by_decision"]
+    assert sum(decided.values()) >= 2 and report.counts["confirmation_runs"] >= 4, report.counts
+
+
+def _run(config: ChaosConfig, test_output_dir: Path, request: pytest.FixtureRequest) -> ChaosReport:
     report = run_chaos(Path(request.config.rootpath), test_output_dir, config)
     problems = report.failures()
     # The verdict first: CI keeps only the head and the tail of a long output.
@@ -35,3 +59,4 @@ def test_random_kills_and_freezes_never_corrupt_the_history_or_stop_the_loop(
     (test_output_dir / "chaos-summary.txt").write_text(summary + "\n")
     print(summary)
     assert not problems, f"chaos seed {config.seed}:\n" + "\n".join(problems) + "\n\n" + summary
+    return report

@@ -76,7 +76,9 @@ def test_a_lucky_candidate_is_retained_and_a_better_one_promoted_on_its_mean(
     stack.start()
     model = stack.start_model({"replies": [submit(LUCKY), submit(BETTER)], "then": RANDOM_HIDDEN})
     proc = stack.orchestrator("llm", url=model.url, env=CONFIRM)
-    stack.wait_for(compared(stack, 2), 90, "two comparisons", proc)
+    stack.wait_for(
+        lambda: stack.count("golden_config_created") >= 2, 90, "the second candidate promoted", proc
+    )
     proc.stop()
 
     golden, lucky, better = scores(DEFAULT_HIDDEN), scores(LUCKY), scores(BETTER)
@@ -112,30 +114,35 @@ def test_a_lucky_candidate_is_retained_and_a_better_one_promoted_on_its_mean(
     check_history(stack)
 
 
-@pytest.mark.parametrize(
-    "point",
-    [
-        "confirmation_started",
-        "confirmation_before_submit",
-        "confirmation_after_submit",
-        "confirmation_waiting",
-        "confirmation_decided",
-    ],
-)
-def test_a_crash_inside_a_confirmation_resumes_it_without_a_duplicate(
-    stack: Stack, point: str
+# One confirmation killed at each of its points in turn, every restart resuming the last one's
+# work: the decision stored, the first run submitted (its record lost), the second about to be
+# submitted, the runs being waited on, the decision stored but not the comparison.
+CRASHES = [
+    "confirmation_started",
+    "confirmation_after_submit",
+    "confirmation_before_submit@2",
+    "confirmation_waiting",
+    "confirmation_decided",
+]
+
+
+def test_crashes_at_every_point_of_a_confirmation_resume_it_without_a_duplicate(
+    stack: Stack,
 ) -> None:
-    """Killed at each point of a confirmation (the experiment seeded under single, so the
-    golden's runs are part of it too): the restart finishes the same confirmation, every
-    configuration runs once, and the decision is stored once."""
+    """Killed at each point of one confirmation in turn (the experiment seeded under single,
+    so the golden's confirmation runs are part of it too): each restart resumes the same
+    confirmation, every configuration runs once, and the decision is stored once."""
     stack.use_schema(SCHEMA)
     stack.start()
     model = stack.start_model({"replies": [submit(BETTER)], "then": RANDOM_HIDDEN})
     proc = stack.orchestrator("llm", url=model.url, env={"AX3L_SEED_STAGNANT_ROUNDS": "100"})
     stack.wait_for(lambda: stack.count("golden_config_created") >= 1, 60, "seeding", proc)
     proc.kill()
-    stack.crash_at(point, proposer="llm", url=model.url, env=CONFIRM)
+    for point in CRASHES:
+        stack.crash_at(point, proposer="llm", url=model.url, env=CONFIRM)
     assert stack.count("promotion_confirmation_started") == 1
+    assert stack.count("promotion_confirmation_decided") == 1
+    assert stack.count("configuration_compared") == 0
     proc = stack.orchestrator("llm", url=model.url, env=CONFIRM)
     stack.wait_for(lambda: stack.count("golden_config_created") >= 2, 90, "the promotion", proc)
     proc.stop()
@@ -145,6 +152,8 @@ def test_a_crash_inside_a_confirmation_resumes_it_without_a_duplicate(
     assert decided.get("candidate_scores") == scores(BETTER)
     assert decided.get("golden_scores") == scores(DEFAULT_HIDDEN)
     assert len(stack.runs()) == 6  # seeding, the candidate, and 2 + 2 confirmation runs
+    lost = [e for e in stack.events("simulation_submitted") if e.get("reused") is True]
+    assert len(lost) == 1  # the run whose record the second crash lost, recorded once
     assert stack.events("golden_config_created")[-1].get("mean_high_score") is not None
     check_history(stack)
 

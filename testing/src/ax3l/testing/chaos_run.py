@@ -8,7 +8,8 @@ Settings (environment): ``AX3L_CHAOS_SEED`` (default 11), ``AX3L_CHAOS_KILLS`` (
 uniform), ``AX3L_CHAOS_INTERVAL`` ("1.5,6.5": seconds between disturbances, uniform),
 ``AX3L_CHAOS_RUN_SECONDS`` (1.5: surrogate run time), ``AX3L_CHAOS_STAGNANT_ROUNDS`` (2, so seed
 rotations happen), ``AX3L_CHAOS_RECOVERY_DEADLINE`` (90 s for 3 new steps after the last
-disturbance). The first half of the kills runs the ``tpe`` proposer, the second half the
+disturbance), ``AX3L_CHAOS_PROMOTION`` (single; confirm runs the loop under confirmed
+promotions). The first half of the kills runs the ``tpe`` proposer, the second half the
 scripted model (``llm``).
 
 Kills and freezes come in one shuffled sequence. Half of the freezes are SnakeLab's; the others
@@ -72,6 +73,7 @@ class ChaosConfig:
     run_seconds: float = 1.5
     stagnant_rounds: int = 2
     recovery_deadline: float = 90.0
+    promotion: str = "single"
     recovery_steps: int = 3
     restart_delay: tuple[float, float] = (0.2, 2.0)
     model_delay: float = 0.3
@@ -89,6 +91,7 @@ class ChaosConfig:
             run_seconds=float(env.get("AX3L_CHAOS_RUN_SECONDS", "1.5")),
             stagnant_rounds=int(env.get("AX3L_CHAOS_STAGNANT_ROUNDS", "2")),
             recovery_deadline=float(env.get("AX3L_CHAOS_RECOVERY_DEADLINE", "90")),
+            promotion=env.get("AX3L_CHAOS_PROMOTION", "single"),
         )
 
 
@@ -209,8 +212,8 @@ class ChaosReport:
         lines = [
             f"chaos: seed {config.seed} (AX3L_CHAOS_SEED), {len(self.kills)} kills"
             f" (AX3L_CHAOS_KILLS={config.kills}), {len(self.freezes)} freezes"
-            f" (AX3L_CHAOS_FREEZES={config.freezes}), {self.duration:.0f} s;"
-            f" logs in {self.log_dir}",
+            f" (AX3L_CHAOS_FREEZES={config.freezes}), promotion {config.promotion},"
+            f" {self.duration:.0f} s; logs in {self.log_dir}",
             "kills survived by victim:  " + _tally(k.target for k in self.kills),
             "kills survived by phase:   " + _tally(k.phase for k in self.kills),
             "kills by proposer: " + _tally(k.proposer for k in self.kills),
@@ -355,6 +358,7 @@ class ChaosStack:
             "AX3L_MCP_CALL_TIMEOUT": "20",
             "AX3L_SEED_STAGNANT_ROUNDS": str(self.config.stagnant_rounds),
             "AX3L_PROPOSER": self.proposer,
+            "AX3L_PROMOTION": self.config.promotion,
         }
         if self.proposer == "llm":
             env["AX3L_LLM_URL"] = f"http://127.0.0.1:{self.ports['model']}"

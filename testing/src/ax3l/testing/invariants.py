@@ -862,6 +862,12 @@ def counts(history: History) -> dict[str, Any]:
         "seed_rotations": len(history.named("seed_rotation_started")),
         "adopted_proposals": sum(1 for e in history.named("proposal_accepted") if e.get("adopted")),
         "retries": sum(1 for role in run_roles(events).values() if role == "retry"),
+        "confirmations_by_decision": dict(
+            Counter(e.get("decision") for e in history.named("promotion_confirmation_decided"))
+        ),
+        "confirmation_runs": sum(
+            1 for role in run_roles(events).values() if role == "confirmation"
+        ),
         "intents_by_state": dict(Counter(i["state"] for i in history.intents)),
     }
 
