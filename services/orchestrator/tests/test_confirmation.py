@@ -192,3 +192,34 @@ def test_a_switch_to_confirm_takes_effect_at_the_next_step_and_rotations_score_t
     summary = check_history(stack)
     assert summary.steps == [i % 7 for i in range(len(summary.steps))]
     assert status["promotion"] == "confirm"
+
+
+def test_a_crash_during_a_rotations_confirmation_keeps_the_rotations_own_baseline(
+    stack: Stack,
+) -> None:
+    """Killed while a seed rotation's baseline is scored on its confirmation seed, once the
+    confirmation run is recorded: the restart finishes the rotation with its own baseline run
+    on the new seed, not with the confirmation run (the chaos tier found a golden on seed
+    1001973). One confirmation seed; hidden size 208 loses to the default on seed 1970, so the
+    first confirmation runs after seeding are the rotation's."""
+    stack.use_schema(tiny_schema())
+    stack.start()
+    env = {
+        "AX3L_PROMOTION": "confirm",
+        "AX3L_CONFIRM_SEEDS": "1",
+        "AX3L_SEED_STAGNANT_ROUNDS": "1",
+    }
+    # Killed after submitting the rotation's confirmation run (seeding's was the first) ...
+    stack.crash_at("confirmation_after_submit@2", proposer="random", env=env, timeout=90)
+    assert stack.count("seed_rotation_started") == 1
+    # ... then after recording it, at the first look at it.
+    stack.crash_at("confirmation_waiting", proposer="random", env=env, timeout=90)
+    assert stack.count("golden_config_created") == 1
+    proc = stack.orchestrator("random", env=env)
+    stack.wait_for(lambda: stack.count("golden_config_created") >= 2, 90, "the rotation", proc)
+    proc.stop()
+
+    rotated = stack.events("golden_config_created")[1]
+    assert rotated.get("kind") == "seed_rotation" and rotated.get("seed") == 1971
+    assert rotated.get("confirmation_seeds") == [1971, *confirmation_seeds(1971, 1)]
+    check_history(stack)

@@ -48,7 +48,9 @@ async def _baseline_record(
 ) -> StoredEvent[SimulationSubmitted] | None:
     """The rotation's recorded baseline submission, unless that run failed (it runs again)."""
     db = services.db
-    record = await latest(db, SimulationSubmitted, parent=rotation.event_id)
+    # Only the baseline's own records: under confirm its confirmation runs are recorded later,
+    # by another source, after the baseline run's end.
+    record = await latest(db, SimulationSubmitted, parent=rotation.event_id, source_name=SOURCE)
     if record is None:
         return None
     if await ended_unscored(db, record.process_id):
@@ -123,7 +125,7 @@ async def finish_rotation(services: LoopServices, rotation: Rotation) -> None:
     previous = started.golden_high_score
     run_config = outcome.config or config
     confirmed = await baseline_fields(
-        services, run_id, run_config, outcome.high_score, new_seed, rotation.event_id
+        services, run_id, run_config, outcome.high_score, new_seed, outcome.event_id
     )
     await create_golden(
         db,
