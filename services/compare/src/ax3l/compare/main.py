@@ -4,6 +4,10 @@ held-out seeds, and compared with the untuned default and with TPE, paired by re
 
     ax3l-compare --proposers random,tpe --repeats 10 --budget 50 [--retest 5] [--csv out.csv]
     ax3l-compare --proposers tpe,llm --url http://127.0.0.1:27770 --repeats 2 --budget 10
+    ax3l-compare --proposers tpe,tpe@confirm,random,random@confirm --no-control
+
+A proposer may carry a promotion policy (``arms.py``): ``X@confirm`` runs ``X``'s orchestrator
+with ``AX3L_PROMOTION=confirm``, ``X`` (``X@single``) with ``single``.
 
 Every repeat starts from SnakeLab's default configuration on its own seed (``--seed`` plus the
 repeat's number: repeat i of every proposer shares a seed) with its own throwaway databases, a
@@ -30,12 +34,15 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ax3l.compare import processes, results
+from ax3l.compare.arms import CONFIRM, ArmError, parse_arm, policy_pairs
 from ax3l.compare.preload import preloader
 from ax3l.compare.processes import Launcher
+from ax3l.compare.promotions import PromotionFigures
 from ax3l.compare.repeat import RepeatPlan, RepeatResult, run_repeat
 from ax3l.compare.retest import check_disjoint, held_out_seeds, retest_points
 from ax3l.compare.settings import CompareSettings, effective_env, load_settings
@@ -61,7 +68,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="ax3l-compare", description=(__doc__ or "").splitlines()[0]
     )
     parser.add_argument(
-        "--proposers", required=True, help="comma-separated, e.g. random,tpe,llm,llm+tpe"
+        "--proposers",
+        required=True,
+        help="comma-separated, e.g. random,tpe,llm,llm+tpe; X@confirm runs X under"
+        " AX3L_PROMOTION=confirm (X, X@single: single)",
     )
     parser.add_argument("--repeats", type=int, default=10, help="repeats per proposer (10)")
     parser.add_argument(
@@ -126,10 +136,15 @@ class UsageError(ValueError):
 
 
 def check_args(args: argparse.Namespace, env: dict[str, str]) -> list[str]:
-    """The proposers to run, the control arm first unless ``--no-control``."""
-    proposers = [p.strip() for p in args.proposers.split(",") if p.strip()]
+    """The arms to run (``arms.py``: a proposer, ``X@confirm``), the control arm first unless
+    ``--no-control``."""
+    try:
+        arms = [parse_arm(p) for p in args.proposers.split(",") if p.strip()]
+    except ArmError as exc:
+        raise UsageError(str(exc)) from None
+    proposers = [arm.name for arm in arms]
     known = (*proposer_names(), CONTROL)
-    unknown = [p for p in proposers if p not in known]
+    unknown = [a.name for a in arms if a.proposer not in known]
     if unknown:
         raise UsageError(
             f"unknown proposer {', '.join(unknown)}: the orchestrator accepts"
@@ -146,7 +161,9 @@ def check_args(args: argparse.Namespace, env: dict[str, str]) -> list[str]:
     if args.retest < 0:
         raise UsageError("--retest must be 0 or more")
     try:
-        check_disjoint(args.seed, args.repeats, args.budget, args.retest)
+        check_disjoint(
+            args.seed, args.repeats, args.budget, args.retest, confirm_seeds(proposers, env)
+        )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     retest_at(args)
@@ -156,6 +173,16 @@ def check_args(args: argparse.Namespace, env: dict[str, str]) -> list[str]:
     if needing and not url:
         raise UsageError(f"{', '.join(needing)} needs a model server: --url or AX3L_LLM_URL")
     return proposers
+
+
+def confirm_seeds(proposers: list[str], env: dict[str, str]) -> int:
+    """``AX3L_CONFIRM_SEEDS`` as the confirm arms' orchestrators read it; 0 without one."""
+    if not any(parse_arm(p).promotion == CONFIRM for p in proposers):
+        return 0
+    try:
+        return load_settings(env).confirm_seeds
+    except ValueError as exc:  # pydantic's ValidationError
+        raise UsageError(f"AX3L_CONFIRM_SEEDS: {exc}") from None
 
 
 def uses_model(proposer: str) -> bool:
@@ -175,10 +202,12 @@ def retest_at(args: argparse.Namespace) -> list[int]:
 
 
 def named_pairs(args: argparse.Namespace, proposers: list[str]) -> list[tuple[str, str]]:
-    """``--pairs`` as (A, B) of proposers of this comparison."""
+    """``--pairs`` as (A, B) of arms of this comparison (``X@single`` is ``X``)."""
     found = []
     for text in (t.strip() for t in args.pairs.split(",") if t.strip()):
         a, _, b = text.partition(":")
+        with contextlib.suppress(ArmError):
+            a, b = parse_arm(a).name, parse_arm(b).name
         if a not in proposers or b not in proposers or a == b:
             raise UsageError(f"--pairs {text}: both sides must be different proposers run here")
         found.append((a, b))
@@ -208,18 +237,19 @@ def verdict_lines(
     the repeats' held-out means with its 95% bootstrap interval, their mean and median, the
     best observed and the optimism gap; then each pair's median paired difference."""
     verdicts = _verdicts(done, proposers)
+    w = _width(proposers)
     lines = [
         "held-out verdict (final recommendation re-tested on held-out seeds):",
-        f"{'proposer':<10} {'repeats':>7} {'IQM':>6} {'95% CI':>15} {'mean':>6} {'median':>6}"
+        f"{'proposer':<{w}} {'repeats':>7} {'IQM':>6} {'95% CI':>15} {'mean':>6} {'median':>6}"
         f" {'best observed':>13} {'optimism gap':>12} {'expected*':>9}",
     ]
     for proposer in proposers:
         found = stats.proposer_verdict(proposer, verdicts[proposer])
         if found is None:
-            lines.append(f"{proposer:<10} {0:>7} {'no re-tests':>15}")
+            lines.append(f"{proposer:<{w}} {0:>7} {'no re-tests':>15}")
             continue
         lines.append(
-            f"{proposer:<10} {found.repeats:>7} {found.iqm.value:>6.2f}"
+            f"{proposer:<{w}} {found.repeats:>7} {found.iqm.value:>6.2f}"
             f" {_interval(found.iqm.low, found.iqm.high, signed=False):>15}"
             f" {found.held_out_mean:>6.2f}"
             f" {found.held_out_median:>6.2f} {_number(found.best_observed, 2):>13}"
@@ -231,12 +261,12 @@ def verdict_lines(
     if table:
         lines.append("paired differences of held-out means (A - B, repeat by repeat):")
         lines.append(
-            f"{'A':<10} {'B':<10} {'repeats':>7} {'median diff':>11} {'95% CI':>15}"
+            f"{'A':<{w}} {'B':<{w}} {'repeats':>7} {'median diff':>11} {'95% CI':>15}"
             f" {'P(A beats B)':>12}"
         )
         for pair in table:
             lines.append(
-                f"{pair.a:<10} {pair.b:<10} {pair.repeats:>7} {pair.median_difference:>+11.2f}"
+                f"{pair.a:<{w}} {pair.b:<{w}} {pair.repeats:>7} {pair.median_difference:>+11.2f}"
                 f" {_interval(pair.low, pair.high):>15} {pair.p_a_beats_b:>12.2f}"
             )
     return lines
@@ -248,8 +278,9 @@ def _curve_lines(done: list[RepeatResult], proposers: list[str]) -> list[str]:
     points = sorted({p.recommendation.at_runs for r in finished for p in r.retests})
     if len(points) < 2:
         return []
+    w = _width(proposers)
     lines = ["held-out IQM [95% interval] of the recommendation after each run count:"]
-    lines.append(f"{'proposer':<10} " + " ".join(f"{b:>21}" for b in points))
+    lines.append(f"{'proposer':<{w}} " + " ".join(f"{b:>21}" for b in points))
     for proposer in proposers:
         cells = []
         for b in points:
@@ -265,7 +296,7 @@ def _curve_lines(done: list[RepeatResult], proposers: list[str]) -> list[str]:
                 cells.append(f"{found.value:.2f} [{found.low:.2f}, {found.high:.2f}]")
             else:
                 cells.append("–")
-        lines.append(f"{proposer:<10} " + " ".join(f"{c:>21}" for c in cells))
+        lines.append(f"{proposer:<{w}} " + " ".join(f"{c:>21}" for c in cells))
     return lines
 
 
@@ -278,6 +309,11 @@ def _verdicts(
     }
 
 
+def _width(proposers: list[str]) -> int:
+    """The first column's width: the longest arm name (``random@confirm``), at least 10."""
+    return max([10, *map(len, proposers)])
+
+
 def _interval(low: float, high: float, *, signed: bool = True) -> str:
     return f"[{low:+.2f}, {high:+.2f}]" if signed else f"[{low:.2f}, {high:.2f}]"
 
@@ -285,9 +321,10 @@ def _interval(low: float, high: float, *, signed: bool = True) -> str:
 def summary_lines(done: list[RepeatResult], proposers: list[str], budget: int) -> list[str]:
     """The observed-best table printed after the verdict (the report's second table)."""
     finals: dict[str, list[int | None]] = {}
+    w = _width(proposers)
     lines = [
         "best observed while tuning (secondary: the luckiest run, not the recommendation):",
-        f"{'proposer':<10} {'repeats':>7} {'median best':>11} {'95% band':>13}"
+        f"{'proposer':<{w}} {'repeats':>7} {'median best':>11} {'95% band':>13}"
         f" {'P(beats random)':>15} {'wasted/accepted':>15} {'wall/repeat':>11}",
     ]
     for proposer in proposers:
@@ -305,7 +342,7 @@ def summary_lines(done: list[RepeatResult], proposers: list[str], budget: int) -
         wasted = sum(r.turns.wasted_turns for r in mine)
         walls = [r.wall_seconds for r in mine]
         lines.append(
-            f"{proposer:<10} {len(mine):>7}"
+            f"{proposer:<{w}} {len(mine):>7}"
             f" {_number(stats.median(values) if values else None):>11}"
             f" {_band(values):>13}"
             f" {_number(beat, 2):>15}"
@@ -313,6 +350,54 @@ def summary_lines(done: list[RepeatResult], proposers: list[str], budget: int) -
             f" {_number(stats.median(walls) if walls else None, 1):>10}s"
         )
     return lines
+
+
+def promotion_lines(done: list[RepeatResult], proposers: list[str]) -> list[str]:
+    """Per tuned arm: its promotion policy, promotions per repeat, how many of them raised the
+    surrogate's expected score over the golden they replaced, runs spent on confirmations per
+    repeat and candidates not confirmed (retained) per repeat, all within the budget."""
+    tuned = [p for p in proposers if p != CONTROL]
+    if not tuned:
+        return []
+    w = _width(proposers)
+    lines = [
+        "promotions within the budget (per repeat; confirmation runs count in the budget):",
+        f"{'proposer':<{w}} {'policy':>7} {'repeats':>7} {'promotions':>10}"
+        f" {'raised expected*':>17} {'confirmation runs':>17} {'not confirmed':>13}",
+    ]
+    for proposer in tuned:
+        figures = [
+            r.promotions
+            for r in done
+            if r.plan.proposer == proposer and r.state == "finished" and r.promotions is not None
+        ]
+        if not figures:
+            lines.append(f"{proposer:<{w}} {parse_arm(proposer).promotion:>7} {0:>7}")
+            continue
+        lines.append(
+            f"{proposer:<{w}} {figures[0].policy:>7} {len(figures):>7}"
+            f" {_per_repeat(figures, lambda f: f.promotions):>10}"
+            f" {_improved_share(figures):>17}"
+            f" {_per_repeat(figures, lambda f: f.confirmation_runs):>17}"
+            f" {_per_repeat(figures, lambda f: f.confirmations.get('retained', 0)):>13}"
+        )
+    lines.append(
+        "* raised expected*: promotions whose new golden has a higher noise-free expected score"
+        " (the surrogate's) than the golden it replaced: ground truth a real SnakeLab lacks"
+    )
+    return lines
+
+
+def _per_repeat(figures: list[PromotionFigures], value: Callable[[PromotionFigures], int]) -> str:
+    return f"{sum(map(value, figures)) / len(figures):.2f}"
+
+
+def _improved_share(figures: list[PromotionFigures]) -> str:
+    checks = [c for f in figures for c in f.checks or []]
+    if not checks:
+        return "–"
+    up = sum(c.improved for c in checks)
+    return f"{up}/{len(checks)} ({100 * up / len(checks):.0f}%)"
 
 
 def _number(value: float | None, digits: int = 1) -> str:
@@ -333,9 +418,18 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
     ensure_schema(settings)
     parallel = args.parallel or settings.default_parallel(any(map(uses_model, proposers)))
     url = args.url or env.get("AX3L_LLM_URL")
-    seeds = tuple(held_out_seeds(args.seed, args.retest))
+    confirming = confirm_seeds(proposers, env)
+    seeds = tuple(held_out_seeds(args.seed, args.retest, confirming))
     points = tuple(retest_at(args)) if seeds else ()
-    pairs = stats.pairs_to_compare(proposers, named_pairs(args, proposers))
+    pairs = stats.pairs_to_compare(
+        proposers, [*policy_pairs(proposers), *named_pairs(args, proposers)]
+    )
+    if env.get("AX3L_PROMOTION"):
+        print(
+            f"ax3l-compare: AX3L_PROMOTION={env['AX3L_PROMOTION']} is ignored: each arm's"
+            " orchestrator gets its own policy (X: single, X@confirm: confirm)",
+            file=sys.stderr,
+        )
     work = [*plans(proposers, args.repeats, args.budget, args.seed, seeds, points)]
     logs = args.logs or Path(tempfile.mkdtemp(prefix="ax3l-compare-"))
     content: dict[str, Any] = {
@@ -349,6 +443,10 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
         "settings": {k: v for k, v in env.items() if k.startswith(("AX3L_LLM_", "AX3L_MAX_"))},
         "retest": {"seeds": list(seeds), "at": list(points), "control": CONTROL in proposers},
         "pairs": [list(pair) for pair in pairs],
+        "promotion": {
+            "arms": {p: parse_arm(p).promotion for p in proposers if p != CONTROL},
+            "confirm_seeds": confirming or None,
+        },
     }
     began = time.monotonic()
     conn = connect(settings)
@@ -414,6 +512,8 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
             print(line)
     for line in summary_lines(done, proposers, args.budget):
         print(line)
+    for line in promotion_lines(done, proposers):
+        print(line)
     print(f"wall time of the whole comparison: {wall:.1f} s")
     if args.csv is not None:
         print(f"CSV: {args.csv}")
@@ -426,12 +526,17 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
 
 
 def _report(result: RepeatResult, number: int, total: int) -> None:
-    plan, turns = result.plan, result.turns
+    plan, turns, promoted = result.plan, result.turns, result.promotions
     if result.state == "finished":
+        figures = ""
+        if promoted is not None:
+            figures = f", promotions {promoted.promotions}"
+            if promoted.confirmation_runs:
+                figures += f" (confirmation runs {promoted.confirmation_runs})"
         print(
             f"[{number}/{total}] {plan.proposer} repeat {plan.index} (seed {plan.seed}):"
             f" best {result.best} after {len(result.scores)} runs, {turns.accepted_proposals}"
-            f" accepted, {turns.wasted_turns} wasted turns, {result.wall_seconds:.1f} s",
+            f" accepted, {turns.wasted_turns} wasted turns{figures}, {result.wall_seconds:.1f} s",
             flush=True,
         )
     else:

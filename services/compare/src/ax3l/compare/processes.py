@@ -37,6 +37,7 @@ PER_REPEAT = frozenset(
         "AX3L_REPORTS_PORT",
         "AX3L_SCHEMA_PATH",
         "AX3L_PROPOSER",
+        "AX3L_PROMOTION",  # the arm's policy (arms.py), never the exported one
         "AX3L_CONVERSATION_PARAMETER",
         "AX3L_OUTPUT_DIR",
         "AX3L_RAW_LOGS_ENABLED",
@@ -123,10 +124,20 @@ def start_toolbroker(
 
 
 def start_orchestrator(
-    env: dict[str, str], folder: Path, proposer: str, launcher: Launcher = launch
+    env: dict[str, str],
+    folder: Path,
+    proposer: str,
+    launcher: Launcher = launch,
+    *,
+    promotion: str = "single",
 ) -> Service:
-    """The orchestrator with ``AX3L_PROPOSER`` = ``proposer`` (not waited for: it seeds)."""
-    overrides = {"AX3L_ORCHESTRATOR_PORT": str(free_port()), "AX3L_PROPOSER": proposer}
+    """The orchestrator with ``AX3L_PROPOSER`` = ``proposer`` and ``AX3L_PROMOTION`` =
+    ``promotion`` (not waited for: it seeds)."""
+    overrides = {
+        "AX3L_ORCHESTRATOR_PORT": str(free_port()),
+        "AX3L_PROPOSER": proposer,
+        "AX3L_PROMOTION": promotion,
+    }
     service = spec.service("orchestrator", env)
     full = service.environment({**FAST_LOOP, **env}, overrides)
     return launcher("orchestrator", service.argv(sys.executable), full, folder / "orchestrator.log")

@@ -8,6 +8,12 @@ ends when the last of them is terminal. Its best-so-far curve is read from Snake
 (the ``budget`` first, in submission order; a run without a completed high score adds
 nothing), its turns from the events written up to the last run's submission.
 
+A repeat's ``proposer`` is its arm's name (``arms.py``): ``tpe@confirm`` runs the orchestrator
+with ``AX3L_PROPOSER=tpe`` and ``AX3L_PROMOTION=confirm``, ``tpe`` with ``AX3L_PROMOTION=single``.
+Before its databases are dropped, a tuned repeat's promotions are read from them
+(``promotions.py``: promotions, runs spent on confirmations, and whether each promotion raised
+the surrogate's expected score).
+
 The control arm ``default`` (``CONTROL``) starts no toolbroker and no orchestrator: its one run
 is the seeding run's, the default configuration on the repeat's seed, and its recommendation
 is that configuration, never tuned. After the budget every repeat's recommendations are
@@ -28,7 +34,9 @@ from typing import Any
 import pymysql
 
 from ax3l.compare import processes
+from ax3l.compare.arms import Arm, parse_arm
 from ax3l.compare.processes import Launcher, Service
+from ax3l.compare.promotions import PromotionFigures, read_promotion_figures
 from ax3l.compare.retest import (
     Golden,
     PointRetest,
@@ -56,12 +64,17 @@ class RepeatStopped(RuntimeError):
 
 @dataclass(frozen=True)
 class RepeatPlan:
-    proposer: str
+    proposer: str  # the arm's name: a proposer, or ``proposer@confirm`` (``arms.py``)
     index: int
     seed: int
     budget: int
     retest_seeds: tuple[int, ...] = ()  # the held-out seeds (none: no re-test)
     retest_at: tuple[int, ...] = ()  # the run counts whose recommendation is re-tested
+
+    @property
+    def arm(self) -> Arm:
+        """The orchestrator's proposer and promotion policy."""
+        return parse_arm(self.proposer)
 
 
 @dataclass
@@ -76,6 +89,7 @@ class RepeatResult:
     retests: list[PointRetest] = field(default_factory=list)
     run_ids: list[str] = field(default_factory=list)  # run 1..budget
     goldens: list[Golden] = field(default_factory=list)
+    promotions: PromotionFigures | None = None  # tuned repeats only
     error: str | None = None
 
     @property
@@ -104,6 +118,8 @@ class RepeatResult:
             **self.turns.content(),
             "setup_seconds": round(self.setup_seconds, 3),
         }
+        if self.promotions is not None:
+            found["promotion"] = self.promotions.content()
         if self.plan.retest_seeds:
             found["retest_seconds"] = round(self.retest_seconds, 3)
             found["recommendations"] = [
@@ -289,8 +305,9 @@ def _tune(
     zmq_endpoint = f"tcp://127.0.0.1:{processes.free_port()}"
     services.append(processes.start_toolbroker(ax3l_env, job.folder, zmq_endpoint, job.launcher))
     ax3l_env["AX3L_ZMQ_ENDPOINT"] = zmq_endpoint
+    arm = job.plan.arm
     orchestrator = processes.start_orchestrator(
-        ax3l_env, job.folder, job.plan.proposer, job.launcher
+        ax3l_env, job.folder, arm.proposer, job.launcher, promotion=arm.promotion
     )
     services.append(orchestrator)
     started = time.monotonic()
@@ -315,12 +332,16 @@ def _tune(
             result.turns = read_turns(cur, runs[-1][0] if runs else None, config_schema)
             result.run_ids = [run_id for run_id, _, _ in runs]
             result.goldens = read_goldens(cur)
+            result.promotions = read_promotion_figures(
+                cur, arm.promotion, result.goldens, result.run_ids, surrogate=True
+            )
     finally:
         conn.close()
 
 
 def read_goldens(cur: Any) -> list[Golden]:
-    """The repeat's ``golden_config_created`` events in order (their run and configuration)."""
+    """The repeat's ``golden_config_created`` events in order (their run, configuration, kind
+    and SnakeLab's run count when each was written)."""
     cur.execute(
         "SELECT m.content FROM events e JOIN event_messages m ON m.event_id = e.event_id"
         " WHERE e.name = 'golden_config_created' ORDER BY e.event_id"
@@ -329,7 +350,15 @@ def read_goldens(cur: Any) -> list[Golden]:
     for (text,) in cur.fetchall():
         content = _json(text)
         if isinstance(content, dict) and isinstance(content.get("config"), dict):
-            found.append(Golden(str(content["run_id"]), content["config"]))
+            kind, simulations = content.get("kind"), content.get("simulations")
+            found.append(
+                Golden(
+                    str(content["run_id"]),
+                    content["config"],
+                    kind if isinstance(kind, str) else None,
+                    int(simulations) if isinstance(simulations, int | float) else None,
+                )
+            )
     return found
 
 

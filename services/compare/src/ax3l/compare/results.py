@@ -9,7 +9,9 @@ repeat on each of its lines), then ``row`` (``run``), and empty ``at_runs``, ``r
 ``row`` ``retest``: ``at_runs`` (the recommendation re-tested is the one after that many
 runs), ``retest_seed``, the counted ``run_id`` and its ``score``, the seed's failed runs
 (space-separated) and the surrogate's ``expected_score`` of the recommendation;
-``simulations`` and ``best_so_far`` are empty there.
+``simulations`` and ``best_so_far`` are empty there. The last two columns are the repeat's
+``promotions`` and ``confirmation_runs`` within the budget (``promotions.py``; empty for the
+control arm), on each of its lines. ``proposer`` is the arm's name (``tpe@confirm``).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ CSV_COLUMNS = (
     "run_id",
     "failed_run_ids",
     "expected_score",
+    "promotions",
+    "confirmation_runs",
 )
 
 
@@ -146,16 +150,21 @@ def export_csv(conn: Any, comparison_id: int, path: Path) -> int:
             content = json.loads(text)
             scores = content.get("scores", [None] * len(curve))
             repeat = [accepted, turns, wasted, wall]
+            promotion = content.get("promotion") or {}
+            figures = [
+                _cell(promotion.get("promotions")),
+                _cell(promotion.get("confirmation_runs")),
+            ]
             if not curve:  # a repeat that failed before its first run still gets its line
                 writer.writerow(
                     [comparison_id, proposer, index, seed, state, "", "", "", *repeat,
-                     "run", "", "", "", "", ""]
+                     "run", "", "", "", "", "", *figures]
                 )  # fmt: skip
                 lines += 1
             for k, (score, best) in enumerate(zip(scores, curve, strict=False), start=1):
                 writer.writerow(
                     [comparison_id, proposer, index, seed, state, k,
-                     _cell(score), _cell(best), *repeat, "run", "", "", "", "", ""]
+                     _cell(score), _cell(best), *repeat, "run", "", "", "", "", "", *figures]
                 )  # fmt: skip
                 lines += 1
             expected = {
@@ -169,7 +178,7 @@ def export_csv(conn: Any, comparison_id: int, path: Path) -> int:
                 writer.writerow(
                     [comparison_id, proposer, index, seed, state, "", _cell(score), "",
                      *repeat, "retest", at_runs, retest_seed, _cell(run_id),
-                     " ".join(json.loads(failed)), _cell(expected.get(at_runs))]
+                     " ".join(json.loads(failed)), _cell(expected.get(at_runs)), *figures]
                 )  # fmt: skip
                 lines += 1
     return lines

@@ -2,11 +2,17 @@
 
 A repeat's **recommendation** after ``b`` SnakeLab runs is the golden configuration a user would
 have been handed then: the latest ``golden_config_created`` whose run is among runs ``1..b``
-(the ``default`` arm's is the default configuration, never tuned). It is re-tested on the
+and that was written while SnakeLab held at most ``b`` runs (its ``simulations``: a confirmed
+golden was decided on confirmation runs after its own) (the ``default`` arm's is the default
+configuration, never tuned). It is re-tested on the
 **held-out seeds** ``--seed + HELD_OUT_OFFSET + j`` (``j < --retest``): the same for every
 proposer and repeat, and disjoint from every seed a repeat tunes on, which are ``--seed + i``
 for repeat ``i`` plus at most one increment per run by the seed rotation
-(``check_disjoint``).
+(``check_disjoint``). When an arm runs under ``AX3L_PROMOTION=confirm`` (``arms.py``), its
+orchestrator also runs configurations on the confirmation seeds ``s + 1,000,000 + k``
+(k = 1..``AX3L_CONFIRM_SEEDS``) of every seed ``s`` it tunes on, which would overlap
+``--seed + 1,000,000 + j``: such a comparison re-tests on ``--seed + CONFIRM_HELD_OUT_OFFSET + j``
+instead, above every confirmation seed any repeat can reach.
 
 The re-test runs go through the repeat's own SnakeLab and databases, after its budget is spent
 (they are not counted in it), and exactly once (``SnakeLabRuns``, on
@@ -43,6 +49,11 @@ from ax3l.shared.wire import TERMINAL_STATES
 from snakelab.trainers.surrogate import expected_high_score
 
 HELD_OUT_OFFSET = 1_000_000
+# The orchestrator's confirmation seeds of a seed s are s + CONFIRMATION_OFFSET + k, k = 1..R
+# (ax3l.orchestrator.confirmation.confirmation_seeds; a test checks this copy against it).
+CONFIRMATION_OFFSET = 1_000_000
+# Held-out seeds of a comparison with a confirm arm: above every confirmation seed.
+CONFIRM_HELD_OUT_OFFSET = 2_000_000
 RETEST_ATTEMPTS = 3
 
 
@@ -50,9 +61,12 @@ class RetestFailed(RuntimeError):
     """A held-out seed got no score in ``RETEST_ATTEMPTS`` runs."""
 
 
-def held_out_seeds(base_seed: int, count: int) -> list[int]:
-    """The re-test seeds of a comparison whose repeat 0 tunes on ``base_seed``."""
-    return [base_seed + HELD_OUT_OFFSET + j for j in range(count)]
+def held_out_seeds(base_seed: int, count: int, confirm_seeds: int = 0) -> list[int]:
+    """The re-test seeds of a comparison whose repeat 0 tunes on ``base_seed``; with
+    ``confirm_seeds`` (an arm under confirm, ``AX3L_CONFIRM_SEEDS``) above the confirmation
+    seeds."""
+    offset = CONFIRM_HELD_OUT_OFFSET if confirm_seeds else HELD_OUT_OFFSET
+    return [base_seed + offset + j for j in range(count)]
 
 
 def highest_tuning_seed(base_seed: int, repeats: int, budget: int) -> int:
@@ -61,12 +75,40 @@ def highest_tuning_seed(base_seed: int, repeats: int, budget: int) -> int:
     return base_seed + repeats - 1 + budget
 
 
-def check_disjoint(base_seed: int, repeats: int, budget: int, count: int) -> None:
-    """Raise ``ValueError`` when a held-out seed could be a tuning seed."""
-    if count and highest_tuning_seed(base_seed, repeats, budget) >= held_out_seeds(base_seed, 1)[0]:
+def confirmation_seeds(seed: int, count: int) -> list[int]:
+    """The orchestrator's confirmation seeds of ``seed`` under ``AX3L_CONFIRM_SEEDS=count``."""
+    return [seed + CONFIRMATION_OFFSET + k for k in range(1, count + 1)]
+
+
+def confirmation_seed_range(base_seed: int, repeats: int, budget: int, confirm_seeds: int) -> range:
+    """Every confirmation seed a repeat can reach (those of each seed it can tune on)."""
+    if not confirm_seeds:
+        return range(0)
+    low = confirmation_seeds(base_seed, confirm_seeds)[0]
+    high = confirmation_seeds(highest_tuning_seed(base_seed, repeats, budget), confirm_seeds)[-1]
+    return range(low, high + 1)
+
+
+def check_disjoint(
+    base_seed: int, repeats: int, budget: int, count: int, confirm_seeds: int = 0
+) -> None:
+    """Raise ``ValueError`` when a held-out seed could be a tuning seed or (with
+    ``confirm_seeds``: an arm runs under confirm) a confirmation seed."""
+    if not count:
+        return
+    held_out = held_out_seeds(base_seed, count, confirm_seeds)
+    if highest_tuning_seed(base_seed, repeats, budget) >= held_out[0]:
         raise ValueError(
             f"--repeats + --budget must stay below {HELD_OUT_OFFSET:,}: the held-out seeds start"
             f" at --seed + {HELD_OUT_OFFSET:,}"
+        )
+    confirming = confirmation_seed_range(base_seed, repeats, budget, confirm_seeds)
+    if confirming and confirming[-1] >= held_out[0] and confirming[0] <= held_out[-1]:
+        raise ValueError(
+            f"--repeats + --budget + AX3L_CONFIRM_SEEDS must stay below"
+            f" {CONFIRM_HELD_OUT_OFFSET - CONFIRMATION_OFFSET:,}: a confirm arm's confirmation"
+            f" seeds reach --seed + {CONFIRMATION_OFFSET:,} + that, the held-out seeds start at"
+            f" --seed + {CONFIRM_HELD_OUT_OFFSET:,}"
         )
 
 
@@ -78,10 +120,19 @@ def retest_points(budget: int, at: Sequence[int]) -> list[int]:
 
 @dataclass(frozen=True)
 class Golden:
-    """A ``golden_config_created`` of a repeat: its run and configuration."""
+    """A ``golden_config_created`` of a repeat: its run and configuration; its ``kind``
+    (``seeding``, ``promotion``, ``seed_rotation``) and ``simulations`` (SnakeLab's run count
+    when it was written) when read from the events."""
 
     run_id: str
     config: dict[str, Any]
+    kind: str | None = None
+    simulations: int | None = None
+
+    def known_after(self, point: int, position: Mapping[str, int]) -> bool:
+        """Whether it was decided on runs ``1..point`` alone (``position``: run id -> k)."""
+        within = position.get(self.run_id, point + 1) <= point
+        return within and (self.simulations is None or self.simulations <= point)
 
 
 @dataclass(frozen=True)
@@ -98,12 +149,13 @@ def recommendations(
     goldens: Sequence[Golden], run_ids: Sequence[str], points: Sequence[int], *, surrogate: bool
 ) -> list[Recommendation]:
     """The recommendation at each point: the latest golden (in event order) whose run is one of
-    the first ``point`` runs (``run_ids``, in submission order). A point before the first
-    golden has none."""
+    the first ``point`` runs (``run_ids``, in submission order) and that was written while
+    SnakeLab held at most ``point`` runs (``Golden.known_after``: a golden confirmed on later
+    runs is not known yet). A point before the first golden has none."""
     position = {run_id: k for k, run_id in enumerate(run_ids, start=1)}
     found = []
     for point in points:
-        eligible = [g for g in goldens if position.get(g.run_id, point + 1) <= point]
+        eligible = [g for g in goldens if g.known_after(point, position)]
         if eligible:
             golden = eligible[-1]
             expected = expected_high_score(golden.config) if surrogate else None
