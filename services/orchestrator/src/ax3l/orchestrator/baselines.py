@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ax3l.orchestrator.attempts import StoredRun, attempt_number, stored_runs, unrecorded_runs
-from ax3l.orchestrator.services import LoopServices, StepFailed
-from ax3l.orchestrator.status import Phase
+from ax3l.orchestrator.services import Runs, StepFailed
+from ax3l.orchestrator.status import LoopStatus, Phase
 from ax3l.orchestrator.waiting import RunOutcome
 from ax3l.shared.db.event_reads import StoredEvent
 from ax3l.shared.event_models import SimulationSubmitted
@@ -32,23 +32,22 @@ class BaselineFailed(SubmissionRefused):
     configuration, this stops the loop, since no baseline means no comparison; the user acts."""
 
 
-def _give_up_problem(services: LoopServices, runs: list[StoredRun], what: str) -> str | None:
+def _give_up_problem(runs: Runs, stored: list[StoredRun], what: str) -> str | None:
     """Why no further run of the baseline may be made, or None while the budget allows one."""
-    if not runs or not all(run.ended_unscored for run in runs):
+    if not stored or not all(run.ended_unscored for run in stored):
         return None  # nothing failed yet, or a run is still usable
-    settings = services.settings
-    trained = [run for run in runs if not run.never_trained]
-    never = [run for run in runs if run.never_trained]
-    if len(trained) < settings.baseline_max_attempts and len(never) <= settings.infra_retry_max:
+    trained = [run for run in stored if not run.never_trained]
+    never = [run for run in stored if run.never_trained]
+    if len(trained) < runs.baseline_max_attempts and len(never) <= runs.infra_retry_max:
         return None
-    last = runs[-1]
+    last = stored[-1]
     return (
         f"the {what} run {last.run_id} ended {last.status}"
         f"{'' if last.high_score is None else f' with high score {last.high_score}'}"
-        f": {last.error or 'no high score'}. Its configuration has run {len(runs)} times without"
-        f" a high score ({len(trained)} after training, AX3L_BASELINE_MAX_ATTEMPTS="
-        f"{settings.baseline_max_attempts}; {len(never)} failed by SnakeLab before the first"
-        f" episode, AX3L_INFRA_RETRY_MAX={settings.infra_retry_max}). Find out why SnakeLab"
+        f": {last.error or 'no high score'}. Its configuration has run {len(stored)} times"
+        f" without a high score ({len(trained)} after training, AX3L_BASELINE_MAX_ATTEMPTS="
+        f"{runs.baseline_max_attempts}; {len(never)} failed by SnakeLab before the first"
+        f" episode, AX3L_INFRA_RETRY_MAX={runs.infra_retry_max}). Find out why SnakeLab"
         " fails it (its log and simulation_runs.error_message), then raise the setting and"
         " restart the orchestrator"
     )
@@ -65,7 +64,8 @@ class BaselineKind:
 
 
 async def scored_baseline(
-    services: LoopServices,
+    runs: Runs,
+    status: LoopStatus,
     kind: BaselineKind,
     config: dict[str, Any],
     record: StoredEvent[SimulationSubmitted] | None,
@@ -78,7 +78,7 @@ async def scored_baseline(
     """
     if record is None:
         run_id, record_id = await next_baseline_run(
-            services,
+            runs,
             config,
             what=what,
             purpose=kind.purpose,
@@ -89,18 +89,15 @@ async def scored_baseline(
     else:
         run_id, record_id = str(record.process_id), record.event_id
     print(f"ax3l-orchestrator: {what} with run {run_id}", flush=True)
-    services.status.set_phase(kind.phase, run_id=run_id)
-    deadline = services.settings.run_deadline_seconds
-    outcome = await services.waiter.wait(
-        run_id, record_id, crash_at=f"{kind.crash_at}_waiting", deadline=deadline
-    )
+    status.set_phase(kind.phase, run_id=run_id)
+    outcome = await runs.waiter.wait(run_id, record_id, crash_at=f"{kind.crash_at}_waiting")
     if not outcome.scored:
         raise StepFailed(f"the {what} run {run_id} ended {outcome.state}: {outcome.error}")
     return run_id, outcome
 
 
 async def next_baseline_run(
-    services: LoopServices,
+    runs: Runs,
     config: dict[str, Any],
     *,
     what: str,
@@ -111,20 +108,20 @@ async def next_baseline_run(
 ) -> tuple[str, int]:
     """``(run_id, simulation_submitted event id)`` of the baseline run to wait for now, when
     no recorded run of this baseline is still usable."""
-    runs = await stored_runs(services.db, services.index, config)
-    lost = await unrecorded_runs(services.db, runs)
+    stored = await stored_runs(runs.db, runs.index, config)
+    lost = await unrecorded_runs(runs.db, stored)
     if lost:
         run_id, reused = lost[0].run_id, True
         logger.warning("%s: run %s was submitted but never recorded; recording it", what, run_id)
     else:
-        problem = _give_up_problem(services, runs, what)
+        problem = _give_up_problem(runs, stored, what)
         if problem:
             raise BaselineFailed(problem)
-        run_id, submitted = await services.submitter.reuse_or_submit(
+        run_id, submitted = await runs.submitter.reuse_or_submit(
             config, what, crash_after_submit=crash_after_submit
         )
         reused = not submitted
-    earlier = [run for run in runs if run.run_id != run_id and run.ended_unscored]
+    earlier = [run for run in stored if run.run_id != run_id and run.ended_unscored]
     retry: dict[str, Any] = {}
     if earlier:
         retry = {
@@ -132,13 +129,13 @@ async def next_baseline_run(
             "retry_of": earlier[-1].run_id,
             "infrastructure_failure": earlier[-1].never_trained,
         }
-    record_id = await services.log.log(
+    record_id = await runs.log.log(
         SimulationSubmitted(
             run_id=run_id,
             config=config,
             purpose=purpose,
             reused=reused,
-            attempt=attempt_number(runs, run_id),
+            attempt=attempt_number(stored, run_id),
             **retry,
         ),
         level="WARNING" if earlier else None,

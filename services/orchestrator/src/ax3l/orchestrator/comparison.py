@@ -20,16 +20,19 @@ from typing import Any
 
 from ax3l.orchestrator.confirmation import (
     Candidate,
+    Promotion,
     confirm,
     confirmed_golden_fields,
     started_for,
 )
 from ax3l.orchestrator.golden import create_golden
 from ax3l.orchestrator.infra_retry import retry_never_trained
-from ax3l.orchestrator.services import LoopServices
-from ax3l.orchestrator.status import Phase
+from ax3l.orchestrator.services import Runs
+from ax3l.orchestrator.status import LoopStatus, Phase
 from ax3l.orchestrator.waiting import RunOutcome
+from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.crash_points import crash_point
+from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_reads import StoredEvent, latest
 from ax3l.shared.db.reads import current_golden
 from ax3l.shared.db.snakelab_reads import run_with_config
@@ -63,25 +66,22 @@ class PendingProposal:
     checkpoint: StoredEvent[RoundRobinCheckpoint] | None = None
 
 
-async def current_run(
-    services: LoopServices, accepted: StoredEvent[ProposalAccepted]
-) -> str | None:
+async def current_run(db: Database, accepted: StoredEvent[ProposalAccepted]) -> str | None:
     """The step's run: the latest ``simulation_submitted`` child of the proposal (a retry's,
     else the broker's), or the run the proposal names."""
-    submitted = await latest(services.db, SimulationSubmitted, parent=accepted.event_id)
+    submitted = await latest(db, SimulationSubmitted, parent=accepted.event_id)
     if submitted is not None and isinstance(submitted.process_id, str):
         return submitted.process_id
     return accepted.model.run_id or accepted.process_id
 
 
-async def pending_proposal(services: LoopServices) -> PendingProposal | None:
+async def pending_proposal(db: Database) -> PendingProposal | None:
     """The latest checkpoint's accepted proposal if its comparison or decision is unfinished.
 
     A proposal of another turn (one the broker adopted after that turn had moved on, or a second
     one for the same turn) is never finished here: it would complete a step it does not belong
     to. It is logged once per step attempt and otherwise left alone.
     """
-    db = services.db
     checkpoint = await latest_checkpoint(db)
     if checkpoint is None:
         return None
@@ -95,7 +95,7 @@ async def pending_proposal(services: LoopServices) -> PendingProposal | None:
             ignored.event_id,
             checkpoint.event_id,
         )
-    run_id = await current_run(services, accepted)
+    run_id = await current_run(db, accepted)
     if run_id is None:
         logger.warning("proposal_accepted event %s names no run; ignored", accepted.event_id)
         return None
@@ -112,10 +112,9 @@ def _format(value: Any) -> str:
 
 
 def changes_between(
-    services: LoopServices, golden: dict[str, Any], run: dict[str, Any]
+    schema: ConfigSchema, golden: dict[str, Any], run: dict[str, Any]
 ) -> dict[str, list[Any]]:
     """``{path: [golden value, run value]}`` for every setting the run changed."""
-    schema = services.schema
     changed = {}
     golden_flat = schema.flatten(golden)
     run_flat = schema.flatten(run)
@@ -143,9 +142,11 @@ def comparison_reason(
     return f"{head}; {change_text or 'no change'}."
 
 
-async def finish_proposal(services: LoopServices, pending: PendingProposal) -> None:
+async def finish_proposal(
+    runs: Runs, status: LoopStatus, promotion: Promotion, pending: PendingProposal
+) -> None:
     """Wait, compare and decide for ``pending``; every part is skipped if already stored."""
-    db, log, status = services.db, services.log, services.status
+    db, log = runs.db, runs.log
     accepted, run_id = pending.accepted, pending.run_id
     proposal, checkpoint = accepted.model, pending.checkpoint
     parameter = proposal.parameter or (checkpoint.parameter if checkpoint else None)
@@ -157,10 +158,8 @@ async def finish_proposal(services: LoopServices, pending: PendingProposal) -> N
         status.set_phase(Phase.WAITING, run_id=run_id, parameter=parameter, index=index)
         submitted = await latest(db, SimulationSubmitted, process_id=run_id)
         parent = submitted.event_id if submitted else accepted.event_id
-        outcome = await services.waiter.wait(
-            run_id, parent, crash_at="waiting", deadline=services.settings.run_deadline_seconds
-        )
-        if await retry_never_trained(services, accepted, outcome, parameter) is not None:
+        outcome = await runs.waiter.wait(run_id, parent, crash_at="waiting")
+        if await retry_never_trained(runs, accepted, outcome, parameter) is not None:
             status.run_id = None
             return  # the step goes on with the retry's run (the next step waits for it)
         status.set_phase(Phase.COMPARING)
@@ -168,20 +167,18 @@ async def finish_proposal(services: LoopServices, pending: PendingProposal) -> N
         assert golden_event is not None, "a proposal exists only after seeding"
         golden_event_id, golden = golden_event
         run_config = outcome.config or proposal.config or golden.config
-        changes = changes_between(services, golden.config, run_config)
+        changes = changes_between(runs.schema, golden.config, run_config)
         won = outcome.scored and (outcome.high_score or 0) > golden.high_score
         confirmed: dict[str, Any] = {}
-        if won and (
-            services.settings.promotion == "confirm" or await started_for(services, run_id)
-        ):
+        if won and (promotion.confirm or await started_for(db, run_id)):
             assert outcome.high_score is not None
             candidate = Candidate(
                 run_id, run_config, outcome.high_score, outcome.event_id, parameter, index
             )
-            decided = (await confirm(services, candidate, golden_event_id, golden)).model
+            decided = await confirm(runs, status, promotion, candidate, golden_event_id, golden)
             status.set_phase(Phase.COMPARING, confirmation=None)
-            won = decided.decision == "promoted"
-            confirmed = _confirmation_fields(decided)
+            won = decided.model.decision == "promoted"
+            confirmed = _confirmation_fields(decided.model)
         decision = "promoted" if won else ("retained" if outcome.scored else "failed")
         reason = comparison_reason(outcome, golden, changes)
         if confirmed:
@@ -211,7 +208,7 @@ async def finish_proposal(services: LoopServices, pending: PendingProposal) -> N
         crash_point("after_comparison")
         compared = await latest(db, ConfigurationCompared, process_id=run_id)
         assert compared is not None and compared.event_id == compared_id
-    await _apply_decision(services, compared, run_id, parameter)
+    await _apply_decision(runs, status, compared, run_id, parameter)
     status.run_id = None
 
 
@@ -247,17 +244,18 @@ def _attempt_fields(
 
 
 async def _apply_decision(
-    services: LoopServices,
+    runs: Runs,
+    status: LoopStatus,
     stored: StoredEvent[ConfigurationCompared],
     run_id: str,
     parameter: str | None,
 ) -> None:
-    db, log = services.db, services.log
+    db, log = runs.db, runs.log
     compared = stored.model
     reason = str(compared.get("reason", ""))
     if compared.decision == "promoted":
         confirmed = await latest(db, PromotionConfirmationDecided, process_id=run_id)
-        row = await run_with_config(db, services.schema, run_id)
+        row = await run_with_config(db, runs.schema, run_id)
         if row is None:
             raise RuntimeError(f"run {run_id} won its comparison but SnakeLab no longer has it")
         assert compared.high_score is not None, f"promoted comparison {stored.event_id}"
@@ -281,9 +279,7 @@ async def _apply_decision(
                 **({} if confirmed is None else confirmed_golden_fields(confirmed.model)),
             },
         )
-        services.status.set_phase(
-            Phase.COMPARING, golden_run_id=run_id, golden_high_score=high_score
-        )
+        status.set_phase(Phase.COMPARING, golden_run_id=run_id, golden_high_score=high_score)
         logger.info("new golden configuration %s (event %s): %s", run_id, golden_id, reason)
     else:
         failed = compared.decision == "failed"

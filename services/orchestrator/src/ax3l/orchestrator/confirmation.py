@@ -37,10 +37,12 @@ from typing import Any
 
 from ax3l.orchestrator.attempts import stored_runs
 from ax3l.orchestrator.baselines import BaselineFailed, next_baseline_run
-from ax3l.orchestrator.services import LoopServices, StepFailed
-from ax3l.orchestrator.status import Phase
+from ax3l.orchestrator.services import Runs, StepFailed
+from ax3l.orchestrator.status import LoopStatus, Phase
 from ax3l.orchestrator.waiting import RunOutcome
+from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.crash_points import crash_point
+from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_reads import StoredEvent, latest
 from ax3l.shared.event_models import (
     GoldenConfigCreated,
@@ -66,6 +68,14 @@ def mean(scores: list[int]) -> float:
 
 
 @dataclass(frozen=True)
+class Promotion:
+    """``AX3L_PROMOTION`` (``confirm`` when True) and ``AX3L_CONFIRM_SEEDS``."""
+
+    confirm: bool
+    seeds: int
+
+
+@dataclass(frozen=True)
 class Scored:
     """A configuration's runs and scores on a confirmation's seeds, in the seeds' order."""
 
@@ -86,29 +96,31 @@ class Candidate:
 
 
 async def started_for(
-    services: LoopServices, run_id: str
+    db: Database, run_id: str
 ) -> StoredEvent[PromotionConfirmationStarted] | None:
     """The confirmation begun for ``run_id``, if any (it is finished whatever the setting)."""
-    return await latest(services.db, PromotionConfirmationStarted, process_id=run_id)
+    return await latest(db, PromotionConfirmationStarted, process_id=run_id)
 
 
 async def confirm(
-    services: LoopServices,
+    runs: Runs,
+    status: LoopStatus,
+    promotion: Promotion,
     candidate: Candidate,
     golden_event_id: int,
     golden: GoldenConfigCreated,
 ) -> StoredEvent[PromotionConfirmationDecided]:
     """Run candidate and golden on the confirmation seeds and store the decision (once)."""
-    started = await started_for(services, candidate.run_id)
+    started = await started_for(runs.db, candidate.run_id)
     if started is None:
-        started = await _start(services, candidate, golden_event_id, golden)
-    decided = await latest(services.db, PromotionConfirmationDecided, parent=started.event_id)
+        started = await _start(runs, promotion.seeds, candidate, golden_event_id, golden)
+    decided = await latest(runs.db, PromotionConfirmationDecided, parent=started.event_id)
     if decided is not None:
         return decided
     model = started.model
     assert model.seeds is not None and model.seed is not None, f"event {started.event_id}"
     assert model.candidate_config is not None and model.golden_config is not None
-    services.status.set_phase(
+    status.set_phase(
         Phase.CONFIRMING,
         run_id=candidate.run_id,
         confirmation={
@@ -120,7 +132,7 @@ async def confirm(
     what = f"confirmation of run {candidate.run_id}"
     try:
         candidate_on, golden_on = await score_pair(
-            services,
+            runs,
             model.candidate_config,
             model.golden_config,
             model.seeds,
@@ -128,7 +140,7 @@ async def confirm(
             parent_event_id=started.event_id,
         )
     except BaselineFailed as exc:
-        return await _decide(services, started, None, None, problem=str(exc))
+        return await _decide(runs, started, None, None, problem=str(exc))
     candidate_scored = Scored(
         [candidate.run_id, *candidate_on.runs], [candidate.high_score, *candidate_on.scores]
     )
@@ -136,17 +148,18 @@ async def confirm(
     golden_scored = Scored(
         [model.golden_run_id, *golden_on.runs], [model.golden_high_score, *golden_on.scores]
     )
-    return await _decide(services, started, candidate_scored, golden_scored)
+    return await _decide(runs, started, candidate_scored, golden_scored)
 
 
 async def _start(
-    services: LoopServices,
+    runs: Runs,
+    count: int,
     candidate: Candidate,
     golden_event_id: int,
     golden: GoldenConfigCreated,
 ) -> StoredEvent[PromotionConfirmationStarted]:
-    seeds = confirmation_seeds(golden.seed, services.settings.confirm_seeds)
-    await services.log.log(
+    seeds = confirmation_seeds(golden.seed, count)
+    await runs.log.log(
         PromotionConfirmationStarted(
             candidate_run_id=candidate.run_id,
             golden_run_id=golden.run_id,
@@ -173,13 +186,13 @@ async def _start(
         seeds,
     )
     crash_point("confirmation_started")
-    started = await started_for(services, candidate.run_id)
+    started = await started_for(runs.db, candidate.run_id)
     assert started is not None
     return started
 
 
 async def _decide(
-    services: LoopServices,
+    runs: Runs,
     started: StoredEvent[PromotionConfirmationStarted],
     candidate: Scored | None,
     golden: Scored | None,
@@ -202,7 +215,7 @@ async def _decide(
         won = False
         fields = {"problem": problem}
     assert model.seed is not None and model.seeds is not None
-    await services.log.log(
+    await runs.log.log(
         PromotionConfirmationDecided(
             candidate_run_id=model.candidate_run_id,
             golden_run_id=model.golden_run_id,
@@ -216,13 +229,13 @@ async def _decide(
         source_name=SOURCE,
     )
     crash_point("confirmation_decided")
-    decided = await latest(services.db, PromotionConfirmationDecided, parent=started.event_id)
+    decided = await latest(runs.db, PromotionConfirmationDecided, parent=started.event_id)
     assert decided is not None
     return decided
 
 
 async def score_pair(
-    services: LoopServices,
+    runs: Runs,
     first: dict[str, Any],
     second: dict[str, Any],
     seeds: list[int],
@@ -231,18 +244,18 @@ async def score_pair(
     parent_event_id: int | None,
 ) -> tuple[Scored, Scored]:
     """Both configurations on every one of ``seeds``: all submitted first, then waited for."""
-    configs = [_on_seed(services, config, seed) for config in (first, second) for seed in seeds]
+    configs = [_on_seed(runs.schema, each, seed) for each in (first, second) for seed in seeds]
     records = [
-        await confirmation_run(services, config, what=what, parent_event_id=parent_event_id)
+        await confirmation_run(runs, config, what=what, parent_event_id=parent_event_id)
         for config in configs
     ]
-    outcomes = [await _scored(services, run_id, record_id, what) for run_id, record_id in records]
+    outcomes = [await _scored(runs, run_id, record_id, what) for run_id, record_id in records]
     half = len(seeds)
     return _scored_list(outcomes[:half]), _scored_list(outcomes[half:])
 
 
 async def score_on_seeds(
-    services: LoopServices,
+    runs: Runs,
     config: dict[str, Any],
     seeds: list[int],
     *,
@@ -250,18 +263,17 @@ async def score_on_seeds(
     parent_event_id: int | None,
 ) -> Scored:
     """One configuration on every one of ``seeds`` (a new golden's confirmation runs)."""
-    configs = [_on_seed(services, config, seed) for seed in seeds]
+    configs = [_on_seed(runs.schema, config, seed) for seed in seeds]
     records = [
-        await confirmation_run(services, each, what=what, parent_event_id=parent_event_id)
+        await confirmation_run(runs, each, what=what, parent_event_id=parent_event_id)
         for each in configs
     ]
     return _scored_list(
-        [await _scored(services, run_id, record_id, what) for run_id, record_id in records]
+        [await _scored(runs, run_id, record_id, what) for run_id, record_id in records]
     )
 
 
-def _on_seed(services: LoopServices, config: dict[str, Any], seed: int) -> dict[str, Any]:
-    schema = services.schema
+def _on_seed(schema: ConfigSchema, config: dict[str, Any], seed: int) -> dict[str, Any]:
     return schema.validate(schema.with_values(config, {"seed": seed}))
 
 
@@ -274,7 +286,7 @@ def _scored_list(outcomes: list[RunOutcome]) -> Scored:
 
 
 async def confirmation_run(
-    services: LoopServices,
+    runs: Runs,
     config: dict[str, Any],
     *,
     what: str,
@@ -283,16 +295,15 @@ async def confirmation_run(
     """``(run_id, simulation_submitted event id)`` of ``config``'s run: a recorded run that can
     still score (an earlier confirmation's, reused), else the next one, recorded and submitted
     exactly once within the baseline bounds (``BaselineFailed`` past them)."""
-    runs = await stored_runs(services.db, services.index, config)
-    for run in reversed(runs):
+    for run in reversed(await stored_runs(runs.db, runs.index, config)):
         if run.ended_unscored:
             continue
-        record = await latest(services.db, SimulationSubmitted, process_id=run.run_id)
+        record = await latest(runs.db, SimulationSubmitted, process_id=run.run_id)
         if record is not None:
             return run.run_id, record.event_id
     crash_point("confirmation_before_submit")
     return await next_baseline_run(
-        services,
+        runs,
         config,
         what=f"{what} (seed {config['seed']})",
         purpose=PURPOSE,
@@ -302,13 +313,8 @@ async def confirmation_run(
     )
 
 
-async def _scored(services: LoopServices, run_id: str, record_id: int, what: str) -> RunOutcome:
-    outcome = await services.waiter.wait(
-        run_id,
-        record_id,
-        crash_at="confirmation_waiting",
-        deadline=services.settings.run_deadline_seconds,
-    )
+async def _scored(runs: Runs, run_id: str, record_id: int, what: str) -> RunOutcome:
+    outcome = await runs.waiter.wait(run_id, record_id, crash_at="confirmation_waiting")
     if not outcome.scored:
         # The step is derived again: the next attempt runs the configuration once more.
         raise StepFailed(f"the {what} run {run_id} ended {outcome.state}: {outcome.error}")
@@ -326,7 +332,8 @@ def confirmed_golden_fields(decided: PromotionConfirmationDecided) -> dict[str, 
 
 
 async def baseline_fields(
-    services: LoopServices,
+    runs: Runs,
+    promotion: Promotion,
     run_id: str,
     config: dict[str, Any],
     high_score: int,
@@ -336,11 +343,11 @@ async def baseline_fields(
     """Under ``confirm``, a new baseline golden's scores on its confirmation seeds (seeding and
     seed rotation), so its mean is known before the first candidate; nothing under ``single``.
     """
-    if services.settings.promotion != "confirm":
+    if not promotion.confirm:
         return {}
-    seeds = confirmation_seeds(seed, services.settings.confirm_seeds)
+    seeds = confirmation_seeds(seed, promotion.seeds)
     scored = await score_on_seeds(
-        services,
+        runs,
         config,
         seeds,
         what=f"seed {seed} baseline's confirmation",

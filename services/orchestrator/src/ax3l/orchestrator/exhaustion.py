@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 
-from ax3l.orchestrator.services import LoopServices
 from ax3l.orchestrator.turns import Turn
+from ax3l.shared.config_index import ConfigIndex
+from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import GoldenConfigCreated, ParameterSpaceExhausted
 from ax3l.shared.registry import domain
 
@@ -18,18 +19,21 @@ logger = logging.getLogger(__name__)
 
 
 async def skip_if_exhausted(
-    services: LoopServices,
+    index: ConfigIndex,
+    log: EventLog,
+    process_id: str,
     turn: Turn,
     golden: GoldenConfigCreated,
     checkpoint_event_id: int,
 ) -> bool:
-    """Log ``parameter_space_exhausted`` and return True when the turn's domain is used up."""
-    choices = domain(services.schema, turn.entry)
+    """Log ``parameter_space_exhausted`` (for the loop ``process_id``) and return True when the
+    turn's domain is used up."""
+    choices = domain(index.schema, turn.entry)
     if choices is None:
         return False
-    if not await services.index.is_exhausted(turn.entry, golden.config):
+    if not await index.is_exhausted(turn.entry, golden.config):
         return False
-    await services.log.log(
+    await log.log(
         ParameterSpaceExhausted(
             parameter=turn.parameter,
             index=turn.index,
@@ -37,7 +41,7 @@ async def skip_if_exhausted(
             golden_run_id=golden.run_id,
             choices=len(choices),
         ),
-        process_id=services.process_id,
+        process_id=process_id,
         parent_event_id=checkpoint_event_id,
         parameter=turn.parameter,
     )

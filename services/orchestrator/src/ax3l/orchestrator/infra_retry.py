@@ -21,7 +21,7 @@ import logging
 from typing import Any
 
 from ax3l.orchestrator.attempts import attempt_number, stored_runs, unrecorded_runs
-from ax3l.orchestrator.services import LoopServices
+from ax3l.orchestrator.services import Runs
 from ax3l.orchestrator.waiting import RunOutcome
 from ax3l.shared.db.event_reads import StoredEvent, select
 from ax3l.shared.event_models import ProposalAccepted, SimulationSubmitted
@@ -32,7 +32,7 @@ SOURCE = "InfraRetry"
 
 
 async def retry_never_trained(
-    services: LoopServices,
+    runs: Runs,
     accepted: StoredEvent[ProposalAccepted],
     outcome: RunOutcome,
     parameter: str | None,
@@ -45,17 +45,17 @@ async def retry_never_trained(
     if not isinstance(config, dict):
         logger.warning("proposal %s has no configuration to retry", accepted.event_id)
         return None
-    runs = await stored_runs(services.db, services.index, config)
+    stored = await stored_runs(runs.db, runs.index, config)
     # A vanished run left no row, so the recorded retries count too.
-    recorded = len(await select(services.db, SimulationSubmitted, parent=accepted.event_id))
-    made = max(len(runs) - 1, recorded - 1, 0)
-    lost = [run for run in await unrecorded_runs(services.db, runs) if run.run_id != outcome.run_id]
+    recorded = len(await select(runs.db, SimulationSubmitted, parent=accepted.event_id))
+    made = max(len(stored) - 1, recorded - 1, 0)
+    lost = [run for run in await unrecorded_runs(runs.db, stored) if run.run_id != outcome.run_id]
     if lost:
         run_id, reused = lost[0].run_id, True
         logger.warning("retry run %s was submitted but never recorded; recording it", run_id)
     else:
         retries = made
-        limit = services.settings.infra_retry_max
+        limit = runs.infra_retry_max
         if retries >= limit:
             logger.warning(
                 "run %s failed before its first episode (%s); %d retries made"
@@ -66,15 +66,15 @@ async def retry_never_trained(
                 limit,
             )
             return None
-        run_id, submitted = await services.submitter.reuse_or_submit(
+        run_id, submitted = await runs.submitter.reuse_or_submit(
             config,
             f"retry of run {outcome.run_id}",
             crash_after_submit="retry_after_submit",
         )
         reused = not submitted
     # A stored run's place among the configuration's runs; a new one follows every retry made.
-    attempt = attempt_number(runs, run_id) if lost else made + 2
-    await services.log.log(
+    attempt = attempt_number(stored, run_id) if lost else made + 2
+    await runs.log.log(
         SimulationSubmitted(
             run_id=run_id,
             config=config,

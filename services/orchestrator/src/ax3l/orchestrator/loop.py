@@ -20,19 +20,22 @@ from tenacity import (
 )
 
 from ax3l.orchestrator.comparison import finish_proposal, pending_proposal
+from ax3l.orchestrator.confirmation import Promotion
 from ax3l.orchestrator.exhaustion import skip_if_exhausted
 from ax3l.orchestrator.proposers import ConversationFailed, Proposer, TurnContext
 from ax3l.orchestrator.proposers.base import TurnAhead
 from ax3l.orchestrator.seed_rotation import finish_rotation, pending_rotation, start_rotation
 from ax3l.orchestrator.seeding import seed
-from ax3l.orchestrator.services import LoopServices, StepFailed
+from ax3l.orchestrator.services import Runs, StepFailed
 from ax3l.orchestrator.settling import settle_submissions
-from ax3l.orchestrator.status import Phase
+from ax3l.orchestrator.status import LoopStatus, Phase
 from ax3l.orchestrator.turns import ParameterOrderChanged, next_turn, write_checkpoint
 from ax3l.shared.crash_points import crash_point
 from ax3l.shared.cycles import CycleTracker
 from ax3l.shared.db.errors import DatabaseError, DatabaseTimeout
 from ax3l.shared.db.reads import current_golden
+from ax3l.shared.settings import Settings
+from ax3l.shared.snakelab_client import SnakeLabClient
 from ax3l.shared.submit_once import SubmissionRefused
 
 logger = logging.getLogger(__name__)
@@ -42,13 +45,22 @@ FATAL = (DatabaseError, ParameterOrderChanged, SubmissionRefused)
 
 
 class ExperimentLoop:
-    """Runs steps forever; only fatal errors end it."""
+    """Runs steps forever; only fatal errors end it. It hands each step the settings' values
+    it uses; ``process_id`` is the loop's own, on the events it writes for itself."""
 
-    def __init__(self, services: LoopServices, proposer: Proposer):
-        self.services = services
-        self.proposer = proposer
-        backoff_max = services.settings.retry_backoff_max
-        self._initial_backoff = min(1.0, backoff_max)
+    def __init__(
+        self,
+        settings: Settings,
+        runs: Runs,
+        snakelab: SnakeLabClient,
+        status: LoopStatus,
+        process_id: str,
+        proposer: Proposer,
+    ):
+        self.settings, self.runs, self.snakelab = settings, runs, snakelab
+        self.status, self.process_id, self.proposer = status, process_id, proposer
+        self.promotion = Promotion(settings.promotion == "confirm", settings.confirm_seeds)
+        self._initial_backoff = min(1.0, settings.retry_backoff_max)
         self.steps = 0
         self.cycles = CycleTracker()
         self._last_unexpected: str | None = None
@@ -64,7 +76,7 @@ class ExperimentLoop:
             retry=retry_if_exception_type(StepFailed),
             wait=wait_exponential_jitter(
                 initial=self._initial_backoff,
-                max=self.services.settings.retry_backoff_max,
+                max=self.settings.retry_backoff_max,
                 jitter=self._initial_backoff,
             ),
             before_sleep=self._backing_off,
@@ -74,13 +86,12 @@ class ExperimentLoop:
             with attempt:
                 await self._guarded_step()
         self._last_unexpected = None
-        self.services.status.backoff_until = None
+        self.status.backoff_until = None
         self.steps += 1
 
     def _backing_off(self, state: RetryCallState) -> None:
         seconds = state.next_action.sleep if state.next_action else 0.0
-        status = self.services.status
-        status.set_phase(Phase.BACKING_OFF, backoff_until=time.time() + seconds)
+        self.status.set_phase(Phase.BACKING_OFF, backoff_until=time.time() + seconds)
         error = state.outcome.exception() if state.outcome else None
         logger.warning("step failed (%s); retrying in %.2f s", error, seconds)
 
@@ -89,12 +100,12 @@ class ExperimentLoop:
             await self.step()
         except DatabaseTimeout as exc:
             # A hung query fails the step, not the loop: the step is derived again.
-            self.services.status.error(str(exc))
+            self.status.error(str(exc))
             raise StepFailed(str(exc)) from exc
         except FATAL:
             raise
         except (StepFailed, ConversationFailed) as exc:
-            self.services.status.error(str(exc))
+            self.status.error(str(exc))
             raise StepFailed(str(exc)) from exc
         except Exception as exc:
             # An unexpected failure (a bug or an unforeseen reply) must not end a months-long
@@ -104,7 +115,7 @@ class ExperimentLoop:
             if text != self._last_unexpected:
                 logger.exception("step failed unexpectedly")
             self._last_unexpected = text
-            self.services.status.error(text)
+            self.status.error(text)
             raise StepFailed(text) from exc
 
     def _prepare(self, index: object, include_current: bool = False) -> None:
@@ -118,26 +129,28 @@ class ExperimentLoop:
 
     async def step(self) -> None:
         """Derive the next piece of work from the events and do it."""
-        services = self.services
-        db, status, settings = services.db, services.status, services.settings
+        runs, status, settings, promotion = self.runs, self.status, self.settings, self.promotion
+        db = runs.db
         golden_event = await current_golden(db)
         if golden_event is None:
-            await seed(services)
+            await seed(runs, status, promotion)
             return
         # A run whose submission went unanswered belongs to the turn it was proposed for.
-        await settle_submissions(services)
+        await settle_submissions(
+            runs, self.snakelab, status, settings.snakelab_timeout, settings.submit_settle_wait
+        )
         golden_event_id, golden = golden_event
         status.seed, status.golden_run_id = golden.seed, golden.run_id
         status.golden_high_score = golden.high_score
         cycles = await self.cycles.refresh(db)
         status.cycles, status.stagnant_cycles = cycles.complete, cycles.stagnant
 
-        rotation = await pending_rotation(services, golden_event_id)
+        rotation = await pending_rotation(db, golden_event_id)
         if rotation is not None:
             self._prepare((await next_turn(db)).index, include_current=True)
-            await finish_rotation(services, rotation)
+            await finish_rotation(runs, status, promotion, self.process_id, rotation)
             return
-        pending = await pending_proposal(services)
+        pending = await pending_proposal(db)
         if pending is not None:
             if pending.checkpoint is not None:
                 self._prepare(pending.checkpoint.model.index)
@@ -148,23 +161,27 @@ class ExperimentLoop:
                         turn=await next_turn(db),
                         golden_event_id=golden_event_id,
                         golden=golden,
-                        loop_process_id=services.process_id,
+                        loop_process_id=self.process_id,
                         while_run_id=pending.run_id,
                     )
                 )
-            await finish_proposal(services, pending)
+            await finish_proposal(runs, status, promotion, pending)
             return
         if cycles.stagnant >= settings.seed_stagnant_rounds:
             self._prepare((await next_turn(db)).index, include_current=True)
-            rotation = await start_rotation(services, golden_event_id, golden, cycles.stagnant)
-            await finish_rotation(services, rotation)
+            rotation = await start_rotation(
+                runs, status, self.process_id, golden_event_id, golden, cycles.stagnant
+            )
+            await finish_rotation(runs, status, promotion, self.process_id, rotation)
             return
 
         turn = await next_turn(db)
         status.set_phase(Phase.CHOOSING, parameter=turn.parameter, index=turn.index, run_id=None)
-        checkpoint_id = await write_checkpoint(services.log, turn, services.process_id)
+        checkpoint_id = await write_checkpoint(runs.log, turn, self.process_id)
         crash_point("after_checkpoint")
-        if await skip_if_exhausted(services, turn, golden, checkpoint_id):
+        if await skip_if_exhausted(
+            runs.index, runs.log, self.process_id, turn, golden, checkpoint_id
+        ):
             # Nothing is started here: the next step follows at once and may skip as well, and
             # a session started for a skipped turn would only be closed again.
             return
@@ -176,6 +193,6 @@ class ExperimentLoop:
                 checkpoint_event_id=checkpoint_id,
                 golden_event_id=golden_event_id,
                 golden=golden,
-                loop_process_id=services.process_id,
+                loop_process_id=self.process_id,
             )
         )

@@ -29,9 +29,9 @@ from pathlib import Path
 import uvicorn
 
 from ax3l.orchestrator.loop import FATAL, ExperimentLoop
-from ax3l.orchestrator.proposers import Proposer, ProposerDeps, make_proposer
+from ax3l.orchestrator.proposers import ProposerDeps, make_proposer
 from ax3l.orchestrator.raw_capture import RawCapture
-from ax3l.orchestrator.services import LoopServices
+from ax3l.orchestrator.services import Runs
 from ax3l.orchestrator.session_pool import SessionPool
 from ax3l.orchestrator.startup import prepare
 from ax3l.orchestrator.status import LoopStatus, Phase
@@ -130,19 +130,19 @@ class _Server(uvicorn.Server):
 
 @dataclass(frozen=True)
 class _Process:
-    """What one orchestrator process runs: the loop's services, its proposer and MCP
+    """What one orchestrator process runs: its settings, the loop (with its proposer), the MCP
     sessions, the status API's server and the raw capture."""
 
-    services: LoopServices
-    proposer: Proposer
+    settings: Settings
+    loop: ExperimentLoop
     sessions: SessionPool
     server: _Server
     capture: RawCapture
 
     async def close(self) -> None:
         await self.sessions.close()
-        await self.proposer.close()
-        await self.services.db.close()
+        await self.loop.proposer.close()
+        await self.loop.runs.db.close()
         self.capture.stop()
 
 
@@ -163,17 +163,16 @@ def _wire(settings: Settings, schema: ConfigSchema, proposer_name: str) -> _Proc
         seed_stagnant_rounds=settings.seed_stagnant_rounds,
         promotion=settings.promotion,
     )
-    services = LoopServices(
-        settings=settings,
-        schema=schema,
-        db=db,
-        log=log,
-        snakelab=snakelab,
-        index=index,
-        status=status,
-        waiter=RunWaiter(db, log, snakelab, schema, settings.snakelab_poll_interval, status),
-        submitter=OnceSubmitter(db, snakelab, index, settings.snakelab_poll_interval, status),
-        process_id=process_id,
+    poll = settings.snakelab_poll_interval
+    runs = Runs(
+        db,
+        log,
+        schema,
+        index,
+        OnceSubmitter(db, snakelab, index, poll, status),
+        RunWaiter(db, log, snakelab, schema, poll, status, settings.run_deadline_seconds),
+        baseline_max_attempts=settings.baseline_max_attempts,
+        infra_retry_max=settings.infra_retry_max,
     )
     sessions = SessionPool(settings)
     proposer = make_proposer(
@@ -188,7 +187,8 @@ def _wire(settings: Settings, schema: ConfigSchema, proposer_name: str) -> _Proc
             lifespan="off",
         )
     )
-    return _Process(services, proposer, sessions, server, capture)
+    loop = ExperimentLoop(settings, runs, snakelab, status, process_id, proposer)
+    return _Process(settings, loop, sessions, server, capture)
 
 
 async def run(settings: Settings, schema: ConfigSchema, proposer_name: str) -> int:
@@ -199,7 +199,7 @@ async def run(settings: Settings, schema: ConfigSchema, proposer_name: str) -> i
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        await process.proposer.start()
+        await process.loop.proposer.start()
     except OSError as exc:
         print(f"ax3l-orchestrator: {exc}", file=sys.stderr, flush=True)
         await process.close()
@@ -210,27 +210,27 @@ async def run(settings: Settings, schema: ConfigSchema, proposer_name: str) -> i
 async def _supervise(process: _Process, stop: asyncio.Event) -> int:
     """Serve the API and run the experiment until a signal or until either of them ends;
     then stop both and close everything. The exit code."""
-    services = process.services
+    status = process.loop.status
     api = asyncio.create_task(process.server.serve(), name="status-api")
-    experiment = asyncio.create_task(_experiment(services, process.proposer), name="experiment")
+    experiment = asyncio.create_task(_experiment(process.settings, process.loop), name="experiment")
     stopper = asyncio.create_task(stop.wait(), name="stop-signal")
     try:
         done, _ = await asyncio.wait(
             {api, experiment, stopper}, return_when=asyncio.FIRST_COMPLETED
         )
         if experiment in done:
-            return _loop_ended(experiment.exception(), services.status)
+            return _loop_ended(experiment.exception(), status)
         if api in done:
             print(
                 f"ax3l-orchestrator: the status API stopped (is port"
-                f" {services.settings.orchestrator_port} in use?)",
+                f" {process.settings.orchestrator_port} in use?)",
                 file=sys.stderr,
                 flush=True,
             )
             return 1
         return 0
     finally:
-        services.status.set_phase(Phase.STOPPED)
+        status.set_phase(Phase.STOPPED)
         for task in (experiment, stopper):
             await stop_task(task)
         process.server.should_exit = True
@@ -257,22 +257,27 @@ def _loop_ended(error: BaseException | None, status: LoopStatus) -> int:
     return 2 if isinstance(error, DatabaseMisconfigured) else 1
 
 
-async def _startup(services: LoopServices) -> None:
+async def _startup(settings: Settings, loop: ExperimentLoop) -> None:
     """Check the schema and prepare, waiting out a database that is not there (yet)."""
-    settings, db = services.settings, services.db
+    db = loop.runs.db
 
     async def check_schema() -> None:
         summary = await asyncio.to_thread(ensure_schema, settings)
         print(f"ax3l-orchestrator: {summary}", flush=True)
 
+    db_name, poll = settings.snakelab_db_name, settings.snakelab_poll_interval
     await wait_for_database(check_schema, db.outage, pause_max=settings.db_wait_max)
-    await wait_for_database(lambda: prepare(services), db.outage, pause_max=settings.db_wait_max)
+    await wait_for_database(
+        lambda: prepare(loop.runs, loop.snakelab, loop.status, db_name, poll),
+        db.outage,
+        pause_max=settings.db_wait_max,
+    )
 
 
-async def _experiment(services: LoopServices, proposer: Proposer) -> None:
+async def _experiment(settings: Settings, loop: ExperimentLoop) -> None:
     try:
-        await _startup(services)
-        await ExperimentLoop(services, proposer).run()
+        await _startup(settings, loop)
+        await loop.run()
     except FATAL as exc:
         logger.error("the loop stopped: %s", exc)
         raise

@@ -15,12 +15,13 @@ import logging
 from typing import Any, TypeAlias
 
 from ax3l.orchestrator.baselines import BaselineKind, scored_baseline
-from ax3l.orchestrator.confirmation import baseline_fields
+from ax3l.orchestrator.confirmation import Promotion, baseline_fields
 from ax3l.orchestrator.golden import create_golden
-from ax3l.orchestrator.services import LoopServices
-from ax3l.orchestrator.status import Phase
+from ax3l.orchestrator.services import Runs
+from ax3l.orchestrator.status import LoopStatus, Phase
 from ax3l.orchestrator.waiting import ended_unscored
 from ax3l.shared.crash_points import crash_point
+from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_reads import StoredEvent, latest
 from ax3l.shared.event_models import (
     GoldenConfigCreated,
@@ -38,16 +39,15 @@ ROTATION = BaselineKind(Phase.ROTATING, "seed_rotation", SOURCE, crash_at="rotat
 Rotation: TypeAlias = StoredEvent[SeedRotationStarted]
 
 
-async def pending_rotation(services: LoopServices, golden_event_id: int) -> Rotation | None:
+async def pending_rotation(db: Database, golden_event_id: int) -> Rotation | None:
     """A rotation started after the current golden configuration (so not finished)."""
-    return await latest(services.db, SeedRotationStarted, after=golden_event_id)
+    return await latest(db, SeedRotationStarted, after=golden_event_id)
 
 
 async def _baseline_record(
-    services: LoopServices, rotation: Rotation
+    db: Database, rotation: Rotation
 ) -> StoredEvent[SimulationSubmitted] | None:
     """The rotation's recorded baseline submission, unless that run failed (it runs again)."""
-    db = services.db
     # Only the baseline's own records: under confirm its confirmation runs are recorded later,
     # by another source, after the baseline run's end.
     record = await latest(db, SimulationSubmitted, parent=rotation.event_id, source_name=SOURCE)
@@ -58,25 +58,30 @@ async def _baseline_record(
     return record
 
 
-async def pending_rotation_run(services: LoopServices, rotation: Rotation) -> str | None:
+async def pending_rotation_run(runs: Runs, rotation: Rotation) -> str | None:
     """The run ``rotation`` will wait for: its recorded baseline, else the run it would reuse."""
-    record = await _baseline_record(services, rotation)
+    record = await _baseline_record(runs.db, rotation)
     if record is not None:
         return str(record.process_id)
     config = rotation.model.config
     assert config is not None, f"seed_rotation_started {rotation.event_id} has no config"
-    return await services.submitter.usable_run(config)
+    return await runs.submitter.usable_run(config)
 
 
 async def start_rotation(
-    services: LoopServices, golden_event_id: int, golden: GoldenConfigCreated, stagnant: int
+    runs: Runs,
+    status: LoopStatus,
+    process_id: str,
+    golden_event_id: int,
+    golden: GoldenConfigCreated,
+    stagnant: int,
 ) -> StoredEvent[Any]:
     """Store the decision to rotate, with the exact config the baseline run will use."""
-    schema = services.schema
+    schema = runs.schema
     new_seed = golden.seed + 1
     config = schema.validate(schema.with_values(golden.config, {"seed": new_seed}))
-    services.status.set_phase(Phase.ROTATING)
-    await services.log.log(
+    status.set_phase(Phase.ROTATING)
+    await runs.log.log(
         SeedRotationStarted(
             config=config,
             seed=new_seed,
@@ -86,20 +91,22 @@ async def start_rotation(
             golden_high_score=golden.high_score,
             stagnant_cycles=stagnant,
         ),
-        process_id=services.process_id,
+        process_id=process_id,
         parent_event_id=golden_event_id,
         source_name=SOURCE,
     )
     logger.info("%d stagnant cycles: rotating the seed %d -> %d", stagnant, golden.seed, new_seed)
     crash_point("rotation_started")
-    rotation = await pending_rotation(services, golden_event_id)
+    rotation = await pending_rotation(runs.db, golden_event_id)
     assert rotation is not None
     return rotation
 
 
-async def finish_rotation(services: LoopServices, rotation: Rotation) -> None:
+async def finish_rotation(
+    runs: Runs, status: LoopStatus, promotion: Promotion, process_id: str, rotation: Rotation
+) -> None:
     """Increment, submit (once), wait, and record the new baseline."""
-    db, log, status = services.db, services.log, services.status
+    db, log = runs.db, runs.log
     status.set_phase(Phase.ROTATING)
     started = rotation.model
     config = started.config
@@ -112,20 +119,20 @@ async def finish_rotation(services: LoopServices, rotation: Rotation) -> None:
             GoldenConfigSeedIncremented(
                 seed=new_seed, previous_seed=previous_seed, golden_run_id=started.golden_run_id
             ),
-            process_id=services.process_id,
+            process_id=process_id,
             parent_event_id=rotation.event_id,
             source_name=SOURCE,
         )
-    record = await _baseline_record(services, rotation)
+    record = await _baseline_record(db, rotation)
     what = f"seed {new_seed} baseline"
     run_id, outcome = await scored_baseline(
-        services, ROTATION, config, record, what=what, parent_event_id=rotation.event_id
+        runs, status, ROTATION, config, record, what=what, parent_event_id=rotation.event_id
     )
     assert outcome.high_score is not None
     previous = started.golden_high_score
     run_config = outcome.config or config
     confirmed = await baseline_fields(
-        services, run_id, run_config, outcome.high_score, new_seed, outcome.event_id
+        runs, promotion, run_id, run_config, outcome.high_score, new_seed, outcome.event_id
     )
     await create_golden(
         db,

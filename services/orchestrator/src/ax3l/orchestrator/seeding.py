@@ -15,11 +15,13 @@ import logging
 from typing import Any
 
 from ax3l.orchestrator.baselines import BaselineKind, scored_baseline
-from ax3l.orchestrator.confirmation import baseline_fields
+from ax3l.orchestrator.confirmation import Promotion, baseline_fields
 from ax3l.orchestrator.golden import create_golden
-from ax3l.orchestrator.services import LoopServices
-from ax3l.orchestrator.status import Phase
+from ax3l.orchestrator.services import Runs
+from ax3l.orchestrator.status import LoopStatus, Phase
 from ax3l.orchestrator.waiting import ended_unscored
+from ax3l.shared.config_schema import ConfigSchema
+from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_reads import StoredEvent, latest
 from ax3l.shared.db.snakelab_reads import count_simulations
 from ax3l.shared.event_models import SimulationSubmitted
@@ -30,36 +32,35 @@ SOURCE = "InitialSeeding"
 SEEDING = BaselineKind(Phase.SEEDING, "seeding", SOURCE, crash_at="seeding")
 
 
-async def _usable_record(services: LoopServices) -> StoredEvent[SimulationSubmitted] | None:
-    record = await latest(services.db, SimulationSubmitted, source_name=SOURCE)
+async def _usable_record(db: Database) -> StoredEvent[SimulationSubmitted] | None:
+    record = await latest(db, SimulationSubmitted, source_name=SOURCE)
     if record is None:
         return None
-    if await ended_unscored(services.db, record.process_id):
+    if await ended_unscored(db, record.process_id):
         return None  # that run has no score: seeding starts over with a new submission
     return record
 
 
-def default_config(services: LoopServices) -> dict[str, Any]:
+def default_config(schema: ConfigSchema) -> dict[str, Any]:
     """The configuration initial seeding runs: the schema's defaults."""
-    return services.schema.validate(services.schema.default_config())
+    return schema.validate(schema.default_config())
 
 
-async def pending_seeding_run(services: LoopServices) -> str | None:
+async def pending_seeding_run(runs: Runs) -> str | None:
     """The run seeding will wait for: its recorded submission, else the run it would reuse."""
-    record = await _usable_record(services)
+    record = await _usable_record(runs.db)
     if record is not None:
         return str(record.process_id)
-    return await services.submitter.usable_run(default_config(services))
+    return await runs.submitter.usable_run(default_config(runs.schema))
 
 
-async def seed(services: LoopServices) -> None:
+async def seed(runs: Runs, status: LoopStatus, promotion: Promotion) -> None:
     """Establish the first golden configuration (call only when there is none)."""
-    db, log, status = services.db, services.log, services.status
     status.set_phase(Phase.SEEDING)
-    record = await _usable_record(services)
-    config = default_config(services)
+    record = await _usable_record(runs.db)
+    config = default_config(runs.schema)
     if record is None:
-        existing = await count_simulations(db)
+        existing = await count_simulations(runs.db)
         if existing:
             logger.warning(
                 "SnakeLab already has %d runs but Ax3l has no golden configuration: seeding"
@@ -67,17 +68,17 @@ async def seed(services: LoopServices) -> None:
                 existing,
             )
     run_id, outcome = await scored_baseline(
-        services, SEEDING, config, record, what="seeding", parent_event_id=None
+        runs, status, SEEDING, config, record, what="seeding", parent_event_id=None
     )
     assert outcome.high_score is not None
     run_config = outcome.config or config
     seed_value = int(run_config["seed"])
     confirmed = await baseline_fields(
-        services, run_id, run_config, outcome.high_score, seed_value, outcome.event_id
+        runs, promotion, run_id, run_config, outcome.high_score, seed_value, outcome.event_id
     )
     await create_golden(
-        db,
-        log,
+        runs.db,
+        runs.log,
         run_id=run_id,
         config=run_config,
         high_score=outcome.high_score,

@@ -1,32 +1,32 @@
-"""The loop's collaborators, built once and handed to each behaviour module."""
+"""What the loop's steps share: ``Runs``, the loop's own runs, and ``StepFailed``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ax3l.orchestrator.status import LoopStatus
 from ax3l.orchestrator.waiting import RunWaiter
 from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
-from ax3l.shared.settings import Settings
-from ax3l.shared.snakelab_client import SnakeLabClient
 from ax3l.shared.submit_once import OnceSubmitter
 
 
 @dataclass(frozen=True)
-class LoopServices:
-    settings: Settings
-    schema: ConfigSchema
+class Runs:
+    """How the loop runs a configuration itself (a baseline, a confirmation, a retry) and finds
+    the runs of others: the events that record them, SnakeLab's runs found by configuration
+    (read with the schema), the exactly-once submitter, the waiter, and how often a
+    configuration may run again."""
+
     db: Database
     log: EventLog
-    snakelab: SnakeLabClient
+    schema: ConfigSchema
     index: ConfigIndex
-    status: LoopStatus
-    waiter: RunWaiter
     submitter: OnceSubmitter
-    process_id: str
+    waiter: RunWaiter
+    baseline_max_attempts: int  # AX3L_BASELINE_MAX_ATTEMPTS
+    infra_retry_max: int  # AX3L_INFRA_RETRY_MAX
 
 
 class StepFailed(RuntimeError):

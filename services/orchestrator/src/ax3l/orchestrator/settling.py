@@ -14,32 +14,31 @@ from __future__ import annotations
 
 import logging
 
-from ax3l.orchestrator.services import LoopServices, StepFailed
-from ax3l.orchestrator.status import Phase
+from ax3l.orchestrator.services import Runs, StepFailed
+from ax3l.orchestrator.status import LoopStatus, Phase
 from ax3l.shared import intents
+from ax3l.shared.snakelab_client import SnakeLabClient
 
 logger = logging.getLogger(__name__)
 
 
-async def settle_submissions(services: LoopServices) -> None:
-    """Return once no submission intent is pending; ``StepFailed`` when one stays unknown."""
-    pending = await intents.pending_intents(services.db)
+async def settle_submissions(
+    runs: Runs, snakelab: SnakeLabClient, status: LoopStatus, send_wait: float, settle_wait: float
+) -> None:
+    """Return once no submission intent is pending; ``StepFailed`` when one stays unknown.
+    ``send_wait`` and ``settle_wait``: ``AX3L_SNAKELAB_TIMEOUT``, ``AX3L_SUBMIT_SETTLE_WAIT``."""
+    db = runs.db
+    pending = await intents.pending_intents(db)
     if not pending:
         return
-    services.status.set_phase(Phase.SETTLING)
-    settings = services.settings
-    wait_up_to = intents.SEND_WINDOW + settings.snakelab_timeout + settings.submit_settle_wait
+    status.set_phase(Phase.SETTLING)
+    wait_up_to = intents.SEND_WINDOW + send_wait + settle_wait
     before = {intent.intent_id for intent in pending}
     still = await intents.settle_pending(
-        services.db,
-        services.schema,
-        services.log,
-        services.snakelab,
-        index=services.index,
-        wait_up_to=wait_up_to,
+        db, runs.schema, runs.log, snakelab, index=runs.index, wait_up_to=wait_up_to
     )
     for intent_id in sorted(before - {intent.intent_id for intent in still}):
-        settled = await intents.get_intent(services.db, intent_id)
+        settled = await intents.get_intent(db, intent_id)
         if settled is not None:
             logger.info("submission intent %s settled: %s", intent_id, settled.state)
     if still:

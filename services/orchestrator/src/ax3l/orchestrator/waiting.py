@@ -112,16 +112,14 @@ class RunWaiter:
     schema: ConfigSchema
     interval: float
     status: LoopStatus
+    deadline: float | None = None  # AX3L_RUN_DEADLINE_SECONDS
 
     async def wait(
-        self,
-        run_id: str,
-        parent_event_id: int | None,
-        crash_at: str | None = None,
-        deadline: float | None = None,
+        self, run_id: str, parent_event_id: int | None, crash_at: str | None = None
     ) -> RunOutcome:
         """Wait until ``run_id`` ends (or ``deadline`` seconds after its submission passed) and
         return how; safe to call again after a restart."""
+        deadline = self.deadline
         ended = await latest(self.db, ENDED_EVENTS, process_id=run_id)
         if ended is not None:
             end: RunEnded = ended.model
