@@ -48,6 +48,7 @@ READ_ELSEWHERE: dict[str, tuple[str, str]] = {
     "SNAKELAB_MAX_MESSAGE_BYTES": (SNAKELAB_SERVER, "the reference SnakeLab's option"),
     "SNAKELAB_DB_WAIT_SECONDS": (SNAKELAB_SERVER, "the reference SnakeLab's option"),
     "SNAKELAB_LOG_LEVEL": (SNAKELAB_SERVER, "the reference SnakeLab's option"),
+    "SNAKELAB_HOST_ID": (SNAKELAB_SERVER, "the reference SnakeLab's option"),
     "SNAKELAB_TRAINER": (SNAKELAB_SERVER, "the reference SnakeLab's option"),
     "SNAKELAB_SURROGATE_SECONDS": (SNAKELAB_SERVER, "the reference SnakeLab's option"),
     "SNAKELAB_SCHEMA_PATH": (SNAKELAB_SERVER, "the reference SnakeLab's option"),

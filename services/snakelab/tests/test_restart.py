@@ -99,3 +99,82 @@ async def test_sigterm_fails_unfinished_runs_at_once(snakelab_tables: Databases)
     assert after[running][:2] == ("failed", STOPPED)
     assert after[queued][:2] == ("failed", STOPPED)
     assert after[running][2] >= 1  # the episodes it ran are counted
+
+
+async def test_a_hosts_restart_fails_only_its_own_runs_in_a_shared_database(
+    snakelab_tables: Databases,
+) -> None:
+    """Two hosts (SNAKELAB_HOST_ID a and b) share one database; host a is killed mid-run and
+    restarted: its running run is failed, host b's running run goes on and completes, and
+    each row names the host that ran it."""
+    env = snakelab_tables.env()
+    host_b = SnakeLabProcess(env, seconds=6, extra_env={"SNAKELAB_HOST_ID": "b"}).start()
+    host_a = SnakeLabProcess(env, seconds=120, extra_env={"SNAKELAB_HOST_ID": "a"}).start()
+    try:
+        client_a, client_b = SnakeLabClient(host_a.endpoint), SnakeLabClient(host_b.endpoint)
+        on_a = (await client_a.submit({"seed": 1})).run_id
+        on_b = (await client_b.submit({"seed": 2})).run_id
+
+        async def both_running() -> bool:
+            found = rows(snakelab_tables)
+            return all(found.get(r, ("",))[0] == "running" for r in (on_a, on_b))
+
+        await wait_for(both_running, what="a run on each host")
+        host_a.kill()
+        host_a.close()
+        with SnakeLabProcess(env, seconds=120, extra_env={"SNAKELAB_HOST_ID": "a"}):
+            after = rows(snakelab_tables)
+            assert after[on_a][:2] == ("failed", STOPPED)
+            assert after[on_b][0] == "running"
+
+            async def b_completed() -> bool:
+                return rows(snakelab_tables)[on_b][0] == "completed"
+
+            await wait_for(b_completed, within=30, what="host b's run to complete")
+        hosts = dict(
+            snakelab_tables.query("SELECT run_id, host FROM simulation_runs", user="snakelab")
+        )
+        assert (hosts[on_a], hosts[on_b]) == ("a", "b")
+    finally:
+        host_a.close()
+        host_b.close()
+
+
+async def test_without_a_host_id_a_restart_fails_every_unfinished_run_as_before(
+    snakelab_tables: Databases,
+) -> None:
+    """The default (no SNAKELAB_HOST_ID, one host): a restart fails another process's running
+    run too, as the real SnakeLab does; rows store no host."""
+    env = snakelab_tables.env()
+    other = SnakeLabProcess(env, seconds=120).start()
+    try:
+        running = (await SnakeLabClient(other.endpoint).submit({"seed": 1})).run_id
+
+        async def started() -> bool:
+            return rows(snakelab_tables).get(running, ("",))[0] == "running"
+
+        await wait_for(started, what="the run to start")
+        with SnakeLabProcess(env, seconds=120):
+            assert rows(snakelab_tables)[running][:2] == ("failed", STOPPED)
+        ((host,),) = snakelab_tables.query(
+            "SELECT host FROM simulation_runs WHERE run_id = %s", (running,), user="snakelab"
+        )
+        assert host is None
+    finally:
+        other.close()
+
+
+def test_a_table_of_an_older_version_gains_the_host_column_at_startup(
+    snakelab_tables: Databases,
+) -> None:
+    """A ``simulation_runs`` without ``host`` (an older reference SnakeLab's) gets it when the
+    server starts, and the rows already there are kept."""
+    snakelab_tables.query("ALTER TABLE simulation_runs DROP COLUMN host", user="snakelab")
+    with SnakeLabProcess(snakelab_tables.env()):
+        columns = snakelab_tables.query(
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s"
+            " AND TABLE_NAME = 'simulation_runs'",
+            (snakelab_tables.snakelab_db,),
+            user="snakelab",
+        )
+    assert ("host",) in columns

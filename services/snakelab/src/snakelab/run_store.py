@@ -126,9 +126,11 @@ class _Connection:
 class RunStore:
     """Writes of ``simulation_runs``, ``configurations`` and ``simulation_episodes``."""
 
-    def __init__(self, settings: DbSettings, project_version: str):
+    def __init__(self, settings: DbSettings, project_version: str, host_id: str = ""):
         self.settings = settings
         self.project_version = project_version
+        # This server's name in simulation_runs.host (SNAKELAB_HOST_ID).
+        self.host_id = host_id
         self._local = threading.local()
         self._all: list[_Connection] = []
         self._all_lock = threading.Lock()
@@ -216,16 +218,39 @@ class RunStore:
         """SnakeLab's three tables, created when missing."""
         self._script("creating SnakeLab's tables", *(ddl for _, ddl in ALL_TABLES))
 
+    def add_host_column(self) -> None:
+        """``simulation_runs.host``, added to a table created by an older reference SnakeLab."""
+        (missing,) = self._script(
+            "looking for simulation_runs.host",
+            (
+                "SELECT 1 FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()"
+                " AND TABLE_NAME = 'simulation_runs' AND COLUMN_NAME = 'host'",
+                (),
+            ),
+        )
+        if not missing:
+            self._script(
+                "adding simulation_runs.host",
+                "ALTER TABLE simulation_runs ADD COLUMN host VARCHAR(255) NULL",
+            )
+
     def fail_unfinished(self, message: str = STOPPED_MESSAGE) -> int:
-        """Mark every non-terminal row failed (their runs died with an earlier process)."""
+        """Mark non-terminal rows failed: their runs died with an earlier process. With a host
+        id, only this host's rows and rows no host claims; another host's running and queued
+        runs in a shared database are left alone. Without one, every such row (the only host).
+        """
         placeholders = ", ".join(["%s"] * len(NON_TERMINAL))
+        where = f"status IN ({placeholders})"
+        args: tuple[Any, ...] = (message, utc_now(), *NON_TERMINAL)
+        if self.host_id:
+            where += " AND (host = %s OR host IS NULL)"
+            args = (*args, self.host_id)
         (changed,) = self._script(
             "failing runs of an earlier server process",
             (
                 "UPDATE simulation_runs SET status = 'failed', error_message = %s,"
-                " completed_at = %s"
-                f" WHERE status IN ({placeholders})",
-                (message, utc_now(), *NON_TERMINAL),
+                f" completed_at = %s WHERE {where}",
+                args,
             ),
         )
         return changed
@@ -246,8 +271,8 @@ class RunStore:
             f"storing run {run_id}",
             (
                 "INSERT INTO simulation_runs (run_id, project_version, config_hash, status,"
-                " created_at) VALUES (%s, %s, %s, 'queued', %s)",
-                (run_id, self.project_version, config_hash, created_at),
+                " created_at, host) VALUES (%s, %s, %s, 'queued', %s, %s)",
+                (run_id, self.project_version, config_hash, created_at, self.host_id or None),
             ),
             (
                 f"INSERT INTO configurations (run_id, {columns}) VALUES (%s, {placeholders})",

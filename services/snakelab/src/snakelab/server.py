@@ -1,7 +1,8 @@
 """``snakelab-server``: the reference SnakeLab's process (control socket, worker, database).
 
 Startup: connect to SnakeLab's database (waiting for it a while), create the tables, mark
-every run an earlier process left unfinished as failed, start the worker thread, bind the
+every run an earlier process left unfinished as failed (with ``--host-id``, only this host's:
+another host's runs in a shared database are left alone), start the worker thread, bind the
 control REP socket and the events PUB socket. SIGTERM/SIGINT stop it: queued runs and the
 running one are stored as failed ("Server stopped before run completed"), as the next
 startup would do anyway.
@@ -64,6 +65,7 @@ class ServerOptions:
     max_message_bytes: int
     db_wait_seconds: float
     log_level: str
+    host_id: str = ""
 
     @property
     def control_endpoint(self) -> str:
@@ -141,6 +143,14 @@ def parse_options(argv: Sequence[str] | None, env: Mapping[str, str]) -> ServerO
         metavar="DB_WAIT",
     )
     option("--log-level", "SNAKELAB_LOG_LEVEL", "INFO", "log level on stderr", choices=LOG_LEVELS)
+    option(
+        "--host-id",
+        "SNAKELAB_HOST_ID",
+        "",
+        "this host's name in simulation_runs.host, for several hosts sharing one database: a"
+        " restart then fails only its own unfinished runs; empty: the only host (a restart"
+        " fails every unfinished run)",
+    )
     args = parser.parse_args(argv)
     args.log_level = args.log_level.upper()
     # Defaults from the environment skip `choices`: check them here.
@@ -281,10 +291,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SchemaFileError, ValueError) as exc:
         log.error("%s", exc)
         return 2
-    store = RunStore(db_settings, PROJECT_VERSION)
+    store = RunStore(db_settings, PROJECT_VERSION, options.host_id)
     try:
         store.wait_until_reachable(options.db_wait_seconds)
         store.create_tables()
+        store.add_host_column()
         failed = store.fail_unfinished(STOPPED_MESSAGE)
     except DatabaseError as exc:
         log.error("cannot use SnakeLab's database %s: %s", db_settings.describe(), exc)

@@ -1,4 +1,5 @@
-"""SnakeLab's tables in the ``snakelab`` database, as the real SnakeLab 2.x has them."""
+"""SnakeLab's tables in the ``snakelab`` database, as the real SnakeLab 2.x has them, plus the
+reference's ``simulation_runs.host`` (added to an older table at startup)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ SIMULATION_RUNS = create_table(
     "completed_at DATETIME(6) NULL",
     "error_message TEXT NULL",
     "high_score_snapshot JSON NULL",
+    # The reference's own column (the real SnakeLab has none): the host that ran the run, so a
+    # host's restart fails only its own unfinished runs when several share one database.
+    "host VARCHAR(255) NULL",
     "UNIQUE KEY uq_simulation_runs_run_id (run_id)",
     "KEY idx_simulation_runs_config_hash (config_hash)",
 )
