@@ -434,3 +434,14 @@ def test_a_confirmation_run_says_what_it_was_submitted_for():
     assert said("simulation_submitted", content) == (
         "Run 3f2a1b9c submitted for a promotion's confirmation"
     )
+
+
+def test_a_snakelab_host_going_down_and_up_reads_as_a_sentence() -> None:
+    """Several hosts: a host that stops answering and answers again, named by its endpoint;
+    without one, the generic sentence."""
+    down = said("snakelab_host_down", {"endpoint": "tcp://10.0.0.2:41970"})
+    assert down == "SnakeLab host tcp://10.0.0.2:41970 does not answer: skipped until it does"
+    assert said("snakelab_host_up", {"endpoint": "tcp://10.0.0.2:41970"}) == (
+        "SnakeLab host tcp://10.0.0.2:41970 answers again"
+    )
+    assert "SnakeLab host" not in (said("snakelab_host_up", {}) or "")

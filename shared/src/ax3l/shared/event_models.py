@@ -313,6 +313,23 @@ class SimulationSubmitted(EventContent):
     proposal_event_id: int | None = None
     proposal_run_id: str | None = None
     failed_error: str | None = None
+    host: str | None = None  # the SnakeLab endpoint it was sent to, with several hosts
+
+
+class SnakeLabHostChange(EventContent):
+    """One of several SnakeLab hosts (``AX3L_SNAKELAB_ENDPOINTS``) stopped or started answering."""
+
+    endpoint: str | None = None
+
+
+class SnakeLabHostDown(SnakeLabHostChange):
+    """The host is skipped until it answers again."""
+
+    event: ClassVar[str] = "snakelab_host_down"
+
+
+class SnakeLabHostUp(SnakeLabHostChange):
+    event: ClassVar[str] = "snakelab_host_up"
 
 
 class RunStage(EventContent):

@@ -41,6 +41,8 @@ CATALOG: dict[str, tuple[Category, Level]] = {
     "simulation_cancelled": (Category.SNAKELAB, Level.WARNING),
     "simulation_failed": (Category.SNAKELAB, Level.ERROR),
     "simulation_restarted": (Category.SNAKELAB, Level.WARNING),
+    "snakelab_host_down": (Category.SNAKELAB, Level.WARNING),
+    "snakelab_host_up": (Category.SNAKELAB, Level.INFO),
     "round_robin_checkpoint": (Category.CONFIGURATION, Level.INFO),
     "proposal_accepted": (Category.CONFIGURATION, Level.INFO),
     "proposal_rejected_invalid": (Category.CONFIGURATION, Level.WARNING),

@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     """longest pause (s) between attempts to reach the database during an outage"""
 
     snakelab_endpoint: str = setting("tcp://127.0.0.1:41970", "AX3L_SNAKELAB_ENDPOINT")
+    snakelab_endpoints: str | None = setting(None, "AX3L_SNAKELAB_ENDPOINTS")
+    """several SnakeLab hosts sharing one snakelab database, comma-separated (unset:
+    AX3L_SNAKELAB_ENDPOINT alone); runs submitted together go to idle hosts"""
     snakelab_timeout: float = setting(3.0, "AX3L_SNAKELAB_TIMEOUT", gt=0)
     snakelab_poll_interval: float = setting(5.0, "AX3L_POLL_INTERVAL", gt=0)
     submit_settle_wait: float = setting(8.0, "AX3L_SUBMIT_SETTLE_WAIT", gt=0)
@@ -128,6 +131,12 @@ class Settings(BaseSettings):
     output_dir: Path | None = setting(None, "AX3L_OUTPUT_DIR")
 
     ax3l_version: str = setting("ax3l-0.1.0", "AX3L_VERSION")
+
+    def snakelab_hosts(self) -> list[str]:
+        """The SnakeLab endpoints: AX3L_SNAKELAB_ENDPOINTS, else AX3L_SNAKELAB_ENDPOINT."""
+        from ax3l.shared.snakelab_hosts import parse_endpoints
+
+        return parse_endpoints(self.snakelab_endpoints, self.snakelab_endpoint)
 
     def schema_file(self) -> str | None:
         return None if self.schema_path is None else str(self.schema_path)

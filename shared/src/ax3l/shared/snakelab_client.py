@@ -52,6 +52,10 @@ class SnakeLabClient:
         self.timeout = timeout
         self._context = context or zmq.asyncio.Context.instance()
 
+    def host_of(self, run_id: str) -> str | None:
+        """The endpoint that ran ``run_id``: the only one (``SnakeLabHosts`` knows several)."""
+        return self.endpoint
+
     async def call(self, method: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
         """Send one request and return the reply's payload; never retried."""
         request_id = str(uuid.uuid4())

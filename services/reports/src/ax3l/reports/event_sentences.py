@@ -377,6 +377,14 @@ def golden_config_seed_incremented(
     return "Golden seed" + (f" {previous} -> {seed}" if previous is not None else f" set to {seed}")
 
 
+def _host_change(state: str) -> Callable[[ev.SnakeLabHostChange, str | None], str | None]:
+    def sentence(c: ev.SnakeLabHostChange, parameter: str | None) -> str | None:
+        endpoint = _text(c.endpoint)
+        return None if endpoint is None else f"SnakeLab host {_short(endpoint, 80)} {state}"
+
+    return sentence
+
+
 # -- Confirmed promotions (AX3L_PROMOTION=confirm) -------------------------------------------
 
 # How a confirmation's decision reads; another word is shown as it is.
@@ -499,6 +507,8 @@ BUILDERS: dict[str, Builder] = {
     ev.SimulationCancelled.event: _run_state("cancelled"),
     ev.SimulationFailed.event: _run_state("failed"),
     ev.SimulationRestarted.event: _run_state("restarted"),
+    ev.SnakeLabHostDown.event: _host_change("does not answer: skipped until it does"),
+    ev.SnakeLabHostUp.event: _host_change("answers again"),
     ev.RoundRobinCheckpoint.event: round_robin_checkpoint,
     ev.ProposalAccepted.event: proposal_accepted,
     ev.ConversationResumed.event: conversation_resumed,
