@@ -177,3 +177,41 @@ async def test_a_hung_orchestrator_never_holds_the_page(experiment, status_serve
 
         loop = await eventually(read, lambda o: o["state"] == "unavailable")
         assert loop["detail"] == "no answer within the timeout"
+
+
+async def test_a_confirmation_and_the_snakelab_hosts_reach_the_status_bar(
+    experiment, status_server
+):
+    """Under confirm with two hosts: the confirmation in progress (candidate, golden, seeds)
+    and each host's state reach the API and the page, a hostile endpoint escaped; odd entries
+    are dropped and an orchestrator without the fields shows neither card."""
+    status_server.status = orchestrator_json(
+        phase="confirming a promotion",
+        promotion="confirm",
+        confirmation={
+            "candidate_run_id": "c" * 36,
+            "golden_run_id": "g" * 36,
+            "seeds": [1970, 1001971, True, "x"],
+        },
+        snakelab_hosts={"tcp://a:1": "running", "<b>x</b>": "down", "tcp://c:3": "exploded"},
+    )
+    settings = reports_settings(experiment.dbs, AX3L_ORCHESTRATOR_URL=status_server.url)
+    async with app_client(settings) as client:
+        loop = (await client.get("/api/status")).json()["orchestrator"]
+        assert loop["promotion"] == "confirm"
+        assert loop["confirmation"]["seeds"] == [1970, 1001971]
+        assert loop["snakelab_hosts"] == {"tcp://a:1": "running", "<b>x</b>": "down"}
+        page = (await client.get("/")).text
+        assert 'id="loop-confirmation"' in page and "on seeds 1970, 1001971" in page
+        assert "tcp://a:1: running" in page and "&lt;b&gt;x&lt;/b&gt;: down" in page
+        assert "<b>x</b>" not in page and "exploded" not in page
+
+        status_server.status = orchestrator_json()
+        page = await eventually(
+            lambda: _page(client), lambda text: 'id="snakelab-hosts"' not in text
+        )
+        assert 'id="loop-confirmation"' not in page
+
+
+async def _page(client: Any) -> str:
+    return str((await client.get("/")).text)

@@ -6,7 +6,7 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
-from ax3l.reports.models.status import OrchestratorOut, SnakeLabOut, StatusOut
+from ax3l.reports.models.status import ConfirmationOut, OrchestratorOut, SnakeLabOut, StatusOut
 from ax3l.reports.orchestrator_status import OrchestratorMonitor, OrchestratorPoll, epoch_time
 from ax3l.reports.queries.experiment import experiment_state
 from ax3l.reports.snakelab_status import SnakeLabMonitor
@@ -57,7 +57,42 @@ def orchestrator_out(poll: OrchestratorPoll, now: datetime) -> OrchestratorOut:
         else max(0.0, (now - last_error_at).total_seconds()),
         backoff_until=epoch_time(data.get("backoff_until")),
         stop_reason=_str(data, "stop_reason"),
+        promotion=_str(data, "promotion"),
+        confirmation=_confirmation(data.get("confirmation")),
+        snakelab_hosts=_hosts(data.get("snakelab_hosts")),
     )
+
+
+HOST_STATES = frozenset({"idle", "running", "down", "unknown"})
+
+
+def _confirmation(value: Any) -> ConfirmationOut | None:
+    """The confirmation in progress, if the orchestrator sent a readable one."""
+    if not isinstance(value, dict):
+        return None
+    candidate, golden, seeds = (
+        value.get(k) for k in ("candidate_run_id", "golden_run_id", "seeds")
+    )
+    if not isinstance(candidate, str) or not isinstance(seeds, list):
+        return None
+    whole = [seed for seed in seeds if isinstance(seed, int) and not isinstance(seed, bool)]
+    return ConfirmationOut(
+        candidate_run_id=candidate,
+        golden_run_id=golden if isinstance(golden, str) else None,
+        seeds=whole,
+    )
+
+
+def _hosts(value: Any) -> dict[str, str] | None:
+    """Each SnakeLab host's state; entries that are not an endpoint and a known state go."""
+    if not isinstance(value, dict):
+        return None
+    hosts = {
+        endpoint: state
+        for endpoint, state in value.items()
+        if isinstance(endpoint, str) and state in HOST_STATES
+    }
+    return hosts or None
 
 
 async def _orchestrator_poll(

@@ -21,6 +21,14 @@ class SnakeLabOut(BaseModel):
     high_score: int | None
 
 
+class ConfirmationOut(BaseModel):
+    """A confirmation in progress: the candidate and the golden on the shared seeds."""
+
+    candidate_run_id: str
+    golden_run_id: str | None
+    seeds: list[int]
+
+
 class OrchestratorOut(BaseModel):
     """The loop as the orchestrator's status API last described it (absent fields: None)."""
 
@@ -43,6 +51,15 @@ class OrchestratorOut(BaseModel):
     last_error_seconds_ago: float | None
     backoff_until: datetime | None
     stop_reason: str | None
+    promotion: str | None = Field(None, description="AX3L_PROMOTION: single or confirm")
+    confirmation: ConfirmationOut | None = Field(
+        None, description="under confirm, the confirmation in progress"
+    )
+    snakelab_hosts: dict[str, str] | None = Field(
+        None,
+        description="with several SnakeLab hosts: each endpoint's state (idle, running, down,"
+        " unknown) as the loop last saw it",
+    )
 
 
 class StatusOut(BaseModel):
