@@ -213,6 +213,7 @@ async def _write_events(
     run_id: str,
     queue_position: int | None,
     adopted: bool,
+    host: str | None = None,
 ) -> tuple[int, int]:
     # Keys written only when they apply, so older rows and newer ones store alike.
     turn: dict[str, Any] = {}
@@ -230,8 +231,9 @@ async def _write_events(
         **turn,
         **marked,
     )
+    sent_to: dict[str, Any] = {"host": host} if host else {}
     submitted = SimulationSubmitted(
-        run_id=run_id, config=intent.config, queue_position=queue_position, **marked
+        run_id=run_id, config=intent.config, queue_position=queue_position, **marked, **sent_to
     )
     proposal_id = await log.write(
         cur,
@@ -261,9 +263,15 @@ async def _resolve(cur: Any, intent_id: int, state: str, run_id: str | None) -> 
 
 
 async def complete_intent(
-    db: Database, log: EventLog, intent_id: int, run_id: str, queue_position: int | None
+    db: Database,
+    log: EventLog,
+    intent_id: int,
+    run_id: str,
+    queue_position: int | None,
+    host: str | None = None,
 ) -> RecordedSubmission:
-    """SnakeLab accepted the run: write its two events and mark the intent done, atomically.
+    """SnakeLab accepted the run: write its two events and mark the intent done, atomically
+    (``host``: the endpoint it was sent to, recorded when there are several).
 
     A no-op when a reconciler already adopted the run; an abandoned intent is completed after
     all, since the run exists.
@@ -282,7 +290,7 @@ async def complete_intent(
                 )
             return RecordedSubmission(intent.run_id or run_id, None, None, written=False)
         proposal_id, submitted_id = await _write_events(
-            cur, log, intent, run_id, queue_position, adopted=False
+            cur, log, intent, run_id, queue_position, adopted=False, host=host
         )
         await _resolve(cur, intent_id, DONE, run_id)
     return RecordedSubmission(run_id, proposal_id, submitted_id, written=True)

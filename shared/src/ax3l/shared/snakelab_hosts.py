@@ -204,3 +204,9 @@ def snakelab_client(
     if len(endpoints) == 1:
         return SnakeLabClient(endpoints[0], timeout, context)
     return SnakeLabHosts(endpoints, timeout, context, on_change)
+
+
+def several_hosts_host(client: SnakeLabClient, run_id: str) -> str | None:
+    """The endpoint to record for ``run_id`` in its ``simulation_submitted``: only with several
+    hosts (one host's events store exactly what they stored before)."""
+    return client.host_of(run_id) if isinstance(client, SnakeLabHosts) else None

@@ -35,7 +35,7 @@ from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError, DatabaseMisconfigured, DatabaseUnavailable
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.settings import Settings, get_settings
-from ax3l.shared.snakelab_client import SnakeLabClient
+from ax3l.shared.snakelab_hosts import snakelab_client
 from ax3l.shared.tasks import stop_task
 from ax3l.shared.tool_channel import listen_endpoint
 from ax3l.toolbroker.api import create_app
@@ -64,8 +64,9 @@ class Broker:
         self.db = Database(settings)
         self.log = EventLog(self.db)
         self.index = ConfigIndex(self.db, self.schema)
-        self.snakelab = SnakeLabClient(
-            settings.snakelab_endpoint, settings.snakelab_timeout, context=context
+        # Several hosts (AX3L_SNAKELAB_ENDPOINTS): the orchestrator logs their changes.
+        self.snakelab = snakelab_client(
+            settings.snakelab_hosts(), settings.snakelab_timeout, context=context
         )
         self.status = BrokerStatus(endpoint=listen_endpoint(settings, endpoint))
         workflow = SubmissionWorkflow(

@@ -44,6 +44,7 @@ from ax3l.shared.event_models import (
 )
 from ax3l.shared.registry import Entry
 from ax3l.shared.snakelab_client import SnakeLabClient
+from ax3l.shared.snakelab_hosts import several_hosts_host
 from ax3l.shared.submit_once import Refused, Sent, Unknown, send_once
 from ax3l.shared.wire import SubmitReply
 from ax3l.toolbroker.results import Accepted, ProtocolFailure, Rejected
@@ -358,7 +359,12 @@ class SubmissionWorkflow:
         """Write the accepted run's events and close its intent."""
         try:
             recorded = await intents.complete_intent(
-                self.db, self.log, intent_id, reply.run_id, reply.queue_position
+                self.db,
+                self.log,
+                intent_id,
+                reply.run_id,
+                reply.queue_position,
+                host=several_hosts_host(self.snakelab, reply.run_id),
             )
         except DatabaseError as exc:
             raise ProtocolFailure(
