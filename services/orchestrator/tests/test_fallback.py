@@ -60,11 +60,7 @@ class Scripted(Proposer):
 
 def deps(streak: int = 0) -> ProposerDeps:
     fields: dict[str, Any] = dict.fromkeys(ProposerDeps.__dataclass_fields__)
-    fields.update(
-        db=StreakDb(streak),
-        status=LoopStatus("loop", "llm"),
-        settings=SimpleNamespace(external_deadline=0.5),
-    )
+    fields.update(db=StreakDb(streak), status=LoopStatus("loop", "llm"))
     return ProposerDeps(**fields)
 
 
@@ -104,11 +100,11 @@ async def test_the_seats_hand_over_only_a_turn_no_seat_answered() -> None:
     silent = ConversationFailed("deadline")
     silent.__cause__ = NoSeatSubmitted("no seat")
     seats, tpe = Scripted(d, "external", silent), Scripted(d, "tpe")
-    pair = ExternalWithFallback(d, seats, tpe)
+    pair = ExternalWithFallback(d, seats, tpe, deadline=0.5)
     assert await pair.propose(CTX) == "run-of-tpe"
     assert tpe.notes == [{"fallback_for": "external", "waited_seconds": 0.5}]
 
-    broken = ExternalWithFallback(d, Scripted(d, "external", ConversationFailed("bad")), tpe)
+    broken = ExternalWithFallback(d, Scripted(d, "external", ConversationFailed("bad")), tpe, 0.5)
     with pytest.raises(ConversationFailed, match="bad"):
         await broken.propose(CTX)
     assert len(tpe.notes) == 1

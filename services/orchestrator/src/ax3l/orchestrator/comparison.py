@@ -107,10 +107,6 @@ async def pending_proposal(db: Database) -> PendingProposal | None:
     return None
 
 
-def _format(value: Any) -> str:
-    return repr(value)
-
-
 def changes_between(
     schema: ConfigSchema, golden: dict[str, Any], run: dict[str, Any]
 ) -> dict[str, list[Any]]:
@@ -136,9 +132,7 @@ def comparison_reason(
     else:
         detail = f": {outcome.error}" if outcome.error else ""
         head = f"Run {outcome.state}{detail}; golden high score {golden.high_score} retained"
-    change_text = ", ".join(
-        f"{path}: {_format(old)} -> {_format(new)}" for path, (old, new) in changes.items()
-    )
+    change_text = ", ".join(f"{path}: {old!r} -> {new!r}" for path, (old, new) in changes.items())
     return f"{head}; {change_text or 'no change'}."
 
 

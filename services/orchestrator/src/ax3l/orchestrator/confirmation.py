@@ -131,10 +131,9 @@ async def confirm(
     )
     what = f"confirmation of run {candidate.run_id}"
     try:
-        candidate_on, golden_on = await score_pair(
+        candidate_on, golden_on = await score_on_seeds(
             runs,
-            model.candidate_config,
-            model.golden_config,
+            [model.candidate_config, model.golden_config],
             model.seeds,
             what=what,
             parent_event_id=started.event_id,
@@ -234,43 +233,24 @@ async def _decide(
     return decided
 
 
-async def score_pair(
-    runs: Runs,
-    first: dict[str, Any],
-    second: dict[str, Any],
-    seeds: list[int],
-    *,
-    what: str,
-    parent_event_id: int | None,
-) -> tuple[Scored, Scored]:
-    """Both configurations on every one of ``seeds``: all submitted first, then waited for."""
-    configs = [_on_seed(runs.schema, each, seed) for each in (first, second) for seed in seeds]
-    records = [
-        await confirmation_run(runs, config, what=what, parent_event_id=parent_event_id)
-        for config in configs
-    ]
-    outcomes = [await _scored(runs, run_id, record_id, what) for run_id, record_id in records]
-    half = len(seeds)
-    return _scored_list(outcomes[:half]), _scored_list(outcomes[half:])
-
-
 async def score_on_seeds(
     runs: Runs,
-    config: dict[str, Any],
+    configs: list[dict[str, Any]],
     seeds: list[int],
     *,
     what: str,
     parent_event_id: int | None,
-) -> Scored:
-    """One configuration on every one of ``seeds`` (a new golden's confirmation runs)."""
-    configs = [_on_seed(runs.schema, config, seed) for seed in seeds]
+) -> list[Scored]:
+    """Each configuration on every one of ``seeds``: all submitted first, then waited for."""
+    on_seeds = [_on_seed(runs.schema, config, seed) for config in configs for seed in seeds]
     records = [
         await confirmation_run(runs, each, what=what, parent_event_id=parent_event_id)
-        for each in configs
+        for each in on_seeds
     ]
-    return _scored_list(
-        [await _scored(runs, run_id, record_id, what) for run_id, record_id in records]
-    )
+    outcomes = [await _scored(runs, run_id, record_id, what) for run_id, record_id in records]
+    return [
+        _scored_list(outcomes[at : at + len(seeds)]) for at in range(0, len(outcomes), len(seeds))
+    ]
 
 
 def _on_seed(schema: ConfigSchema, config: dict[str, Any], seed: int) -> dict[str, Any]:
@@ -346,9 +326,9 @@ async def baseline_fields(
     if not promotion.confirm:
         return {}
     seeds = confirmation_seeds(seed, promotion.seeds)
-    scored = await score_on_seeds(
+    (scored,) = await score_on_seeds(
         runs,
-        config,
+        [config],
         seeds,
         what=f"seed {seed} baseline's confirmation",
         parent_event_id=parent_event_id,

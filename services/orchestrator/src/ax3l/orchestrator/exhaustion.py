@@ -26,8 +26,7 @@ async def skip_if_exhausted(
     golden: GoldenConfigCreated,
     checkpoint_event_id: int,
 ) -> bool:
-    """Log ``parameter_space_exhausted`` (for the loop ``process_id``) and return True when the
-    turn's domain is used up."""
+    """Log ``parameter_space_exhausted`` and return True when the turn's domain is used up."""
     choices = domain(index.schema, turn.entry)
     if choices is None:
         return False

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass, field
 
 from tenacity import (
     AsyncRetrying,
@@ -44,26 +45,19 @@ logger = logging.getLogger(__name__)
 FATAL = (DatabaseError, ParameterOrderChanged, SubmissionRefused)
 
 
+@dataclass(eq=False)
 class ExperimentLoop:
-    """Runs steps forever; only fatal errors end it. It hands each step the settings' values
-    it uses; ``process_id`` is the loop's own, on the events it writes for itself."""
+    """Runs steps forever; only fatal errors end it. Each step is handed what it uses."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        runs: Runs,
-        snakelab: SnakeLabClient,
-        status: LoopStatus,
-        process_id: str,
-        proposer: Proposer,
-    ):
-        self.settings, self.runs, self.snakelab = settings, runs, snakelab
-        self.status, self.process_id, self.proposer = status, process_id, proposer
-        self.promotion = Promotion(settings.promotion == "confirm", settings.confirm_seeds)
-        self._initial_backoff = min(1.0, settings.retry_backoff_max)
-        self.steps = 0
-        self.cycles = CycleTracker()
-        self._last_unexpected: str | None = None
+    settings: Settings
+    runs: Runs
+    snakelab: SnakeLabClient
+    status: LoopStatus
+    process_id: str
+    proposer: Proposer
+    steps: int = 0
+    cycles: CycleTracker = field(default_factory=CycleTracker)
+    _last_unexpected: str | None = None
 
     async def run(self) -> None:
         """Step until cancelled or a fatal error."""
@@ -72,13 +66,11 @@ class ExperimentLoop:
 
     async def step_with_backoff(self) -> None:
         """One step, retried with exponential backoff until it succeeds."""
+        backoff_max = self.settings.retry_backoff_max
+        initial = min(1.0, backoff_max)
         retrying = AsyncRetrying(
             retry=retry_if_exception_type(StepFailed),
-            wait=wait_exponential_jitter(
-                initial=self._initial_backoff,
-                max=self.settings.retry_backoff_max,
-                jitter=self._initial_backoff,
-            ),
+            wait=wait_exponential_jitter(initial=initial, max=backoff_max, jitter=initial),
             before_sleep=self._backing_off,
             reraise=True,
         )
@@ -129,8 +121,8 @@ class ExperimentLoop:
 
     async def step(self) -> None:
         """Derive the next piece of work from the events and do it."""
-        runs, status, settings, promotion = self.runs, self.status, self.settings, self.promotion
-        db = runs.db
+        runs, status, settings, db = self.runs, self.status, self.settings, self.runs.db
+        promotion = Promotion(settings.promotion == "confirm", settings.confirm_seeds)
         golden_event = await current_golden(db)
         if golden_event is None:
             await seed(runs, status, promotion)

@@ -24,6 +24,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import uvicorn
@@ -175,9 +176,8 @@ def _wire(settings: Settings, schema: ConfigSchema, proposer_name: str) -> _Proc
         infra_retry_max=settings.infra_retry_max,
     )
     sessions = SessionPool(settings)
-    proposer = make_proposer(
-        proposer_name, ProposerDeps(db, log, schema, settings, status, capture, index, sessions)
-    )
+    deps = ProposerDeps(db, log, schema, status, capture, index, sessions)
+    proposer = make_proposer(proposer_name, deps, settings)
     server = _Server(
         uvicorn.Config(
             create_app(ApiResources(db, snakelab, status)),
@@ -259,19 +259,16 @@ def _loop_ended(error: BaseException | None, status: LoopStatus) -> int:
 
 async def _startup(settings: Settings, loop: ExperimentLoop) -> None:
     """Check the schema and prepare, waiting out a database that is not there (yet)."""
-    db = loop.runs.db
+    outage, pause = loop.runs.db.outage, settings.db_wait_max
 
     async def check_schema() -> None:
         summary = await asyncio.to_thread(ensure_schema, settings)
         print(f"ax3l-orchestrator: {summary}", flush=True)
 
-    db_name, poll = settings.snakelab_db_name, settings.snakelab_poll_interval
-    await wait_for_database(check_schema, db.outage, pause_max=settings.db_wait_max)
-    await wait_for_database(
-        lambda: prepare(loop.runs, loop.snakelab, loop.status, db_name, poll),
-        db.outage,
-        pause_max=settings.db_wait_max,
-    )
+    await wait_for_database(check_schema, outage, pause_max=pause)
+    name, poll = settings.snakelab_db_name, settings.snakelab_poll_interval
+    ready = partial(prepare, loop.runs, loop.snakelab, loop.status, name, poll)
+    await wait_for_database(ready, outage, pause_max=pause)
 
 
 async def _experiment(settings: Settings, loop: ExperimentLoop) -> None:

@@ -119,7 +119,6 @@ class RunWaiter:
     ) -> RunOutcome:
         """Wait until ``run_id`` ends (or ``deadline`` seconds after its submission passed) and
         return how; safe to call again after a restart."""
-        deadline = self.deadline
         ended = await latest(self.db, ENDED_EVENTS, process_id=run_id)
         if ended is not None:
             end: RunEnded = ended.model
@@ -136,20 +135,20 @@ class RunWaiter:
         progress = _Progress(
             started=await latest(self.db, SimulationStarted, process_id=run_id) is not None
         )
-        submitted_at = await self._submitted_at(run_id) if deadline is not None else None
+        submitted_at = await self._submitted_at(run_id) if self.deadline is not None else None
         polls = 0
         while True:
             if polls:
                 await asyncio.sleep(self._delay(polls, progress))
             polls += 1
             # Measured before the poll: a run that ended while nobody watched is still read.
-            overdue = deadline is not None and _elapsed(submitted_at) > deadline
+            overdue = self.deadline is not None and _elapsed(submitted_at) > self.deadline
             outcome = await self._poll(run_id, parent_event_id, progress, crash_at)
             if outcome is not None:
                 return outcome
             if overdue:
-                assert deadline is not None
-                return await self._time_out(run_id, deadline, progress.state, parent_event_id)
+                assert self.deadline is not None
+                return await self._time_out(run_id, self.deadline, progress.state, parent_event_id)
 
     def _delay(self, polls: int, progress: _Progress) -> float:
         """Seconds before the next look: ``FIRST_POLL`` doubling up to the interval, so a short

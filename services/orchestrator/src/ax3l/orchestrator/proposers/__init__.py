@@ -12,43 +12,43 @@ from ax3l.orchestrator.proposers.base import (
     ProposerDeps,
     TurnContext,
 )
-from ax3l.shared.settings import PROPOSER_NAMES
+from ax3l.shared.settings import PROPOSER_NAMES, Settings
 
 
-def make_proposer(name: str, deps: ProposerDeps) -> Proposer:
-    """The proposer called ``name`` (``llm`` and ``llm+tpe`` need ``deps.settings.llm_url``)."""
+def make_proposer(name: str, deps: ProposerDeps, settings: Settings) -> Proposer:
+    """The proposer called ``name`` (``llm`` and ``llm+tpe`` need ``settings.llm_url``)."""
+    fallback = settings.llm_fallback
     if name == "llm":
         from ax3l.orchestrator.proposers.llm import LlmProposer
 
-        model = LlmProposer(deps)
-        fallback = deps.settings.llm_fallback
+        model = LlmProposer(deps, settings)
         if fallback == "none":
             return model
         from ax3l.orchestrator.proposers.fallback import ModelWithFallback
 
-        return ModelWithFallback(
-            deps, model, make_proposer(fallback, deps), deps.settings.llm_fallback_after
-        )
+        after = settings.llm_fallback_after
+        return ModelWithFallback(deps, model, make_proposer(fallback, deps, settings), after)
     if name == "external":
         from ax3l.orchestrator.proposers.external import ExternalProposer, ExternalWithFallback
 
-        seats = ExternalProposer(deps)
-        if deps.settings.llm_fallback == "none":
+        seats = ExternalProposer(deps, settings)
+        if fallback == "none":
             return seats
-        return ExternalWithFallback(deps, seats, make_proposer(deps.settings.llm_fallback, deps))
+        other = make_proposer(fallback, deps, settings)
+        return ExternalWithFallback(deps, seats, other, settings.external_deadline)
     if name == "llm+tpe":
         from ax3l.orchestrator.proposers.hybrid import HybridProposer
 
-        fallback = deps.settings.llm_fallback
-        return HybridProposer(deps, None if fallback == "none" else make_proposer(fallback, deps))
+        backup = None if fallback == "none" else make_proposer(fallback, deps, settings)
+        return HybridProposer(deps, settings, backup)
     if name == "random":
         from ax3l.orchestrator.proposers.random_search import RandomProposer
 
-        return RandomProposer(deps)
+        return RandomProposer(deps, settings.max_corrections)
     if name == "tpe":
         from ax3l.orchestrator.proposers.tpe import TpeProposer
 
-        return TpeProposer(deps)
+        return TpeProposer(deps, settings.max_corrections)
     raise ValueError(f"unknown proposer {name!r}; choose one of {', '.join(PROPOSER_NAMES)}")
 
 

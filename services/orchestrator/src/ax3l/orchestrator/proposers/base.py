@@ -19,7 +19,6 @@ from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import ConversationEnded, ConversationStarted, GoldenConfigCreated
-from ax3l.shared.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -30,12 +29,11 @@ class ConversationFailed(RuntimeError):
 
 @dataclass(frozen=True)
 class ProposerDeps:
-    """The services a proposer works with."""
+    """What the proposers share; each one's settings' values are its constructor's own."""
 
     db: Database
     log: EventLog
     schema: ConfigSchema
-    settings: Settings
     status: LoopStatus
     capture: RawCapture
     index: ConfigIndex

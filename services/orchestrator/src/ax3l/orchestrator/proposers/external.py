@@ -34,6 +34,7 @@ from ax3l.orchestrator.seat_server import SeatEndpoint, SeatReads
 from ax3l.orchestrator.seat_turns import OpenTurn, TurnBoard
 from ax3l.orchestrator.seats import SeatDirectory
 from ax3l.shared.crash_points import crash_point
+from ax3l.shared.settings import Settings
 from ax3l.shared.turn_state import turn_proposals
 
 logger = logging.getLogger(__name__)
@@ -48,11 +49,12 @@ class ExternalProposer(Proposer):
 
     name = "external"
 
-    def __init__(self, deps: ProposerDeps):
+    def __init__(self, deps: ProposerDeps, settings: Settings):
         super().__init__(deps)
         self.board = TurnBoard()
         reads = SeatReads(deps.db, deps.schema, deps.index, SeatDirectory(deps.db))
-        self.endpoint = SeatEndpoint(reads, deps.log, deps.settings, self.board)
+        self.endpoint = SeatEndpoint(reads, deps.log, settings, self.board)
+        self.deadline, self.poll = settings.external_deadline, settings.snakelab_poll_interval
 
     async def start(self) -> None:
         await self.endpoint.start()
@@ -74,7 +76,6 @@ class ExternalProposer(Proposer):
         return None
 
     async def converse(self, ctx: TurnContext, conversation_id: str, started_event_id: int) -> str:
-        settings = self.deps.settings
         turn = OpenTurn(
             entry=ctx.turn.entry,
             index=ctx.turn.index,
@@ -83,18 +84,17 @@ class ExternalProposer(Proposer):
             started_event_id=started_event_id,
             golden=ctx.golden,
             prompts=await self._prompts(ctx),
-            deadline_seconds=settings.external_deadline,
+            deadline_seconds=self.deadline,
         )
         self.board.open(turn)
-        poll = settings.snakelab_poll_interval
-        deadline = time.monotonic() + settings.external_deadline
+        deadline = time.monotonic() + self.deadline
         try:
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(turn.answered.wait(), min(poll, remaining))
+                    await asyncio.wait_for(turn.answered.wait(), min(self.poll, remaining))
                 turn.answered.clear()
                 run_id = await self._answer(ctx)
                 if run_id is not None:
@@ -108,7 +108,7 @@ class ExternalProposer(Proposer):
             return run_id
         raise NoSeatSubmitted(
             f"no seat's submission for {ctx.turn.entry.name} was accepted within"
-            f" {settings.external_deadline:g} s (AX3L_EXTERNAL_DEADLINE)"
+            f" {self.deadline:g} s (AX3L_EXTERNAL_DEADLINE)"
         )
 
 
@@ -119,13 +119,17 @@ class ExternalWithFallback(WithFallback):
     of failed ones like the model's; any other failure of the seats' turn is the loop's.
     """
 
+    def __init__(self, deps: ProposerDeps, seats: Proposer, fallback: Proposer, deadline: float):
+        super().__init__(deps, seats, fallback)
+        self.deadline = deadline  # AX3L_EXTERNAL_DEADLINE: what the hand-over says it waited
+
     async def propose(self, ctx: TurnContext, note: dict[str, Any] | None = None) -> str:
         try:
             return await self.primary.propose(ctx, note)
         except ConversationFailed as exc:
             if not isinstance(exc.__cause__, NoSeatSubmitted):
                 raise
-        waited = self.deps.settings.external_deadline
+        waited = self.deadline
         logger.warning(
             "no seat answered %s within %g s: %s proposes this turn",
             ctx.turn.entry.name,

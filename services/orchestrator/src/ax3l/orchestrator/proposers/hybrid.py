@@ -30,6 +30,7 @@ from ax3l.orchestrator.proposers.search_space import Key, Value, dimensions, key
 from ax3l.orchestrator.proposers.tpe import TpeProposer
 from ax3l.shared.db.event_reads import count
 from ax3l.shared.event_models import ProposalAccepted
+from ax3l.shared.settings import Settings
 
 SUGGESTIONS = 3
 BEST = 5
@@ -105,8 +106,8 @@ class AdvisedLlmProposer(LlmProposer):
 
     name = "llm+tpe"
 
-    def __init__(self, deps: ProposerDeps, tpe: TpeProposer):
-        super().__init__(deps)
+    def __init__(self, deps: ProposerDeps, settings: Settings, tpe: TpeProposer):
+        super().__init__(deps, settings)
         self.tpe = tpe
         self.last_state: dict[str, Any] | None = None
 
@@ -124,18 +125,16 @@ class HybridProposer(Proposer):
 
     name = "llm+tpe"
 
-    def __init__(self, deps: ProposerDeps, fallback: Proposer | None = None):
+    def __init__(self, deps: ProposerDeps, settings: Settings, fallback: Proposer | None = None):
         """``fallback`` (``AX3L_LLM_FALLBACK``'s proposer, None for ``none``) takes the model's
         turns that it keeps failing."""
         super().__init__(deps)
-        self.share = deps.settings.hybrid_model_share
-        self.tpe = TpeProposer(deps)
-        advised = AdvisedLlmProposer(deps, TpeProposer(deps))
+        self.share = settings.hybrid_model_share
+        self.tpe = TpeProposer(deps, settings.max_corrections)
+        advised = AdvisedLlmProposer(deps, settings, TpeProposer(deps, settings.max_corrections))
         self.model: Proposer = advised
         if fallback is not None:
-            self.model = ModelWithFallback(
-                deps, advised, fallback, deps.settings.llm_fallback_after
-            )
+            self.model = ModelWithFallback(deps, advised, fallback, settings.llm_fallback_after)
 
     async def close(self) -> None:
         try:

@@ -45,6 +45,7 @@ from ax3l.orchestrator.proposers.pipeline import Gate, Pipeline
 from ax3l.shared.crash_points import crash_point
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.event_models import LlmRequestFailed, PromptSent, ReplyReceived
+from ax3l.shared.settings import Settings
 
 CORRECTION_NAMES = {"invalid_value": "InvalidValue", "duplicate_config": "NoDupes"}
 # Prose fed back to the model is bounded: it only needs to see what it said.
@@ -58,9 +59,9 @@ PROPS_TIMEOUT = 5.0
 class LlmProposer(Proposer):
     name = "llm"
 
-    def __init__(self, deps: ProposerDeps):
+    def __init__(self, deps: ProposerDeps, settings: Settings):
         super().__init__(deps)
-        settings = deps.settings
+        self.settings = settings  # the model server's, the conversation's bounds, AX3L_PIPELINE
         if not settings.llm_url:
             raise ValueError("the llm proposer needs a model server URL (--url or AX3L_LLM_URL)")
         self.model = ModelClient(
@@ -87,7 +88,7 @@ class LlmProposer(Proposer):
         return await super().propose(ctx, note)
 
     async def speculate(self, ahead: TurnAhead, note: dict[str, Any] | None = None) -> None:
-        if self.deps.settings.pipeline:
+        if self.settings.pipeline:
             await self.pipeline.start(ahead, note)
 
     def held_entry(self) -> str | None:
@@ -100,7 +101,7 @@ class LlmProposer(Proposer):
     async def context_tokens(self) -> int:
         """The model's context per request: the setting, else llama-server's /props (asked once
         it answers), else 16,384."""
-        settings = self.deps.settings
+        settings = self.settings
         if self._context_tokens is None:
             found = await context_tokens(
                 settings.llm_context_tokens, settings.llm_url, PROPS_TIMEOUT, self.model.http
@@ -177,12 +178,12 @@ class _Conversation:
     ):
         self.proposer = proposer
         self.gate = gate  # a pipelined conversation's first tool call waits for its turn
-        self.deps = proposer.deps
+        self.deps, self.settings = proposer.deps, proposer.settings
         self.session = session
         self.conversation_id = conversation_id
         self.prompt_ctx = prompt_ctx
         self.parameter = prompt_ctx.entry.name
-        self.deadline = time.monotonic() + self.deps.settings.conversation_timeout
+        self.deadline = time.monotonic() + self.settings.conversation_timeout
         self.messages: list[dict[str, Any]] = []
         self.corrections = 0
         self.shrink = 0  # context overflows so far: the opening prompts are that much smaller
@@ -190,7 +191,7 @@ class _Conversation:
 
     async def _open_values(self) -> OpenValues | None:
         """The entry's untested values now (None when constrained proposals are off)."""
-        if not self.deps.settings.llm_constrained:
+        if not self.settings.llm_constrained:
             return None
         ctx = self.prompt_ctx
         tested = await self.deps.index.existing_values(ctx.entry, ctx.golden.config)
@@ -199,7 +200,7 @@ class _Conversation:
     async def _open(self, parent: int, shrink: int) -> int:
         """Send the opening prompts, fitted to the model's context (smaller for each ``shrink``
         after a context overflow); the last prompt's event id."""
-        settings = self.deps.settings
+        settings = self.settings
         self.messages = []
         values = await self._open_values()
         open_line = "" if values is None else values.describe()
@@ -229,7 +230,7 @@ class _Conversation:
     async def _request(self) -> dict[str, Any]:
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
-            limit = self.deps.settings.conversation_timeout
+            limit = self.settings.conversation_timeout
             raise ModelFailure(
                 "timeout",
                 f"the conversation ran past its {limit:g} s deadline",
@@ -244,7 +245,7 @@ class _Conversation:
 
     def _count_correction(self, what: str) -> None:
         self.corrections += 1
-        limit = self.deps.settings.max_corrections
+        limit = self.settings.max_corrections
         if self.corrections > limit:
             raise ConversationFailed(
                 f"{self.corrections} replies needed a correction, more than the {limit}"

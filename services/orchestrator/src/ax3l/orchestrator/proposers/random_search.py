@@ -27,8 +27,9 @@ from ax3l.shared.crash_points import crash_point
 class RandomProposer(Proposer):
     name = "random"
 
-    def __init__(self, deps: ProposerDeps):
+    def __init__(self, deps: ProposerDeps, max_corrections: int):
         super().__init__(deps)
+        self.max_corrections = max_corrections  # AX3L_MAX_CORRECTIONS: rejections allowed
         self.rng = random.Random()
 
     def choose(
@@ -61,7 +62,7 @@ class RandomProposer(Proposer):
                     raise ConversationFailed(f"{session.tool.name} answered {result.text}")
                 excluded.add(key_of(values))
                 rejections += 1
-                if rejections > deps.settings.max_corrections:
+                if rejections > self.max_corrections:
                     raise ConversationFailed(
                         f"{rejections} proposals rejected; last: {result.payload.get('reason')}"
                     )
