@@ -1,10 +1,5 @@
-"""Confirmed promotions (``AX3L_PROMOTION=confirm``) against the reference SnakeLab's surrogate.
-
-Only hidden size is tunable and the seed is 1972, where the surrogate (deterministic per
-configuration and seed) gives two telling candidates: hidden size 304 beats the default on
-seed 1972 and loses on the confirmation seeds (lucky), 176 beats it on both (better). The tests
-compute those scores from the surrogate itself and check the premise before relying on it.
-"""
+"""Confirmed promotions (``AX3L_PROMOTION=confirm``) against the reference SnakeLab's surrogate,
+on ``ax3l.testing.confirmation_case`` (a lucky and a better candidate on seed 1972)."""
 
 from __future__ import annotations
 
@@ -13,46 +8,18 @@ from typing import Any
 import pytest
 
 from ax3l.orchestrator.confirmation import confirmation_seeds
-from ax3l.shared.config_schema import ConfigSchema
-from ax3l.testing.stack import (
-    FIXED_EXCEPT_HIDDEN_SIZE,
-    Stack,
-    check_history,
-    narrowed_schema,
-    tiny_schema,
+from ax3l.testing.confirmation_case import (
+    BETTER,
+    CONFIRM,
+    DEFAULT_HIDDEN,
+    LUCKY,
+    RANDOM_HIDDEN,
+    SCHEMA,
+    SEEDS,
+    scores,
+    submit,
 )
-from snakelab.trainers.surrogate import predict_high_score
-
-SEED = 1972
-SCHEMA = narrowed_schema(
-    {
-        "model.hidden_size": {"minimum": 64, "maximum": 384},
-        **FIXED_EXCEPT_HIDDEN_SIZE,
-        "seed": {"default": SEED},
-    }
-)
-DEFAULT_HIDDEN, LUCKY, BETTER = 224, 304, 176
-SEEDS = [SEED, *confirmation_seeds(SEED, 2)]
-CONFIRM = {"AX3L_PROMOTION": "confirm", "AX3L_SEED_STAGNANT_ROUNDS": "100"}
-RANDOM_HIDDEN = {"random_call": {"hidden_size": [[64, 384, 16]]}}
-
-
-def scores(hidden_size: int) -> list[int]:
-    """The surrogate's high scores of the default config with ``hidden_size`` on ``SEEDS``."""
-    schema = ConfigSchema(SCHEMA)
-    default = schema.validate(schema.default_config())
-    return [
-        predict_high_score(
-            schema.validate(
-                schema.with_values(default, {"model.hidden_size": hidden_size, "seed": s})
-            )
-        )
-        for s in SEEDS
-    ]
-
-
-def submit(value: int) -> dict[str, Any]:
-    return {"tool_call": {"name": "submit_single_value", "arguments": {"value": value}}}
+from ax3l.testing.stack import Stack, check_history, tiny_schema
 
 
 def compared(stack: Stack, count: int) -> Any:

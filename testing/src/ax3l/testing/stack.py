@@ -107,6 +107,7 @@ class Stack:
         self.schema_path: Path | None = None
         self.snakelab: SnakeLabProcess | None = None
         self.front: ScriptedPeer | None = None  # what the services reach SnakeLab through
+        self.extra_hosts: list[SnakeLabProcess] = []  # start(hosts=n): the other hosts
         self.broker_env: dict[str, str] = {}  # the broker's own settings (set before start)
         self.broker: Proc | None = None
         self.broker_port = 0  # the latest broker's REST port
@@ -133,6 +134,9 @@ class Stack:
             env["AX3L_SNAKELAB_ENDPOINT"] = self.front.endpoint
         elif self.snakelab is not None:
             env["AX3L_SNAKELAB_ENDPOINT"] = self.snakelab.endpoint
+        if self.snakelab is not None and self.extra_hosts:
+            endpoints = [self.snakelab.endpoint, *(h.endpoint for h in self.extra_hosts)]
+            env["AX3L_SNAKELAB_ENDPOINTS"] = ",".join(endpoints)
         if self.schema_path is not None:
             env["AX3L_SCHEMA_PATH"] = str(self.schema_path)
             env["SNAKELAB_SCHEMA_PATH"] = str(self.schema_path)
@@ -142,23 +146,38 @@ class Stack:
         self,
         surrogate_seconds: float = 0.0,
         front: Callable[[str], ScriptedPeer] | None = None,
+        hosts: int = 1,
     ) -> Stack:
         """Start SnakeLab and the broker side by side and wait until both answer.
 
         ``front``, given SnakeLab's endpoint, builds the peer the services talk to instead (for
         example ``zmq_peer.stalling_snakelab``); the tests' own reads go to SnakeLab itself.
+        ``hosts`` > 1: that many reference SnakeLab processes on the one database (host ids
+        h0, h1, ...; ``extra_hosts`` are all but the first), named to the services by
+        ``AX3L_SNAKELAB_ENDPOINTS``.
         """
         extra = {"SNAKELAB_SCHEMA_PATH": str(self.schema_path)} if self.schema_path else {}
-        self.snakelab = SnakeLabProcess(
-            self.databases.env(),
-            trainer="surrogate",
-            seconds=surrogate_seconds,
-            extra_env={**extra, "SNAKELAB_LOG_LEVEL": "WARNING"},
-            log_dir=self.folder,
-        )
+        extra["SNAKELAB_LOG_LEVEL"] = "WARNING"
+        named = hosts > 1
+
+        def host(number: int) -> SnakeLabProcess:
+            folder = self.folder / f"host-{number}" if number else self.folder
+            folder.mkdir(exist_ok=True)
+            return SnakeLabProcess(
+                self.databases.env(),
+                trainer="surrogate",
+                seconds=surrogate_seconds,
+                extra_env={**extra, **({"SNAKELAB_HOST_ID": f"h{number}"} if named else {})},
+                log_dir=folder,
+            )
+
+        self.snakelab = host(0)
+        self.extra_hosts = [host(number) for number in range(1, hosts)]
         if front is not None:
             self.front = front(self.snakelab.endpoint)
         broker = self._spawn_broker()
+        for other in self.extra_hosts:
+            other.start()
         self.snakelab.start()
         assert self.broker is not None
         self.broker.wait_ready(broker.healthy, 30)
@@ -272,6 +291,9 @@ class Stack:
             proc.kill()
         if self.front is not None:
             self.front.close()
+        for other in self.extra_hosts:
+            other.kill()
+            other.close()
         if self.snakelab is not None:
             self.snakelab.kill()
             self.snakelab.close()

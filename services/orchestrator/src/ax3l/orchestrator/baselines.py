@@ -22,6 +22,7 @@ from ax3l.orchestrator.status import LoopStatus, Phase
 from ax3l.orchestrator.waiting import RunOutcome
 from ax3l.shared.db.event_reads import StoredEvent
 from ax3l.shared.event_models import SimulationSubmitted
+from ax3l.shared.snakelab_hosts import several_hosts_host
 from ax3l.shared.submit_once import SubmissionRefused
 
 logger = logging.getLogger(__name__)
@@ -137,6 +138,7 @@ async def next_baseline_run(
             reused=reused,
             attempt=attempt_number(stored, run_id),
             **retry,
+            **_sent_to(runs, run_id),
         ),
         level="WARNING" if earlier else None,
         process_id=run_id,
@@ -144,3 +146,9 @@ async def next_baseline_run(
         source_name=source_name,
     )
     return run_id, record_id
+
+
+def _sent_to(runs: Runs, run_id: str) -> dict[str, Any]:
+    """``host``: the SnakeLab endpoint the run was sent to, with several hosts only."""
+    host = several_hosts_host(runs.submitter.client, run_id)
+    return {"host": host} if host else {}

@@ -44,10 +44,11 @@ from ax3l.shared.crash_points import UnknownCrashPoint, arm, armed_points
 from ax3l.shared.db.availability import wait_for_database
 from ax3l.shared.db.cli import ensure_schema
 from ax3l.shared.db.database import Database
-from ax3l.shared.db.errors import DatabaseMisconfigured, DatabaseUnavailable
+from ax3l.shared.db.errors import DatabaseError, DatabaseMisconfigured, DatabaseUnavailable
 from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.event_models import SnakeLabHostDown, SnakeLabHostUp
 from ax3l.shared.settings import PROPOSER_NAMES, Settings
-from ax3l.shared.snakelab_client import SnakeLabClient
+from ax3l.shared.snakelab_hosts import SnakeLabHosts, snakelab_client
 from ax3l.shared.submit_once import OnceSubmitter
 from ax3l.shared.tasks import stop_task
 
@@ -147,6 +148,20 @@ class _Process:
         self.capture.stop()
 
 
+async def _host_changed(log: EventLog, process_id: str, endpoint: str, state: str) -> None:
+    """One of several SnakeLab hosts stopped or started answering: an event, best effort (a
+    database outage must not fail the request that noticed it)."""
+    content = (
+        SnakeLabHostDown(endpoint=endpoint)
+        if state == "down"
+        else SnakeLabHostUp(endpoint=endpoint)
+    )
+    try:
+        await log.log(content, process_id=process_id)
+    except DatabaseError as exc:
+        logger.warning("could not log SnakeLab host %s %s: %s", endpoint, state, exc)
+
+
 def _wire(settings: Settings, schema: ConfigSchema, proposer_name: str) -> _Process:
     """Open the process's resources and build the loop, the proposer and the API server."""
     process_id = str(uuid.uuid4())
@@ -156,13 +171,18 @@ def _wire(settings: Settings, schema: ConfigSchema, proposer_name: str) -> _Proc
     logger.info("process id %s", process_id)
     db = Database(settings)
     log = EventLog(db)
-    snakelab = SnakeLabClient(settings.snakelab_endpoint, settings.snakelab_timeout)
+    snakelab = snakelab_client(
+        settings.snakelab_hosts(),
+        settings.snakelab_timeout,
+        on_change=partial(_host_changed, log, process_id),
+    )
     index = ConfigIndex(db, schema)
     status = LoopStatus(
         process_id,
         proposer_name,
         seed_stagnant_rounds=settings.seed_stagnant_rounds,
         promotion=settings.promotion,
+        snakelab_hosts=snakelab.states if isinstance(snakelab, SnakeLabHosts) else None,
     )
     poll = settings.snakelab_poll_interval
     runs = Runs(

@@ -55,6 +55,9 @@ class LoopStatus:
     # AX3L_PROMOTION=confirm: the confirmation in progress: {"candidate_run_id",
     # "golden_run_id", "seeds"} (the current seed first); None otherwise.
     confirmation: dict[str, Any] | None = None
+    # AX3L_SNAKELAB_ENDPOINTS: each host's state (idle, running, down, unknown) as the loop's
+    # client last saw it (the client's own dict, kept current); None with one host.
+    snakelab_hosts: dict[str, str] | None = None
 
     def set_phase(self, phase: Phase, **fields: Any) -> None:
         self.phase = phase

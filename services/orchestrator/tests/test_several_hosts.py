@@ -1,0 +1,105 @@
+"""Two reference SnakeLab hosts sharing one database (``AX3L_SNAKELAB_ENDPOINTS``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ax3l.testing.confirmation_case import BETTER, CONFIRM, RANDOM_HIDDEN, SCHEMA, submit
+from ax3l.testing.snakelab_process import SnakeLabProcess
+from ax3l.testing.stack import Stack, check_history
+
+
+def run_rows(stack: Stack) -> dict[str, dict[str, Any]]:
+    """Each run's host and training interval, from SnakeLab's shared table."""
+    rows = stack.databases.query(
+        "SELECT run_id, host, status, started_at, completed_at FROM simulation_runs",
+        user="snakelab",
+    )
+    return {
+        str(run_id): {"host": host, "status": status, "started": start, "ended": end}
+        for run_id, host, status, start, end in rows
+    }
+
+
+def overlap(first: dict[str, Any], second: dict[str, Any]) -> bool:
+    """Whether two runs trained at the same time."""
+    begin: datetime = max(first["started"], second["started"])
+    end: datetime = min(first["ended"], second["ended"])
+    return begin < end
+
+
+def test_a_confirmations_runs_train_side_by_side_on_two_hosts(stack: Stack) -> None:
+    """Under confirm with two hosts, the runs a confirmation submits together go to both
+    hosts and train at the same time (seeding's and the candidate's), each recorded with its
+    host; the history keeps every invariant."""
+    stack.use_schema(SCHEMA)
+    stack.start(surrogate_seconds=3, hosts=2)
+    model = stack.start_model({"replies": [submit(BETTER)], "then": RANDOM_HIDDEN})
+    proc = stack.orchestrator("llm", url=model.url, env=CONFIRM)
+    stack.wait_for(lambda: stack.count("golden_config_created") >= 2, 120, "the promotion", proc)
+    status = stack.status()
+    proc.stop()
+
+    rows = run_rows(stack)
+    seeding, promoted = stack.events("golden_config_created")[:2]
+    (decided,) = stack.events("promotion_confirmation_decided")
+    for pair in (seeding.get("confirmation_runs")[1:], decided.get("candidate_runs")[1:]):
+        first, second = (rows[run_id] for run_id in pair)
+        assert {first["host"], second["host"]} == {"h0", "h1"}
+        assert overlap(first, second), (first, second)
+    recorded = {
+        e.process_id: e.get("host")
+        for e in stack.events("simulation_submitted")
+        if e.get("purpose") == "confirmation"
+    }
+    endpoints = {"h0": stack.snakelab.endpoint, "h1": stack.extra_hosts[0].endpoint}
+    assert recorded and all(recorded[r] == endpoints[rows[r]["host"]] for r in recorded)
+    assert set(status["snakelab_hosts"]) == set(endpoints.values())
+    assert promoted.get("kind") == "promotion"
+    check_history(stack)
+
+
+def test_a_host_killed_mid_run_fails_only_its_own_run(stack: Stack) -> None:
+    """A proposal's run trains on one host, the other trains nothing; that host is killed and
+    restarted (as a supervisor would): its run is failed by the restart and the step treats it
+    like any failed run, the loop goes on over both hosts, nothing is run twice, and the
+    host's stop and return are events."""
+    stack.use_schema(SCHEMA)
+    stack.start(surrogate_seconds=8, hosts=2)
+    model = stack.start_model({"replies": [submit(BETTER)], "then": RANDOM_HIDDEN})
+    env = {"AX3L_SEED_STAGNANT_ROUNDS": "100", "AX3L_SNAKELAB_TIMEOUT": "1"}
+    proc = stack.orchestrator("llm", url=model.url, env=env)
+    stack.wait_for(lambda: stack.count("proposal_accepted") >= 1, 120, "a proposal", proc)
+    (accepted,) = stack.events("proposal_accepted")
+    run_id = accepted.process_id
+    stack.wait_for(lambda: run_rows(stack)[run_id]["status"] == "running", 60, "its run", proc)
+    host = run_rows(stack)[run_id]["host"]
+    victim = stack.snakelab if host == "h0" else stack.extra_hosts[0]
+    victim.kill()
+    stack.wait_for(lambda: stack.count("snakelab_host_down") >= 1, 60, "the host missed", proc)
+    victim.close()
+    restarted = SnakeLabProcess(
+        stack.databases.env(),
+        seconds=0,
+        port=victim.port,
+        events_port=victim.events_port,
+        extra_env={
+            k: v
+            for k, v in victim.env.items()
+            if k.startswith("SNAKELAB_") and k != "SNAKELAB_SURROGATE_SECONDS"
+        },
+    ).start()
+    try:
+        stack.wait_for(
+            lambda: stack.count("configuration_compared") >= 1, 120, "the step's end", proc
+        )
+        proc.stop()
+    finally:
+        restarted.close()
+    rows = run_rows(stack)
+    assert rows[run_id]["status"] == "failed"
+    others = [r for r, row in rows.items() if r != run_id and row["status"] != "completed"]
+    assert not others, {r: rows[r] for r in others}
+    assert stack.count("snakelab_host_up") >= 1
+    check_history(stack)
