@@ -15,7 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-SKIPPED_DIRS = {".venv", ".git", "__pycache__", "node_modules", ".mypy_cache", ".ruff_cache"}
+# .run holds the private services' state and the Ray tier's environment: nothing of the project.
+SKIPPED_DIRS = {
+    ".venv",
+    ".git",
+    "__pycache__",
+    "node_modules",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".run",
+}
 
 # Service imports another service's code on purpose; each with its reason. Anything else
 # between two services goes through ax3l.shared (or over the wire).

@@ -1,10 +1,10 @@
 """Chaos: the whole stack as real processes, SIGKILLed at 50+ random moments and frozen
 (SIGSTOP for 1 to 8 s) at 20+ more (issues 11 and 21).
 
-Not part of `make test`: `make test-chaos` runs it (about eight minutes: the spec's promotion
-rule, then half as long under AX3L_PROMOTION=confirm). AX3L_CHAOS_SEED, AX3L_CHAOS_KILLS and
-AX3L_CHAOS_FREEZES reproduce or shorten a run; the summary is printed and written to
-test-output/<test>/chaos-summary.txt with every service's log beside it.
+Not part of `make test`: `make test-chaos` runs it (about ten minutes: the spec's promotion
+rule, then half as long under AX3L_PROMOTION=confirm with two SnakeLab hosts). AX3L_CHAOS_SEED,
+AX3L_CHAOS_KILLS and AX3L_CHAOS_FREEZES reproduce or shorten a run; the summary is printed and
+written to test-output/<test>/chaos-summary.txt with every service's log beside it.
 """
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ def test_random_kills_and_freezes_never_corrupt_the_history_or_stop_the_loop(
 def test_random_kills_and_freezes_under_confirmed_promotions(
     test_output_dir: Path, request: pytest.FixtureRequest
 ) -> None:
-    """The same under ``AX3L_PROMOTION=confirm``, shorter (half the kills and freezes,
-    another seed): confirmations killed and frozen at any moment are finished exactly once,
-    decided by their means, and every other invariant holds."""
+    """The same under ``AX3L_PROMOTION=confirm`` with two SnakeLab hosts on one database (a
+    kill may hit either), shorter (half the kills and freezes, another seed): confirmations
+    killed and frozen at any moment are finished exactly once, decided by their means, and
+    every other invariant holds."""
     base = ChaosConfig.from_env()
     config = dataclasses.replace(
         base,
@@ -42,6 +43,7 @@ def test_random_kills_and_freezes_under_confirmed_promotions(
         kills=max(1, base.kills // 2),
         freezes=base.freezes // 2,
         promotion="confirm",
+        hosts=2,
     )
     report = _run(config, test_output_dir, request)
     decided = report.counts["confirmations_by_decision"]

@@ -9,8 +9,9 @@ uniform), ``AX3L_CHAOS_INTERVAL`` ("1.5,6.5": seconds between disturbances, unif
 ``AX3L_CHAOS_RUN_SECONDS`` (1.5: surrogate run time), ``AX3L_CHAOS_STAGNANT_ROUNDS`` (2, so seed
 rotations happen), ``AX3L_CHAOS_RECOVERY_DEADLINE`` (90 s for 3 new steps after the last
 disturbance), ``AX3L_CHAOS_PROMOTION`` (single; confirm runs the loop under confirmed
-promotions). The first half of the kills runs the ``tpe`` proposer, the second half the
-scripted model (``llm``).
+promotions), ``AX3L_CHAOS_HOSTS`` (1; 2 adds a second SnakeLab host, ``snakelab-2``, on the
+same database, killed like the others). The first half of the kills runs the ``tpe``
+proposer, the second half the scripted model (``llm``).
 
 Kills and freezes come in one shuffled sequence. Half of the freezes are SnakeLab's; the others
 hit MariaDB (twice the share of the others), the broker and the orchestrator (with its MCP
@@ -52,6 +53,7 @@ from ax3l.testing.invariants import Invariant, check_invariants
 from ax3l.testing.scripted_llm import random_call_ranges
 
 TARGETS = ("orchestrator", "toolbroker", "snakelab", "mariadb")
+SECOND_HOST = "snakelab-2"
 # The services frozen besides SnakeLab (which gets half of the freezes), by weight: MariaDB
 # frozen just after a submission's intent holds SnakeLab's insert of the run, the way to a late
 # answer, so it gets twice the share.
@@ -59,7 +61,7 @@ OTHER_FREEZE_TARGETS = ("mariadb", "mariadb", "toolbroker", "orchestrator")
 # The share of kills aimed at a frozen service when one is frozen at that moment.
 KILL_FROZEN_SHARE = 0.3
 # Deaths of these without a kill are findings: they should wait out an outage in place.
-MUST_NOT_DIE = ("toolbroker", "snakelab", "scripted-model")
+MUST_NOT_DIE = ("toolbroker", "snakelab", SECOND_HOST, "scripted-model")
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,7 @@ class ChaosConfig:
     stagnant_rounds: int = 2
     recovery_deadline: float = 90.0
     promotion: str = "single"
+    hosts: int = 1  # 2: a second SnakeLab host (snakelab-2) on the same database
     recovery_steps: int = 3
     restart_delay: tuple[float, float] = (0.2, 2.0)
     model_delay: float = 0.3
@@ -92,7 +95,13 @@ class ChaosConfig:
             stagnant_rounds=int(env.get("AX3L_CHAOS_STAGNANT_ROUNDS", "2")),
             recovery_deadline=float(env.get("AX3L_CHAOS_RECOVERY_DEADLINE", "90")),
             promotion=env.get("AX3L_CHAOS_PROMOTION", "single"),
+            hosts=int(env.get("AX3L_CHAOS_HOSTS", "1")),
         )
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """What a kill may hit: the services, and the second SnakeLab host when there is one."""
+        return (*TARGETS, SECOND_HOST) if self.hosts > 1 else TARGETS
 
 
 def _pair(text: str) -> tuple[float, float]:
@@ -301,7 +310,7 @@ def _clean_environ() -> dict[str, str]:
 
 # make run's restart policy with the chaos tier's timings; it never gives up (deaths are findings).
 POLICY = RestartPolicy(backoff_max=8.0, quick_crash_seconds=30.0, give_up_after=None)
-STOP_ORDER = ("orchestrator", "toolbroker", "scripted-model", "snakelab")
+STOP_ORDER = ("orchestrator", "toolbroker", "scripted-model", "snakelab", SECOND_HOST)
 
 
 class ChaosStack:
@@ -315,7 +324,8 @@ class ChaosStack:
         self.supervisor = Supervisor([])
         self.freezer = chaos.Freezer()
         self.proposer = "tpe"
-        names = ("snakelab", "snakelab_events", "toolbroker", "orchestrator", "model", "zmq")
+        names = ["snakelab", "snakelab_events", "snakelab2", "snakelab2_events"]
+        names += ["toolbroker", "orchestrator", "model", "zmq"]
         self.ports = {name: free_port() for name in names}
         self.databases: TestDatabases | None = None
 
@@ -330,7 +340,7 @@ class ChaosStack:
     def _stack_env(self) -> dict[str, str]:
         """What make run's stack_env would hold for this stack: the database, ports, endpoints."""
         assert self.databases is not None
-        return {
+        env = {
             **_clean_environ(),
             **self.databases.env(),
             "SNAKELAB_PORT": str(self.ports["snakelab"]),
@@ -340,14 +350,20 @@ class ChaosStack:
             "AX3L_TOOLBROKER_PORT": str(self.ports["toolbroker"]),
             "AX3L_ORCHESTRATOR_PORT": str(self.ports["orchestrator"]),
         }
+        if self.config.hosts > 1:
+            second = f"tcp://127.0.0.1:{self.ports['snakelab2']}"
+            env["AX3L_SNAKELAB_ENDPOINTS"] = f"{env['AX3L_SNAKELAB_ENDPOINT']},{second}"
+        return env
 
     def _overrides(self, name: str) -> dict[str, str]:
         """The chaos tier's own settings for ``name`` (the orchestrator's, as of its start)."""
-        if name == "snakelab":
+        if name in ("snakelab", SECOND_HOST):
+            named = {"SNAKELAB_HOST_ID": f"h{int(name == SECOND_HOST)}"}
             return {
                 "SNAKELAB_TRAINER": "surrogate",
                 "SNAKELAB_SURROGATE_SECONDS": str(self.config.run_seconds),
                 "SNAKELAB_LOG_LEVEL": "INFO",
+                **(named if self.config.hosts > 1 else {}),
             }
         if name != "orchestrator":
             return {}
@@ -382,6 +398,21 @@ class ChaosStack:
             lambda: service.environment(self._stack_env(), self._overrides(name)),
         )
 
+    def _second_host(self) -> Child:
+        """Another reference SnakeLab on the same database, on ports of its own."""
+        ports = {
+            "SNAKELAB_PORT": str(self.ports["snakelab2"]),
+            "SNAKELAB_EVENTS_PORT": str(self.ports["snakelab2_events"]),
+        }
+        service = spec.service("snakelab", {**self._stack_env(), **ports})
+        return self._child(
+            SECOND_HOST,
+            service.argv(sys.executable),
+            lambda: service.environment(
+                {**self._stack_env(), **ports}, self._overrides(SECOND_HOST)
+            ),
+        )
+
     def start(self) -> None:
         self.mariadb.start()
         self.databases = TestDatabases.of_server(self.mariadb.settings())
@@ -397,6 +428,7 @@ class ChaosStack:
         ]
         children = [
             self._service_child("snakelab"),
+            *([self._second_host()] if self.config.hosts > 1 else []),
             self._service_child("toolbroker"),
             self._child("scripted-model", model, lambda: spec.process_env(os.environ)),
             self._service_child("orchestrator"),
@@ -502,7 +534,11 @@ class Driver:
         self.status_pid: int | None = None  # the orchestrator that last answered the status
 
     def up(self) -> list[str]:
-        return [t for t in TARGETS if self.services[t].alive() and not self.services[t].restarting]
+        return [
+            t
+            for t in self.config.targets
+            if self.services[t].alive() and not self.services[t].restarting
+        ]
 
     def phase(self) -> tuple[str, str]:
         """What the loop is doing (the status API's phase), and its proposer. The status reads
@@ -549,10 +585,10 @@ class Driver:
 
     def kill(self, number: int, total: int) -> None:
         rng, freezer = self.rng, self.stack.freezer
-        target = rng.choice(TARGETS)
+        target = rng.choice(self.config.targets)
         # Drawn whether or not a service is frozen, so the seed's later draws stay the same.
         aim, which = rng.random(), rng.random()
-        frozen = sorted(t for t in freezer.frozen() if t in TARGETS)
+        frozen = sorted(t for t in freezer.frozen() if t in self.config.targets)
         if frozen and aim < KILL_FROZEN_SHARE:
             target = frozen[int(which * len(frozen))]  # a frozen service dies like a running one
         switch = self.kills_done == self.config.kills // 2
