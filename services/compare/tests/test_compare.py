@@ -21,18 +21,8 @@ from ax3l.compare.throwaway import RepeatDatabases
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.settings import PROPOSER_NAMES
 from ax3l.shared.waiting import WaitTimeout, wait_until
-from ax3l.testing.databases import TestDatabases
+from ax3l.testing.databases import ADMIN_KEYS, compare_environment
 from snakelab.trainers.surrogate import expected_high_score, predict_high_score
-
-ADMIN_KEYS = ("AX3L_DB_ADMIN_USER", "AX3L_DB_ADMIN_PASSWORD")
-
-
-def _env(databases: TestDatabases, db_env: dict[str, str]) -> dict[str, str]:
-    """ax3l-compare's environment: results into the test's Ax3l database, the admin login."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DB_", "AX3L_", "SNAKELAB_"))}
-    env.update(databases.env())
-    env.update({k: db_env[k] for k in ADMIN_KEYS})
-    return env
 
 
 def test_a_tiny_comparison_runs_every_repeat_through_the_services_and_stores_it(
@@ -49,7 +39,7 @@ def test_a_tiny_comparison_runs_every_repeat_through_the_services_and_stores_it(
     args += ["--retest", "2", "--retest-at", "2"]
     completed = subprocess.run(
         [sys.executable, "-m", "ax3l.compare", *args, "--csv", str(out)],
-        env=_env(databases, db_env),
+        env=compare_environment(databases, db_env),
         capture_output=True,
         text=True,
         timeout=600,
@@ -228,7 +218,7 @@ def test_sigterm_stops_every_repeat_service_and_drops_its_databases(databases, d
     args = ["--proposers", "random", "--repeats", "1", "--budget", "20", "--surrogate-seconds", "3"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "ax3l.compare", *args, "--logs", str(logs)],
-        env=_env(databases, db_env),
+        env=compare_environment(databases, db_env),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

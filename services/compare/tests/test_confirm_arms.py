@@ -5,7 +5,6 @@ disjoint from every confirmation seed, the per-repeat promotion figures, and one
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import pytest
@@ -25,18 +24,8 @@ from ax3l.compare.retest import (
 )
 from ax3l.orchestrator import confirmation
 from ax3l.shared.config_schema import load_schema
-from ax3l.testing.databases import TestDatabases
+from ax3l.testing.databases import compare_environment
 from snakelab.trainers.surrogate import expected_high_score, predict_high_score
-
-ADMIN_KEYS = ("AX3L_DB_ADMIN_USER", "AX3L_DB_ADMIN_PASSWORD")
-
-
-def _env(databases: TestDatabases, db_env: dict[str, str]) -> dict[str, str]:
-    """ax3l-compare's environment: results into the test's Ax3l database, the admin login."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DB_", "AX3L_", "SNAKELAB_"))}
-    env.update(databases.env())
-    env.update({k: db_env[k] for k in ADMIN_KEYS})
-    return env
 
 
 def _check(*argv: str, env: dict[str, str] | None = None) -> list[str]:
@@ -202,7 +191,8 @@ def test_a_random_at_confirm_repeat_confirms_and_stores_what_its_database_held(
     monkeypatch.setattr(compare_repeat, "read_promotion_figures", reading)
     argv = ["--proposers", "random@confirm", "--no-control", "--repeats", "1"]
     argv += ["--budget", str(BUDGET), "--retest", "1", "--seed", str(SEED)]
-    code = compare_main.run_comparison(compare_main.parse_args(argv), _env(databases, db_env))
+    env = compare_environment(databases, db_env)
+    code = compare_main.run_comparison(compare_main.parse_args(argv), env)
     output = capsys.readouterr().out
     assert code == 0, output
     assert "random@confirm confirm       1       1.00" in output, output

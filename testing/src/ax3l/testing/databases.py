@@ -223,3 +223,16 @@ def scratch_databases(
                 f"REVOKE ALL PRIVILEGES ON `{dbs.snakelab_db}`.* FROM '{dbs.snakelab_user}'@'%'"
             )
         admin.close()
+
+
+ADMIN_KEYS = ("AX3L_DB_ADMIN_USER", "AX3L_DB_ADMIN_PASSWORD")
+
+
+def compare_environment(databases: TestDatabases, db_env: dict[str, str]) -> dict[str, str]:
+    """``ax3l-compare``'s environment in a test: this process's without any Ax3l, database or
+    SnakeLab setting, the test's databases (results go to its Ax3l database) and the private
+    MariaDB's admin login (``db_env``) for the repeats' throwaway databases."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DB_", "AX3L_", "SNAKELAB_"))}
+    env.update(databases.env())
+    env.update({k: db_env[k] for k in ADMIN_KEYS})
+    return env
