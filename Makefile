@@ -58,6 +58,14 @@ test-chaos: install ## the chaos test: the whole stack kill -9'd and frozen at r
 test-compose: system-deps install ## docker compose up for real: images built, started, crashed, resumed (root; starts dockerd)
 	AX3L_TEST_COMPOSE=1 $(UV) run --frozen pytest tests/compose -s $(PYTEST_ARGS)
 
+# Ray is ax3l-compare's optional extra: the tier installs it into an environment of its own
+# (.run/venv-ray, from uv.lock and uv's cache), so .venv and `make run` never have it.
+.PHONY: test-ray
+test-ray: uv db-start ## ax3l-compare --ray on a real Ray cluster of 3 local nodes (Ray in .run/venv-ray; a few min)
+	UV_PROJECT_ENVIRONMENT=.run/venv-ray $(UV) sync --frozen --all-packages --extra ray
+	AX3L_TEST_RAY=1 RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 UV_PROJECT_ENVIRONMENT=.run/venv-ray \
+		$(UV) run --frozen --no-sync pytest tests/ray -s $(PYTEST_ARGS)
+
 # The same commands as .pre-commit-config.yaml's hooks; the rules and their reasons are in
 # pyproject.toml (mypy: strict on the packages, lenient on tests, scripts and bench).
 .PHONY: lint

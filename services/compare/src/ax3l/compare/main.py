@@ -25,28 +25,31 @@ failed, 2 on bad arguments or settings.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import contextlib
 import os
 import shutil
 import signal
 import sys
-import tempfile
-import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ax3l.compare import processes, results
+from ax3l.compare import results
 from ax3l.compare.arms import CONFIRM, ArmError, parse_arm, policy_pairs
-from ax3l.compare.preload import preloader
-from ax3l.compare.processes import Launcher
+from ax3l.compare.executor import Executor, ExecutorUnavailable, LocalExecutor, RepeatJob
 from ax3l.compare.promotions import PromotionFigures
-from ax3l.compare.repeat import RepeatPlan, RepeatResult, run_repeat
+from ax3l.compare.repeat import RepeatPlan, RepeatResult
 from ax3l.compare.retest import check_disjoint, held_out_seeds, retest_points
 from ax3l.compare.settings import CompareSettings, effective_env, load_settings
-from ax3l.compare.throwaway import AdminLoginMissing, admin_connection
+from ax3l.compare.throwaway import (
+    AdminLoginMissing,
+    admin_connection,
+    comparison_token,
+    drop_pairs,
+)
+from ax3l.compare.version import VersionMismatch, ax3l_version
 from ax3l.shared import comparison_stats as stats
 from ax3l.shared.comparison_stats import CONTROL
 from ax3l.shared.db.cli import connect, ensure_schema
@@ -123,6 +126,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"leave out the control arm {CONTROL!r} (the default configuration, never tuned)",
     )
     parser.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run each repeat as a task on the Ray cluster at ADDRESS (auto: Ray's own"
+        " discovery, RAY_ADDRESS or the local ray start); needs ax3l-compare[ray]",
+    )
+    parser.add_argument(
+        "--ray-resource",
+        default="CPU=1",
+        help="what each repeat's Ray task asks for, NAME=AMOUNT (CPU=1; e.g. snakelab=1)",
+    )
+    parser.add_argument(
+        "--ray-retries",
+        type=int,
+        default=2,
+        help="times Ray runs a repeat again after its node was lost (2)",
+    )
+    parser.add_argument(
         "--pairs",
         default="",
         help="more paired comparisons, e.g. llm:random,llm+tpe:llm (each proposer is paired"
@@ -160,6 +180,8 @@ def check_args(args: argparse.Namespace, env: dict[str, str]) -> list[str]:
         raise UsageError("--parallel must be at least 1")
     if args.retest < 0:
         raise UsageError("--retest must be 0 or more")
+    if args.ray_retries < 0:
+        raise UsageError("--ray-retries must be 0 or more")
     try:
         check_disjoint(
             args.seed, args.repeats, args.budget, args.retest, confirm_seeds(proposers, env)
@@ -410,6 +432,42 @@ def _band(values: list[float]) -> str:
     return f"[{stats.quantile(values, 0.025):.1f}, {stats.quantile(values, 0.975):.1f}]"
 
 
+def make_executor(args: argparse.Namespace, parallel: int) -> Executor:
+    """``LocalExecutor`` (``--parallel`` side by side here) or, with ``--ray``, the Ray one."""
+    if args.ray is None:
+        return LocalExecutor(parallel)
+    try:
+        from ax3l.compare import ray_executor
+    except ImportError as exc:
+        if not (exc.name or "").startswith("ray"):
+            raise
+        raise UsageError(
+            "--ray needs Ray, the optional extra: pip install 'ax3l-compare[ray]' (in this"
+            " repository: uv sync --all-packages --extra ray) on this machine and every node"
+        ) from None
+    try:
+        resource = ray_executor.ResourceRequest.parse(args.ray_resource)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return ray_executor.RayExecutor(args.ray, resource, args.ray_retries)
+
+
+def _drop_left(settings: CompareSettings, token: str) -> None:
+    """Drop the database pairs the comparison's repeats left (a task killed or whose node was
+    lost before it could drop its own); a failure to is reported, never raised."""
+    try:
+        left = drop_pairs(settings, token)
+    except Exception as exc:
+        print(f"ax3l-compare: could not drop the databases {token}*: {exc}", file=sys.stderr)
+        return
+    if left:
+        print(
+            f"ax3l-compare: dropped {len(left)} database pair(s) the repeats left:"
+            f" {', '.join(left)}",
+            file=sys.stderr,
+        )
+
+
 def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
     env = effective_env(args.db_env, environ)
     proposers = check_args(args, env)
@@ -417,6 +475,8 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
     admin_connection(settings).close()  # fail early without a login that can create databases
     ensure_schema(settings)
     parallel = args.parallel or settings.default_parallel(any(map(uses_model, proposers)))
+    executor = make_executor(args, parallel)
+    executor.prepare()  # fail early: a cluster that does not answer or lacks the resource
     url = args.url or env.get("AX3L_LLM_URL")
     confirming = confirm_seeds(proposers, env)
     seeds = tuple(held_out_seeds(args.seed, args.retest, confirming))
@@ -430,16 +490,34 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
             " orchestrator gets its own policy (X: single, X@confirm: confirm)",
             file=sys.stderr,
         )
+    if args.ray is not None and args.parallel is not None:
+        print(
+            "ax3l-compare: --parallel is ignored with --ray: the cluster's resources decide how"
+            " many repeats run at once (--ray-resource)",
+            file=sys.stderr,
+        )
     work = [*plans(proposers, args.repeats, args.budget, args.seed, seeds, points)]
-    logs = args.logs or Path(tempfile.mkdtemp(prefix="ax3l-compare-"))
+    job = RepeatJob(
+        env,
+        url,
+        args.surrogate_seconds,
+        args.repeat_timeout,
+        comparison_token(),
+        ax3l_version(),
+        args.logs,
+        args.spawn,
+    )
     content: dict[str, Any] = {
         "seeds": [args.seed, args.seed + args.repeats - 1],
-        "parallel": parallel,
+        "parallel": parallel if args.ray is None else None,
+        "executor": _executor_content(args),
+        "databases": job.databases,
         "surrogate_seconds": args.surrogate_seconds,
         "trainer": "surrogate",
         "url": url,
         "llm_model": settings.llm_model,
         "ax3l_version": settings.ax3l_version,
+        "version": job.version,
         "settings": {k: v for k, v in env.items() if k.startswith(("AX3L_LLM_", "AX3L_MAX_"))},
         "retest": {"seeds": list(seeds), "at": list(points), "control": CONTROL in proposers},
         "pairs": [list(pair) for pair in pairs],
@@ -450,7 +528,6 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
     }
     began = time.monotonic()
     conn = connect(settings)
-    stop = threading.Event()
     done: list[RepeatResult] = []
     comparison_id: int | None = None
     state = "failed"
@@ -460,44 +537,21 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
         )
         print(
             f"comparison {comparison_id}: {', '.join(proposers)} x {args.repeats} repeats x"
-            f" {args.budget} runs, {parallel} side by side; logs in {logs}",
+            f" {args.budget} runs, {executor.describe()}; logs in {job.log_root}",
             flush=True,
         )
-        with (
-            contextlib.ExitStack() as spawning,
-            concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool,
-        ):
-            launcher: Launcher = processes.launch
-            if args.spawn == "fork":
-                launcher = spawning.enter_context(preloader(processes.base_env(env))).launch
-            futures = [
-                pool.submit(
-                    run_repeat,
-                    plan,
-                    settings,
-                    env,
-                    logs / f"{plan.proposer}-{plan.index}",
-                    url=url,
-                    surrogate_seconds=args.surrogate_seconds,
-                    timeout=args.repeat_timeout,
-                    stop=stop,
-                    launcher=launcher,
-                )
-                for plan in work
-            ]
-            try:
-                for future in concurrent.futures.as_completed(futures):
-                    result = future.result()
-                    done.append(result)
-                    results.store_repeat(conn, comparison_id, result)
-                    _report(result, len(done), len(work))
-                    if result.state == "finished" and args.logs is None:
-                        shutil.rmtree(logs / f"{result.plan.proposer}-{result.plan.index}", True)
-            except BaseException:
-                stop.set()  # the running repeats stop their services and drop their databases
-                for future in futures:
-                    future.cancel()
-                raise
+        try:
+            executor.submit(work, job)
+            for result in executor.completed():
+                done.append(result)
+                results.store_repeat(conn, comparison_id, result)
+                _report(result, len(done), len(work))
+        except BaseException:
+            executor.cancel()  # the running repeats stop their services and drop their databases
+            raise
+        finally:
+            executor.close()
+            _drop_left(settings, job.databases)
         state = "finished" if all(r.state == "finished" for r in done) else "partial"
     finally:
         wall = time.monotonic() - began
@@ -514,19 +568,55 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
         print(line)
     for line in promotion_lines(done, proposers):
         print(line)
+    for line in placement_lines(done):
+        print(line)
     print(f"wall time of the whole comparison: {wall:.1f} s")
     if args.csv is not None:
         print(f"CSV: {args.csv}")
     if failed:
-        print(f"{len(failed)} repeat(s) failed; their logs are in {logs}", file=sys.stderr)
+        where = "on their nodes " if args.ray is not None else ""
+        print(
+            f"{len(failed)} repeat(s) failed; their logs are {where}in {job.log_root}",
+            file=sys.stderr,
+        )
         return 1
     if args.logs is None:
-        shutil.rmtree(logs, True)
+        shutil.rmtree(job.log_root, True)
     return 0
+
+
+def _executor_content(args: argparse.Namespace) -> dict[str, Any]:
+    if args.ray is None:
+        return {"kind": "local", "spawn": args.spawn}
+    return {
+        "kind": "ray",
+        "address": args.ray,
+        "resource": args.ray_resource,
+        "retries": args.ray_retries,
+    }
+
+
+def placement_lines(done: list[RepeatResult]) -> list[str]:
+    """Under ``--ray``: how many repeats each node ran, and the repeats run again."""
+    nodes = Counter(
+        (r.placement.node_id, r.placement.host)
+        for r in done
+        if r.placement is not None and r.placement.node_id is not None
+    )
+    if not nodes:
+        return []
+    lines = ["placement (Ray nodes):"]
+    for (node_id, host), count in sorted(nodes.items(), key=lambda item: -item[1]):
+        lines.append(f"  node {str(node_id)[:12]} on {host}: {count} repeat(s)")
+    again = sum(r.placement.dropped_earlier for r in done if r.placement is not None)
+    if again:
+        lines.append(f"  {again} database pair(s) of attempts on lost nodes dropped by re-runs")
+    return lines
 
 
 def _report(result: RepeatResult, number: int, total: int) -> None:
     plan, turns, promoted = result.plan, result.turns, result.promotions
+    where = _where(result)
     if result.state == "finished":
         figures = ""
         if promoted is not None:
@@ -536,16 +626,26 @@ def _report(result: RepeatResult, number: int, total: int) -> None:
         print(
             f"[{number}/{total}] {plan.proposer} repeat {plan.index} (seed {plan.seed}):"
             f" best {result.best} after {len(result.scores)} runs, {turns.accepted_proposals}"
-            f" accepted, {turns.wasted_turns} wasted turns{figures}, {result.wall_seconds:.1f} s",
+            f" accepted, {turns.wasted_turns} wasted turns{figures},"
+            f" {result.wall_seconds:.1f} s{where}",
             flush=True,
         )
     else:
         print(
-            f"[{number}/{total}] {plan.proposer} repeat {plan.index} (seed {plan.seed}) FAILED:"
-            f" {result.error}",
+            f"[{number}/{total}] {plan.proposer} repeat {plan.index} (seed {plan.seed}){where}"
+            f" FAILED: {result.error}",
             file=sys.stderr,
             flush=True,
         )
+
+
+def _where(result: RepeatResult) -> str:
+    """`` on node <id> (<host>)`` for a repeat run on a Ray node, and whether it ran again."""
+    placed = result.placement
+    if placed is None or placed.node_id is None:
+        return ""
+    again = ", re-run after a lost node" if placed.dropped_earlier else ""
+    return f" on node {placed.node_id[:12]} ({placed.host}{again})"
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -562,7 +662,7 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, AdminLoginMissing) as exc:
         print(f"ax3l-compare: {exc}", file=sys.stderr)
         return 2
-    except DatabaseError as exc:
+    except (DatabaseError, ExecutorUnavailable, VersionMismatch) as exc:
         print(f"ax3l-compare: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

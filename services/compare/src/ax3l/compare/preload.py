@@ -15,11 +15,19 @@ its pid and process group (``ax3l.shared.processes.end_group``); the preloader i
 ``SIGCHLD`` so they never linger as zombies, and restores it in each child (the orchestrator
 waits for its own children). With ``--spawn exec`` every service is a plain ``python -m``
 process (``processes.launch``).
+
+Nothing outlives the process that started the preloader (``ax3l-compare``, or the Ray worker
+running a repeat's task): on Linux the preloader asks for SIGKILL when its parent dies and each
+child for SIGTERM when the preloader dies (``prctl(PR_SET_PDEATHSIG)``). A repeat whose process
+is killed (``kill -9``, its Ray node lost) therefore stops its services, which otherwise would
+run on, in sessions of their own, against databases another attempt drops.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import importlib
 import json
 import os
@@ -44,6 +52,19 @@ PRELOADED = (
     "ax3l.orchestrator.proposers.tpe",
 )
 ANSWER_TIMEOUT = 30.0
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent(sig: int, parent: int) -> None:
+    """Have the kernel send ``sig`` to this process when its parent (``parent``) dies; exit at
+    once when it is dead already. Linux only (elsewhere nothing)."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    if os.getppid() != parent:  # it died before the request
+        os._exit(1)
 
 
 class Forked:
@@ -87,7 +108,7 @@ class Preloader:
     def __init__(self, environ: Mapping[str, str]):
         self._lock = threading.Lock()
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "ax3l.compare.preload"],
+            [sys.executable, "-m", "ax3l.compare.preload", str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=dict(environ),
@@ -112,6 +133,9 @@ class Preloader:
         if "pid" not in answer:
             raise ProcessFailed(f"the preloader did not fork {name}: {answer.get('error')}")
         return Forked(name, int(answer["pid"]), log_path)
+
+    def alive(self) -> bool:
+        return self._process.poll() is None
 
     def close(self) -> None:
         """Close its stdin (it exits at the end of it) and wait; its children are not ended
@@ -142,6 +166,7 @@ def preloader(environ: Mapping[str, str]) -> Iterator[Preloader]:
 
 def serve(requests: IO[str], answers: IO[str]) -> None:
     """Fork a child for each request line until stdin closes."""
+    me = os.getpid()
     for module in PRELOADED:
         importlib.import_module(module)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
@@ -154,14 +179,15 @@ def serve(requests: IO[str], answers: IO[str]) -> None:
             answers.flush()
             continue
         if pid == 0:
-            _child(request)  # never returns
+            _child(request, me)  # never returns
         answers.write(json.dumps({"pid": pid}) + "\n")
         answers.flush()
 
 
-def _child(request: dict[str, Any]) -> None:
+def _child(request: dict[str, Any], preloader: int) -> None:
     code: Any = 1
     try:
+        die_with_parent(signal.SIGTERM, preloader)
         os.setsid()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -192,4 +218,6 @@ def _child(request: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 1:  # the pid of the process that started it
+        die_with_parent(signal.SIGKILL, int(sys.argv[1]))
     serve(sys.stdin, sys.stdout)

@@ -26,7 +26,7 @@ import asyncio
 import json
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -77,6 +77,20 @@ class RepeatPlan:
         return parse_arm(self.proposer)
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where a repeat ran: its host, its Ray node (None locally), and how many database pairs of
+    earlier attempts of it were dropped before it started (a Ray task re-run after its node was
+    lost)."""
+
+    host: str
+    node_id: str | None = None
+    dropped_earlier: int = 0
+
+    def content(self) -> dict[str, Any]:
+        return {"host": self.host, "node_id": self.node_id, "dropped_earlier": self.dropped_earlier}
+
+
 @dataclass
 class RepeatResult:
     plan: RepeatPlan
@@ -91,6 +105,7 @@ class RepeatResult:
     goldens: list[Golden] = field(default_factory=list)
     promotions: PromotionFigures | None = None  # tuned repeats only
     error: str | None = None
+    placement: Placement | None = None
 
     @property
     def curve(self) -> list[int | None]:
@@ -131,6 +146,8 @@ class RepeatResult:
                 }
                 for p in self.retests
             ]
+        if self.placement is not None:
+            found["placement"] = self.placement.content()
         if self.error:
             found["error"] = self.error
         return found
@@ -209,14 +226,24 @@ def run_repeat(
     timeout: float,
     stop: threading.Event,
     launcher: Launcher = processes.launch,
+    databases: str | None = None,
+    placement: Placement | None = None,
 ) -> RepeatResult:
-    """Run one repeat to its budget; a failure is returned as a failed result, not raised."""
+    """Run one repeat to its budget; a failure is returned as a failed result, not raised.
+
+    With ``databases`` (``throwaway.pair_prefix``) its database pair is named with it, and
+    pairs of earlier attempts named so are dropped first (counted in the result's
+    ``placement``); without, it is ``cmp<hex>``."""
     began = time.monotonic()
-    result = RepeatResult(plan, "failed")
+    result = RepeatResult(plan, "failed", placement=placement)
     folder.mkdir(parents=True, exist_ok=True)
     services: list[Service] = []
     try:
-        with repeat_databases(settings) as dbs:
+        with repeat_databases(
+            settings, databases or "cmp", drop_earlier=databases is not None
+        ) as dbs:
+            if placement is not None:
+                result.placement = replace(placement, dropped_earlier=dbs.dropped_earlier)
             try:
                 job = _Job(
                     plan, settings, environ, folder, url, surrogate_seconds, timeout, stop, launcher

@@ -1,15 +1,24 @@
-"""A repeat's own pair of databases (``ax3l_cmp<hex>``, ``snakelab_cmp<hex>``), dropped after.
+"""A repeat's own pair of databases (``ax3l_<prefix><hex>``, ``snakelab_<prefix><hex>``),
+dropped after.
 
-They are made with the admin login (``AX3L_DB_ADMIN_USER``), which stays in this process. The
-grants are the real ones: Ax3l's user gets all rights on its database and only ``SELECT`` on
-SnakeLab's, SnakeLab's user all rights on SnakeLab's; they are revoked when the pair is dropped.
+They are made with the admin login (``AX3L_DB_ADMIN_USER``), which stays in ``ax3l-compare``
+(and, under ``--ray``, in the repeat's task). The grants are the real ones: Ax3l's user gets all
+rights on its database and only ``SELECT`` on SnakeLab's, SnakeLab's user all rights on
+SnakeLab's; they are revoked when the pair is dropped.
+
+A comparison names its pairs ``cmp<comparison token>r<slot>t<hex>`` (``pair_prefix``): the
+token is drawn once per comparison, the slot is the repeat's place in the comparison's plan and
+the hex is drawn per attempt. A repeat that starts again (its Ray task re-run after its node was
+lost) drops the pairs of its earlier attempts first (``drop_earlier``), and the comparison drops
+whatever pair of its own is left at its end (``drop_pairs``: a task killed before it could
+drop its own).
 """
 
 from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +40,7 @@ class RepeatDatabases:
     settings: CompareSettings  # Ax3l's login, pointed at this pair (both database names)
     ax3l_db: str
     snakelab_db: str
+    dropped_earlier: int = 0  # pairs of earlier attempts of the same repeat dropped first
 
     def ax3l_env(self) -> dict[str, str]:
         """``DB_*`` for the toolbroker and the orchestrator (Ax3l's login only)."""
@@ -98,18 +108,101 @@ def _grants(
     ]
 
 
+AX3L_PREFIX = "ax3l_"
+SNAKELAB_PREFIX = "snakelab_"
+
+
+def comparison_token() -> str:
+    """A comparison's part of its pairs' names (``cmp<hex>``), unique across comparisons and
+    servers sharing one MySQL (comparison ids are per Ax3l database, so they are not)."""
+    return f"cmp{secrets.token_hex(4)}"
+
+
+def pair_prefix(token: str, slot: int) -> str:
+    """What every attempt of the repeat at ``slot`` names its pair with (``<token>r<slot>t``;
+    ``r1t`` is no prefix of ``r12t``)."""
+    return f"{token}r{slot}t"
+
+
+def _pairs_named(cur: Any, prefix: str) -> list[tuple[str, str]]:
+    """The (ax3l, snakelab) database names on the server that start with ``prefix`` after
+    their ``ax3l_``/``snakelab_`` (one of the two may be gone already)."""
+    cur.execute("SHOW DATABASES")
+    names = {str(row[0]) for row in cur.fetchall()}
+    suffixes = {
+        name[len(start) :]
+        for name in names
+        for start in (AX3L_PREFIX, SNAKELAB_PREFIX)
+        if name.startswith(start + prefix)
+    }
+    return [(AX3L_PREFIX + s, SNAKELAB_PREFIX + s) for s in sorted(suffixes)]
+
+
+def _drop(cur: Any, settings: CompareSettings, ax3l_db: str, snakelab_db: str) -> None:
+    """Drop a pair (either may be missing) and revoke its grants."""
+    for name in (ax3l_db, snakelab_db):
+        cur.execute(f"DROP DATABASE IF EXISTS {quote_identifier(name)}")
+    for privileges, database, user in _grants(settings, ax3l_db, snakelab_db):
+        for account in _accounts(cur, user):
+            with contextlib.suppress(pymysql.err.MySQLError):  # never granted
+                cur.execute(f"REVOKE {privileges} ON {quote_identifier(database)}.* FROM {account}")
+
+
+def drop_pairs(settings: CompareSettings, prefix: str) -> list[str]:
+    """Drop every pair whose names start with ``prefix`` (a comparison's token: what its
+    repeats left); returns the Ax3l databases' names."""
+    admin = admin_connection(settings)
+    try:
+        with admin.cursor() as cur:
+            pairs = _pairs_named(cur, prefix)
+            for ax3l_db, snakelab_db in pairs:
+                _drop(cur, settings, ax3l_db, snakelab_db)
+    finally:
+        admin.close()
+    return [ax3l_db for ax3l_db, _ in pairs]
+
+
+def pairs_left(settings: CompareSettings, prefix: str) -> Sequence[tuple[str, str]]:
+    """The pairs whose names start with ``prefix`` that exist now."""
+    admin = admin_connection(settings)
+    try:
+        with admin.cursor() as cur:
+            return _pairs_named(cur, prefix)
+    finally:
+        admin.close()
+
+
 @contextlib.contextmanager
-def repeat_databases(settings: CompareSettings) -> Iterator[RepeatDatabases]:
-    """A fresh pair with the real grants and Ax3l's schema created; dropped afterwards."""
-    suffix = f"cmp{secrets.token_hex(4)}"
+def repeat_databases(
+    settings: CompareSettings, prefix: str = "cmp", *, drop_earlier: bool = False
+) -> Iterator[RepeatDatabases]:
+    """A fresh pair with the real grants and Ax3l's schema created; dropped afterwards.
+
+    ``prefix`` starts both names (then 8 random hex digits); with ``drop_earlier`` every pair
+    already named with it (an earlier attempt of the same repeat) is dropped first."""
+    suffix = f"{prefix}{secrets.token_hex(4)}"
+    admin = admin_connection(settings)
+    dropped = 0
+    try:
+        if drop_earlier:
+            with admin.cursor() as cur:
+                for ax3l_db, snakelab_db in _pairs_named(cur, prefix):
+                    _drop(cur, settings, ax3l_db, snakelab_db)
+                    dropped += 1
+    except BaseException:
+        admin.close()
+        raise
     pair = RepeatDatabases(
         settings.model_copy(
-            update={"db_name": f"ax3l_{suffix}", "snakelab_db_name": f"snakelab_{suffix}"}
+            update={
+                "db_name": f"{AX3L_PREFIX}{suffix}",
+                "snakelab_db_name": f"{SNAKELAB_PREFIX}{suffix}",
+            }
         ),
-        f"ax3l_{suffix}",
-        f"snakelab_{suffix}",
+        f"{AX3L_PREFIX}{suffix}",
+        f"{SNAKELAB_PREFIX}{suffix}",
+        dropped,
     )
-    admin = admin_connection(settings)
     try:
         with admin.cursor() as cur:
             grants = [
@@ -128,12 +221,5 @@ def repeat_databases(settings: CompareSettings) -> Iterator[RepeatDatabases]:
         yield pair
     finally:
         with admin.cursor() as cur:
-            for name in (pair.ax3l_db, pair.snakelab_db):
-                cur.execute(f"DROP DATABASE IF EXISTS {quote_identifier(name)}")
-            for privileges, database, user in _grants(settings, pair.ax3l_db, pair.snakelab_db):
-                for account in _accounts(cur, user):
-                    with contextlib.suppress(pymysql.err.MySQLError):  # never granted
-                        cur.execute(
-                            f"REVOKE {privileges} ON {quote_identifier(database)}.* FROM {account}"
-                        )
+            _drop(cur, settings, pair.ax3l_db, pair.snakelab_db)
         admin.close()
