@@ -24,22 +24,22 @@ import pytest
 from ax3l.compare.executor import RepeatJob
 from ax3l.compare.ray_executor import RayExecutor, ResourceRequest
 from ax3l.compare.repeat import RepeatPlan
+from ax3l.compare.settings import load_settings
 from ax3l.compare.throwaway import pairs_left
 from ax3l.compare.version import VersionMismatch, ax3l_version
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.waiting import wait_until
+from ax3l.testing.databases import compare_environment
 from snakelab.trainers.surrogate import predict_high_score
 
-ADMIN_KEYS = ("AX3L_DB_ADMIN_USER", "AX3L_DB_ADMIN_PASSWORD")
 COMPARISON_TIMEOUT = 600
 
 
 def _env(databases, db_env, cluster=None) -> dict[str, str]:
-    """The driver's environment: results into the test's Ax3l database, the admin login, and
-    RAY_ADDRESS (``--ray auto`` finds the cluster through it)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DB_", "AX3L_", "SNAKELAB_"))}
-    env.update(databases.env())
-    env.update({k: db_env[k] for k in ADMIN_KEYS})
+    """The driver's environment (``compare_environment``: results into the test's Ax3l
+    database, the admin login), Ray on 127.0.0.1, and RAY_ADDRESS (``--ray auto`` finds the
+    cluster through it)."""
+    env = compare_environment(databases, db_env)
     env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     if cluster is not None:
         env["RAY_ADDRESS"] = cluster.address
@@ -130,8 +130,6 @@ def _comparisons(databases) -> list[tuple[int, str, dict[str, Any]]]:
 
 
 def _settings(databases, db_env):
-    from ax3l.compare.settings import load_settings
-
     return load_settings(_env(databases, db_env))
 
 
@@ -342,3 +340,17 @@ def test_a_node_of_another_version_refuses_the_repeat(ray_cluster, databases, db
     assert "0.0.0-driver" in message and f"Ax3l {ax3l_version()}" in message, message
     assert "Ray node" in message
     assert not pairs_left(_settings(databases, db_env), "cmpversiontest")
+
+
+def test_the_resource_a_task_asks_for():
+    """--ray-resource: CPU and GPU are Ray's own, any other name a custom resource alone (no
+    CPU asked); a missing or non-positive amount is refused."""
+    assert ResourceRequest.parse("CPU=1").options() == {"num_cpus": 1.0}
+    assert ResourceRequest.parse("GPU=0.5").options() == {"num_cpus": 0, "num_gpus": 0.5}
+    assert ResourceRequest.parse("snakelab").options() == {
+        "num_cpus": 0,
+        "resources": {"snakelab": 1.0},
+    }
+    for text in ("=1", "snakelab=0", "snakelab=x", "CPU=-1"):
+        with pytest.raises(ValueError, match="NAME=AMOUNT"):
+            ResourceRequest.parse(text)

@@ -546,7 +546,14 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
                 done.append(result)
                 results.store_repeat(conn, comparison_id, result)
                 _report(result, len(done), len(work))
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                print(
+                    "ax3l-compare: interrupted: the repeats stop their services and drop their"
+                    " databases",
+                    file=sys.stderr,
+                    flush=True,
+                )
             executor.cancel()  # the running repeats stop their services and drop their databases
             raise
         finally:
