@@ -8,11 +8,14 @@ import importlib.util
 import json
 import os
 import re
+import socket
 
 import pytest
 
 from ax3l.compare import main as compare_main
+from ax3l.compare import processes
 from ax3l.compare.executor import node_env, settings_env
+from ax3l.compare.repeat import schema_document
 from ax3l.compare.settings import load_settings
 from ax3l.compare.throwaway import (
     comparison_token,
@@ -22,6 +25,7 @@ from ax3l.compare.throwaway import (
     repeat_databases,
 )
 from ax3l.compare.version import PACKAGES, VersionMismatch, ax3l_version, check
+from ax3l.shared.processes import ProcessFailed
 from ax3l.testing.databases import compare_environment
 
 
@@ -125,3 +129,45 @@ def test_a_local_repeat_records_where_it_ran(databases, db_env, capsys):
         "dropped_earlier": 0,
     }
     assert not pairs_left(load_settings(env), content["databases"])
+
+
+def test_a_service_whose_port_was_taken_starts_again_on_another(
+    databases, db_env, tmp_path, monkeypatch
+):
+    """The first free port drawn for a repeat's SnakeLab is taken before SnakeLab binds it (a
+    listening socket here; a Ray worker's port on a node): SnakeLab fails with "address already
+    in use" and starts again on the next port drawn, which answers. Another failure is not
+    retried."""
+    settings = load_settings(compare_environment(databases, db_env))
+    document = schema_document(settings, 1970)
+    schema_path = tmp_path / "schema.json"
+    schema_path.write_text(json.dumps(document))
+    drawn: list[int] = []
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        ports = iter([taken.getsockname()[1]])
+        real = processes.free_port
+
+        def draw() -> int:
+            drawn.append(next(ports, None) or real())
+            return drawn[-1]
+
+        monkeypatch.setattr(processes, "free_port", draw)
+        with repeat_databases(settings) as dbs:
+            env = {**processes.base_env(dict(os.environ)), **dbs.snakelab_env()}
+            service, endpoint = processes.start_snakelab(env, tmp_path, 0.0, schema_path)
+            try:
+                assert endpoint == f"tcp://127.0.0.1:{drawn[-1]}" and len(drawn) == 2
+                assert "address already in use" in (tmp_path / "snakelab.log").read_text().lower()
+            finally:
+                service.stop(processes.STOP_TIMEOUT)
+    calls = []
+
+    def failing() -> None:
+        calls.append(1)
+        raise ProcessFailed("snakelab exited: no such schema")
+
+    with pytest.raises(ProcessFailed, match="no such schema"):
+        processes.on_free_ports(failing)
+    assert len(calls) == 1

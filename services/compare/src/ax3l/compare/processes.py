@@ -13,11 +13,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from ax3l.shared.ports import free_port as free_port
-from ax3l.shared.processes import ManagedProcess
+from ax3l.shared.processes import ManagedProcess, ProcessFailed
 from ax3l.shared.stack import spec
+
+T = TypeVar("T")
 
 # Set per repeat, never taken from the user's environment.
 PER_REPEAT = frozenset(
@@ -48,6 +50,10 @@ PER_REPEAT = frozenset(
 FAST_LOOP = {"AX3L_POLL_INTERVAL": "0.05", "AX3L_RETRY_BACKOFF_MAX": "1"}
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 15.0  # SIGTERM, then SIGKILL of the group
+# A free port can be taken between its choice and the service's bind (another process of this
+# machine draws from the same range: a Ray node's workers listen on 10002-19999 by default):
+# the service is then started again on new ports, this many times in all.
+PORT_ATTEMPTS = 3
 
 
 base_env = spec.process_env
@@ -83,6 +89,33 @@ class Service(Protocol):
 Launcher = Callable[[str, list[str], dict[str, str], Path], Service]
 
 
+def _ready(started: Service, service: spec.Service) -> Service:
+    """``started`` once it answers its health check; stopped when it does not (or the wait
+    is interrupted), so that no service outlives a failed start."""
+    try:
+        started.wait_ready(service.healthy, START_TIMEOUT)
+    except BaseException:
+        started.stop(STOP_TIMEOUT)
+        raise
+    return started
+
+
+def port_taken(exc: BaseException) -> bool:
+    """Whether a service failed because its port was taken."""
+    return "address already in use" in str(exc).lower()
+
+
+def on_free_ports(start: Callable[[], T], attempts: int = PORT_ATTEMPTS) -> T:
+    """``start()`` (which draws its own free ports), again when its port was taken."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return start()
+        except ProcessFailed as exc:
+            if attempt == attempts or not port_taken(exc):
+                raise
+    raise AssertionError("unreachable")
+
+
 def start_snakelab(
     env: dict[str, str],
     folder: Path,
@@ -92,8 +125,23 @@ def start_snakelab(
     launcher: Launcher = launch,
 ) -> tuple[Service, str]:
     """The reference SnakeLab on the surrogate trainer; returns it and its control endpoint
-    (``port``: a given one, to restart a SnakeLab where it was; default a free one)."""
-    port = port or free_port()
+    (``port``: a given one, to restart a SnakeLab where it was; default a free one, another
+    when it was taken before SnakeLab bound it)."""
+    if port is None:
+        return on_free_ports(
+            lambda: _start_snakelab(env, folder, surrogate_seconds, schema, free_port(), launcher)
+        )
+    return _start_snakelab(env, folder, surrogate_seconds, schema, port, launcher)
+
+
+def _start_snakelab(
+    env: dict[str, str],
+    folder: Path,
+    surrogate_seconds: float,
+    schema: Path,
+    port: int,
+    launcher: Launcher,
+) -> tuple[Service, str]:
     service = spec.service("snakelab", {"SNAKELAB_PORT": str(port)})
     full = service.environment(
         env,
@@ -106,8 +154,7 @@ def start_snakelab(
         },
     )
     args = [*service.argv(sys.executable), "--events-port", "0"]
-    started = launcher("snakelab", args, full, folder / "snakelab.log")
-    started.wait_ready(service.healthy, START_TIMEOUT)
+    started = _ready(launcher("snakelab", args, full, folder / "snakelab.log"), service)
     assert service.zmq_health is not None
     return started, service.zmq_health
 
@@ -118,9 +165,21 @@ def start_toolbroker(
     overrides = {"AX3L_TOOLBROKER_PORT": str(free_port()), "AX3L_ZMQ_ENDPOINT": zmq_endpoint}
     service = spec.service("toolbroker", {**env, **overrides})
     full = service.environment(env, overrides)
-    started = launcher("toolbroker", service.argv(sys.executable), full, folder / "toolbroker.log")
-    started.wait_ready(service.healthy, START_TIMEOUT)
-    return started
+    log = folder / "toolbroker.log"
+    return _ready(launcher("toolbroker", service.argv(sys.executable), full, log), service)
+
+
+def start_toolbroker_on_free_ports(
+    env: dict[str, str], folder: Path, launcher: Launcher = launch
+) -> tuple[Service, str]:
+    """The toolbroker on a free HTTP port and ZeroMQ endpoint (new ones when one was taken);
+    returns it and its endpoint."""
+
+    def start() -> tuple[Service, str]:
+        endpoint = f"tcp://127.0.0.1:{free_port()}"
+        return start_toolbroker(env, folder, endpoint, launcher), endpoint
+
+    return on_free_ports(start)
 
 
 def start_orchestrator(
@@ -132,12 +191,19 @@ def start_orchestrator(
     promotion: str = "single",
 ) -> Service:
     """The orchestrator with ``AX3L_PROPOSER`` = ``proposer`` and ``AX3L_PROMOTION`` =
-    ``promotion`` (not waited for: it seeds)."""
-    overrides = {
-        "AX3L_ORCHESTRATOR_PORT": str(free_port()),
-        "AX3L_PROPOSER": proposer,
-        "AX3L_PROMOTION": promotion,
-    }
-    service = spec.service("orchestrator", env)
-    full = service.environment({**FAST_LOOP, **env}, overrides)
-    return launcher("orchestrator", service.argv(sys.executable), full, folder / "orchestrator.log")
+    ``promotion``, once its status API answers (``/health``; it seeds meanwhile), started
+    again on another port when its port was taken (a restart it recovers from, like any)."""
+
+    def start() -> Service:
+        overrides = {
+            "AX3L_ORCHESTRATOR_PORT": str(free_port()),
+            "AX3L_PROPOSER": proposer,
+            "AX3L_PROMOTION": promotion,
+        }
+        service = spec.service("orchestrator", {**env, **overrides})
+        full = service.environment({**FAST_LOOP, **env}, overrides)
+        argv = service.argv(sys.executable)
+        log = folder / "orchestrator.log"
+        return _ready(launcher("orchestrator", argv, full, log), service)
+
+    return on_free_ports(start)

@@ -329,15 +329,17 @@ def _tune(
     }
     if job.url:
         ax3l_env["AX3L_LLM_URL"] = job.url
-    zmq_endpoint = f"tcp://127.0.0.1:{processes.free_port()}"
-    services.append(processes.start_toolbroker(ax3l_env, job.folder, zmq_endpoint, job.launcher))
+    broker, zmq_endpoint = processes.start_toolbroker_on_free_ports(
+        ax3l_env, job.folder, job.launcher
+    )
+    services.append(broker)
     ax3l_env["AX3L_ZMQ_ENDPOINT"] = zmq_endpoint
     arm = job.plan.arm
+    started = time.monotonic()  # the orchestrator seeds as soon as it runs
     orchestrator = processes.start_orchestrator(
         ax3l_env, job.folder, arm.proposer, job.launcher, promotion=arm.promotion
     )
     services.append(orchestrator)
-    started = time.monotonic()
     result.setup_seconds = started - began
     deadline = started + job.timeout
     conn = dbs.connect()
