@@ -51,7 +51,8 @@ PAPER_NODES = (1, 10, 40)
 
 def _reexec_with_ray() -> int:
     """Install the extra into .run/venv-ray (uv's cache makes it quick) and run there."""
-    env = {**os.environ, "UV_PROJECT_ENVIRONMENT": str(RAY_ENV), "AX3L_BENCH_REEXEC": "1"}
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}  # .venv's, not this one
+    env.update({"UV_PROJECT_ENVIRONMENT": str(RAY_ENV), "AX3L_BENCH_REEXEC": "1"})
     sync = ["uv", "sync", "--frozen", "--all-packages", "--extra", "ray", "--quiet"]
     subprocess.run(sync, cwd=REPO, env=env, check=True)
     command = ["uv", "run", "--frozen", "--no-sync", "python", *sys.argv]
