@@ -183,7 +183,9 @@ class RayExecutor:
                 if threading.current_thread() is threading.main_thread():
                     signal.signal(signal.SIGTERM, handler)
             self._connected = True
-        resources = {str(k): float(v) for k, v in ray.cluster_resources().items()}
+        # Untyped in Ray's own annotations; Any where Ray is not installed (make lint).
+        found = ray.cluster_resources()  # type: ignore[no-untyped-call, unused-ignore]
+        resources = {str(k): float(v) for k, v in found.items()}
         if resources.get(self.resource.name, 0.0) < self.resource.amount:
             have = ", ".join(f"{k}={v:g}" for k, v in sorted(resources.items()) if "node:" not in k)
             raise ExecutorUnavailable(
