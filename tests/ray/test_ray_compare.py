@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -354,3 +355,15 @@ def test_the_resource_a_task_asks_for():
     for text in ("=1", "snakelab=0", "snakelab=x", "CPU=-1"):
         with pytest.raises(ValueError, match="NAME=AMOUNT"):
             ResourceRequest.parse(text)
+
+
+def test_no_cluster_at_the_address_is_refused_at_once(databases, db_env):
+    """--ray at an address where nothing listens: exit 2 within seconds (Ray alone would try
+    for minutes), nothing recorded."""
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    argv = ["--proposers", "tpe", "--repeats", "1", "--budget", "2", "--ray", f"127.0.0.1:{port}"]
+    code, output = Driver(argv, _env(databases, db_env)).finish(120)
+    assert code == 2 and f"no Ray cluster at 127.0.0.1:{port}" in output, output
+    assert _comparisons(databases) == []

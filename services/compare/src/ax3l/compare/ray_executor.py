@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -129,6 +130,22 @@ def run_task(plan: RepeatPlan, slot: int, job: RepeatJob) -> RepeatResult:
 
 # -- the driver ------------------------------------------------------------------------------
 
+CONNECT_TIMEOUT = 5.0
+
+
+def _answers(address: str) -> None:
+    """``ExecutorUnavailable`` when nothing listens at a ``HOST:PORT`` address (Ray itself
+    retries such an address for minutes); ``auto`` and ``ray://`` addresses are Ray's to
+    resolve."""
+    host, colon, port = address.rpartition(":")
+    if not colon or "://" in address or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), CONNECT_TIMEOUT):
+            pass
+    except OSError as exc:
+        raise ExecutorUnavailable(f"no Ray cluster at {address}: {exc}") from None
+
 
 def _cause(exc: BaseException) -> BaseException:
     """The exception a task raised (``RayTaskError.cause``), else ``exc``."""
@@ -169,6 +186,7 @@ class RayExecutor:
         if ray.is_initialized():
             self._connected = False  # a caller's connection (a test's): not ours to close
         else:
+            _answers(self.address)
             handler = signal.getsignal(signal.SIGTERM)
             try:
                 ray.init(
