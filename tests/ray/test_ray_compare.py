@@ -288,12 +288,14 @@ def test_a_node_lost_mid_repeat_has_its_repeat_run_again_elsewhere_once(
     wait_until(lambda: not _processes_of(token), 30, interval=0.5)
 
 
-def test_sigterm_cancels_the_tasks_and_drops_their_databases(ray_cluster, databases, db_env):
+def test_sigterm_cancels_the_tasks_and_drops_their_databases(
+    ray_cluster, databases, db_env, tmp_path
+):
     """SIGTERM to a comparison whose repeats run on both workers (2 s runs): it exits 130,
     every task is cancelled (each stops its services and drops its pair), no pair of the
     comparison is left and no service of it runs on."""
     argv = ["--proposers", "tpe", "--no-control", "--repeats", "3", "--budget", "20"]
-    argv += ["--retest", "0", "--surrogate-seconds", "2"]
+    argv += ["--retest", "0", "--surrogate-seconds", "2", "--logs", str(tmp_path)]
     argv += ["--ray", ray_cluster.address, "--ray-resource", "snakelab=1"]
     driver = Driver(argv, _env(databases, db_env))
     try:
