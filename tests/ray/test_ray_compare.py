@@ -190,10 +190,10 @@ def test_repeats_spread_over_the_nodes_and_equal_a_local_comparison(ray_cluster,
     """The control arm and tpe x 3 repeats x 3 runs, 2 held-out seeds, on the cluster
     (``--ray auto``, one ``snakelab`` unit per repeat) and then locally with the same seeds.
     On Ray every repeat records the node it ran on: both workers ran repeats, never the head.
-    What the seeds decide is equal: the rows, each repeat's seeding run (run 1), the control
-    arm's runs, recommendation and re-test scores; every tuned repeat's re-test scores are the
-    surrogate's scores of its recommendation in both (tpe's own draws are not seeded, so its
-    later runs may differ between any two comparisons, local ones included)."""
+    The seeds decide everything, so the two are equal: every repeat's runs, curve,
+    recommendations and re-test scores (tpe's draws are seeded per repeat by
+    ``AX3L_PROPOSER_SEED``), and every re-test score is the surrogate's score of its
+    recommendation."""
     argv = ["--proposers", "tpe", "--repeats", "3", "--budget", "3", "--retest", "2"]
     env = _env(databases, db_env, ray_cluster)
     code, output = Driver([*argv, "--ray", "auto", "--ray-resource", "snakelab=1"], env).finish()
@@ -224,16 +224,13 @@ def test_repeats_spread_over_the_nodes_and_equal_a_local_comparison(ray_cluster,
     default = load_schema().default_config()
     for row in on_ray:
         assert row["scores"][0] == predict_high_score({**default, "seed": row["seed"]})
-    control = [
-        (r["scores"], r["curve"], [_recommended(p) for p in r["recommendations"]])
+    outcome = [
+        (r["proposer"], r["scores"], r["curve"], [_recommended(p) for p in r["recommendations"]])
         for rows in (on_ray, local)
         for r in rows
-        if r["proposer"] == "default"
     ]
-    assert control[:3] == control[3:]
-    assert [r for r in ray_retests if r[0] == "default"] == [
-        r for r in local_retests if r[0] == "default"
-    ]
+    assert outcome[:6] == outcome[6:]
+    assert ray_retests == local_retests
     held_out = ray_content["retest"]["seeds"]
     assert held_out == local_content["retest"]["seeds"]
     for rows, retests in ((on_ray, ray_retests), (local, local_retests)):

@@ -106,6 +106,9 @@ class Settings(BaseSettings):
     max_corrections: int = setting(3, "AX3L_MAX_CORRECTIONS", ge=0)
     retry_backoff_max: float = setting(60.0, "AX3L_RETRY_BACKOFF_MAX", gt=0)
     proposer: str | None = setting(None, "AX3L_PROPOSER")
+    proposer_seed: int | None = setting(None, "AX3L_PROPOSER_SEED", ge=0)
+    """seed of the random and tpe proposers' draws (unset: a fresh one each start);
+    ax3l-compare sets it per repeat, so an uninterrupted repeat is reproducible"""
     seed_stagnant_rounds: int = setting(9, "AX3L_SEED_STAGNANT_ROUNDS", ge=1)
     baseline_max_attempts: int = setting(3, "AX3L_BASELINE_MAX_ATTEMPTS", ge=1)
     """runs of a seeding or seed-rotation baseline that may fail after training before the loop

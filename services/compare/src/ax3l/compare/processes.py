@@ -39,6 +39,7 @@ PER_REPEAT = frozenset(
         "AX3L_REPORTS_PORT",
         "AX3L_SCHEMA_PATH",
         "AX3L_PROPOSER",
+        "AX3L_PROPOSER_SEED",
         "AX3L_PROMOTION",  # the arm's policy (arms.py), never the exported one
         "AX3L_CONVERSATION_PARAMETER",
         "AX3L_OUTPUT_DIR",
@@ -189,10 +190,13 @@ def start_orchestrator(
     launcher: Launcher = launch,
     *,
     promotion: str = "single",
+    seed: int | None = None,
 ) -> Service:
-    """The orchestrator with ``AX3L_PROPOSER`` = ``proposer`` and ``AX3L_PROMOTION`` =
-    ``promotion``, once its status API answers (``/health``; it seeds meanwhile), started
-    again on another port when its port was taken (a restart it recovers from, like any)."""
+    """The orchestrator with ``AX3L_PROPOSER`` = ``proposer``, ``AX3L_PROMOTION`` =
+    ``promotion`` and ``AX3L_PROPOSER_SEED`` = ``seed`` (the repeat's: its draws are the same
+    in every comparison with that seed), once its status API answers (``/health``; it seeds
+    meanwhile), started again on another port when its port was taken (a restart it recovers
+    from, like any)."""
 
     def start() -> Service:
         overrides = {
@@ -200,6 +204,8 @@ def start_orchestrator(
             "AX3L_PROPOSER": proposer,
             "AX3L_PROMOTION": promotion,
         }
+        if seed is not None:
+            overrides["AX3L_PROPOSER_SEED"] = str(seed)
         service = spec.service("orchestrator", {**env, **overrides})
         full = service.environment({**FAST_LOOP, **env}, overrides)
         argv = service.argv(sys.executable)

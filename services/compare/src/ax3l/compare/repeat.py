@@ -337,7 +337,12 @@ def _tune(
     arm = job.plan.arm
     started = time.monotonic()  # the orchestrator seeds as soon as it runs
     orchestrator = processes.start_orchestrator(
-        ax3l_env, job.folder, arm.proposer, job.launcher, promotion=arm.promotion
+        ax3l_env,
+        job.folder,
+        arm.proposer,
+        job.launcher,
+        promotion=arm.promotion,
+        seed=job.plan.seed,
     )
     services.append(orchestrator)
     result.setup_seconds = started - began

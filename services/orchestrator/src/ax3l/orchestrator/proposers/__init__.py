@@ -44,11 +44,11 @@ def make_proposer(name: str, deps: ProposerDeps, settings: Settings) -> Proposer
     if name == "random":
         from ax3l.orchestrator.proposers.random_search import RandomProposer
 
-        return RandomProposer(deps, settings.max_corrections)
+        return RandomProposer(deps, settings.max_corrections, settings.proposer_seed)
     if name == "tpe":
         from ax3l.orchestrator.proposers.tpe import TpeProposer
 
-        return TpeProposer(deps, settings.max_corrections)
+        return TpeProposer(deps, settings.max_corrections, settings.proposer_seed)
     raise ValueError(f"unknown proposer {name!r}; choose one of {', '.join(PROPOSER_NAMES)}")
 
 

@@ -130,8 +130,11 @@ class HybridProposer(Proposer):
         turns that it keeps failing."""
         super().__init__(deps)
         self.share = settings.hybrid_model_share
-        self.tpe = TpeProposer(deps, settings.max_corrections)
-        advised = AdvisedLlmProposer(deps, settings, TpeProposer(deps, settings.max_corrections))
+        seed = settings.proposer_seed
+        self.tpe = TpeProposer(deps, settings.max_corrections, seed)
+        advised = AdvisedLlmProposer(
+            deps, settings, TpeProposer(deps, settings.max_corrections, seed)
+        )
         self.model: Proposer = advised
         if fallback is not None:
             self.model = ModelWithFallback(deps, advised, fallback, settings.llm_fallback_after)

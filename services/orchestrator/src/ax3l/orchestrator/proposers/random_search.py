@@ -27,10 +27,10 @@ from ax3l.shared.crash_points import crash_point
 class RandomProposer(Proposer):
     name = "random"
 
-    def __init__(self, deps: ProposerDeps, max_corrections: int):
+    def __init__(self, deps: ProposerDeps, max_corrections: int, seed: int | None = None):
         super().__init__(deps)
         self.max_corrections = max_corrections  # AX3L_MAX_CORRECTIONS: rejections allowed
-        self.rng = random.Random()
+        self.rng = random.Random(seed)  # AX3L_PROPOSER_SEED (None: a fresh seed)
 
     def choose(
         self, dims: Sequence[Dimension], history: ComparableHistory, excluded: set[Key]

@@ -54,8 +54,8 @@ def _distribution(dim: Dimension) -> BaseDistribution:
 class TpeProposer(RandomProposer):
     name = "tpe"
 
-    def __init__(self, deps: ProposerDeps, max_corrections: int):
-        super().__init__(deps, max_corrections)
+    def __init__(self, deps: ProposerDeps, max_corrections: int, seed: int | None = None):
+        super().__init__(deps, max_corrections, seed)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
 
     def choose(
