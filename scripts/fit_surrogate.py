@@ -2,7 +2,7 @@
 
 Usage: python scripts/fit_surrogate.py [CSV] [--output JSON]
 
-Reads the real runs (default ../shared/data/snakelab-runs.csv next to the repository), fits
+Reads the real runs (default data/snakelab-runs.csv), fits
 an additive model with a linear and a quadratic term per tunable value plus per-seed offsets
 by ridge regression, estimates the residual noise and the collapse rate, writes the model
 JSON the ``surrogate`` trainer loads and prints the fit statistics. The fit is deterministic:
@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CSV = REPO_ROOT.parent / "shared" / "data" / "snakelab-runs.csv"
+DEFAULT_CSV = REPO_ROOT / "data" / "snakelab-runs.csv"
 DEFAULT_OUTPUT = (
     REPO_ROOT / "services" / "snakelab" / "src" / "snakelab" / "trainers" / "surrogate_model.json"
 )

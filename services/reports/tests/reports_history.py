@@ -1,6 +1,6 @@
 """Test data for the report server: real SnakeLab runs and an experiment history replayed over them.
 
-Runs come from ``../shared/data/snakelab-runs.csv`` (the user's real SnakeLab) and are inserted
+Runs come from ``data/snakelab-runs.csv`` (the user's real SnakeLab) and are inserted
 into SnakeLab's tables with SnakeLab's credentials. Events are written through
 ``ax3l.shared.db.event_log.EventLog``, the writer every service uses, replaying what Ax3l's
 loop logs for each run: a checkpoint and a conversation with prompts and replies for a
@@ -42,7 +42,7 @@ from ax3l.shared.registry import ENTRIES, PARAMETER_ORDER
 from ax3l.testing.scripted_llm import completion, tool_call
 
 REPO = Path(__file__).resolve().parents[3]
-RUNS_CSV = REPO.parent / "shared" / "data" / "snakelab-runs.csv"
+RUNS_CSV = REPO / "data" / "snakelab-runs.csv"
 
 HOSTILE = '<script>window.__pwned = true</script><img src=x onerror="window.__pwned=true">'
 

@@ -29,7 +29,7 @@ from snakelab.trainers.surrogate import (
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 FIT_SCRIPT = REPO_ROOT / "scripts" / "fit_surrogate.py"
-RUNS_CSV = REPO_ROOT.parent / "shared" / "data" / "snakelab-runs.csv"
+RUNS_CSV = REPO_ROOT / "data" / "snakelab-runs.csv"
 MODEL_JSON = REPO_ROOT / "services/snakelab/src/snakelab/trainers/surrogate_model.json"
 
 
