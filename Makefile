@@ -50,6 +50,10 @@ llm-stop: ## stop that llama-server
 test-llm: system-deps install db-start llm-start ## the real-model tier: the stack against the real llama-server
 	AX3L_TEST_LLM_URL=http://127.0.0.1:$${AX3L_LLAMA_PORT:-27770} $(UV) run --frozen pytest tests/llm -s $(PYTEST_ARGS)
 
+.PHONY: test-long
+test-long: system-deps install db-start ## the minute-long statistical and multi-host tests (-m long; about 3 min)
+	$(UV) run --frozen pytest -m long $(PYTEST_ARGS)
+
 .PHONY: test-chaos
 test-chaos: install ## the chaos test: the whole stack kill -9'd and frozen at random (about 6 min; AX3L_CHAOS_SEED, AX3L_CHAOS_KILLS, AX3L_CHAOS_FREEZES)
 	$(UV) run --frozen pytest tests/chaos -m chaos -s $(PYTEST_ARGS)

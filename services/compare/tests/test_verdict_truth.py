@@ -17,9 +17,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from ax3l.compare.results import ground_truth
 from ax3l.shared import comparison_stats as stats
 
+pytestmark = pytest.mark.long  # 30 repeats and 40 held-out seeds: about 80 s (make test-long)
 ADMIN_KEYS = ("AX3L_DB_ADMIN_USER", "AX3L_DB_ADMIN_PASSWORD")
 ARGS = ["--proposers", "random,tpe", "--no-control", "--repeats", "15", "--budget", "15"]
 ARGS += ["--retest", "40"]

@@ -5,9 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import pytest
+
 from ax3l.testing.confirmation_case import BETTER, CONFIRM, RANDOM_HIDDEN, SCHEMA, submit
 from ax3l.testing.snakelab_process import SnakeLabProcess
 from ax3l.testing.stack import Stack, check_history
+
+pytestmark = pytest.mark.long  # two hosts with runs of seconds: about a minute (make test-long)
 
 
 def run_rows(stack: Stack) -> dict[str, dict[str, Any]]:
