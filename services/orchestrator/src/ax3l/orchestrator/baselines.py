@@ -91,10 +91,18 @@ async def scored_baseline(
         run_id, record_id = str(record.process_id), record.event_id
     print(f"ax3l-orchestrator: {what} with run {run_id}", flush=True)
     status.set_phase(kind.phase, run_id=run_id)
-    outcome = await runs.waiter.wait(run_id, record_id, crash_at=f"{kind.crash_at}_waiting")
+    return run_id, await wait_scored(runs, run_id, record_id, what, f"{kind.crash_at}_waiting")
+
+
+async def wait_scored(
+    runs: Runs, run_id: str, record_id: int, what: str, crash_at: str
+) -> RunOutcome:
+    """How the loop's own run ended, with a high score; ``StepFailed`` when it has none (the
+    step is derived again, and the next attempt runs the configuration once more)."""
+    outcome = await runs.waiter.wait(run_id, record_id, crash_at=crash_at)
     if not outcome.scored:
         raise StepFailed(f"the {what} run {run_id} ended {outcome.state}: {outcome.error}")
-    return run_id, outcome
+    return outcome
 
 
 async def next_baseline_run(

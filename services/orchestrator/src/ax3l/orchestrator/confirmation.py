@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ax3l.orchestrator.attempts import stored_runs
-from ax3l.orchestrator.baselines import BaselineFailed, next_baseline_run
-from ax3l.orchestrator.services import Runs, StepFailed
+from ax3l.orchestrator.baselines import BaselineFailed, next_baseline_run, wait_scored
+from ax3l.orchestrator.services import Runs
 from ax3l.orchestrator.status import LoopStatus, Phase
 from ax3l.orchestrator.waiting import RunOutcome
 from ax3l.shared.config_schema import ConfigSchema
@@ -247,7 +247,10 @@ async def score_on_seeds(
         await confirmation_run(runs, each, what=what, parent_event_id=parent_event_id)
         for each in on_seeds
     ]
-    outcomes = [await _scored(runs, run_id, record_id, what) for run_id, record_id in records]
+    outcomes = [
+        await wait_scored(runs, run_id, record_id, what, "confirmation_waiting")
+        for run_id, record_id in records
+    ]
     return [
         _scored_list(outcomes[at : at + len(seeds)]) for at in range(0, len(outcomes), len(seeds))
     ]
@@ -291,14 +294,6 @@ async def confirmation_run(
         parent_event_id=parent_event_id,
         crash_after_submit="confirmation_after_submit",
     )
-
-
-async def _scored(runs: Runs, run_id: str, record_id: int, what: str) -> RunOutcome:
-    outcome = await runs.waiter.wait(run_id, record_id, crash_at="confirmation_waiting")
-    if not outcome.scored:
-        # The step is derived again: the next attempt runs the configuration once more.
-        raise StepFailed(f"the {what} run {run_id} ended {outcome.state}: {outcome.error}")
-    return outcome
 
 
 def confirmed_golden_fields(decided: PromotionConfirmationDecided) -> dict[str, Any]:
