@@ -3,8 +3,9 @@ and its own throwaway databases, through the real services and the real round-ro
 
 The budget counts SnakeLab's runs: the seeding run is run 1, and every later run counts
 whoever submitted it (a proposal, a seed rotation's baseline, a retry of a run that never
-trained). The orchestrator is stopped as soon as SnakeLab holds ``budget`` runs; the repeat
-ends when the last of them is terminal. Its best-so-far curve is read from SnakeLab's runs
+trained). Once SnakeLab holds ``budget`` runs the orchestrator finishes the step of the last
+one and is stopped (a run it began after that is cancelled); the repeat ends when the
+``budget`` runs are terminal. Its best-so-far curve is read from SnakeLab's runs
 (the ``budget`` first, in submission order; a run without a completed high score adds
 nothing), its turns from the events written up to the last run's submission.
 
@@ -184,6 +185,23 @@ def _run_count(cur: Any, snakelab_db: str) -> int:
     return int(cur.fetchone()[0])
 
 
+def _last_step_settled(cur: Any, snakelab_db: str, budget: int) -> bool:
+    """Whether the orchestrator is done with the step of the budget's last run: it submitted a
+    further run (a confirmation, a retry, the next step's), or it wrote a round-robin
+    checkpoint after that run's first event (it went on to the next step)."""
+    if _run_count(cur, snakelab_db) > budget:
+        return True
+    runs = _runs(cur, snakelab_db, budget)
+    if len(runs) < budget:
+        return False
+    cur.execute(
+        "SELECT 1 FROM events WHERE name = 'round_robin_checkpoint' AND event_id >"
+        " (SELECT MIN(event_id) FROM events WHERE process_id = %s) LIMIT 1",
+        (runs[-1][0],),
+    )
+    return cur.fetchone() is not None
+
+
 def read_turns(cur: Any, last_run_id: str | None, schema: ConfigSchema) -> TurnCounts:
     """The repeat's turns (``turn_counts``) from its events up to the last run's submission."""
     cutoff: int | None = None
@@ -353,7 +371,13 @@ def _tune(
             while _run_count(cur, dbs.snakelab_db) < job.plan.budget:
                 _check(orchestrator, services, deadline, job.stop, job.timeout)
                 time.sleep(POLL_SECONDS)
-            # The budget is spent: no further proposal may start.
+            # The budget is spent. The step of its last run is finished (compared, promoted or
+            # retained) before the orchestrator stops, so the final recommendation never
+            # depends on how fast it was stopped; a run of the step after it is cancelled
+            # before the re-tests.
+            while not _last_step_settled(cur, dbs.snakelab_db, job.plan.budget):
+                _check(orchestrator, services, deadline, job.stop, job.timeout)
+                time.sleep(POLL_SECONDS)
             orchestrator.stop(processes.STOP_TIMEOUT)
             while True:
                 runs = _runs(cur, dbs.snakelab_db, job.plan.budget)
@@ -423,6 +447,7 @@ async def _retests(
     job: _Job, dbs: RepeatDatabases, schema: ConfigSchema, endpoint: str, result: RepeatResult
 ) -> None:
     async with snakelab_runs(dbs.settings, schema, endpoint, RETEST_POLL_SECONDS) as runs:
+        await runs.cancel_beyond(job.plan.budget)
         await _retest_with(runs, job, result)
 
 

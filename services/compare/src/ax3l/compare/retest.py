@@ -43,7 +43,7 @@ from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
 from ax3l.shared.settings import Settings
-from ax3l.shared.snakelab_client import SnakeLabClient
+from ax3l.shared.snakelab_client import SnakeLabClient, SnakeLabError
 from ax3l.shared.submit_once import OnceSubmitter
 from ax3l.shared.wire import TERMINAL_STATES
 from snakelab.trainers.surrogate import expected_high_score
@@ -291,6 +291,25 @@ class SnakeLabRuns:
             return None
         score = row["high_score"]
         return str(row["status"]), None if score is None else int(score)
+
+    async def cancel_beyond(self, budget: int) -> list[str]:
+        """Cancel the runs after the first ``budget`` that are not terminal (the orchestrator's
+        next step, begun before it was stopped), so that re-tests do not queue behind them.
+        A run that ended meanwhile is left as it is. Returns the runs cancelled."""
+        rows = await self.db.fetchall(
+            f"SELECT run_id, status FROM {self.db.sl('simulation_runs')}"
+            " ORDER BY id LIMIT 1000 OFFSET %s",
+            (budget,),
+            doing="reading the runs after the budget",
+        )
+        cancelled = []
+        for row in (r for r in rows if r["status"] not in TERMINAL_STATES):
+            try:
+                await self.client.cancel(str(row["run_id"]))
+            except SnakeLabError:  # it ended between the read and the cancel
+                continue
+            cancelled.append(str(row["run_id"]))
+        return cancelled
 
 
 @contextlib.asynccontextmanager
