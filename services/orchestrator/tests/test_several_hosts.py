@@ -9,7 +9,7 @@ import pytest
 
 from ax3l.testing.confirmation_case import BETTER, CONFIRM, RANDOM_HIDDEN, SCHEMA, submit
 from ax3l.testing.snakelab_process import SnakeLabProcess
-from ax3l.testing.stack import Stack, check_history
+from ax3l.testing.stack import Stack, check_history, tiny_schema
 
 pytestmark = pytest.mark.long  # two hosts with runs of seconds: about a minute (make test-long)
 
@@ -61,6 +61,46 @@ def test_a_confirmations_runs_train_side_by_side_on_two_hosts(stack: Stack) -> N
     assert recorded and all(recorded[r] == endpoints[rows[r]["host"]] for r in recorded)
     assert set(status["snakelab_hosts"]) == set(endpoints.values())
     assert promoted.get("kind") == "promotion"
+    check_history(stack)
+
+
+def test_a_rotations_baseline_trains_beside_its_confirmation_runs(stack: Stack) -> None:
+    """Under confirm with two hosts, a seed rotation submits its baseline and the baseline's
+    runs on the new seed's confirmation seeds together (one of those seeds may already hold the
+    configuration's run from seeding's confirmation, reused): the baseline trains at the same
+    time as one of them, on the other host, and the new golden's mean is over all three."""
+    stack.use_schema(tiny_schema())
+    stack.start(surrogate_seconds=3, hosts=2)
+    env = {"AX3L_PROMOTION": "confirm", "AX3L_SEED_STAGNANT_ROUNDS": "1"}
+    proc = stack.orchestrator("random", env=env)
+    stack.wait_for(
+        lambda: any(
+            g.get("kind") == "seed_rotation" for g in stack.events("golden_config_created")
+        ),
+        150,
+        "a seed rotation",
+        proc,
+    )
+    proc.stop()
+
+    rows = run_rows(stack)
+    rotated = next(
+        g for g in stack.events("golden_config_created") if g.get("kind") == "seed_rotation"
+    )
+    baseline, *confirming = rotated.get("confirmation_runs")
+    assert baseline == rotated.get("run_id") and len(confirming) == 2
+    beside = [r for r in confirming if overlap(rows[baseline], rows[r])]
+    assert beside, {r: rows[r] for r in (baseline, *confirming)}
+    assert all(rows[r]["host"] != rows[baseline]["host"] for r in beside)
+    (started,) = stack.events("seed_rotation_started")
+    parents = {
+        e.process_id: e.parent
+        for e in stack.events("simulation_submitted")
+        if e.process_id in (baseline, *confirming)
+    }
+    # Submitted by the rotation, or reused from an earlier confirmation on the same seed.
+    assert parents[baseline] == started.event_id, parents
+    assert all(parents[r] == started.event_id or parents[r] < started.event_id for r in confirming)
     check_history(stack)
 
 

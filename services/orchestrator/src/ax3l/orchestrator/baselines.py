@@ -13,6 +13,7 @@ never resends blindly.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,9 +74,12 @@ async def scored_baseline(
     *,
     what: str,
     parent_event_id: int | None,
+    alongside: Callable[[], Awaitable[None]] | None = None,
 ) -> tuple[str, RunOutcome]:
     """The baseline's run and how it ended with a high score: the recorded run (``record``, a
     usable one) or else the next one, waited for; ``StepFailed`` when it ends without a score.
+    ``alongside`` submits the runs that may train beside it (a confirmation's), after the
+    baseline's run is recorded and before it is waited for.
     """
     if record is None:
         run_id, record_id = await next_baseline_run(
@@ -91,6 +95,8 @@ async def scored_baseline(
         run_id, record_id = str(record.process_id), record.event_id
     print(f"ax3l-orchestrator: {what} with run {run_id}", flush=True)
     status.set_phase(kind.phase, run_id=run_id)
+    if alongside is not None:
+        await alongside()
     return run_id, await wait_scored(runs, run_id, record_id, what, f"{kind.crash_at}_waiting")
 
 

@@ -306,6 +306,23 @@ def confirmed_golden_fields(decided: PromotionConfirmationDecided) -> dict[str, 
     }
 
 
+async def submit_baseline_confirmation(
+    runs: Runs, promotion: Promotion, config: dict[str, Any], seed: int, parent_event_id: int
+) -> None:
+    """Under ``confirm``, a new baseline's runs on its confirmation seeds, submitted (exactly
+    once, each recorded) while its own run is still to be waited for, so that several SnakeLab
+    hosts train them beside it; ``baseline_fields`` then finds and waits for them."""
+    if not promotion.confirm:
+        return
+    for each in confirmation_seeds(seed, promotion.seeds):
+        await confirmation_run(
+            runs,
+            _on_seed(runs.schema, config, each),
+            what=f"seed {seed} baseline's confirmation",
+            parent_event_id=parent_event_id,
+        )
+
+
 async def baseline_fields(
     runs: Runs,
     promotion: Promotion,

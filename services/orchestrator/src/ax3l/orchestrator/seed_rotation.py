@@ -5,8 +5,9 @@ The rotation is stored first (``seed_rotation_started`` with the new config, the
 submitted, so no restart submits it twice. Its score becomes the new golden baseline even when
 it is lower. A baseline run without a high score runs again within the bounds of
 ``ax3l.orchestrator.baselines``. Under ``AX3L_PROMOTION=confirm`` the baseline is scored over
-the new seed's confirmation seeds too (``confirmation.baseline_fields``). Tuning resumes at
-the same round-robin position.
+the new seed's confirmation seeds too (``confirmation.baseline_fields``), and those runs are
+submitted as soon as the baseline's run is recorded, so that several SnakeLab hosts train them
+side by side. Tuning resumes at the same round-robin position.
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ import logging
 from typing import Any, TypeAlias
 
 from ax3l.orchestrator.baselines import BaselineKind, scored_baseline
-from ax3l.orchestrator.confirmation import Promotion, baseline_fields
+from ax3l.orchestrator.confirmation import (
+    Promotion,
+    baseline_fields,
+    submit_baseline_confirmation,
+)
 from ax3l.orchestrator.golden import create_golden
 from ax3l.orchestrator.services import Runs
 from ax3l.orchestrator.status import LoopStatus, Phase
@@ -126,7 +131,16 @@ async def finish_rotation(
     record = await _baseline_record(db, rotation)
     what = f"seed {new_seed} baseline"
     run_id, outcome = await scored_baseline(
-        runs, status, ROTATION, config, record, what=what, parent_event_id=rotation.event_id
+        runs,
+        status,
+        ROTATION,
+        config,
+        record,
+        what=what,
+        parent_event_id=rotation.event_id,
+        alongside=lambda: submit_baseline_confirmation(
+            runs, promotion, config, new_seed, rotation.event_id
+        ),
     )
     assert outcome.high_score is not None
     previous = started.golden_high_score
