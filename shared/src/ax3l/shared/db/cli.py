@@ -223,8 +223,19 @@ def main(argv: list[str] | None = None) -> int:
         f" comes from ${REPORTS_PASSWORD_ENV} (unset: the user must exist)",
     )
     grant.add_argument("--host", default="%", help="the account's host part (default %%)")
+    export = sub.add_parser(
+        "export", help="write the experiment's runs elsewhere (Optuna: ax3l-shared[optuna])"
+    )
+    export.add_argument(
+        "--optuna", metavar="STORAGE_URL", required=True, help="an Optuna storage URL"
+    )
+    export.add_argument("--study", help="the study's name (default the Ax3l database's name)")
     args = parser.parse_args(argv)
     settings = get_settings()
+    if args.command == "export":
+        from ax3l.shared.db.export_optuna import run_export
+
+        return run_export(settings, args.optuna, args.study)
     if args.command == "grant-reports":
         user = args.user or os.environ.get(REPORTS_USER_ENV) or DEFAULT_REPORTS_USER
         password = os.environ.get(REPORTS_PASSWORD_ENV)

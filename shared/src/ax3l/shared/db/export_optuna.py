@@ -1,0 +1,312 @@
+"""``ax3l-db export --optuna``: the experiment's SnakeLab runs as an Optuna study.
+
+Every finished run becomes one trial: a completed run with a high score is a COMPLETE trial
+whose value is that score; a failed or cancelled run, or a completed one without a score, is a
+FAIL trial. The params are the nine tuned values (the registry's paths, e.g.
+``model.hidden_size``) over the schema's ranges (``IntDistribution`` with the schema's step
+for integers, ``FloatDistribution`` for numbers). A value outside the schema's range (a run of
+an older schema, or one the user made by hand) is left out of that trial's params and named in
+its ``params_outside_schema`` attribute: Optuna refuses a param outside its distribution.
+
+The user attributes are ``run_id``, ``snakelab_id`` (SnakeLab's submission order), ``seed``,
+``status``, ``proposer`` and ``entry`` (from the broker's ``proposal_accepted``; a run the loop
+submitted itself has its ``simulation_submitted`` purpose as its entry, e.g. ``seeding``) and
+``golden`` (whether a ``golden_config_created`` event names the run).
+
+Runs still queued or training are left for a later export. Exporting again adds only the runs
+whose ``run_id`` no trial of the study has yet, so an interrupted export is finished by running
+it again. Optuna is the optional extra ``ax3l-shared[optuna]``; it is imported only here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from ax3l.shared.config_schema import ConfigSchema, cached_schema
+from ax3l.shared.db.database import quote_identifier
+from ax3l.shared.registry import ENTRIES, leaf_domain
+from ax3l.shared.settings import Settings
+
+if TYPE_CHECKING:
+    from optuna.distributions import BaseDistribution
+    from optuna.trial import FrozenTrial
+
+TUNED_PATHS: tuple[str, ...] = tuple(path for item in ENTRIES for path in item.paths)
+FINISHED_STATES = ("completed", "failed", "cancelled")
+# The events that tell who produced a run and which runs became golden.
+_PROVENANCE_EVENTS = ("proposal_accepted", "simulation_submitted", "golden_config_created")
+
+
+class ExportError(RuntimeError):
+    """The export cannot run: Optuna is missing, or the storage or study does not fit."""
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Who produced a run: the proposer and the round robin's entry (or the loop's purpose)."""
+
+    proposer: str | None
+    entry: str | None
+
+
+@dataclass(frozen=True)
+class ExportSummary:
+    """What one export did."""
+
+    study: str
+    added_complete: int
+    added_failed: int
+    already_there: int
+    not_finished: int
+    seconds: float
+
+    def text(self) -> str:
+        return (
+            f"study {self.study!r}: added {self.added_complete} completed and"
+            f" {self.added_failed} failed trials; {self.already_there} runs were already"
+            f" there, {self.not_finished} not finished yet ({self.seconds:.1f} s)"
+        )
+
+
+def _optuna() -> Any:
+    try:
+        import optuna
+    except ImportError:
+        raise ExportError(
+            "the Optuna export needs Optuna: install the extra, e.g."
+            " `uv sync --extra optuna` or `pip install 'ax3l-shared[optuna]'`"
+        ) from None
+    return optuna
+
+
+def distributions(schema: ConfigSchema) -> dict[str, BaseDistribution]:
+    """The nine tuned values' distributions, from the schema's ranges and steps."""
+    from optuna.distributions import FloatDistribution, IntDistribution
+
+    found: dict[str, BaseDistribution] = {}
+    for path in TUNED_PATHS:
+        leaf = schema.by_path[path]
+        domain = leaf_domain(leaf)
+        if leaf.type == "integer":
+            if domain is None:
+                raise ExportError(f"{path} has no finite range in the schema")
+            step = int(leaf.multiple_of or 1)
+            found[path] = IntDistribution(int(min(domain)), int(max(domain)), step=step)
+        elif leaf.minimum is None or leaf.maximum is None:
+            raise ExportError(f"{path} has no minimum or maximum in the schema")
+        else:
+            step_value = leaf.multiple_of
+            found[path] = FloatDistribution(
+                float(leaf.minimum),
+                float(leaf.maximum),
+                step=None if step_value is None else float(step_value),
+            )
+    return found
+
+
+def _connect(settings: Settings) -> Any:
+    from ax3l.shared.db.cli import connect
+
+    return connect(settings)
+
+
+def provenance(conn: Any) -> tuple[dict[str, Provenance], set[str]]:
+    """Each run's proposer and entry, and the runs that became golden, from Ax3l's events."""
+    marks = ", ".join(["%s"] * len(_PROVENANCE_EVENTS))
+    made: dict[str, Provenance] = {}
+    retries: dict[str, str] = {}
+    golden: set[str] = set()
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT e.name, m.content FROM events e JOIN event_messages m"
+            f" ON m.event_id = e.event_id WHERE e.name IN ({marks}) ORDER BY e.event_id",
+            _PROVENANCE_EVENTS,
+        )
+        for name, text in cur.fetchall():
+            try:
+                content = json.loads(text)
+            except (TypeError, ValueError):
+                continue
+            if not isinstance(content, dict) or not isinstance(content.get("run_id"), str):
+                continue
+            run_id = content["run_id"]
+            if name == "golden_config_created":
+                golden.add(run_id)
+            elif name == "proposal_accepted":
+                made[run_id] = Provenance(
+                    _text(content.get("proposer")), _text(content.get("parameter"))
+                )
+            elif run_id not in made:
+                retry_of = content.get("retry_of")
+                if isinstance(retry_of, str):
+                    retries[run_id] = retry_of
+                elif isinstance(content.get("purpose"), str):
+                    made[run_id] = Provenance("ax3l", content["purpose"])
+    for run_id, original in retries.items():
+        if run_id not in made and original in made:
+            made[run_id] = made[original]
+    return made, golden
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def finished_runs(conn: Any, settings: Settings, schema: ConfigSchema) -> Iterator[dict[str, Any]]:
+    """SnakeLab's finished runs with their seed and tuned values, in submission order."""
+    snakelab = quote_identifier(settings.snakelab_db_name)
+    columns = [schema.by_path[path].column for path in TUNED_PATHS]
+    picked = ", ".join(f"c.{quote_identifier(column)}" for column in columns)
+    marks = ", ".join(["%s"] * len(FINISHED_STATES))
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT r.id, r.run_id, r.status, r.high_score, r.created_at, r.started_at,"
+            f" r.completed_at, c.seed, {picked}"
+            f" FROM {snakelab}.simulation_runs r JOIN {snakelab}.configurations c"
+            f" ON c.run_id = r.run_id WHERE r.status IN ({marks}) ORDER BY r.id",
+            FINISHED_STATES,
+        )
+        names = [d[0] for d in cur.description]
+        for row in cur.fetchall():
+            yield dict(zip(names, row, strict=True))
+
+
+def count_unfinished(conn: Any, settings: Settings) -> int:
+    snakelab = quote_identifier(settings.snakelab_db_name)
+    marks = ", ".join(["%s"] * len(FINISHED_STATES))
+    with conn.cursor() as cur:
+        cur.execute(
+            f"SELECT COUNT(*) FROM {snakelab}.simulation_runs WHERE status NOT IN ({marks})",
+            FINISHED_STATES,
+        )
+        return int(cur.fetchone()[0])
+
+
+def trial_of(
+    row: dict[str, Any],
+    schema: ConfigSchema,
+    dists: dict[str, BaseDistribution],
+    made: Provenance | None,
+    golden: bool,
+) -> FrozenTrial:
+    """The trial of one finished run (see the module docstring)."""
+    optuna = _optuna()
+    params: dict[str, Any] = {}
+    outside: list[str] = []
+    for path in TUNED_PATHS:
+        raw = row[schema.by_path[path].column]
+        value = _param_value(raw, schema.by_path[path].type)
+        dist = dists[path]
+        if value is None or not dist._contains(dist.to_internal_repr(value)):
+            outside.append(path)
+        else:
+            params[path] = value
+    complete = row["status"] == "completed" and row["high_score"] is not None
+    attrs: dict[str, Any] = {
+        "run_id": row["run_id"],
+        "snakelab_id": int(row["id"]),
+        "seed": None if row["seed"] is None else int(row["seed"]),
+        "status": row["status"],
+        "proposer": made.proposer if made else None,
+        "entry": made.entry if made else None,
+        "golden": golden,
+    }
+    if outside:
+        attrs["params_outside_schema"] = outside
+    trial: FrozenTrial = optuna.trial.create_trial(
+        state=optuna.trial.TrialState.COMPLETE if complete else optuna.trial.TrialState.FAIL,
+        value=float(row["high_score"]) if complete else None,
+        params=params,
+        distributions={path: dists[path] for path in params},
+        user_attrs=attrs,
+    )
+    started = _when(row["started_at"]) or _when(row["created_at"])
+    if started is not None:
+        trial.datetime_start = started
+        trial.datetime_complete = _when(row["completed_at"]) or started
+    return trial
+
+
+def _param_value(raw: Any, kind: str) -> int | float | None:
+    if raw is None:
+        return None
+    value = float(raw)
+    if not math.isfinite(value):
+        return None
+    if kind == "integer":
+        return int(value) if value.is_integer() else None
+    return value
+
+
+def _when(value: Any) -> datetime | None:
+    return value if isinstance(value, datetime) else None
+
+
+def _exported_run_ids(trials: Iterable[FrozenTrial]) -> set[str]:
+    return {str(t.user_attrs["run_id"]) for t in trials if "run_id" in t.user_attrs}
+
+
+def export_optuna(
+    settings: Settings, storage_url: str, study_name: str | None = None
+) -> ExportSummary:
+    """Add every finished run not yet in the study (``study_name``, default the Ax3l database's
+    name) at ``storage_url`` as a trial; creates the study (maximize) when it is missing."""
+    optuna = _optuna()
+    began = time.monotonic()
+    name = study_name or settings.db_name
+    schema = cached_schema(settings.schema_file())
+    dists = distributions(schema)
+    try:
+        study = optuna.create_study(
+            storage=storage_url, study_name=name, direction="maximize", load_if_exists=True
+        )
+    except Exception as exc:  # the storage's driver decides what it raises
+        raise ExportError(f"cannot open the Optuna storage: {type(exc).__name__}: {exc}") from exc
+    if study.direction != optuna.study.StudyDirection.MAXIMIZE:
+        raise ExportError(f"study {name!r} exists and does not maximize: choose another --study")
+    existing = _exported_run_ids(study.get_trials(deepcopy=False))
+    conn = _connect(settings)
+    try:
+        made, golden = provenance(conn)
+        rows = [
+            row for row in finished_runs(conn, settings, schema) if row["run_id"] not in existing
+        ]
+        waiting = count_unfinished(conn, settings)
+    finally:
+        conn.close()
+    trials = [
+        trial_of(row, schema, dists, made.get(row["run_id"]), row["run_id"] in golden)
+        for row in rows
+    ]
+    study.set_user_attr("source", "ax3l")
+    study.set_user_attr("snakelab_database", settings.snakelab_db_name)
+    study.add_trials(trials)
+    complete = sum(1 for t in trials if t.state == optuna.trial.TrialState.COMPLETE)
+    return ExportSummary(
+        study=name,
+        added_complete=complete,
+        added_failed=len(trials) - complete,
+        already_there=len(existing),
+        not_finished=waiting,
+        seconds=time.monotonic() - began,
+    )
+
+
+def run_export(settings: Settings, storage_url: str, study_name: str | None) -> int:
+    """``ax3l-db export --optuna``'s body: the summary on stdout, an error on stderr."""
+    from ax3l.shared.db.errors import DatabaseError
+
+    try:
+        summary = export_optuna(settings, storage_url, study_name)
+    except (ExportError, DatabaseError) as exc:
+        print(f"ax3l-db export: {exc}", file=sys.stderr)
+        return 1
+    print(summary.text())
+    return 0

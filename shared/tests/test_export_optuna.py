@@ -1,0 +1,159 @@
+"""``ax3l-db export --optuna``: the runs of a real database as trials of a real Optuna study."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+
+from ax3l.shared.config_schema import cached_schema
+from ax3l.shared.db.database import Database
+from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.db.export_optuna import TUNED_PATHS, export_optuna
+from ax3l.shared.event_models import GoldenConfigCreated, ProposalAccepted, SimulationSubmitted
+from ax3l.testing.databases import TestDatabases
+from ax3l.testing.snakelab_rows import insert_runs
+
+SCHEMA = cached_schema()
+
+
+def _config(**changes: object) -> dict[str, object]:
+    return SCHEMA.with_values(SCHEMA.default_config(), changes)
+
+
+def _finish(databases: TestDatabases, run_id: str, status: str, score: int | None) -> None:
+    databases.query(
+        "UPDATE simulation_runs SET status = %s, high_score = %s, started_at = created_at,"
+        " completed_at = created_at WHERE run_id = %s",
+        (status, score, run_id),
+        user="snakelab",
+    )
+
+
+async def _log_history(databases: TestDatabases, seeding: str, proposal: str) -> None:
+    async with Database(databases.settings()) as db:
+        log = EventLog(db)
+        await log.log(SimulationSubmitted(run_id=seeding, purpose="seeding"))
+        await log.log(
+            GoldenConfigCreated(
+                run_id=seeding, config={}, high_score=40, seed=1970, simulations=1, reason="x"
+            )
+        )
+        await log.log(ProposalAccepted(parameter="gamma", run_id=proposal, proposer="tpe"))
+
+
+async def test_runs_become_trials_with_params_values_and_attributes_once(
+    snakelab_tables: TestDatabases, tmp_path: Path
+) -> None:
+    """Completed runs are COMPLETE trials valued by their high score with the nine tuned values
+    as params, failed runs FAIL trials, unfinished runs wait; a second export adds only the
+    runs finished since, and the study read back through Optuna's API matches the database."""
+    dbs = snakelab_tables
+    seeding, proposal, failed, waiting = insert_runs(
+        dbs,
+        SCHEMA,
+        _config(),
+        _config(**{"training.gamma": 0.95}),
+        _config(**{"model.hidden_size": 128}),
+        _config(**{"training.batch_size": 16}),
+        database=dbs.snakelab_db,
+        status="queued",
+    )
+    _finish(dbs, seeding, "completed", 40)
+    _finish(dbs, proposal, "completed", 44)
+    _finish(dbs, failed, "failed", None)
+    await _log_history(dbs, seeding, proposal)
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    settings = dbs.settings()
+
+    first = export_optuna(settings, storage, "exp")
+    assert (first.added_complete, first.added_failed, first.not_finished) == (2, 1, 1)
+
+    study = optuna.load_study(study_name="exp", storage=storage)
+    assert study.direction == optuna.study.StudyDirection.MAXIMIZE
+    by_run = {t.user_attrs["run_id"]: t for t in study.get_trials()}
+    assert set(by_run) == {seeding, proposal, failed}
+    rows = dbs.query(
+        "SELECT r.run_id, r.status, r.high_score, c.seed, "
+        + ", ".join("c." + SCHEMA.by_path[p].column for p in TUNED_PATHS)
+        + " FROM simulation_runs r JOIN configurations c ON c.run_id = r.run_id",
+        user="snakelab",
+    )
+    for run_id, status, score, seed, *values in rows:
+        if run_id == waiting:
+            continue
+        trial = by_run[run_id]
+        assert trial.params == pytest.approx(dict(zip(TUNED_PATHS, values, strict=True)))
+        assert trial.user_attrs["seed"] == seed and trial.user_attrs["status"] == status
+        if status == "completed":
+            assert trial.state == optuna.trial.TrialState.COMPLETE and trial.value == score
+        else:
+            assert trial.state == optuna.trial.TrialState.FAIL and trial.value is None
+    assert by_run[seeding].user_attrs.items() >= {"golden": True, "entry": "seeding"}.items()
+    wanted = {"golden": False, "entry": "gamma", "proposer": "tpe"}
+    assert by_run[proposal].user_attrs.items() >= wanted.items()
+    assert by_run[failed].user_attrs["proposer"] is None
+    assert isinstance(
+        by_run[proposal].distributions["model.hidden_size"], optuna.distributions.IntDistribution
+    )
+    assert study.best_trial.user_attrs["run_id"] == proposal
+
+    _finish(dbs, waiting, "completed", 50)
+    second = export_optuna(settings, storage, "exp")
+    assert (second.added_complete, second.added_failed, second.already_there) == (1, 0, 3)
+    study = optuna.load_study(study_name="exp", storage=storage)
+    assert len(study.trials) == 4 and study.best_value == 50
+
+
+async def test_a_value_outside_the_schema_is_left_out_of_the_trial_and_named(
+    snakelab_tables: TestDatabases, tmp_path: Path
+) -> None:
+    """A run whose value is outside the schema's range keeps its other params and names the
+    one Optuna could not take."""
+    dbs = snakelab_tables
+    (run,) = insert_runs(dbs, SCHEMA, _config(), database=dbs.snakelab_db)
+    _finish(dbs, run, "completed", 30)
+    dbs.query(
+        "UPDATE configurations SET model_hidden_size = 1000 WHERE run_id = %s",
+        (run,),
+        user="admin",
+        database=dbs.snakelab_db,
+    )
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    export_optuna(dbs.settings(), storage, None)
+    (trial,) = optuna.load_study(study_name=dbs.ax3l_db, storage=storage).trials
+    assert "model.hidden_size" not in trial.params and len(trial.params) == 8
+    assert trial.user_attrs["params_outside_schema"] == ["model.hidden_size"]
+
+
+def test_the_command_exports_and_refuses_a_bad_storage_plainly(
+    snakelab_tables: TestDatabases, tmp_path: Path
+) -> None:
+    """``ax3l-db export --optuna`` prints its summary; a storage it cannot open is a one-line
+    error with exit 1 and nothing written."""
+    env = {**os.environ, **snakelab_tables.env()}
+    command = [sys.executable, "-m", "ax3l.shared.db.cli", "export", "--optuna"]
+    good = subprocess.run(
+        [*command, f"sqlite:///{tmp_path / 's.db'}", "--study", "mine"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert good.returncode == 0, good.stderr
+    assert "study 'mine': added 0 completed and 0 failed trials" in good.stdout
+    bad = subprocess.run(
+        [*command, "nosuchdriver://x"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert bad.returncode == 1 and "cannot open the Optuna storage" in bad.stderr
+    assert "Traceback" not in bad.stderr
