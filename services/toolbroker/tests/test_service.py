@@ -136,7 +136,7 @@ async def test_ready_is_503_when_snakelab_does_not_answer(databases, lab):
     dead = f"tcp://127.0.0.1:{free_port()}"
     async with running_broker(databases, dead, lab.db_name, AX3L_SNAKELAB_TIMEOUT="0.2") as broker:
         transport = httpx.ASGITransport(app=broker.broker.app())
-        async with httpx.AsyncClient(transport=transport, base_url="http://broker") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://toolbroker") as client:
             ready = await client.get("/ready")
             health = await client.get("/health")
     assert ready.status_code == 503 and health.status_code == 200

@@ -101,13 +101,26 @@ class DbSettings:
             host=env.get("SNAKELAB_DB_HOST", cls.host),
             port=port,
             user=env.get("SNAKELAB_DB_USER", cls.user),
-            password=env.get("SNAKELAB_DB_PASSWORD", cls.password),
+            password=_password(env),
             database=env.get("SNAKELAB_DB_NAME", cls.database),
         )
 
     def describe(self) -> str:
         """Where, without the password (for logs)."""
         return f"{self.user}@{self.host}:{self.port}/{self.database}"
+
+
+def _password(env: Mapping[str, str]) -> str:
+    """SNAKELAB_DB_PASSWORD, else the contents of the file SNAKELAB_DB_PASSWORD_FILE names
+    (a compose secret), without its trailing newline."""
+    if "SNAKELAB_DB_PASSWORD" in env or not env.get("SNAKELAB_DB_PASSWORD_FILE"):
+        return env.get("SNAKELAB_DB_PASSWORD", DbSettings.password)
+    path = env["SNAKELAB_DB_PASSWORD_FILE"]
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read().rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"SNAKELAB_DB_PASSWORD_FILE={path}: cannot read it ({exc})") from None
 
 
 def _sql_number(value: float | int | None) -> str:

@@ -1,17 +1,27 @@
 """Every setting of Ax3l, read from the environment (and ``.env`` files when asked).
 
 The database variables keep the names of the user's running system (``DB_HOST``...); the
-rest are prefixed ``AX3L_``. Defaults match DESIGN.md.
+rest are prefixed ``AX3L_``. Defaults match DESIGN.md. Any variable may instead be given as
+``<NAME>_FILE``, the path of a file holding its value (compose secrets, ``/run/secrets/...``);
+the plain variable wins when both are set.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
 
 # The orchestrator's proposers (``AX3L_PROPOSER``; ``ax3l.orchestrator.proposers.make_proposer``
 # builds them), here so ``ax3l-compare`` reads the same list without importing the orchestrator.
@@ -25,8 +35,66 @@ def setting(default: Any, variable: str | AliasChoices, **limits: Any) -> Any:
     return Field(default, validation_alias=variable, **limits)
 
 
+# Hosts the HTTP servers answer (AX3L_ALLOWED_HOSTS): loopback, and the compose services' names.
+DEFAULT_ALLOWED_HOSTS = "localhost,127.0.0.1,[::1],reports,orchestrator,toolbroker"
+
+
+def read_value_file(variable: str, path: str) -> str:
+    """The value in the file ``path`` named by ``<variable>_FILE``, without its trailing
+    newline; an unreadable file is a clear error naming the variable."""
+    try:
+        return Path(path).read_text().rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"{variable}_FILE={path}: cannot read it ({exc})") from None
+
+
+def variable_names(field: FieldInfo) -> list[str]:
+    """The environment variables of a field, in the order they are tried."""
+    alias = field.validation_alias
+    choices = alias.choices if isinstance(alias, AliasChoices) else [alias]
+    return [choice for choice in choices if isinstance(choice, str)]
+
+
+class FileVariables(PydanticBaseSettingsSource):
+    """``<NAME>_FILE`` for every variable ``NAME`` that is not set itself: the file's contents."""
+
+    def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str] | None = None):
+        super().__init__(settings_cls)
+        self.env = os.environ if env is None else env
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ reads every field at once
+
+    def __call__(self) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for field in self.settings_cls.model_fields.values():
+            for name in variable_names(field):
+                path = self.env.get(f"{name}_FILE")
+                if path and name not in self.env:
+                    found[name] = read_value_file(name, path)
+        return found
+
+
 class Settings(BaseSettings):
     """Ax3l's settings; each field documents its environment variable."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The environment, then ``<NAME>_FILE`` variables, then the defaults' other sources."""
+        return (
+            init_settings,
+            env_settings,
+            FileVariables(settings_cls),
+            dotenv_settings,
+            file_secret_settings,
+        )
 
     model_config = SettingsConfigDict(
         extra="ignore", populate_by_name=True, use_attribute_docstrings=True
@@ -68,6 +136,9 @@ class Settings(BaseSettings):
     orchestrator_port: int = setting(28871, "AX3L_ORCHESTRATOR_PORT")
     toolbroker_port: int = setting(28872, "AX3L_TOOLBROKER_PORT")
     reports_port: int = setting(28870, "AX3L_REPORTS_PORT")
+    allowed_hosts: str = setting(DEFAULT_ALLOWED_HOSTS, "AX3L_ALLOWED_HOSTS")
+    """Host names the report server and the status APIs answer, comma-separated (``*.example.org``
+    for subdomains, ``*`` for any); any other Host header gets 400 (DNS rebinding)"""
 
     llm_url: str | None = setting(None, "AX3L_LLM_URL")
     llm_model: str | None = setting(None, "AX3L_LLM_MODEL")
@@ -134,6 +205,14 @@ class Settings(BaseSettings):
     output_dir: Path | None = setting(None, "AX3L_OUTPUT_DIR")
 
     ax3l_version: str = setting("ax3l-0.1.0", "AX3L_VERSION")
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _hosts_are_patterns(cls, value: str) -> str:
+        from ax3l.shared.trusted_hosts import host_patterns
+
+        host_patterns(value)
+        return value
 
     def snakelab_hosts(self) -> list[str]:
         """The SnakeLab endpoints: AX3L_SNAKELAB_ENDPOINTS, else AX3L_SNAKELAB_ENDPOINT."""

@@ -200,7 +200,7 @@ def _wire(settings: Settings, schema: ConfigSchema, proposer_name: str) -> _Proc
     proposer = make_proposer(proposer_name, deps, settings)
     server = _Server(
         uvicorn.Config(
-            create_app(ApiResources(db, snakelab, status)),
+            create_app(ApiResources(db, snakelab, status), settings.allowed_hosts),
             host=settings.http_host,
             port=settings.orchestrator_port,
             log_level="warning",

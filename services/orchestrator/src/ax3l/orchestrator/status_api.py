@@ -16,6 +16,8 @@ from ax3l.shared.readiness import (
     dependency_problems,
     readiness_router,
 )
+from ax3l.shared.settings import DEFAULT_ALLOWED_HOSTS
+from ax3l.shared.trusted_hosts import allow_only
 
 # What the routes read: the live status and the two dependencies /ready checks.
 ApiResources: TypeAlias = ServiceResources[LoopStatus]
@@ -55,9 +57,11 @@ async def status(resources: ResourcesDep) -> dict[str, Any]:
     return data
 
 
-def create_app(resources: ApiResources) -> FastAPI:
+def create_app(resources: ApiResources, allowed_hosts: str = DEFAULT_ALLOWED_HOSTS) -> FastAPI:
+    """The API, answering only requests for ``allowed_hosts`` (AX3L_ALLOWED_HOSTS)."""
     app = FastAPI(title="Ax3l orchestrator", version="0.1.0")
     app.state.resources = resources
     app.include_router(readiness_router(checks, tags=["status"]))
     app.include_router(router)
+    allow_only(app, allowed_hosts)
     return app

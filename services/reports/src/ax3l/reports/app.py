@@ -20,6 +20,7 @@ from ax3l.shared.config_schema import cached_schema
 from ax3l.shared.cycles import CycleTracker
 from ax3l.shared.db.database import Database
 from ax3l.shared.snakelab_client import SnakeLabClient
+from ax3l.shared.trusted_hosts import allow_only
 
 DESCRIPTION = """Read-only pages and JSON over Ax3l's events and SnakeLab's runs.
 
@@ -108,4 +109,5 @@ def create_app(settings: ReportsSettings | None = None) -> FastAPI:
             response.headers["Content-Security-Policy"] = DOCS_CSP
         return response
 
+    allow_only(app, chosen.allowed_hosts)
     return app

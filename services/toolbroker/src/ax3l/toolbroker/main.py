@@ -133,7 +133,8 @@ class Broker:
         await self.listener.serve()
 
     def app(self) -> FastAPI:
-        return create_app(BrokerResources(self.db, self.snakelab, self.status))
+        resources = BrokerResources(self.db, self.snakelab, self.status)
+        return create_app(resources, self.settings.allowed_hosts)
 
     async def close(self) -> None:
         self.listener.close()
