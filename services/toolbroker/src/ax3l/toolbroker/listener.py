@@ -8,11 +8,17 @@ limit (``AX3L_ZMQ_MAX_MESSAGE_BYTES``) get an ``invalid_request`` reply; ZeroMQ 
 the connection of a peer that sends more than ``HARD_LIMIT_FACTOR`` times the limit, so a
 hostile peer cannot make the broker buffer arbitrary amounts of memory (such a peer gets no
 reply and runs into its own timeout).
+
+The endpoint's host may be a DNS name (``tcp://toolbroker-tools:61970``), which ZeroMQ itself
+does not bind: it is bound on the address the name resolves to, so that in compose the channel
+listens only on the network where that name is the broker's alias.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 
 import zmq
@@ -45,8 +51,16 @@ class ToolListener:
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.MAXMSGSIZE, self.max_bytes * HARD_LIMIT_FACTOR)
         try:
-            sock.bind(self.endpoint)
-        except zmq.ZMQError as exc:
+            try:
+                sock.bind(self.endpoint)
+            except zmq.ZMQError:
+                resolved = resolve_bind_endpoint(self.endpoint)
+                if resolved is None:
+                    raise
+                if ":" in resolved.split("//", 1)[1].rsplit(":", 1)[0]:
+                    sock.setsockopt(zmq.IPV6, 1)
+                sock.bind(resolved)
+        except (zmq.ZMQError, OSError) as exc:
             sock.close(linger=0)
             raise OSError(f"cannot listen on {self.endpoint}: {exc}") from None
         self._socket = sock
@@ -77,6 +91,26 @@ class ToolListener:
         if self._socket is not None:
             self._socket.close(linger=0)
             self._socket = None
+
+
+def resolve_bind_endpoint(endpoint: str) -> str | None:
+    """``tcp://NAME:PORT`` with NAME a DNS name, bound on the first address NAME resolves to
+    (IPv4 first); None for anything else (an address, ``*``, an interface, another transport).
+    A name that does not resolve is an OSError."""
+    if not endpoint.startswith("tcp://") or ":" not in endpoint[6:]:
+        return None
+    host, _, port = endpoint[6:].rpartition(":")
+    if host in ("*", "") or host.startswith("["):
+        return None
+    try:
+        ipaddress.ip_address(host)
+        return None
+    except ValueError:
+        pass
+    found = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    found.sort(key=lambda entry: entry[0] != socket.AF_INET)
+    address = str(found[0][4][0])
+    return f"tcp://[{address}]:{port}" if ":" in address else f"tcp://{address}:{port}"
 
 
 def split_route(frames: list[bytes]) -> tuple[list[bytes], list[bytes]]:
