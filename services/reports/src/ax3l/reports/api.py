@@ -13,13 +13,14 @@ from ax3l.reports.routes import (
     health,
     highscores,
     proposers,
+    runs,
     scores,
     simulations,
     status,
 )
 
 api_router = APIRouter()
-for module in (events, highscores, golden, scores, simulations, proposers, comparison):
+for module in (events, highscores, golden, scores, simulations, proposers, comparison, runs):
     api_router.include_router(module.router)
     api_router.include_router(module.pages)
 api_router.include_router(status.router)

@@ -11,6 +11,7 @@ from starlette.templating import Jinja2Templates
 
 from ax3l.reports.orchestrator_status import OrchestratorMonitor
 from ax3l.reports.queries.highscores import HighscoreReader
+from ax3l.reports.queries.runs import RunsTable
 from ax3l.reports.resources import Resources
 from ax3l.reports.settings import ReportsSettings, get_settings
 from ax3l.reports.snakelab_status import SnakeLabMonitor
@@ -42,6 +43,10 @@ def get_highscores(resources: ResourcesDep) -> HighscoreReader:
     return resources.highscores
 
 
+def get_runs(resources: ResourcesDep) -> RunsTable:
+    return resources.runs
+
+
 def get_schema(resources: ResourcesDep) -> ConfigSchema:
     return resources.schema
 
@@ -68,5 +73,6 @@ MonitorDep = Annotated[SnakeLabMonitor, Depends(get_monitor)]
 OrchestratorDep = Annotated[OrchestratorMonitor | None, Depends(get_orchestrator)]
 CyclesDep = Annotated[CycleTracker, Depends(get_cycles)]
 HighscoresDep = Annotated[HighscoreReader, Depends(get_highscores)]
+RunsTableDep = Annotated[RunsTable, Depends(get_runs)]
 SchemaDep = Annotated[ConfigSchema, Depends(get_schema)]
 PageDep = Annotated[Page, Depends(get_page)]

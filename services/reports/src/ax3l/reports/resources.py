@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from starlette.templating import Jinja2Templates
 
 from ax3l.reports.orchestrator_status import OrchestratorMonitor
 from ax3l.reports.queries.highscores import HighscoreReader
+from ax3l.reports.queries.runs import RunsTable
 from ax3l.reports.snakelab_status import SnakeLabMonitor
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.cycles import CycleTracker
@@ -23,3 +24,4 @@ class Resources:
     schema: ConfigSchema
     templates: Jinja2Templates
     orchestrator: OrchestratorMonitor | None = None
+    runs: RunsTable = field(default_factory=RunsTable)

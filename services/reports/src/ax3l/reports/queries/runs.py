@@ -1,0 +1,389 @@
+"""Every SnakeLab run as one in-memory table, kept up to date incrementally, with its provenance
+from Ax3l's events; filters, sorting and keyset pages over it; CSV and Parquet of a filter.
+
+Why in memory: the proposer and the entry of a run live in Ax3l's events (``proposal_accepted``,
+``conversation_started``, ``simulation_submitted``), the run itself in SnakeLab's tables, and a
+table sorted by any of them pages in milliseconds once both sit in one polars frame. The frame
+is small (100,000 runs are about 20 MB) and each request reads only what changed: runs newer
+than the newest it holds, the runs it holds that were not finished yet (their state and score
+still move), and events newer than the newest it read. A wipe (fewer runs, or another first
+run; another first event) makes it read everything again.
+
+Who proposed a run: the proposer a ``proposal_accepted`` names, else its conversation's (the
+``conversation_started`` of the same process), else the latest conversation's before it
+(conversations run one at a time), as the proposers page counts them
+(``queries/proposers.py``). The entry is the proposal's parameter; a run of the loop's own is
+known by its ``simulation_submitted`` purpose (``seeding``, ``seed_rotation``,
+``confirmation``, ``retry``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import io
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import polars as pl
+
+from ax3l.reports.models.runs import TUNED_COLUMNS, RunRow, RunsPage, RunsPageQuery, RunsQuery
+from ax3l.shared.config_schema import ConfigSchema
+from ax3l.shared.db.database import Database
+from ax3l.shared.wire import TERMINAL_STATES
+
+CHUNK = 20_000  # runs per read (each statement stays well inside the query timeout)
+EVENT_WINDOW = 250_000  # event ids per provenance read
+PROVENANCE_EVENTS = (
+    "proposal_accepted",
+    "conversation_started",
+    "simulation_submitted",
+    "golden_config_created",
+)
+SNAKELAB_COLUMNS = ("id", "run_id", "created_at", "completed_at", "seed", "status", "high_score")
+
+
+def _schema(config: ConfigSchema) -> dict[str, pl.DataType]:
+    columns: dict[str, pl.DataType] = {
+        "id": pl.Int64(),
+        "run_id": pl.String(),
+        "created_at": pl.Datetime("us"),
+        "completed_at": pl.Datetime("us"),
+        "seed": pl.Int64(),
+        "status": pl.String(),
+        "high_score": pl.Int64(),
+    }
+    for column in TUNED_COLUMNS:
+        integer = config.by_column[column].type == "integer"
+        columns[column] = pl.Int64() if integer else pl.Float64()
+    return columns
+
+
+PROVENANCE_SCHEMA: dict[str, pl.DataType] = {
+    "run_id": pl.String(),
+    "proposer": pl.String(),
+    "entry": pl.String(),
+    "golden": pl.Boolean(),
+}
+
+
+def _json(field_name: str) -> str:
+    """A scalar of an event's JSON content as text (null for another shape or invalid JSON)."""
+    return (
+        f"CASE WHEN JSON_VALID(m.content) THEN JSON_VALUE(m.content, '$.{field_name}') END"
+        f" AS {field_name}"
+    )
+
+
+@dataclass
+class Provenance:
+    """Who proposed each run and for which entry, and which runs became golden; read
+    incrementally from the events."""
+
+    proposer: dict[str, str] = field(default_factory=dict)
+    entry: dict[str, str] = field(default_factory=dict)
+    golden: set[str] = field(default_factory=set)
+    by_process: dict[str, str] = field(default_factory=dict)
+    latest_conversation: str | None = None
+    newest: int = 0
+    history: tuple[int, datetime] | None = None
+
+    def add(self, row: dict[str, Any]) -> None:
+        name, process = row["name"], row["process_id"]
+        proposer = row.get("proposer") or None
+        run_id = row.get("run_id") or None
+        if name == "conversation_started":
+            if proposer and process:
+                self.by_process.setdefault(process, proposer)
+            self.latest_conversation = proposer or (self.by_process.get(process or ""))
+        elif name == "proposal_accepted" and run_id:
+            if proposer and process:
+                self.by_process.setdefault(process, proposer)
+            named = proposer or self.by_process.get(process or "") or self.latest_conversation
+            if named:
+                self.proposer[run_id] = named
+            if row.get("parameter"):
+                self.entry[run_id] = row["parameter"]
+        elif name == "simulation_submitted" and run_id and row.get("purpose"):
+            self.entry.setdefault(run_id, row["purpose"])
+        elif name == "golden_config_created" and run_id:
+            self.golden.add(run_id)
+
+    def frame(self) -> pl.DataFrame:
+        runs = sorted(set(self.proposer) | set(self.entry) | self.golden)
+        return pl.DataFrame(
+            {
+                "run_id": runs,
+                "proposer": [self.proposer.get(run) for run in runs],
+                "entry": [self.entry.get(run) for run in runs],
+                "golden": [run in self.golden for run in runs],
+            },
+            schema=PROVENANCE_SCHEMA,
+        )
+
+
+class RunsTable:
+    """Every run with its provenance as one polars frame (``frame``), refreshed per request."""
+
+    def __init__(self) -> None:
+        self._schema: dict[str, pl.DataType] = {}
+        self._runs = pl.DataFrame()
+        self._first: str | None = None  # the first run's id: another one means another history
+        self._newest = 0
+        self._pending: list[int] = []
+        self._provenance = Provenance()
+        self._frame: pl.DataFrame | None = None
+        self._lock = asyncio.Lock()
+
+    async def frame(self, db: Database, schema: ConfigSchema) -> pl.DataFrame:
+        """The whole table, every run SnakeLab holds now, in submission order (``schema``
+        types the tuned columns)."""
+        async with self._lock:
+            if not self._schema:
+                self._schema = _schema(schema)
+                self._reset()
+            runs_changed = await self._refresh_runs(db)
+            events_changed = await self._refresh_provenance(db)
+            if self._frame is None or runs_changed or events_changed:
+                self._frame = (
+                    self._runs.join(self._provenance.frame(), on="run_id", how="left")
+                    .with_columns(pl.col("golden").fill_null(False))
+                    .sort("id")
+                )
+            return self._frame
+
+    # -- SnakeLab's runs ---------------------------------------------------------------------
+
+    def _select(self, db: Database, where: str) -> str:
+        tuned = ", ".join(f"c.{column}" for column in TUNED_COLUMNS)
+        return (
+            "SELECT r.id, r.run_id, r.created_at, r.completed_at, c.seed, r.status,"
+            f" r.high_score, {tuned} FROM {db.sl('simulation_runs')} r"
+            f" LEFT JOIN {db.sl('configurations')} c ON c.run_id = r.run_id WHERE {where}"
+        )
+
+    def _rows(self, rows: list[dict[str, Any]]) -> pl.DataFrame:
+        return pl.DataFrame(
+            [tuple(row[column] for column in self._schema) for row in rows],
+            schema=self._schema,
+            orient="row",
+        )
+
+    async def _refresh_runs(self, db: Database, retry: bool = True) -> bool:
+        runs = db.sl("simulation_runs")
+        summary = await db.fetchone(
+            f"SELECT COUNT(*) AS n, (SELECT run_id FROM {runs} ORDER BY id LIMIT 1) AS first_run"
+            f" FROM {runs}",
+            doing="counting runs",
+        )
+        count = int(summary["n"]) if summary else 0
+        first_run = None if summary is None else summary["first_run"]
+        changed = False
+        if self._first is not None and first_run != self._first:
+            self._reset()  # another history: the table was emptied or recreated
+            changed = True
+        if self._pending:
+            marks = ", ".join(["%s"] * len(self._pending))
+            rows = await db.fetchall(
+                self._select(db, f"r.id IN ({marks})"), self._pending, doing="reading runs"
+            )
+            self._runs = pl.concat(
+                [self._runs.filter(~pl.col("id").is_in(self._pending)), self._rows(rows)]
+            )
+            changed = True
+        while True:
+            rows = await db.fetchall(
+                self._select(db, "r.id > %s") + " ORDER BY r.id LIMIT %s",
+                (self._newest, CHUNK),
+                doing="reading runs",
+            )
+            if rows:
+                self._runs = pl.concat([self._runs, self._rows(rows)])
+                self._newest = int(rows[-1]["id"])
+                changed = True
+            if len(rows) < CHUNK:
+                break
+        if self._runs.height != count and retry:
+            # Rows went away (a partial wipe) or came in meanwhile: read everything again.
+            self._reset()
+            return await self._refresh_runs(db, retry=False)
+        if changed:
+            self._runs = self._runs.sort("id")
+            unfinished = ~pl.col("status").is_in(sorted(TERMINAL_STATES))
+            self._pending = self._runs.filter(unfinished)["id"].to_list()
+            self._first = str(self._runs["run_id"][0]) if self._runs.height else None
+        return changed
+
+    def _reset(self) -> None:
+        self._runs = pl.DataFrame(schema=self._schema)
+        self._first = None
+        self._newest = 0
+        self._pending = []
+
+    # -- provenance from the events ----------------------------------------------------------
+
+    async def _refresh_provenance(self, db: Database) -> bool:
+        first, top = await asyncio.gather(
+            db.fetchone(
+                "SELECT event_id, occurred_at FROM events ORDER BY event_id LIMIT 1",
+                doing="reading the event history",
+            ),
+            db.fetchone("SELECT MAX(event_id) AS newest FROM events", doing="reading events"),
+        )
+        history = None if first is None else (int(first["event_id"]), first["occurred_at"])
+        newest = int(top["newest"] or 0) if top else 0
+        changed = False
+        if history != self._provenance.history or newest < self._provenance.newest:
+            self._provenance = Provenance(history=history)
+            changed = True
+        names = ", ".join(["%s"] * len(PROVENANCE_EVENTS))
+        fields = ", ".join(_json(name) for name in ("run_id", "proposer", "parameter", "purpose"))
+        while self._provenance.newest < newest:
+            start = self._provenance.newest
+            end = min(newest, start + EVENT_WINDOW)
+            rows = await db.fetchall(
+                f"SELECT e.event_id, e.name, e.process_id, {fields} FROM events e"
+                " LEFT JOIN event_messages m ON m.event_id = e.event_id"
+                f" WHERE e.event_id > %s AND e.event_id <= %s AND e.name IN ({names})"
+                " ORDER BY e.event_id",
+                (start, end, *PROVENANCE_EVENTS),
+                doing="reading where runs came from",
+            )
+            for row in rows:
+                self._provenance.add(row)
+            self._provenance.newest = end
+            changed = changed or bool(rows)
+        return changed
+
+
+# -- filters, sorting and keyset pages ---------------------------------------------------------
+
+
+class BadCursor(ValueError):
+    """A cursor that is not one of this table's, or of another sort order."""
+
+
+def matching(frame: pl.DataFrame, query: RunsQuery) -> pl.DataFrame:
+    """The runs the query's filters keep (all of them without filters)."""
+    conditions: list[pl.Expr] = []
+    if query.status is not None:
+        conditions.append(pl.col("status") == query.status)
+    if query.seed is not None:
+        conditions.append(pl.col("seed") == query.seed)
+    if query.entry is not None:
+        conditions.append(pl.col("entry") == query.entry)
+    if query.proposer is not None:
+        conditions.append(pl.col("proposer") == query.proposer)
+    if query.golden is not None:
+        conditions.append(pl.col("golden") == query.golden)
+    for column, low, high in query.ranges():
+        if low is not None:
+            conditions.append(pl.col(column) >= low)
+        if high is not None:
+            conditions.append(pl.col(column) <= high)
+    return frame.filter(*conditions) if conditions else frame
+
+
+def ordered(frame: pl.DataFrame, sort: str, order: str) -> pl.DataFrame:
+    """Sorted by ``sort`` (empty values last either way), ties by run number the same way."""
+    descending = order == "desc"
+    return frame.sort(
+        [pl.col(sort).is_null(), pl.col(sort), pl.col("id")],
+        descending=[False, descending, descending],
+    )
+
+
+def encode_cursor(query: RunsQuery, row: dict[str, Any]) -> str:
+    """The keyset position of ``row`` in the query's order, as an opaque URL-safe string."""
+    value = row[query.sort]
+    if isinstance(value, datetime):
+        value = value.isoformat()
+    text = json.dumps([query.sort, query.order, value, row["id"]], separators=(",", ":"))
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def decode_cursor(query: RunsQuery, cursor: str, dtype: pl.DataType) -> tuple[Any, int]:
+    """``(value, id)`` of a cursor made for the query's sort order."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        sort, order, value, run = json.loads(raw)
+    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
+        raise BadCursor("the cursor is not one this table made") from None
+    if (sort, order) != (query.sort, query.order):
+        raise BadCursor(f"the cursor belongs to sort={sort} order={order}; reload the first page")
+    if not isinstance(run, int) or isinstance(run, bool):
+        raise BadCursor("the cursor is not one this table made")
+    try:
+        if value is not None:
+            if dtype == pl.Datetime("us"):
+                value = datetime.fromisoformat(value)
+            elif dtype == pl.Int64():
+                value = int(value)
+            elif dtype == pl.Float64():
+                value = float(value)
+            elif dtype == pl.Boolean():
+                value = bool(value)
+            else:
+                value = str(value)
+    except (TypeError, ValueError):
+        raise BadCursor("the cursor is not one this table made") from None
+    return value, run
+
+
+def _beyond(sort: str, descending: bool, value: Any, run: int) -> pl.Expr:
+    """Rows after ``(value, run)`` in the order ``ordered`` sorts them."""
+    column, number = pl.col(sort), pl.col("id")
+    later_id: pl.Expr = number < run if descending else number > run
+    if value is None:
+        return column.is_null() & later_id
+    later: pl.Expr = column < value if descending else column > value
+    same: pl.Expr = column == value
+    return column.is_null() | later | (same & later_id)
+
+
+def page(frame: pl.DataFrame, query: RunsPageQuery) -> RunsPage:
+    """One page of the matching runs in the query's order, from its cursor."""
+    found = ordered(matching(frame, query), query.sort, query.order)
+    descending = query.order == "desc"
+    limit = query.limit
+    if query.after is not None:
+        value, run = decode_cursor(query, query.after, frame.schema[query.sort])
+        start = found.height - found.filter(_beyond(query.sort, descending, value, run)).height
+        end = min(found.height, start + limit)
+    elif query.before is not None:
+        value, run = decode_cursor(query, query.before, frame.schema[query.sort])
+        position = found.filter(
+            ~_beyond(query.sort, descending, value, run) & (pl.col("id") != run)
+        ).height
+        end = position
+        start = max(0, end - limit)
+    else:
+        start, end = 0, min(found.height, limit)
+    rows = found.slice(start, end - start).to_dicts()
+    return RunsPage(
+        runs=[RunRow.model_validate(row) for row in rows],
+        matching=found.height,
+        total=frame.height,
+        next_after=encode_cursor(query, rows[-1]) if rows and end < found.height else None,
+        previous_before=encode_cursor(query, rows[0]) if rows and start > 0 else None,
+    )
+
+
+EXPORT_COLUMNS = tuple(RunRow.model_fields)
+
+
+def export_csv(frame: pl.DataFrame, query: RunsQuery) -> bytes:
+    """The matching runs in the query's order as CSV (UTF-8, a header row, ISO times)."""
+    found = ordered(matching(frame, query), query.sort, query.order).select(EXPORT_COLUMNS)
+    return found.write_csv().encode("utf-8")
+
+
+def export_parquet(frame: pl.DataFrame, query: RunsQuery) -> bytes:
+    """The matching runs in the query's order as Parquet (zstd)."""
+    found = ordered(matching(frame, query), query.sort, query.order).select(EXPORT_COLUMNS)
+    buffer = io.BytesIO()
+    found.write_parquet(buffer, compression="zstd")
+    return buffer.getvalue()

@@ -1,0 +1,278 @@
+"""The runs table (``/api/runs``, ``/runs``, its CSV and Parquet) over the user's real runs and
+the replayed history in MariaDB, and its incremental refresh on a private database."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+import polars as pl
+import pytest
+from reports_history import HOSTILE, changed_entry, insert_runs, read_runs
+from reports_testing import app_client, reports_settings
+
+from ax3l.reports.models.runs import TUNED_COLUMNS
+from ax3l.shared.db.database import Database
+from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.event_models import ConversationStarted, ProposalAccepted, SimulationSubmitted
+from ax3l.shared.registry import ENTRIES
+
+
+def expected_rows(experiment: Any) -> list[dict[str, Any]]:
+    """What the table should hold for each run, recomputed from the CSV the way
+    ``replay_history`` logged it."""
+    goldens = {run.run_id for _, run, _ in experiment.replay.goldens}
+    rows = []
+    golden = experiment.runs[0]
+    golden_score = golden.high_score
+    turn = 0
+    for position, run in enumerate(experiment.runs, start=1):
+        proposer = entry = None
+        if position > 1 and run.seed != golden.seed:
+            golden, golden_score = run, run.high_score
+        elif position > 1:
+            index = changed_entry(golden.flat, run.flat)
+            index = turn if index is None else index
+            turn = (index + 1) % len(ENTRIES)
+            proposer, entry = ("llm" if run.seed == 1970 else "tpe"), ENTRIES[index].name
+            if run.status == "completed" and run.high_score > golden_score:
+                golden, golden_score = run, run.high_score
+        rows.append(
+            {
+                "id": position,
+                "run_id": run.run_id,
+                "seed": run.seed,
+                "status": run.status,
+                "high_score": run.high_score,
+                **{column: run.flat[column] for column in TUNED_COLUMNS},
+                "proposer": proposer,
+                "entry": entry,
+                "golden": run.run_id in goldens,
+            }
+        )
+    return rows
+
+
+def in_order(rows: list[dict[str, Any]], sort: str, descending: bool) -> list[dict[str, Any]]:
+    """``rows`` by ``sort`` then run number, both the same way; empty values last."""
+    present = sorted(
+        (r for r in rows if r[sort] is not None),
+        key=lambda r: (r[sort], r["id"]),
+        reverse=descending,
+    )
+    missing = sorted(
+        (r for r in rows if r[sort] is None), key=lambda r: r["id"], reverse=descending
+    )
+    return present + missing
+
+
+async def walk(client: Any, params: dict[str, Any]) -> tuple[list[int], list[int]]:
+    """Run numbers paged forwards from the first page, then backwards from the last."""
+    forward: list[int] = []
+    pages: list[dict[str, Any]] = []
+    cursor: dict[str, Any] = {}
+    while True:
+        response = await client.get("/api/runs", params={**params, **cursor})
+        assert response.status_code == 200, response.text
+        body = response.json()
+        pages.append(body)
+        forward += [run["id"] for run in body["runs"]]
+        if body["next_after"] is None:
+            break
+        cursor = {"after": body["next_after"]}
+    backward: list[int] = list(reversed([run["id"] for run in pages[-1]["runs"]]))
+    before = pages[-1]["previous_before"]
+    while before is not None:
+        body = (await client.get("/api/runs", params={**params, "before": before})).json()
+        backward += list(reversed([run["id"] for run in body["runs"]]))
+        before = body["previous_before"]
+    return forward, list(reversed(backward))
+
+
+def compare(shown: dict[str, Any], expected: dict[str, Any]) -> None:
+    for name, value in expected.items():
+        assert shown[name] == value, (name, shown["id"], shown[name], value)
+
+
+async def test_every_run_is_listed_with_its_values_proposer_entry_and_golden_flag(
+    client, experiment
+):
+    """/api/runs lists every SnakeLab run, newest first, with seed, status, score, the nine
+    tuned values, the proposer and entry from the events and the golden flag."""
+    expected = expected_rows(experiment)
+    body = (await client.get("/api/runs", params={"limit": 1000})).json()
+    assert body["total"] == body["matching"] == len(experiment.runs)
+    assert [run["id"] for run in body["runs"]] == [row["id"] for row in reversed(expected)]
+    for shown, wanted in zip(body["runs"], reversed(expected), strict=True):
+        compare(shown, wanted)
+    assert {run["proposer"] for run in body["runs"]} == {"llm", "tpe", None}
+    assert sum(run["golden"] for run in body["runs"]) == len(experiment.replay.goldens)
+
+
+@pytest.mark.parametrize(
+    ("sort", "order", "params"),
+    [
+        ("high_score", "asc", {}),
+        ("high_score", "desc", {}),
+        ("proposer", "asc", {}),
+        ("training_gamma", "desc", {"seed": 1970}),
+        ("golden", "desc", {"status": "completed"}),
+    ],
+)
+async def test_keyset_pages_neither_repeat_nor_skip_a_run_across_ties(
+    client, experiment, sort, order, params
+):
+    """Paging by a column full of ties (scores, proposers, flags) with small pages goes through
+    every matching run once, in the asked order with ties by run number, forwards and back."""
+    expected = [
+        row
+        for row in expected_rows(experiment)
+        if all(row[name] == value for name, value in params.items())
+    ]
+    wanted = in_order(expected, sort, order == "desc")
+    forward, backward = await walk(client, {"sort": sort, "order": order, "limit": 7, **params})
+    assert forward == [row["id"] for row in wanted]
+    assert backward == forward
+
+
+async def test_filters_narrow_the_runs(client, experiment):
+    """Status, seed, entry, proposer, golden, score range and a tuned value's range combine."""
+    expected = expected_rows(experiment)
+    cases: list[tuple[dict[str, Any], Any]] = [
+        ({"status": "completed"}, lambda r: r["status"] == "completed"),
+        ({"seed": 1970, "entry": "gamma"}, lambda r: r["seed"] == 1970 and r["entry"] == "gamma"),
+        ({"proposer": "tpe"}, lambda r: r["proposer"] == "tpe"),
+        ({"golden": "true"}, lambda r: r["golden"]),
+        (
+            {"score_min": 40, "score_max": 45},
+            lambda r: r["high_score"] is not None and 40 <= r["high_score"] <= 45,
+        ),
+        (
+            {"model_hidden_size_min": 200, "training_learning_rate_max": 0.0025},
+            lambda r: r["model_hidden_size"] >= 200 and r["training_learning_rate"] <= 0.0025,
+        ),
+    ]
+    for params, keep in cases:
+        body = (await client.get("/api/runs", params={**params, "limit": 1000})).json()
+        wanted = sorted((r["id"] for r in expected if keep(r)), reverse=True)
+        assert wanted, params
+        assert [run["id"] for run in body["runs"]] == wanted, params
+        assert body["matching"] == len(wanted)
+
+
+async def test_csv_and_parquet_hold_the_current_filter_in_its_order(client, experiment):
+    """The downloads hold exactly the runs the filter matches, in the asked order, with the
+    table's columns; Parquet keeps the types."""
+    params = {"seed": 1970, "status": "completed", "sort": "high_score", "order": "desc"}
+    listed = (await client.get("/api/runs", params={**params, "limit": 1000})).json()["runs"]
+    response = await client.get("/api/runs/export.csv", params=params)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/csv")
+    assert "ax3l-runs.csv" in response.headers["content-disposition"]
+    rows = list(csv.DictReader(io.StringIO(response.text)))
+    assert [int(row["id"]) for row in rows] == [run["id"] for run in listed]
+    assert [row["run_id"] for row in rows] == [run["run_id"] for run in listed]
+    assert [float(row["training_gamma"]) for row in rows] == [
+        run["training_gamma"] for run in listed
+    ]
+    response = await client.get("/api/runs/export.parquet", params=params)
+    assert response.status_code == 200
+    frame = pl.read_parquet(io.BytesIO(response.content))
+    assert frame["id"].to_list() == [run["id"] for run in listed]
+    assert frame["high_score"].to_list() == [run["high_score"] for run in listed]
+    assert frame["model_hidden_size"].dtype == pl.Int64
+    assert frame["golden"].to_list() == [run["golden"] for run in listed]
+    assert frame.columns == list(listed[0])
+
+
+async def test_bad_queries_are_refused_with_a_message(client):
+    """An unknown sort column or status, a reversed range and a foreign cursor answer 422."""
+    cases = [
+        {"sort": "run_id; DROP TABLE"},
+        {"status": "done"},
+        {"score_min": 50, "score_max": 10},
+        {"after": "not-a-cursor"},
+        {"after": "x", "before": "y"},
+        {"limit": 0},
+    ]
+    for params in cases:
+        response = await client.get("/api/runs", params=params)
+        assert response.status_code == 422, params
+        assert response.json()["message"], params
+    first = (await client.get("/api/runs", params={"limit": 5, "sort": "seed"})).json()
+    foreign = await client.get("/api/runs", params={"after": first["next_after"]})
+    assert foreign.status_code == 422 and "sort=seed" in foreign.json()["message"]
+    page = await client.get("/runs", params={"sort": "nope"})
+    assert page.status_code == 422 and "text/html" in page.headers["content-type"]
+
+
+async def test_the_page_shows_rows_filters_sort_links_and_downloads(client, experiment):
+    """/runs renders the asked page with links that keep the filters."""
+    response = await client.get("/runs", params={"seed": 1970, "sort": "high_score"})
+    assert response.status_code == 200
+    text = response.text
+    assert 'id="runs"' in text and "/api/runs/export.csv?seed=1970&amp;sort=high_score" in text
+    assert text.count('<tr data-id="') == 100
+    assert 'id="next"' in text and 'id="previous"' not in text
+
+
+async def test_new_runs_state_changes_and_provenance_arrive_without_a_full_read(
+    databases, snakelab_tables
+):
+    """The in-memory table picks up a new run, a running run that finished, and a proposal's
+    proposer (escaped on the page, even when it is markup), and reads all again after a wipe."""
+    runs = read_runs(limit=6)
+    runs[5].status = "running"
+    connection = databases.connect("snakelab", databases.snakelab_db)
+    try:
+        insert_runs(connection, runs[:6], episodes_for=0)
+        async with app_client(reports_settings(databases)) as client:
+            body = (await client.get("/api/runs")).json()
+            assert [r["id"] for r in body["runs"]] == [6, 5, 4, 3, 2, 1]
+            assert body["runs"][0]["status"] == "running"
+            assert body["runs"][0]["proposer"] is None
+
+            with connection.cursor() as cur:
+                cur.execute(
+                    "UPDATE simulation_runs SET status = 'completed', high_score = 77"
+                    " WHERE run_id = %s",
+                    (runs[5].run_id,),
+                )
+            async with Database(databases.settings()) as db:
+                log = EventLog(db)
+                async with db.transaction() as cur:
+                    await log.write(
+                        cur,
+                        ConversationStarted(parameter="gamma", proposer=HOSTILE),
+                        process_id="c1",
+                    )
+                    await log.write(
+                        cur,
+                        ProposalAccepted(run_id=runs[5].run_id, parameter="gamma"),
+                        process_id="c1",
+                    )
+                    await log.write(
+                        cur,
+                        SimulationSubmitted(run_id=runs[0].run_id, purpose="seeding"),
+                        process_id=runs[0].run_id,
+                    )
+            insert_runs(connection, read_runs(limit=7)[6:], episodes_for=0)
+            body = (await client.get("/api/runs")).json()
+            by_id = {r["id"]: r for r in body["runs"]}
+            assert sorted(by_id) == [1, 2, 3, 4, 5, 6, 7]
+            assert by_id[6]["status"] == "completed" and by_id[6]["high_score"] == 77
+            assert by_id[6]["proposer"] == HOSTILE and by_id[6]["entry"] == "gamma"
+            assert by_id[1]["entry"] == "seeding" and by_id[1]["proposer"] is None
+            page = (await client.get("/runs")).text
+            assert HOSTILE not in page and "&lt;script&gt;window.__pwned" in page
+
+            with connection.cursor() as cur:
+                cur.execute("DELETE FROM simulation_runs")
+            insert_runs(connection, read_runs(limit=3)[1:], episodes_for=0)
+            body = (await client.get("/api/runs")).json()
+            assert [r["run_id"] for r in body["runs"]] == [r.run_id for r in read_runs(3)[:0:-1]]
+            assert json.dumps(body)  # the whole page serialises
+    finally:
+        connection.close()
