@@ -4,13 +4,14 @@ grants of the report server's SELECT-only user."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
 from typing import Any
 
 import pymysql
 
-from ax3l.shared.db import tables
+from ax3l.shared.db import tables, upgrades
 from ax3l.shared.db.database import quote_identifier
 from ax3l.shared.db.errors import DatabaseError, SchemaMismatch, translate
 from ax3l.shared.settings import Settings, get_settings
@@ -85,48 +86,78 @@ def check_user_tables(cur: Any) -> list[str]:
 
 
 def ensure_schema(settings: Settings) -> str:
-    """Create what is missing, refuse tables of another schema version; returns a summary."""
+    """Create what is missing at this Ax3l's schema revision; refuse a database at another one
+    (``upgrades.SchemaBehind`` names ``ax3l-db upgrade``); returns a summary."""
     conn = connect(settings)
     try:
-        with conn.cursor() as cur:
+        with conn.cursor() as cur, upgrades.schema_lock(cur):
             present = _existing_tables(cur)
-            if "ax3l_meta" in present:
-                cur.execute("SELECT value FROM ax3l_meta WHERE name = 'schema_version'")
-                row = cur.fetchone()
-                if row and row[0] != tables.SCHEMA_VERSION:
-                    raise SchemaMismatch(
-                        f"database {settings.db_name} has Ax3l schema version {row[0]}, this Ax3l"
-                        f" uses {tables.SCHEMA_VERSION}: run the matching Ax3l version, or back up"
-                        " and run `ax3l-db reset-events --recreate --yes` to start a new history"
-                    )
-            problems = check_user_tables(cur)
-            if problems:
-                raise SchemaMismatch(
-                    f"database {settings.db_name} has event tables of another schema: "
-                    + "; ".join(problems)
-                    + ". Existing tables are not migrated: back up and run"
-                    " `ax3l-db reset-events --recreate --yes` to recreate them"
-                )
-            created = []
-            for name, ddl in (*tables.USER_TABLES, *tables.OWN_TABLES):
-                if name not in present:
-                    cur.execute(ddl)
-                    created.append(name)
-            for table, index, columns in tables.OWN_INDEXES:
-                if index not in _indexes(cur, table):
-                    cur.execute(f"CREATE INDEX {index} ON {table} ({columns})")
-            cur.execute(
-                "INSERT INTO ax3l_meta (name, value) VALUES ('schema_version', %s)"
-                " ON DUPLICATE KEY UPDATE value = value",
-                (tables.SCHEMA_VERSION,),
-            )
-        if created:
-            return f"created tables: {', '.join(created)}"
-        return "schema is up to date"
+            revision = upgrades.stored_revision(cur, present)
+            if revision is not None:
+                upgrades.require_current(revision, settings.db_name)
+            return _create_missing(cur, settings, present, stamp=revision is None)
     except pymysql.err.MySQLError as exc:
         raise translate(exc, "creating the schema") from exc
     finally:
         conn.close()
+
+
+def _create_missing(cur: Any, settings: Settings, present: set[str], stamp: bool) -> str:
+    """Check the user's tables, create the missing tables and indexes of the newest revision,
+    and (``stamp``: a database that had no revision) record that revision."""
+    problems = check_user_tables(cur)
+    if problems:
+        raise SchemaMismatch(
+            f"database {settings.db_name} has event tables of another schema: "
+            + "; ".join(problems)
+            + ". Existing tables are not migrated: back up and run"
+            " `ax3l-db reset-events --recreate --yes` to recreate them"
+        )
+    created = []
+    for name, ddl in (*tables.USER_TABLES, *tables.OWN_TABLES):
+        if name not in present:
+            cur.execute(ddl)
+            created.append(name)
+    for table, index, columns in tables.OWN_INDEXES:
+        if index not in _indexes(cur, table):
+            cur.execute(f"CREATE INDEX {index} ON {table} ({columns})")
+    head = upgrades.head()
+    if stamp:
+        upgrades.stamp_head(settings)
+    cur.execute(
+        "INSERT INTO ax3l_meta (name, value) VALUES ('schema_version', %s)"
+        " ON DUPLICATE KEY UPDATE value = VALUES(value)",
+        (upgrades.marker(head),),
+    )
+    if created:
+        return f"created tables: {', '.join(created)} (schema revision {head})"
+    return f"schema is up to date (revision {head})"
+
+
+def upgrade_schema(settings: Settings) -> str:
+    """``ax3l-db upgrade``: apply the pending revisions, then create what is missing."""
+    conn = connect(settings)
+    try:
+        with conn.cursor() as cur, upgrades.schema_lock(cur):
+            present = _existing_tables(cur)
+            revision = upgrades.stored_revision(cur, present)
+            if revision is None:
+                return _create_missing(cur, settings, present, stamp=True)
+            versioned = revision if upgrades.VERSION_TABLE in present else None
+            if revision not in upgrades.revisions():
+                upgrades.require_current(revision, settings.db_name)
+            done = upgrades.upgrade(settings, versioned)
+            summary = _create_missing(cur, settings, _existing_tables(cur), stamp=False)
+    except pymysql.err.MySQLError as exc:
+        raise translate(exc, "upgrading the schema") from exc
+    finally:
+        conn.close()
+    if not done.applied:
+        return summary
+    return (
+        f"upgraded database {settings.db_name} from revision {revision} to {upgrades.head()}"
+        f" ({', '.join(done.applied)}) in {done.seconds:.2f} s; {summary}"
+    )
 
 
 def reset_events(settings: Settings, recreate: bool = False) -> str:
@@ -169,6 +200,30 @@ def _forget_submission_intents(cur: Any, present: set[str]) -> None:
 RESET_HOOKS.append(_forget_submission_intents)
 
 
+def adopt_command(settings: Settings, dry_run: bool) -> int:
+    """``ax3l-db adopt [--dry-run]``: print the adoption (planned, written, or found)."""
+    from ax3l.shared.config_schema import SchemaFileError, load_schema
+    from ax3l.shared.db import adopt
+
+    if not dry_run:
+        ensure_schema(settings)
+    try:
+        schema = load_schema(settings.schema_path)
+        adoption = asyncio.run(adopt.run(settings, schema, dry_run))
+    except (SchemaFileError, adopt.AdoptionRefused) as exc:
+        print(f"ax3l-db: adopt: {exc}", file=sys.stderr)
+        return 1
+    for line in adoption.describe():
+        print(line)
+    if adoption.already:
+        print(f"Already adopted (event {adoption.event_id}): nothing written.")
+    elif dry_run:
+        print("Dry run: nothing written.")
+    else:
+        print(f"Adopted: golden_config_created event {adoption.event_id}.")
+    return 0
+
+
 REPORTS_USER_ENV = "AX3L_REPORTS_DB_USER"
 REPORTS_PASSWORD_ENV = "AX3L_REPORTS_DB_PASSWORD"
 DEFAULT_REPORTS_USER = "ax3l_reports"
@@ -203,6 +258,19 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("create", help="create missing tables and indexes, check existing ones")
     sub.add_parser("check", help="same as create (idempotent)")
+    sub.add_parser(
+        "upgrade",
+        help="bring the database to this Ax3l's schema revision, keeping the experiment (stop"
+        " the services and back up first)",
+    )
+    adopt_parser = sub.add_parser(
+        "adopt",
+        help="take SnakeLab's existing runs as the experiment's past: the best completed run of"
+        " the newest seed becomes the golden configuration",
+    )
+    adopt_parser.add_argument(
+        "--dry-run", action="store_true", help="print what would be adopted, write nothing"
+    )
     reset = sub.add_parser(
         "reset-events",
         help="delete all experiment events and score snapshots (needed when the order changes)",
@@ -252,6 +320,10 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 return 2
             print(reset_events(settings, recreate=args.recreate))
+        elif args.command == "upgrade":
+            print(upgrade_schema(settings))
+        elif args.command == "adopt":
+            return adopt_command(settings, args.dry_run)
         else:
             print(ensure_schema(settings))
     except DatabaseError as exc:

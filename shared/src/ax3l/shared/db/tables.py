@@ -3,11 +3,13 @@
 ``events``, ``event_messages`` and ``experiment_highscores`` keep the exact names and
 columns of the user's running system so existing databases work as they are. Extra indexes
 and tables are Ax3l's own and are added by ``ax3l-db`` without touching existing rows.
+
+This module describes the newest schema revision (``ax3l.shared.db.upgrades``): a fresh
+database is created from it. Changing a table that exists needs a revision under
+``migrations/versions/`` as well; a new table of Ax3l's own is created at start.
 """
 
 from __future__ import annotations
-
-SCHEMA_VERSION = "1"
 
 TABLE_OPTIONS = "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci"
 

@@ -1,0 +1,1 @@
+"""Alembic's script directory for Ax3l's database (``ax3l.shared.db.upgrades``)."""

@@ -1,0 +1,1 @@
+"""Ax3l's schema revisions, oldest first: each one file, never edited once released."""
