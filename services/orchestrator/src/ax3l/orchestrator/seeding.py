@@ -7,6 +7,10 @@ A seeding run that ended without a high score (``completed`` without one include
 again after a backoff, within the bounds of ``ax3l.orchestrator.baselines``. Under
 ``AX3L_PROMOTION=confirm`` the defaults also run on the confirmation seeds before they become
 the golden (``confirmation.baseline_fields``), so the golden's mean is known.
+
+Seeding starts only on an empty SnakeLab (the spec's first start): with runs there and no
+experiment of Ax3l's, start-up refuses instead (``ax3l.orchestrator.startup``), and
+``ax3l-db adopt`` can take those runs as the experiment's past.
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ from ax3l.orchestrator.waiting import ended_unscored
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_reads import StoredEvent, latest
-from ax3l.shared.db.snakelab_reads import count_simulations
 from ax3l.shared.event_models import SimulationSubmitted
 
 logger = logging.getLogger(__name__)
@@ -59,14 +62,6 @@ async def seed(runs: Runs, status: LoopStatus, promotion: Promotion) -> None:
     status.set_phase(Phase.SEEDING)
     record = await _usable_record(runs.db)
     config = default_config(runs.schema)
-    if record is None:
-        existing = await count_simulations(runs.db)
-        if existing:
-            logger.warning(
-                "SnakeLab already has %d runs but Ax3l has no golden configuration: seeding"
-                " with a run of the default configuration (reused if one exists)",
-                existing,
-            )
     run_id, outcome = await scored_baseline(
         runs, status, SEEDING, config, record, what="seeding", parent_event_id=None
     )

@@ -1,5 +1,6 @@
 """Startup: wait until SnakeLab's tables exist, refuse a changed order, adopt lost submissions,
-then wait until SnakeLab is idle.
+refuse a SnakeLab that has runs when Ax3l has no experiment (``ax3l.shared.db.adopt``: the
+message names a fresh SnakeLab database and ``ax3l-db adopt``), then wait until SnakeLab is idle.
 
 On a fresh machine the orchestrator may start before SnakeLab has created its tables; that is
 a wait, not an error. Once the loop runs, database errors stop it. A run someone else left on
@@ -15,11 +16,12 @@ import time
 
 from ax3l.orchestrator.comparison import pending_proposal
 from ax3l.orchestrator.seed_rotation import pending_rotation, pending_rotation_run
-from ax3l.orchestrator.seeding import pending_seeding_run
+from ax3l.orchestrator.seeding import default_config, pending_seeding_run
 from ax3l.orchestrator.services import Runs
 from ax3l.orchestrator.status import LoopStatus
 from ax3l.orchestrator.turns import check_stored_order
 from ax3l.shared import intents
+from ax3l.shared.db.adopt import AdoptionNeeded, refusal
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseUnavailable
 from ax3l.shared.db.reads import current_golden
@@ -118,4 +120,7 @@ async def prepare(
     adopted = await intents.reconcile(runs.db, runs.schema, runs.log, index=runs.index)
     if adopted:
         logger.warning("adopted runs of interrupted submissions: %s", ", ".join(adopted))
+    refused = await refusal(runs.db, runs.schema.flatten(default_config(runs.schema)))
+    if refused is not None:
+        raise AdoptionNeeded(refused)
     await wait_for_idle_snakelab(runs, snakelab, status, poll)

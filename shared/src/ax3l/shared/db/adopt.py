@@ -18,6 +18,7 @@ the command again after an adoption only reports it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +27,12 @@ from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseMisconfigured
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
 from ax3l.shared.db.reads import current_golden
-from ax3l.shared.db.snakelab_reads import count_simulations, count_simulations_in, run_with_config
+from ax3l.shared.db.snakelab_reads import (
+    count_simulations,
+    count_simulations_in,
+    run_with_config,
+    runs_matching,
+)
 from ax3l.shared.event_models import GoldenConfigCreated
 from ax3l.shared.registry import ENTRIES
 from ax3l.shared.settings import Settings
@@ -129,17 +135,26 @@ async def _own_tables(db: Database) -> set[str]:
     return {str(row["name"]) for row in rows}
 
 
-async def refusal(db: Database) -> str | None:
+async def refusal(db: Database, seeding_config: Mapping[str, Any]) -> str | None:
     """The orchestrator's start-up refusal: the message when SnakeLab has runs and Ax3l has no
-    experiment of its own, else None."""
+    experiment of its own, else None.
+
+    Runs of ``seeding_config`` alone (SnakeLab's 26 columns) are no reason: they are what a
+    seeding that was killed before it recorded its submission leaves, and seeding reuses them.
+    """
     if await own_experiment_started(db) is not None:
         return None
     runs = await count_simulations(db)
     if runs == 0:
         return None
+    seeding_runs = await runs_matching(
+        db, seeding_config, ("seed",), doing="looking for runs of the seeding configuration"
+    )
+    if len(seeding_runs) == runs:
+        return None
     settings = db.settings
     return (
-        f"SnakeLab's database {settings.snakelab_db_name} already has {runs} runs and Ax3l's"
+        f"SnakeLab's database {settings.snakelab_db_name} already has runs ({runs}) and Ax3l's"
         f" database {settings.db_name} has no experiment; the first start needs an empty"
         " SnakeLab. Either point Ax3l at a fresh SnakeLab database (AX3L_SNAKELAB_DB_NAME), or"
         " take the existing runs as the experiment's past with `ax3l-db adopt` (see first"

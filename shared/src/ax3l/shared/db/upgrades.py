@@ -20,6 +20,7 @@ refuses any value but '1', so an upgraded database is safe from an older Ax3l.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -166,8 +167,15 @@ def _run(settings: Settings, action: str, revision: str) -> None:
 
 
 def stamp_head(settings: Settings) -> None:
-    """Record the newest revision (for a database just created at it)."""
-    _run(settings, "stamp", head())
+    """Record the newest revision (for a database just created at it), quietly: services do
+    this at their first start and alembic's INFO lines would only fill their logs."""
+    quiet = logging.getLogger("alembic")
+    level = quiet.level
+    quiet.setLevel(logging.WARNING)
+    try:
+        _run(settings, "stamp", head())
+    finally:
+        quiet.setLevel(level)
 
 
 @dataclass(frozen=True)
