@@ -183,7 +183,7 @@ def test_a_retest_run_killed_with_snakelab_is_run_again_on_the_real_snakelab(
             killer.start()
 
             async def scenario() -> Any:
-                async with snakelab_runs(dbs.settings, schema, endpoint, 0.05) as runs:
+                async with snakelab_runs(dbs.settings, schema, [endpoint], 0.05) as runs:
                     pick = Recommendation(50, "golden", config, None)
                     return await retest(runs, [pick], seeds, interval=0.05)
 

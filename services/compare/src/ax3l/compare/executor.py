@@ -52,6 +52,7 @@ class RepeatJob:
     version: str  # ``ax3l-compare``'s Ax3l version (``version.py``)
     logs: Path | None = None  # --logs: every repeat's logs kept here (on its machine)
     spawn: str = "fork"  # fork: services forked from a preloader; exec: each a python -m
+    hosts: int = 1  # --snakelab-hosts: reference SnakeLab processes per repeat
 
     @property
     def log_root(self) -> Path:
@@ -102,6 +103,7 @@ def execute_repeat(
         launcher=launcher,
         databases=pair_prefix(job.databases, slot),
         placement=Placement(socket.gethostname(), node_id),
+        hosts=job.hosts,
     )
     if result.state == "finished" and job.logs is None:
         shutil.rmtree(folder, ignore_errors=True)

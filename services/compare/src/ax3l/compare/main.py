@@ -110,6 +110,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         " each as a fresh python -m (exec)",
     )
     parser.add_argument(
+        "--snakelab-hosts",
+        type=int,
+        default=1,
+        help="reference SnakeLab processes per repeat, sharing its database (1); with more,"
+        " the runs it submits together (re-tests, confirmations) train side by side",
+    )
+    parser.add_argument(
         "--retest",
         type=int,
         default=DEFAULT_RETESTS,
@@ -180,6 +187,8 @@ def check_args(args: argparse.Namespace, env: dict[str, str]) -> list[str]:
         raise UsageError("--parallel must be at least 1")
     if args.retest < 0:
         raise UsageError("--retest must be 0 or more")
+    if args.snakelab_hosts < 1:
+        raise UsageError("--snakelab-hosts must be at least 1")
     if args.ray_retries < 0:
         raise UsageError("--ray-retries must be 0 or more")
     try:
@@ -506,6 +515,7 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
         ax3l_version(),
         args.logs,
         args.spawn,
+        args.snakelab_hosts,
     )
     content: dict[str, Any] = {
         "seeds": [args.seed, args.seed + args.repeats - 1],
@@ -513,6 +523,7 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
         "executor": _executor_content(args),
         "databases": job.databases,
         "surrogate_seconds": args.surrogate_seconds,
+        "snakelab_hosts": args.snakelab_hosts,
         "trainer": "surrogate",
         "url": url,
         "llm_model": settings.llm_model,

@@ -42,6 +42,7 @@ from ax3l.compare.retest import (
     Golden,
     PointRetest,
     RunSource,
+    SnakeLabRuns,
     recommendations,
     retest,
     snakelab_runs,
@@ -101,6 +102,7 @@ class RepeatResult:
     wall_seconds: float = 0.0
     setup_seconds: float = 0.0
     retest_seconds: float = 0.0
+    retest_hosts: dict[str, int] = field(default_factory=dict)  # SnakeLab host -> re-test runs
     retests: list[PointRetest] = field(default_factory=list)
     run_ids: list[str] = field(default_factory=list)  # run 1..budget
     goldens: list[Golden] = field(default_factory=list)
@@ -138,6 +140,8 @@ class RepeatResult:
             found["promotion"] = self.promotions.content()
         if self.plan.retest_seeds:
             found["retest_seconds"] = round(self.retest_seconds, 3)
+            if self.retest_hosts:
+                found["retest_hosts"] = self.retest_hosts
             found["recommendations"] = [
                 {
                     "at_runs": p.recommendation.at_runs,
@@ -246,12 +250,15 @@ def run_repeat(
     launcher: Launcher = processes.launch,
     databases: str | None = None,
     placement: Placement | None = None,
+    hosts: int = 1,
 ) -> RepeatResult:
     """Run one repeat to its budget; a failure is returned as a failed result, not raised.
 
     With ``databases`` (``throwaway.pair_prefix``) its database pair is named with it, and
     pairs of earlier attempts named so are dropped first (counted in the result's
-    ``placement``); without, it is ``cmp<hex>``."""
+    ``placement``); without, it is ``cmp<hex>``. ``hosts`` reference SnakeLab processes share
+    its ``snakelab`` database (``AX3L_SNAKELAB_ENDPOINTS``): runs submitted together (its
+    re-tests, a confirmation's, a rotation's baseline) train side by side."""
     began = time.monotonic()
     result = RepeatResult(plan, "failed", placement=placement)
     folder.mkdir(parents=True, exist_ok=True)
@@ -264,7 +271,16 @@ def run_repeat(
                 result.placement = replace(placement, dropped_earlier=dbs.dropped_earlier)
             try:
                 job = _Job(
-                    plan, settings, environ, folder, url, surrogate_seconds, timeout, stop, launcher
+                    plan,
+                    settings,
+                    environ,
+                    folder,
+                    url,
+                    surrogate_seconds,
+                    timeout,
+                    stop,
+                    launcher,
+                    hosts,
                 )
                 _run(job, dbs, services, result, began)
             finally:
@@ -291,6 +307,7 @@ class _Job:
     timeout: float
     stop: threading.Event
     launcher: Launcher
+    hosts: int
 
 
 def _run(
@@ -305,22 +322,26 @@ def _run(
     schema.write_text(json.dumps(document))
     config_schema = ConfigSchema(document, str(schema))
     base = processes.base_env(job.environ)
-    snakelab, endpoint = processes.start_snakelab(
-        {**base, **dbs.snakelab_env()},
-        job.folder,
-        job.surrogate_seconds,
-        schema,
-        launcher=job.launcher,
-    )
-    services.append(snakelab)
+    endpoints = []
+    for host in range(job.hosts):
+        own = {"SNAKELAB_HOST_ID": f"h{host}"} if job.hosts > 1 else {}
+        snakelab, endpoint = processes.start_snakelab(
+            {**base, **dbs.snakelab_env(), **own},
+            job.folder / (f"h{host}" if host else ""),
+            job.surrogate_seconds,
+            schema,
+            launcher=job.launcher,
+        )
+        services.append(snakelab)
+        endpoints.append(endpoint)
     if job.plan.proposer == CONTROL:
         result.setup_seconds = time.monotonic() - began
-        asyncio.run(_control(job, dbs, config_schema, endpoint, result))
+        asyncio.run(_control(job, dbs, config_schema, endpoints, result))
     else:
-        _tune(job, dbs, services, result, began, endpoint, schema, config_schema)
+        _tune(job, dbs, services, result, began, endpoints, schema, config_schema)
         if job.plan.retest_seeds:
             ended = time.monotonic()
-            asyncio.run(_retests(job, dbs, config_schema, endpoint, result))
+            asyncio.run(_retests(job, dbs, config_schema, endpoints, result))
             result.retest_seconds = time.monotonic() - ended
     result.state = "finished"
 
@@ -331,7 +352,7 @@ def _tune(
     services: list[Service],
     result: RepeatResult,
     began: float,
-    endpoint: str,
+    endpoints: list[str],
     schema: Path,
     config_schema: ConfigSchema,
 ) -> None:
@@ -341,7 +362,8 @@ def _tune(
         **base,
         **processes.ax3l_passthrough(job.environ),
         **dbs.ax3l_env(),
-        "AX3L_SNAKELAB_ENDPOINT": endpoint,
+        "AX3L_SNAKELAB_ENDPOINT": endpoints[0],
+        **({"AX3L_SNAKELAB_ENDPOINTS": ",".join(endpoints)} if len(endpoints) > 1 else {}),
         "AX3L_SCHEMA_PATH": str(schema),
         "AX3L_HTTP_HOST": "127.0.0.1",
     }
@@ -424,13 +446,13 @@ async def _control(
     job: _Job,
     dbs: RepeatDatabases,
     schema: ConfigSchema,
-    endpoint: str,
+    endpoints: list[str],
     result: RepeatResult,
 ) -> None:
     """The control arm: the seeding run's default configuration, once, then its re-tests."""
     started = time.monotonic()
     config = schema.default_config()
-    async with snakelab_runs(dbs.settings, schema, endpoint, RETEST_POLL_SECONDS) as runs:
+    async with snakelab_runs(dbs.settings, schema, endpoints, RETEST_POLL_SECONDS) as runs:
         run_id = await runs.reuse_or_submit(config)
         state, score = await _ended(runs, run_id, job)
         result.wall_seconds = time.monotonic() - started
@@ -444,14 +466,18 @@ async def _control(
 
 
 async def _retests(
-    job: _Job, dbs: RepeatDatabases, schema: ConfigSchema, endpoint: str, result: RepeatResult
+    job: _Job,
+    dbs: RepeatDatabases,
+    schema: ConfigSchema,
+    endpoints: list[str],
+    result: RepeatResult,
 ) -> None:
-    async with snakelab_runs(dbs.settings, schema, endpoint, RETEST_POLL_SECONDS) as runs:
+    async with snakelab_runs(dbs.settings, schema, endpoints, RETEST_POLL_SECONDS) as runs:
         await runs.cancel_beyond(job.plan.budget)
         await _retest_with(runs, job, result)
 
 
-async def _retest_with(runs: RunSource, job: _Job, result: RepeatResult) -> None:
+async def _retest_with(runs: SnakeLabRuns, job: _Job, result: RepeatResult) -> None:
     picks = recommendations(result.goldens, result.run_ids, job.plan.retest_at, surrogate=True)
     deadline = time.monotonic() + job.timeout
     result.retests = await retest(
@@ -461,6 +487,14 @@ async def _retest_with(runs: RunSource, job: _Job, result: RepeatResult) -> None
         interval=RETEST_POLL_SECONDS,
         check=lambda: _still_wanted(job, deadline),
     )
+    if job.hosts > 1:
+        ran = [
+            run_id
+            for point in result.retests
+            for seed in point.seeds
+            for run_id in (*seed.failed_run_ids, *([seed.run_id] if seed.run_id else []))
+        ]
+        result.retest_hosts = await runs.hosts_of(sorted(set(ran)))
 
 
 async def _ended(runs: RunSource, run_id: str, job: _Job) -> tuple[str, int | None]:

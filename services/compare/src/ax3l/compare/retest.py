@@ -44,6 +44,7 @@ from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
 from ax3l.shared.settings import Settings
 from ax3l.shared.snakelab_client import SnakeLabClient, SnakeLabError
+from ax3l.shared.snakelab_hosts import snakelab_client
 from ax3l.shared.submit_once import OnceSubmitter
 from ax3l.shared.wire import TERMINAL_STATES
 from snakelab.trainers.surrogate import expected_high_score
@@ -292,6 +293,19 @@ class SnakeLabRuns:
         score = row["high_score"]
         return str(row["status"]), None if score is None else int(score)
 
+    async def hosts_of(self, run_ids: Sequence[str]) -> dict[str, int]:
+        """How many of ``run_ids`` each SnakeLab host ran (``simulation_runs.host``)."""
+        if not run_ids:
+            return {}
+        marks = ", ".join(["%s"] * len(run_ids))
+        rows = await self.db.fetchall(
+            f"SELECT host, COUNT(*) AS n FROM {self.db.sl('simulation_runs')}"
+            f" WHERE run_id IN ({marks}) GROUP BY host ORDER BY host",
+            tuple(run_ids),
+            doing="reading the re-test runs' hosts",
+        )
+        return {str(row["host"]): int(row["n"]) for row in rows}
+
     async def cancel_beyond(self, budget: int) -> list[str]:
         """Cancel the runs after the first ``budget`` that are not terminal (the orchestrator's
         next step, begun before it was stopped), so that re-tests do not queue behind them.
@@ -314,14 +328,15 @@ class SnakeLabRuns:
 
 @contextlib.asynccontextmanager
 async def snakelab_runs(
-    settings: Settings, schema: ConfigSchema, endpoint: str, interval: float
+    settings: Settings, schema: ConfigSchema, endpoints: list[str], interval: float
 ) -> AsyncIterator[SnakeLabRuns]:
-    """A ``SnakeLabRuns`` on a repeat's databases (``settings``) and SnakeLab (``endpoint``),
-    with a ZeroMQ context of its own (each repeat runs in a thread of its own)."""
+    """A ``SnakeLabRuns`` on a repeat's databases (``settings``) and SnakeLab hosts
+    (``endpoints``: with several, runs submitted together go to idle hosts), with a ZeroMQ
+    context of its own (each repeat runs in a thread of its own)."""
     context = zmq.asyncio.Context()
     db = await Database(settings).open()
     try:
-        client = SnakeLabClient(endpoint, settings.snakelab_timeout, context)
+        client = snakelab_client(endpoints, settings.snakelab_timeout, context)
         yield SnakeLabRuns(db, client, ConfigIndex(db, schema), interval)
     finally:
         await db.close()
