@@ -244,6 +244,24 @@ class Supervisor(BaseSupervisor):
         self.adopt(child, Adopted(pid))
         self.note(f"{child.name} already running (pid {pid}): supervising it")
 
+    def alert_gave_up(self, gave_up: GaveUp) -> None:
+        """The alert (``AX3L_NOTIFY_URLS``) that this supervisor gave up on a service: once,
+        since a supervisor that gives up stops; sent even when the database is down."""
+        from ax3l.shared.alerts import Alert, send_once_blocking
+        from ax3l.shared.settings import Settings
+
+        alert = Alert(
+            f"service_gave_up:{os.getpid()}:{now_text()}",
+            "service_gave_up",
+            "Ax3l: make run's supervisor gave up and stopped the stack",
+            str(gave_up),
+        )
+        try:
+            settings = Settings(**{k: v for k, v in self.env.items() if k not in NEVER_PASSED})
+            send_once_blocking(settings, alert, unlogged_ok=True)
+        except Exception as exc:  # the stack stops anyway; the log says why no alert went
+            self.note(f"could not send the alert: {type(exc).__name__}: {exc}")
+
     def run(self, on_started: Callable[[], None] | None = None) -> int:
         PID_DIR.mkdir(parents=True, exist_ok=True)
         LOG_DIR.mkdir(parents=True, exist_ok=True)
@@ -276,6 +294,7 @@ class Supervisor(BaseSupervisor):
         except GaveUp as gave_up:
             self.message = str(gave_up)
             code = 1
+            self.alert_gave_up(gave_up)
         finally:
             self.state = "stopping"
             self.changed()

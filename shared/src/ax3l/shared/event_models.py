@@ -577,3 +577,31 @@ class PromotionConfirmationDecided(EventContent):
     golden_mean: float | None = None
     decision: str | None = None
     problem: str | None = None
+
+
+# -- Alerts (AX3L_NOTIFY_URLS) ---------------------------------------------------------------
+
+
+class AlertSent(EventContent):
+    """A notification, claimed once: written *before* it is sent, so a restart never sends it
+    again (at most once; ``ax3l.shared.alerts``). ``key`` names what it is about (e.g.
+    ``golden:<event id>``); ``kind`` is ``new_golden``, ``seed_rotation``, ``loop_stopped``,
+    ``service_gave_up`` or ``stall``; ``services`` counts the notification URLs (never the
+    URLs: they hold tokens)."""
+
+    event: ClassVar[str] = "alert_sent"
+    key: str | None = None
+    kind: str | None = None
+    title: str | None = None
+    body: str | None = None
+    services: int | None = None
+
+
+class AlertFailed(EventContent):
+    """The claimed alert (its ``alert_sent`` is the parent event) did not reach every service;
+    it is not sent again."""
+
+    event: ClassVar[str] = "alert_failed"
+    key: str | None = None
+    kind: str | None = None
+    reason: str | None = None

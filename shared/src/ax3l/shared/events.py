@@ -11,6 +11,7 @@ class Category(StrEnum):
     TOOL = "Tool"
     SNAKELAB = "SnakeLab"
     CONFIGURATION = "Configuration"
+    ALERT = "Alert"
 
 
 class Level(StrEnum):
@@ -56,6 +57,10 @@ CATALOG: dict[str, tuple[Category, Level]] = {
     "golden_config_seed_incremented": (Category.CONFIGURATION, Level.INFO),
     "promotion_confirmation_started": (Category.CONFIGURATION, Level.INFO),
     "promotion_confirmation_decided": (Category.CONFIGURATION, Level.INFO),
+    # AX3L_NOTIFY_URLS: a notification claimed once (written before it is sent), and a send
+    # that did not reach every service.
+    "alert_sent": (Category.ALERT, Level.INFO),
+    "alert_failed": (Category.ALERT, Level.WARNING),
 }
 
 CATEGORIES: dict[Category, tuple[str, ...]] = {

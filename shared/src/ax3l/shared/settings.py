@@ -196,6 +196,13 @@ class Settings(BaseSettings):
     """resubmissions of a run SnakeLab failed before its first episode"""
     run_deadline_seconds: float = setting(21600.0, "AX3L_RUN_DEADLINE_SECONDS", gt=0)
     """seconds after its submission a run that is not terminal counts as failed"""
+    notify_urls: SecretStr | None = setting(None, "AX3L_NOTIFY_URLS")
+    """apprise URLs (space or comma separated: ntfy, mailto, tgram, slack, json webhooks...)
+    that alerts go to; unset: no alerts"""
+    stall_factor: float = setting(3.0, "AX3L_STALL_FACTOR", gt=0)
+    """a stall alert goes out when no run has completed for this many median run times"""
+    alert_poll_interval: float = setting(30.0, "AX3L_ALERT_POLL_INTERVAL", gt=0)
+    """seconds between the orchestrator's looks for alerts (goldens, seed rotations, stalls)"""
 
     schema_path: Path | None = setting(None, "AX3L_SCHEMA_PATH")
     """SnakeLab's config schema file; the bundled copy when unset"""

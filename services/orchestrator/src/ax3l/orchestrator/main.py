@@ -29,6 +29,7 @@ from pathlib import Path
 
 import uvicorn
 
+from ax3l.orchestrator.alerts import AlertWatcher
 from ax3l.orchestrator.loop import FATAL, ExperimentLoop
 from ax3l.orchestrator.proposers import ProposerDeps, make_proposer
 from ax3l.orchestrator.raw_capture import RawCapture
@@ -38,6 +39,7 @@ from ax3l.orchestrator.startup import prepare
 from ax3l.orchestrator.status import LoopStatus, Phase
 from ax3l.orchestrator.status_api import ApiResources, create_app
 from ax3l.orchestrator.waiting import RunWaiter
+from ax3l.shared.alerts import Alerts, NotifyUrlsInvalid, notifier_from
 from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema, SchemaFileError, load_schema
 from ax3l.shared.crash_points import UnknownCrashPoint, arm, armed_points
@@ -140,6 +142,7 @@ class _Process:
     sessions: SessionPool
     server: _Server
     capture: RawCapture
+    alerts: AlertWatcher | None = None
 
     async def close(self) -> None:
         await self.sessions.close()
@@ -208,7 +211,17 @@ def _wire(settings: Settings, schema: ConfigSchema, proposer_name: str) -> _Proc
         )
     )
     loop = ExperimentLoop(settings, runs, snakelab, status, process_id, proposer)
-    return _Process(settings, loop, sessions, server, capture)
+    notifier = notifier_from(settings)
+    alerts = None
+    if notifier is not None:
+        alerts = AlertWatcher(
+            Alerts(db, log, notifier),
+            db,
+            process_id,
+            settings.alert_poll_interval,
+            settings.stall_factor,
+        )
+    return _Process(settings, loop, sessions, server, capture, alerts)
 
 
 async def run(settings: Settings, schema: ConfigSchema, proposer_name: str) -> int:
@@ -234,13 +247,19 @@ async def _supervise(process: _Process, stop: asyncio.Event) -> int:
     api = asyncio.create_task(process.server.serve(), name="status-api")
     experiment = asyncio.create_task(_experiment(process.settings, process.loop), name="experiment")
     stopper = asyncio.create_task(stop.wait(), name="stop-signal")
+    watcher = process.alerts
+    alerting = asyncio.create_task(watcher.run(), name="alerts") if watcher else None
+    reason = "stopped by a signal (SIGINT or SIGTERM)"
     try:
         done, _ = await asyncio.wait(
             {api, experiment, stopper}, return_when=asyncio.FIRST_COMPLETED
         )
         if experiment in done:
-            return _loop_ended(experiment.exception(), status)
+            code = _loop_ended(experiment.exception(), status)
+            reason = status.stop_reason or "the loop ended"
+            return code
         if api in done:
+            reason = "the status API stopped"
             print(
                 f"ax3l-orchestrator: the status API stopped (is port"
                 f" {process.settings.orchestrator_port} in use?)",
@@ -251,8 +270,11 @@ async def _supervise(process: _Process, stop: asyncio.Event) -> int:
         return 0
     finally:
         status.set_phase(Phase.STOPPED)
-        for task in (experiment, stopper):
-            await stop_task(task)
+        for task in (experiment, stopper, alerting):
+            if task is not None:
+                await stop_task(task)
+        if watcher is not None:
+            await watcher.loop_stopped(reason)
         process.server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError, SystemExit, Exception):
             await api
@@ -313,7 +335,14 @@ def main(argv: list[str] | None = None) -> int:
         arm(armed_points())
         settings, proposer_name, note = configure(args, Settings())
         schema = load_schema(settings.schema_path)
-    except (ConfigurationError, UnknownCrashPoint, SchemaFileError, ValueError) as exc:
+        notifier_from(settings)
+    except (
+        ConfigurationError,
+        UnknownCrashPoint,
+        SchemaFileError,
+        NotifyUrlsInvalid,
+        ValueError,
+    ) as exc:
         print(f"ax3l-orchestrator: {exc}", file=sys.stderr)
         return 2
     print(f"ax3l-orchestrator: {note}", flush=True)

@@ -490,6 +490,16 @@ def seat_call_refused(c: ev.SeatCallRefused, parameter: str | None) -> str | Non
     return f"{who} was refused{what}" + (f": {_short(why)}" if why else "")
 
 
+def alert_sent(c: ev.AlertSent, parameter: str | None) -> str | None:
+    title = _text(c.title)
+    return None if title is None else f"Alert sent: {_short(title)}"
+
+
+def alert_failed(c: ev.AlertFailed, parameter: str | None) -> str | None:
+    reason = _text(c.reason)
+    return "An alert did not reach every service" + (f": {_short(reason)}" if reason else "")
+
+
 BUILDERS: dict[str, Builder] = {
     ev.SeatCall.event: seat_call,
     ev.SeatCallRefused.event: seat_call_refused,
@@ -523,6 +533,8 @@ BUILDERS: dict[str, Builder] = {
     ev.GoldenConfigSeedIncremented.event: golden_config_seed_incremented,
     ev.PromotionConfirmationStarted.event: promotion_confirmation_started,
     ev.PromotionConfirmationDecided.event: promotion_confirmation_decided,
+    ev.AlertSent.event: alert_sent,
+    ev.AlertFailed.event: alert_failed,
 }
 
 

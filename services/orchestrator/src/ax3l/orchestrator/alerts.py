@@ -1,0 +1,188 @@
+"""The orchestrator's alerts (``AX3L_NOTIFY_URLS``): a new golden, a seed rotation, a stall,
+and the loop stopping; each sent at most once through ``ax3l.shared.alerts``.
+
+A watcher task reads the events every ``AX3L_ALERT_POLL_INTERVAL`` seconds: each new
+``golden_config_created`` (seeding or promotion; a rotation's fresh baseline is the rotation's
+news) and ``golden_config_seed_incremented`` is an alert keyed by its event id. It starts after
+the newest ``alert_sent`` event, so after a restart it looks again at what came since the last
+alert (the keys keep those already sent from going out twice), and on a first start with alerts
+it starts at the newest event (an old history raises no alerts).
+
+A stall is no SnakeLab run completing for ``AX3L_STALL_FACTOR`` times the median run time (of
+the last 101 completed runs, from SnakeLab's ``started_at`` and ``completed_at``, UTC as
+SnakeLab writes them), keyed by the last completed run: one alert per stall. It is counted from
+the process's start at most, so a restart after days away does not raise one at once.
+
+The loop stopping (a fatal error or a signal) is keyed by the process id, so each process says
+it once; it is sent even when the database is what stopped the loop (unlogged then).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import statistics
+import time
+from typing import Any
+
+from ax3l.shared.alerts import Alert, Alerts
+from ax3l.shared.db.database import Database
+from ax3l.shared.db.errors import DatabaseError
+from ax3l.shared.event_models import GoldenConfigCreated, GoldenConfigSeedIncremented
+
+logger = logging.getLogger(__name__)
+
+WATCHED = (GoldenConfigCreated.event, GoldenConfigSeedIncremented.event)
+MEDIAN_OF = 101  # the latest completed runs whose median run time a stall is measured against
+STOP_ALERT_TIMEOUT = 20.0  # seconds the loop-stopped alert may hold up the shutdown
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 120 else f"{seconds:.0f} s"
+
+
+def golden_alert(event_id: int, content: Any) -> Alert | None:
+    """The alert of a ``golden_config_created`` content, None for a rotation's baseline."""
+    golden = GoldenConfigCreated.from_stored(content)
+    if golden.kind == "seed_rotation":
+        return None
+    score, seed = golden.get("high_score"), golden.get("seed")
+    if golden.kind == "seeding":
+        title = f"Ax3l: first golden configuration, high score {score}"
+    else:
+        was = golden.get("previous_high_score")
+        title = f"Ax3l: new golden configuration, high score {score}" + (
+            f" (was {was})" if was is not None else ""
+        )
+    lines = [f"run {golden.get('run_id')}, seed {seed}"]
+    if golden.get("parameter"):
+        lines.append(f"parameter {golden.get('parameter')}")
+    if golden.get("proposer"):
+        lines.append(f"proposed by {golden.get('proposer')}")
+    if golden.get("reason"):
+        lines.append(str(golden.get("reason"))[:500])
+    return Alert(f"golden:{event_id}", "new_golden", title, "\n".join(lines), event_id)
+
+
+def rotation_alert(event_id: int, content: Any) -> Alert:
+    """The alert of a ``golden_config_seed_incremented`` content."""
+    step = GoldenConfigSeedIncremented.from_stored(content)
+    seed, previous = step.get("seed"), step.get("previous_seed")
+    return Alert(
+        f"seed_rotation:{event_id}",
+        "seed_rotation",
+        f"Ax3l: seed rotated to {seed}",
+        f"The golden configuration (run {step.get('golden_run_id')}) runs again on seed {seed}"
+        f" (was {previous}) for a fresh baseline.",
+        event_id,
+    )
+
+
+class AlertWatcher:
+    """Looks for events and stalls to alert on; says when the loop stops."""
+
+    def __init__(
+        self,
+        alerts: Alerts,
+        db: Database,
+        process_id: str,
+        poll_interval: float,
+        stall_factor: float,
+    ):
+        self.alerts, self.db, self.process_id = alerts, db, process_id
+        self.poll_interval, self.stall_factor = poll_interval, stall_factor
+        self.after: int | None = None
+        self.started = time.monotonic()  # a stall counts from this process's start at most
+
+    async def _start_point(self) -> int:
+        row = await self.db.fetchone(
+            "SELECT (SELECT MAX(event_id) FROM events WHERE name = 'alert_sent') AS claimed,"
+            " (SELECT MAX(event_id) FROM events) AS newest",
+            doing="finding where alerts start",
+        )
+        if row is None:
+            return 0
+        return int(row["claimed"] or row["newest"] or 0)
+
+    async def poll(self) -> None:
+        """One look: the watched events since the last one, then a stall."""
+        if self.after is None:
+            self.after = await self._start_point()
+        marks = ", ".join(["%s"] * len(WATCHED))
+        rows = await self.db.fetchall(
+            "SELECT e.event_id, e.name, m.content FROM events e"
+            " LEFT JOIN event_messages m ON m.event_id = e.event_id"
+            f" WHERE e.name IN ({marks}) AND e.event_id > %s ORDER BY e.event_id LIMIT 200",
+            (*WATCHED, self.after),
+            doing="reading events to alert on",
+        )
+        for row in rows:
+            event_id = int(row["event_id"])
+            try:
+                content = json.loads(row["content"] or "null")
+            except ValueError:
+                content = None
+            alert = (
+                golden_alert(event_id, content)
+                if row["name"] == GoldenConfigCreated.event
+                else rotation_alert(event_id, content)
+            )
+            if alert is not None:
+                await self.alerts.send_once(alert)
+            self.after = event_id
+        stall = await self.stall()
+        if stall is not None:
+            await self.alerts.send_once(stall)
+
+    async def stall(self) -> Alert | None:
+        """The stall alert when no run has completed for too long, else None."""
+        rows = await self.db.fetchall(
+            "SELECT run_id, TIMESTAMPDIFF(MICROSECOND, started_at, completed_at) AS took,"
+            " TIMESTAMPDIFF(MICROSECOND, completed_at, UTC_TIMESTAMP(6)) AS since"
+            f" FROM {self.db.sl('simulation_runs')} WHERE status = 'completed'"
+            " AND started_at IS NOT NULL AND completed_at IS NOT NULL"
+            " ORDER BY id DESC LIMIT %s",
+            (MEDIAN_OF,),
+            doing="measuring run times",
+        )
+        if not rows:
+            return None
+        median = statistics.median(max(0, int(r["took"])) for r in rows) / 1e6
+        last = min(rows, key=lambda r: int(r["since"]))
+        idle = min(int(last["since"]) / 1e6, time.monotonic() - self.started)
+        if median <= 0 or idle < self.stall_factor * median:
+            return None
+        return Alert(
+            f"stall:{last['run_id']}",
+            "stall",
+            f"Ax3l: no run has completed for {_minutes(idle)}",
+            f"The median run takes {_minutes(median)}; nothing completed for"
+            f" {self.stall_factor:g} times that. The last completed run is {last['run_id']}.",
+        )
+
+    async def run(self) -> None:
+        """Poll until cancelled; a database error skips one look."""
+        while True:
+            try:
+                await self.poll()
+            except DatabaseError as exc:
+                logger.warning("alerts: %s", exc)
+            except Exception:
+                # A notification service's surprise must not end the process.
+                logger.exception("alerts: a look failed")
+            await asyncio.sleep(self.poll_interval)
+
+    async def loop_stopped(self, reason: str) -> None:
+        """Say, once for this process, that the loop stopped and why."""
+        alert = Alert(
+            f"loop_stopped:{self.process_id}",
+            "loop_stopped",
+            "Ax3l: the experiment loop stopped",
+            reason[:1000],
+        )
+        try:
+            async with asyncio.timeout(STOP_ALERT_TIMEOUT):
+                await self.alerts.send_once(alert, unlogged_ok=True)
+        except Exception:
+            logger.exception("alerts: could not say that the loop stopped")

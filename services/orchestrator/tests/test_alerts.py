@@ -1,0 +1,170 @@
+"""Alerts through apprise to a local webhook receiver on 127.0.0.1: each alert once, logged as
+an event, never repeated by a restart."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from ax3l.orchestrator.alerts import AlertWatcher
+from ax3l.shared.alerts import Alert, Alerts, Notifier, NotifyUrlsInvalid, send_once_blocking
+from ax3l.shared.config_schema import cached_schema
+from ax3l.shared.db.database import Database
+from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.event_models import GoldenConfigCreated, GoldenConfigSeedIncremented
+from ax3l.testing.databases import TestDatabases
+from ax3l.testing.snakelab_rows import insert_runs
+
+
+class Receiver:
+    """A webhook receiver: apprise's ``json://`` posts land in ``posts``; ``status`` answers."""
+
+    def __init__(self) -> None:
+        self.posts: list[dict[str, Any]] = []
+        self.status = 200
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", 0))
+                receiver.posts.append(json.loads(self.rfile.read(length)))
+                self.send_response(receiver.status)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"json://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def titles(self) -> list[str]:
+        return [str(post["title"]) for post in self.posts]
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    made = Receiver()
+    yield made
+    made.server.shutdown()
+    made.server.server_close()
+
+
+def _alert_events(databases: TestDatabases) -> list[tuple[str, str]]:
+    rows = databases.query(
+        "SELECT e.name, m.content FROM events e JOIN event_messages m"
+        " ON m.event_id = e.event_id WHERE e.category = 'Alert' ORDER BY e.event_id"
+    )
+    return [(str(name), json.loads(content)["key"]) for name, content in rows]
+
+
+async def test_an_alert_is_sent_once_across_restarts_and_a_failed_send_is_logged(
+    databases: TestDatabases, receiver: Receiver
+) -> None:
+    """The same key goes out once, also through a new sender (a restart); a service that
+    refuses it leaves an ``alert_failed`` under the claim and is not tried again."""
+    alert = Alert("golden:1", "new_golden", "Ax3l: new golden", "run r1")
+    async with Database(databases.settings()) as db:
+        assert await Alerts(db, EventLog(db), Notifier(receiver.url)).send_once(alert)
+        assert not await Alerts(db, EventLog(db), Notifier(receiver.url)).send_once(alert)
+        receiver.status = 500
+        failing = Alert("stall:r9", "stall", "Ax3l: stalled", "nothing completes")
+        assert await Alerts(db, EventLog(db), Notifier(receiver.url)).send_once(failing)
+        assert not await Alerts(db, EventLog(db), Notifier(receiver.url)).send_once(failing)
+    assert receiver.titles() == ["Ax3l: new golden", "Ax3l: stalled"]
+    assert receiver.posts[0]["message"] == "run r1"
+    assert _alert_events(databases) == [
+        ("alert_sent", "golden:1"),
+        ("alert_sent", "stall:r9"),
+        ("alert_failed", "stall:r9"),
+    ]
+    with pytest.raises(NotifyUrlsInvalid) as refused:
+        Notifier("nosuchservice://token-123@x")
+    assert "token-123" not in str(refused.value)
+
+
+def _golden(kind: str, score: int, **extra: Any) -> GoldenConfigCreated:
+    return GoldenConfigCreated(
+        run_id=f"run-{score}",
+        config={},
+        high_score=score,
+        seed=1970,
+        simulations=1,
+        reason=f"High score: {score}",
+        kind=kind,
+        **extra,
+    )
+
+
+async def test_the_watcher_alerts_on_goldens_rotations_and_a_stall_once(
+    snakelab_tables: TestDatabases, receiver: Receiver
+) -> None:
+    """Goldens before alerts were on raise none; a new golden and a seed rotation each raise
+    one (a rotation's baseline golden none); a restarted watcher repeats nothing; a stall (no
+    completion for 3 median run times) raises one alert; the loop's stop one per process."""
+    dbs = snakelab_tables
+    schema = cached_schema()
+    async with Database(dbs.settings()) as db:
+        log = EventLog(db)
+        await log.log(_golden("seeding", 40))
+
+        def watcher(process_id: str = "p1") -> AlertWatcher:
+            return AlertWatcher(Alerts(db, log, Notifier(receiver.url)), db, process_id, 1, 3.0)
+
+        first = watcher()
+        await first.poll()
+        assert receiver.posts == []
+        promoted = await log.log(_golden("promotion", 44, previous_high_score=40, proposer="tpe"))
+        await log.log(GoldenConfigSeedIncremented(seed=1971, previous_seed=1970))
+        await log.log(_golden("seed_rotation", 38))
+        await first.poll()
+        assert receiver.titles() == [
+            "Ax3l: new golden configuration, high score 44 (was 40)",
+            "Ax3l: seed rotated to 1971",
+        ]
+        assert "proposed by tpe" in receiver.posts[0]["message"]
+
+        restarted = watcher("p2")
+        await restarted.poll()
+        assert len(receiver.posts) == 2
+
+        # Three runs of 10 s each, the last completed 100 s ago: a stall (3 x 10 s).
+        runs = insert_runs(dbs, schema, *[schema.default_config()] * 3, database=dbs.snakelab_db)
+        dbs.query(
+            "UPDATE simulation_runs SET started_at = UTC_TIMESTAMP(6) - INTERVAL 110 SECOND,"
+            " completed_at = UTC_TIMESTAMP(6) - INTERVAL 100 SECOND",
+            user="snakelab",
+        )
+        restarted.started -= 200  # the process has been up longer than the stall
+        await restarted.poll()
+        await restarted.poll()
+        assert receiver.titles()[2:] == ["Ax3l: no run has completed for 100 s"]
+        assert runs[-1] in receiver.posts[2]["message"] or runs[0] in receiver.posts[2]["message"]
+
+        await restarted.loop_stopped("ParameterOrderChanged: reset experiment events")
+        await restarted.loop_stopped("again")
+        assert receiver.titles()[3:] == ["Ax3l: the experiment loop stopped"]
+        assert receiver.posts[3]["message"] == "ParameterOrderChanged: reset experiment events"
+    kinds = [key.split(":")[0] for name, key in _alert_events(dbs)]
+    assert kinds == ["golden", "seed_rotation", "stall", "loop_stopped"]
+    assert promoted > 0
+
+
+def test_the_supervisors_alert_goes_out_without_a_database(receiver: Receiver) -> None:
+    """``make run``'s supervisor gave up, maybe on MariaDB itself: the alert is still sent."""
+    from ax3l.shared.settings import Settings
+
+    settings = Settings(
+        DB_HOST="127.0.0.1",
+        DB_PORT=1,
+        AX3L_NOTIFY_URLS=receiver.url,
+        AX3L_DB_ACQUIRE_TIMEOUT=2,
+    )
+    alert = Alert("service_gave_up:1:t", "service_gave_up", "Ax3l: gave up", "mariadb crashed")
+    assert send_once_blocking(settings, alert, unlogged_ok=True) is True
+    assert receiver.titles() == ["Ax3l: gave up"]
