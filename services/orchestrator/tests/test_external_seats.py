@@ -126,7 +126,7 @@ def test_a_seat_takes_seven_turns_and_a_racing_seat_is_refused(stack: Stack) -> 
             texts = sorted(text_of(r) for r in results)
             assert sum(payload_ok(r) for r in results) == 1, texts
             loser = next(r for r in results if not payload_ok(r))
-            assert loser.is_error and "already taken by seat" in text_of(loser)
+            assert loser.is_error and "already taken by another seat" in text_of(loser)
             continue
         result = asyncio.run(call(url, alice, turn["tool"], values))
         assert payload_ok(result), text_of(result)
@@ -172,13 +172,14 @@ async def race(
 
 
 def test_wrong_and_revoked_tokens_are_refused_before_any_tool_runs(stack: Stack) -> None:
-    """An unknown token, a revoked seat's token and no token get 401; each refusal is logged."""
+    """An unknown token, a revoked seat's token and no token get 401 (counted, never written
+    as events)."""
     stack.start(surrogate_seconds=30)
     token = add_seat(stack, "carol")
     listing = seats_cli(stack, "list")
     assert "carol" in listing.stdout and "active" in listing.stdout
     assert token not in listing.stdout
-    proc, url = start_external(stack)
+    proc, url = start_external(stack, AX3L_SEAT_TOKEN_REFRESH="0.2")
     stack.wait_for(lambda: _status_code(url, token) == 200, 60, "the seat endpoint", proc)
 
     assert _status_code(url, "ax3l-seat-not-a-real-token") == 401
@@ -186,7 +187,7 @@ def test_wrong_and_revoked_tokens_are_refused_before_any_tool_runs(stack: Stack)
     assert _status_code(url, None) == 401
     revoked = seats_cli(stack, "revoke", "carol")
     assert revoked.returncode == 0, revoked.stderr
-    assert _status_code(url, token) == 401
+    stack.wait_for(lambda: _status_code(url, token) == 401, 5, "the revoke", proc)
     assert "seat 'carol' was revoked" in _answer(url, token)
     with pytest.raises(BaseExceptionGroup) as refused:
         asyncio.run(call(url, token, "current_turn", {}))
@@ -196,10 +197,8 @@ def test_wrong_and_revoked_tokens_are_refused_before_any_tool_runs(stack: Stack)
     assert again.returncode == 0 and again.stdout.strip().splitlines()[-1] != token
     proc.stop()
 
-    reasons = [(e.get("reason"), e.source_name) for e in stack.events("seat_call_refused")]
-    assert ("unknown_token", None) in reasons and ("no_token", None) in reasons
-    assert ("revoked", "carol") in reasons
-    assert stack.count("seat_call") == 0  # nothing past the door
+    # Refused at the door: counted, not one event.
+    assert stack.count("seat_call", "seat_call_refused") == 0
     with stack._cursor() as cur:
         cur.execute("SELECT token_hash FROM seats")
         hashes = [row[0] for row in cur.fetchall()]
@@ -254,7 +253,8 @@ def test_no_open_turn_wrong_kind_and_rate_limit_are_clear_tool_errors(stack: Sta
     proc.stop()
 
     reasons = [e.get("reason") for e in stack.events("seat_call_refused")]
-    assert {"no_turn", "wrong_kind", "rate_limited"} <= set(reasons)
+    assert {"no_turn", "wrong_kind"} <= set(reasons)
+    assert "rate_limited" not in reasons  # counted, not written
     assert all(e.source_name == "dave" for e in stack.events("seat_call_refused"))
     assert stack.count("tool_request_received") == 0
 
@@ -286,7 +286,9 @@ def test_hostile_calls_are_refused_or_answered_without_a_crash_or_a_submission(
     a 4xx or a tool error, the endpoint keeps answering, and nothing reaches the broker."""
     stack.start(surrogate_seconds=30)
     token = add_seat(stack, "eve")
-    proc, url = start_external(stack, AX3L_SEAT_RATE_LIMIT="100000")
+    proc, url = start_external(
+        stack, AX3L_SEAT_RATE_LIMIT="100000", AX3L_SEATS_RATE_PER_ADDRESS="100000"
+    )
     stack.wait_for(lambda: _status_code(url, token) == 200, 60, "the seat endpoint", proc)
     rng = random.Random(15)
     good = {"authorization": f"Bearer {token}", "accept": "application/json, text/event-stream"}
@@ -337,4 +339,6 @@ def test_hostile_calls_are_refused_or_answered_without_a_crash_or_a_submission(
     assert payload(asyncio.run(call(url, token, "current_turn", {})))["open"] in (True, False)
     proc.stop()
     assert stack.count("tool_request_received", "proposal_accepted") == 0
-    assert stack.count("seat_call_refused") >= 80
+    # The 401s wrote nothing; what was written is the seat's own, bounded calls.
+    door = {"no_token", "unknown_token", "revoked", "rate_limited"}
+    assert not [e for e in stack.events("seat_call_refused") if e.get("reason") in door]

@@ -166,6 +166,26 @@ class Settings(BaseSettings):
     """seconds a turn waits for a seat's accepted proposal before the fallback"""
     seat_rate_limit: int = setting(60, "AX3L_SEAT_RATE_LIMIT", ge=1)
     """tool calls one seat may make per minute; more are refused"""
+    seats_allowed_hosts: str = setting("", "AX3L_SEATS_ALLOWED_HOSTS")
+    """Host headers the seats' endpoint answers besides 127.0.0.1, localhost and [::1] (any
+    port): comma-separated host, host:port or host:* (e.g. the name a TLS proxy publishes);
+    an Origin header must be http(s):// one of the same"""
+    seats_trusted_proxies: str = setting("", "AX3L_SEATS_TRUSTED_PROXIES")
+    """addresses or networks (comma-separated) of reverse proxies whose X-Forwarded-For names
+    the seats' client; unset: the socket's peer is the client"""
+    seats_max_connections: int = setting(64, "AX3L_SEATS_MAX_CONNECTIONS", ge=1)
+    """concurrent connections and requests the seats' endpoint serves; more get 503"""
+    seats_rate_global: float = setting(200.0, "AX3L_SEATS_RATE_GLOBAL", gt=0)
+    """requests a second the seats' endpoint takes from all clients together (bursts of twice
+    that); more get 429"""
+    seats_rate_per_address: float = setting(20.0, "AX3L_SEATS_RATE_PER_ADDRESS", gt=0)
+    """requests a second it takes from one client address (bursts of twice that); more get 429"""
+    seat_token_refresh: float = setting(5.0, "AX3L_SEAT_TOKEN_REFRESH", gt=0, le=300)
+    """seconds the seats' endpoint trusts its copy of the seats table: a revoked token stops
+    working (and a new one starts) within this bound"""
+    seat_turn_share: float = setting(1.0, "AX3L_SEAT_TURN_SHARE", gt=0, le=1)
+    """largest share of the last 10 turns won by seats that one seat may win; a seat over it
+    is refused with a reason (1: no quota, the first accepted submission wins)"""
     mcp_prepared_ahead: int = setting(1, "AX3L_MCP_PREPARED_AHEAD", ge=0, le=6)
     """turns after the current one whose MCP session is started in advance"""
     mcp_spawn: Literal["fork", "exec"] = setting("fork", "AX3L_MCP_SPAWN")

@@ -1,19 +1,37 @@
-"""Who may reach the seats' endpoint: only requests with an active seat's bearer token.
+"""Who may reach the seats' endpoint, checked in this order before any MCP message is read:
 
-Anything else is refused with 401 (logged as ``seat_call_refused`` through the endpoint's
-callback) before any MCP message is read. The seat admitted is ``CURRENT_SEAT`` for the whole
-handling of its request; no event or log line ever holds a token.
+1. the ``Host`` and ``Origin`` headers (``seat_limits.HostCheck``; 421 / 403), whatever the
+   bind address;
+2. the client address's and everyone's request rate (``seat_limits.Buckets``; 429 with
+   ``Retry-After``), the address from a proxy header only behind a trusted proxy;
+3. an active seat's bearer token (401), looked up in the seats' in-memory copy
+   (``SeatDirectory``: a revoke takes effect within ``AX3L_SEAT_TOKEN_REFRESH`` seconds).
+
+A refused request writes nothing to the database: it is counted by reason
+(``RefusalCounter``) and logged at most every few seconds per reason with the client address.
+The seat admitted is ``CURRENT_SEAT`` for the whole handling of its request; no event or log
+line ever holds a token. A database that cannot be read for the tokens gets a 503 that says
+only that (its error goes to the log, never to a client without a token).
 """
+
+from __future__ import annotations
 
 import contextvars
 import json
 import logging
-from collections.abc import Awaitable, Callable
+import math
 from typing import Any
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ax3l.orchestrator.seat_limits import (
+    Buckets,
+    HostCheck,
+    Network,
+    RefusalCounter,
+    client_address,
+)
 from ax3l.orchestrator.seats import SeatDirectory
 from ax3l.shared.db.errors import DatabaseError
 
@@ -21,61 +39,117 @@ logger = logging.getLogger(__name__)
 
 # The seat making the current request (set by ``SeatAuth`` for the request's whole handling).
 CURRENT_SEAT: contextvars.ContextVar[str | None] = contextvars.ContextVar("ax3l_seat", default=None)
+# Its client address (the peer, or the trusted proxy's X-Forwarded-For).
+CURRENT_ADDRESS: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "ax3l_seat_address", default=None
+)
+# A loopback-only path with the counters (Prometheus text), for the operator.
+METRICS_PATH = "/metrics"
+_LOOPBACK_PEERS = ("127.0.0.1", "::1")
+_FORWARD_HEADERS = ("x-forwarded-for", "forwarded", "x-real-ip")
 
 
 class SeatAuth:
-    """ASGI middleware: only requests with an active seat's bearer token reach the MCP app."""
+    """ASGI middleware: only requests with an allowed Host and Origin, within the rate limits,
+    with an active seat's bearer token reach the MCP app."""
 
     def __init__(
         self,
         app: ASGIApp,
         seats: SeatDirectory,
-        refused: Callable[[str, str | None, dict[str, Any]], Awaitable[None]],
+        hosts: HostCheck,
+        buckets: Buckets,
+        trusted: list[Network],
+        refusals: RefusalCounter,
+        metrics: Any = None,
     ):
         self.app = app
         self.seats = seats
-        self.refused = refused
+        self.hosts = hosts
+        self.buckets = buckets
+        self.trusted = trusted
+        self.refusals = refusals
+        self.metrics = metrics
+        self.answered = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        header = Headers(scope=scope).get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        facts = {"http_method": scope.get("method"), "path": scope.get("path")}
+        self.answered += 1
+        headers = Headers(scope=scope)
+        client = scope.get("client")
+        peer = str(client[0]) if client else None
+        address = client_address(peer, headers.get("x-forwarded-for"), self.trusted)
+        if not self.hosts.host_allowed(headers.get("host")):
+            await self._deny(send, "wrong_host", address, 421, "this Host is not served here")
+            return
+        if not self.hosts.origin_allowed(headers.get("origin")):
+            await self._deny(send, "wrong_origin", address, 403, "this Origin is not allowed")
+            return
+        if (
+            scope.get("path") == METRICS_PATH
+            and self.metrics is not None
+            and peer in _LOOPBACK_PEERS
+            and not any(name in headers for name in _FORWARD_HEADERS)
+        ):
+            await text_response(send, 200, self.metrics())
+            return
+        wait = self.buckets.admit(address)
+        if wait is not None:
+            self.refusals.count("too_many_requests", address)
+            await json_response(
+                send,
+                429,
+                {"error": "too_many_requests", "error_description": "slow down"},
+                {"retry-after": str(max(1, math.ceil(wait)))},
+            )
+            return
+        scheme, _, token = headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            await self._deny(send, "no_token", None, facts, "send Authorization: Bearer <token>")
+            await self._unauthorized(
+                send, "no_token", address, "send Authorization: Bearer <token>"
+            )
             return
         try:
             verdict = await self.seats.verify(token.strip())
         except DatabaseError as exc:
-            await json_response(send, 503, {"error": "unavailable", "error_description": str(exc)})
+            self.refusals.count("unavailable", address)
+            logger.warning("seat endpoint: cannot read the seats: %s", exc)
+            await json_response(
+                send,
+                503,
+                {"error": "unavailable", "error_description": "try again later"},
+                {"retry-after": "5"},
+            )
             return
         if verdict.seat is None:
-            await self._deny(send, "unknown_token", None, facts, "this token belongs to no seat")
+            await self._unauthorized(
+                send, "unknown_token", address, "this token belongs to no seat"
+            )
             return
         if not verdict.allowed:
-            await self._deny(
+            await self._unauthorized(
                 send,
                 "revoked",
-                verdict.seat.name,
-                facts,
+                address,
                 f"seat {verdict.seat.name!r} was revoked; ask for a new token",
             )
             return
-        reset = CURRENT_SEAT.set(verdict.seat.name)
+        seat_reset = CURRENT_SEAT.set(verdict.seat.name)
+        address_reset = CURRENT_ADDRESS.set(address)
         try:
             await self.app(scope, receive, send)
         finally:
-            CURRENT_SEAT.reset(reset)
+            CURRENT_SEAT.reset(seat_reset)
+            CURRENT_ADDRESS.reset(address_reset)
 
-    async def _deny(
-        self, send: Send, reason: str, seat: str | None, facts: dict[str, Any], message: str
-    ) -> None:
-        try:
-            await self.refused(reason, seat, facts)
-        except DatabaseError:
-            logger.warning("could not log a refused seat request (%s)", reason)
+    async def _deny(self, send: Send, reason: str, address: str, status: int, text: str) -> None:
+        self.refusals.count(reason, address)
+        await json_response(send, status, {"error": reason, "error_description": text})
+
+    async def _unauthorized(self, send: Send, reason: str, address: str, message: str) -> None:
+        self.refusals.count(reason, address)
         await json_response(
             send,
             401,
@@ -87,8 +161,17 @@ class SeatAuth:
 async def json_response(
     send: Send, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
 ) -> None:
-    raw = json.dumps(body).encode()
-    head = [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
+    await _respond(send, status, json.dumps(body).encode(), "application/json", headers)
+
+
+async def text_response(send: Send, status: int, text: str) -> None:
+    await _respond(send, status, text.encode(), "text/plain; version=0.0.4", None)
+
+
+async def _respond(
+    send: Send, status: int, raw: bytes, content_type: str, headers: dict[str, str] | None
+) -> None:
+    head = [(b"content-type", content_type.encode()), (b"content-length", str(len(raw)).encode())]
     head += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": head})
     await send({"type": "http.response.body", "body": raw})

@@ -11,10 +11,21 @@ SnakeLab and never decides a proposal: a submission is forwarded to the broker a
 envelope the stdio MCP tool sends, so validation, duplicates, turn integrity, submission and
 their events are exactly the local path's.
 
-Every HTTP request must carry ``Authorization: Bearer <seat token>``; anything else is refused
-with 401 (logged as ``seat_call_refused``) before any MCP message is read. Every tool call is a
-``seat_call`` event (or ``seat_call_refused``) whose ``source_name`` and ``seat`` name the seat;
-no event ever holds a token. A seat may make ``AX3L_SEAT_RATE_LIMIT`` tool calls per minute.
+Every HTTP request passes ``SeatAuth`` first: an allowed Host and Origin, the global and
+per-address request rates, then ``Authorization: Bearer <seat token>`` against the seats'
+in-memory copy. A refused request is counted and sampled into the log, never written to the
+database, so a flood of strangers costs no write and at most one read per
+``AX3L_SEAT_TOKEN_REFRESH`` seconds.
+
+What a seat costs is bounded too. Arguments are typed exactly (``history``'s entry is one of
+the entry names) and a request body is at most ``MAX_BODY`` bytes. A seat may make
+``AX3L_SEAT_RATE_LIMIT`` tool calls a minute; calls beyond it are tool errors that are counted,
+not logged as events. A ``current_turn`` poll is an event only the first time a seat sees an
+open turn (``seat_call`` with ``open`` true); every other poll is counted. The turn's payload
+and each entry's history are built once per turn and then served from memory. A seat's other
+calls are ``seat_call`` or ``seat_call_refused`` events naming the seat, never its token.
+``AX3L_SEAT_TURN_SHARE`` caps the share of recent turns one seat may win, and a seat that loses
+a turn is not told who won it. The counters are at ``/metrics`` for loopback clients only.
 """
 
 import asyncio
@@ -22,13 +33,16 @@ import contextlib
 import json
 import logging
 import math
+import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import CallToolResult, TextContent
 from starlette.types import ASGIApp
 
@@ -37,8 +51,14 @@ from ax3l.app.snakelab.tools.descriptions import pair_description, single_descri
 from ax3l.app.snakelab.tools.server import SubmitTexts, register_submit_tools
 from ax3l.orchestrator.comparable_history import load_history
 from ax3l.orchestrator.open_values import open_values
-from ax3l.orchestrator.seat_auth import CURRENT_SEAT, SeatAuth
-from ax3l.orchestrator.seat_limits import RateLimiter
+from ax3l.orchestrator.seat_auth import CURRENT_ADDRESS, CURRENT_SEAT, SeatAuth
+from ax3l.orchestrator.seat_limits import (
+    Buckets,
+    HostCheck,
+    RateLimiter,
+    RefusalCounter,
+    parse_networks,
+)
 from ax3l.orchestrator.seat_turns import OpenTurn, TurnBoard
 from ax3l.orchestrator.seats import SeatDirectory
 from ax3l.shared import registry
@@ -78,6 +98,24 @@ SUBMIT_TEXTS = SubmitTexts(
     value_2="The open pair's second value (see current_turn: value_2), a JSON number.",
 )
 TOOL_NAMES: dict[EntryKind, str] = {"single": "submit_single_value", "pair": "submit_pair_values"}
+# The round-robin entries, as ``history``'s argument type (checked against the registry).
+EntryName = Literal[
+    "hidden_size",
+    "sequence_length",
+    "batch_size",
+    "learning_rate",
+    "gamma",
+    "epsilon_pair",
+    "reward_pair",
+]
+if get_args(EntryName) != registry.PARAMETER_ORDER:
+    raise ImportError(f"EntryName {get_args(EntryName)} is not {registry.PARAMETER_ORDER}")
+# The largest request body read (a tool call is a few hundred bytes).
+MAX_BODY = 64 * 1024
+# The turns a seat's share (AX3L_SEAT_TURN_SHARE) is counted over.
+SHARE_WINDOW = 10
+# Seconds a history served while no turn is open stays cached.
+IDLE_HISTORY_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -99,14 +137,29 @@ class SeatEndpoint:
     settings: Settings
     board: TurnBoard
     limiter: RateLimiter = field(init=False)
+    buckets: Buckets = field(init=False)
+    hosts: HostCheck = field(init=False)
+    refusals: RefusalCounter = field(init=False)
     client: ZMQClient = field(init=False)
     mcp: MCPServer = field(init=False)
+    calls: Counter[str] = field(default_factory=Counter, init=False)
+    _seen: set[tuple[int, str]] = field(default_factory=set, init=False)
+    _turn_payload: tuple[OpenTurn, dict[str, Any]] | None = field(default=None, init=False)
+    _histories: dict[tuple[str, Any], tuple[float, dict[str, Any]]] = field(
+        default_factory=dict, init=False
+    )
+    _auth: SeatAuth | None = field(default=None, init=False)
     _server: uvicorn.Server | None = field(default=None, init=False)
     _task: asyncio.Task[None] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         settings = self.settings
         self.limiter = RateLimiter(settings.seat_rate_limit)
+        self.buckets = Buckets(settings.seats_rate_global, settings.seats_rate_per_address)
+        self.hosts = HostCheck.from_setting(settings.seats_allowed_hosts)
+        self.trusted = parse_networks(settings.seats_trusted_proxies)
+        self.refusals = RefusalCounter()
+        self.reads.seats.refresh = settings.seat_token_refresh
         self.client = ZMQClient(client_endpoint(settings), timeout=settings.zmq_timeout)
         self.mcp = self._build()
 
@@ -131,9 +184,6 @@ class SeatEndpoint:
             parameter=turn.entry.name if turn else None,
         )
 
-    async def _refused_request(self, reason: str, seat: str | None, facts: dict[str, Any]) -> None:
-        await self._event(SeatCallRefused, seat, {"tool": None, "reason": reason, **facts})
-
     async def _refuse(self, seat: str, tool: str, reason: str, message: str, **facts: Any) -> None:
         """Log a refused tool call and raise the tool error the seat reads."""
         await self._event(
@@ -147,14 +197,15 @@ class SeatEndpoint:
             raise ToolError("no seat: send Authorization: Bearer <seat token>")
         wait = self.limiter.admit(seat)
         if wait is not None:
+            # Counted, never an event: a seat beyond its limit costs no write.
+            self.calls["rate_limited"] += 1
+            self.refusals.count("rate_limited", f"{CURRENT_ADDRESS.get()} (seat {seat})")
             limit = self.settings.seat_rate_limit
-            await self._refuse(
-                seat,
-                tool,
-                "rate_limited",
+            raise ToolError(
                 f"seat {seat} made {limit} calls in the last minute, the most allowed"
-                f" (AX3L_SEAT_RATE_LIMIT); try again in {math.ceil(wait)} s",
+                f" (AX3L_SEAT_RATE_LIMIT); try again in {math.ceil(wait)} s"
             )
+        self.calls[tool] += 1
         return seat
 
     # -- tools ----------------------------------------------------------------------------
@@ -170,7 +221,7 @@ class SeatEndpoint:
             return await self.current_turn(seat)
 
         @mcp.tool()
-        async def history(entry: str) -> dict[str, Any]:
+        async def history(entry: EntryName) -> dict[str, Any]:
             """The comparable history of a round-robin entry (hidden_size, sequence_length,
             batch_size, learning_rate, gamma, epsilon_pair, reward_pair) as JSON: per tested
             value its current-seed runs and earlier-seed high scores, all other settings equal
@@ -201,12 +252,35 @@ class SeatEndpoint:
     async def current_turn(self, seat: str) -> dict[str, Any]:
         turn = self.board.turn
         if turn is None or turn.run_id is not None:
-            await self._event(SeatCall, seat, {"tool": "current_turn", "open": False})
+            self.calls["current_turn_closed"] += 1  # a poll: counted, not an event
             return {
                 "open": False,
                 "message": "No turn is open for the seats right now (the experiment is seeding,"
                 " waiting for a run, comparing, or the turn was just taken). Ask again later.",
             }
+        body = await self._turn_body(turn)
+        seen = (turn.checkpoint_event_id, seat)
+        if seen not in self._seen:  # the seat's first sight of this turn is an event
+            if len(self._seen) > 10_000:
+                self._seen.clear()
+            self._seen.add(seen)
+            await self._event(
+                SeatCall,
+                seat,
+                {
+                    "tool": "current_turn",
+                    "open": True,
+                    "checkpoint_event_id": turn.checkpoint_event_id,
+                    "seconds_since_turn_opened": round(turn.age(), 3),
+                },
+            )
+        return {**body, "seconds_left": round(turn.remaining(), 3)}
+
+    async def _turn_body(self, turn: OpenTurn) -> dict[str, Any]:
+        """The open turn's payload, built once per turn (``seconds_left`` apart)."""
+        cached = self._turn_payload
+        if cached is not None and cached[0] is turn:
+            return cached[1]
         entry, schema = turn.entry, self.reads.schema
         tested = await self.reads.index.existing_values(entry, turn.golden.config)
         values = open_values(schema, entry, tested)
@@ -216,17 +290,7 @@ class SeatEndpoint:
         binding = Binding(entry, entry.name)
         describe = single_description if entry.kind == "single" else pair_description
         prompt = "\n\n".join(p.text for p in turn.prompts) + f"\n\n{values.describe()}"
-        await self._event(
-            SeatCall,
-            seat,
-            {
-                "tool": "current_turn",
-                "open": True,
-                "checkpoint_event_id": turn.checkpoint_event_id,
-                "seconds_since_turn_opened": round(turn.age(), 3),
-            },
-        )
-        return {
+        body = {
             "open": True,
             "entry": entry.name,
             "kind": entry.kind,
@@ -248,21 +312,33 @@ class SeatEndpoint:
             },
             "prompt": prompt,
             "prompts": [{"source_name": p.source_name, "text": p.text} for p in turn.prompts],
-            "seconds_left": round(turn.remaining(), 3),
         }
+        self._turn_payload = (turn, body)
+        return body
 
     async def history(self, seat: str, name: str) -> dict[str, Any]:
         entry = registry.BY_NAME.get(name)
-        if entry is None:
+        if entry is None:  # only reachable past the tool's type check
             await self._refuse(
                 seat,
                 "history",
                 "unknown_entry",
-                f"{name!r} is not a round-robin entry; choose one of"
-                f" {', '.join(registry.PARAMETER_ORDER)}",
+                f"not a round-robin entry; choose one of {', '.join(registry.PARAMETER_ORDER)}",
             )
         assert entry is not None
+        body = await self._history_body(seat, entry)
+        await self._event(SeatCall, seat, {"tool": "history", "entry": entry.name})
+        return body
+
+    async def _history_body(self, seat: str, entry: Entry) -> dict[str, Any]:
+        """An entry's history, built once per turn (while no turn is open, at most every
+        ``IDLE_HISTORY_SECONDS``)."""
         turn = self.board.turn
+        key: tuple[str, Any] = (entry.name, turn.checkpoint_event_id if turn else None)
+        now = time.monotonic()
+        cached = self._histories.get(key)
+        if cached is not None and (turn is not None or now - cached[0] < IDLE_HISTORY_SECONDS):
+            return cached[1]
         golden = turn.golden if turn is not None else None
         if golden is None:
             found = await current_golden(self.reads.db)
@@ -273,8 +349,7 @@ class SeatEndpoint:
             assert found is not None
             golden = found[1]
         found_history = await load_history(self.reads.db, self.reads.schema, entry, golden.config)
-        await self._event(SeatCall, seat, {"tool": "history", "entry": entry.name})
-        return {
+        body = {
             "entry": entry.name,
             "settings": list(entry.paths),
             "golden_run_id": golden.run_id,
@@ -283,6 +358,10 @@ class SeatEndpoint:
             "golden_values": list(found_history.golden_values),
             "history": found_history.report(),
         }
+        # Only the current turn's (or the idle) histories are kept.
+        self._histories = {k: v for k, v in self._histories.items() if k[1] == key[1]}
+        self._histories[key] = (now, body)
+        return body
 
     async def submit(self, seat: str, kind: EntryKind, values: dict[str, Any]) -> CallToolResult:
         tool = TOOL_NAMES[kind]
@@ -300,12 +379,13 @@ class SeatEndpoint:
             assert turn is not None
             entry = turn.entry
             if turn.run_id is not None:
+                # The winner is not named to other seats.
+                taker = f"by you (run {turn.run_id})" if turn.winner == seat else "by another seat"
                 await self._refuse(
                     seat,
                     tool,
                     "turn_taken",
-                    f"the turn for {entry.name} was already taken by seat {turn.winner} (run"
-                    f" {turn.run_id}); wait for the next turn",
+                    f"the turn for {entry.name} was already taken {taker}; wait for the next turn",
                     values=values,
                 )
             if entry.kind != kind:
@@ -316,6 +396,18 @@ class SeatEndpoint:
                     "wrong_kind",
                     f"the open turn is the {entry.kind} {entry.name}: submit it with {right},"
                     f" not {tool}",
+                    values=values,
+                )
+            share = self.settings.seat_turn_share
+            won = self.board.won_recently(seat, SHARE_WINDOW)
+            allowed = max(1, math.floor(share * SHARE_WINDOW))
+            if share < 1 and won >= allowed:
+                await self._refuse(
+                    seat,
+                    tool,
+                    "over_share",
+                    f"seat {seat} won {won} of the last {SHARE_WINDOW} turns, its share"
+                    f" (AX3L_SEAT_TURN_SHARE={share:g}); this turn is left to other seats",
                     values=values,
                 )
             return await self._forward(seat, tool, turn, values)
@@ -370,8 +462,42 @@ class SeatEndpoint:
             stateless_http=True,
             json_response=True,
             host=self.settings.seats_host,
+            max_request_body_size=MAX_BODY,
+            # The SDK's own check too, whatever the bind address (SeatAuth checks first).
+            transport_security=TransportSecuritySettings(
+                enable_dns_rebinding_protection=True,
+                allowed_hosts=self.hosts.allowed_hosts(),
+                allowed_origins=self.hosts.allowed_origins(),
+            ),
         )
-        return SeatAuth(inner, self.reads.seats, self._refused_request)
+        self._auth = SeatAuth(
+            inner,
+            self.reads.seats,
+            self.hosts,
+            self.buckets,
+            self.trusted,
+            self.refusals,
+            self.metrics,
+        )
+        return self._auth
+
+    def metrics(self) -> str:
+        """The endpoint's counters in Prometheus' text format."""
+        lines = [
+            "# TYPE ax3l_seat_requests_total counter",
+            f"ax3l_seat_requests_total {self._auth.answered if self._auth else 0}",
+            "# TYPE ax3l_seat_refused_total counter",
+        ]
+        lines += [
+            f'ax3l_seat_refused_total{{reason="{reason}"}} {count}'
+            for reason, count in sorted(self.refusals.counts.items())
+        ]
+        lines.append("# TYPE ax3l_seat_calls_total counter")
+        lines += [
+            f'ax3l_seat_calls_total{{tool="{tool}"}} {count}'
+            for tool, count in sorted(self.calls.items())
+        ]
+        return "\n".join(lines) + "\n"
 
     async def start(self) -> None:
         """Listen on ``AX3L_SEATS_HOST``:``AX3L_SEATS_PORT`` until ``stop``."""
@@ -381,6 +507,10 @@ class SeatEndpoint:
             port=self.settings.seats_port,
             log_level="warning",
             lifespan="on",
+            limit_concurrency=self.settings.seats_max_connections,
+            # The client address is SeatAuth's (AX3L_SEATS_TRUSTED_PROXIES), not uvicorn's.
+            proxy_headers=False,
+            server_header=False,
         )
         self._server = _QuietServer(config)
         self._task = asyncio.create_task(self._server.serve(), name="seat-endpoint")

@@ -3,15 +3,20 @@
 The orchestrator's ``external`` proposer opens a turn on the board after it wrote the turn's
 checkpoint and closes it when the turn is answered or its deadline passed; the seats' endpoint
 reads it to answer ``current_turn`` and to forward submissions, one at a time (``lock``).
+The board remembers who won the last ``RECENT`` turns closed (None: no seat), for the seats'
+share (``AX3L_SEAT_TURN_SHARE``).
 """
 
 import asyncio
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 from ax3l.orchestrator.prompts import Prompt
 from ax3l.shared.event_models import GoldenConfigCreated
 from ax3l.shared.registry import Entry
+
+RECENT = 100
 
 
 @dataclass
@@ -44,6 +49,7 @@ class TurnBoard:
     def __init__(self) -> None:
         self.turn: OpenTurn | None = None
         self.lock = asyncio.Lock()
+        self.recent: deque[str | None] = deque(maxlen=RECENT)
 
     def open(self, turn: OpenTurn) -> None:
         self.turn = turn
@@ -53,3 +59,8 @@ class TurnBoard:
         async with self.lock:
             if self.turn is turn:
                 self.turn = None
+                self.recent.append(turn.winner)
+
+    def won_recently(self, seat: str, turns: int) -> int:
+        """How many of the last ``turns`` closed turns ``seat`` won."""
+        return list(self.recent)[-turns:].count(seat)

@@ -3,18 +3,26 @@
 A seat is a name and the SHA-256 of its token. The token (``ax3l-seat-`` and 256 random bits)
 is shown once, when the seat is added; only its hash is stored (table ``seats``), so a copy of
 the database gives nobody a working token. A revoked seat keeps its row (the event log still
-names it) and its token stops working at the next request. Tokens are random, not chosen, so a
+names it). The endpoint checks tokens against an in-memory copy of the table that it reads
+again when it is ``AX3L_SEAT_TOKEN_REFRESH`` seconds old (5 by default), so a revoked token stops
+working, and a new seat's token starts working, within that bound; no request ever reads the
+database for its token beyond that one read per interval. Tokens are random, not chosen, so a
 plain (fast) hash is enough: there is nothing to guess from it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 import secrets
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+
+import pymysql
 
 from ax3l.shared.db.database import Database
 
@@ -68,20 +76,49 @@ def _seat(row: Any) -> Seat:
 
 
 def add_seat(conn: Any, name: str) -> str:
-    """Create seat ``name`` (or give a revoked one a new token); returns the token."""
+    """Create seat ``name`` (or give a revoked one a new token); returns the token.
+
+    One transaction, whatever the connection's autocommit: the row is locked (``FOR UPDATE``)
+    before it is checked, so of two concurrent adds of one name exactly one succeeds and the
+    other is told the seat exists (a deadlock between the two is retried once)."""
     check_name(name)
+    for attempt in (1, 2):
+        try:
+            return _add_seat_once(conn, name)
+        except pymysql.err.OperationalError as exc:
+            if attempt == 2 or exc.args[0] not in (1205, 1213):  # lock wait, deadlock
+                raise
+    raise AssertionError("unreachable")
+
+
+def _add_seat_once(conn: Any, name: str) -> str:
     token = new_token()
-    with conn.cursor() as cur:
-        cur.execute("SELECT revoked_at FROM seats WHERE name = %s FOR UPDATE", (name,))
-        row = cur.fetchone()
-        if row is not None and row[0] is None:
-            raise SeatError(f"seat {name!r} exists; revoke it first to give it a new token")
-        cur.execute(
-            "INSERT INTO seats (name, token_hash, created_at, revoked_at)"
-            " VALUES (%s, %s, %s, NULL) ON DUPLICATE KEY UPDATE token_hash = VALUES(token_hash),"
-            " created_at = VALUES(created_at), revoked_at = NULL",
-            (name, token_hash(token), _now()),
-        )
+    conn.begin()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT revoked_at FROM seats WHERE name = %s FOR UPDATE", (name,))
+            row = cur.fetchone()
+            if row is not None and row[0] is None:
+                raise SeatError(f"seat {name!r} exists; revoke it first to give it a new token")
+            if row is None:
+                try:
+                    cur.execute(
+                        "INSERT INTO seats (name, token_hash, created_at, revoked_at)"
+                        " VALUES (%s, %s, %s, NULL)",
+                        (name, token_hash(token), _now()),
+                    )
+                except pymysql.err.IntegrityError as exc:
+                    raise SeatError(f"seat {name!r} exists (added just now)") from exc
+            else:
+                cur.execute(
+                    "UPDATE seats SET token_hash = %s, created_at = %s, revoked_at = NULL"
+                    " WHERE name = %s AND revoked_at IS NOT NULL",
+                    (token_hash(token), _now(), name),
+                )
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
     return token
 
 
@@ -120,18 +157,40 @@ class Verdict:
 
 
 class SeatDirectory:
-    """Looks presented tokens up by their hash; every request asks, so a revoke is immediate."""
+    """Looks presented tokens up by their hash in an in-memory copy of ``seats``, read again
+    when it is ``refresh`` seconds old (one read at a time), so a revoke takes effect within
+    ``refresh`` seconds and a flood of unknown tokens costs one database read per interval."""
 
-    def __init__(self, db: Database):
+    def __init__(
+        self, db: Database, refresh: float = 5.0, clock: Callable[[], float] = time.monotonic
+    ):
         self.db = db
+        self.refresh = refresh
+        self.clock = clock
+        self._by_hash: dict[str, Seat] = {}
+        self._read_at: float | None = None
+        self._lock = asyncio.Lock()
+
+    async def _load(self) -> None:
+        rows = await self.db.fetchall(
+            "SELECT name, token_hash, created_at, revoked_at FROM seats",
+            doing="reading the seats",
+        )
+        self._by_hash = {
+            str(row["token_hash"]): Seat(str(row["name"]), row["created_at"], row["revoked_at"])
+            for row in rows
+        }
+
+    def _fresh(self) -> bool:
+        return self._read_at is not None and self.clock() - self._read_at < self.refresh
 
     async def verify(self, token: str) -> Verdict:
-        row = await self.db.fetchone(
-            "SELECT name, created_at, revoked_at FROM seats WHERE token_hash = %s",
-            (token_hash(token),),
-            doing="checking a seat token",
-        )
-        if row is None:
-            return Verdict(None)
-        seat = Seat(str(row["name"]), row["created_at"], row["revoked_at"])
-        return Verdict(seat)
+        """The seat of ``token`` as of at most ``refresh`` seconds ago (``DatabaseError`` when
+        the copy is older and the table cannot be read: no stale answer is ever given)."""
+        if not self._fresh():
+            async with self._lock:
+                if not self._fresh():
+                    started = self.clock()
+                    await self._load()
+                    self._read_at = started
+        return Verdict(self._by_hash.get(token_hash(token)))

@@ -4,6 +4,11 @@ An event is written as its content model (``ax3l.shared.event_models``), which n
 ``log.log(ProposalAccepted(...), process_id=...)``; every writer in the services does. The
 older form, a name and a dict (``log.log("proposal_accepted", {...})``), stores the same bytes
 and stays for the tests and tools that still use it, and for a test's row no model builds.
+
+An event's stored content is at most ``MAX_CONTENT_BYTES`` (1 MiB, far above any event Ax3l
+writes): a larger one is stored as ``{"truncated": true, "event": ..., "bytes": ..., "head":
+...}`` with its first ``TRUNCATED_HEAD_CHARS`` characters, so no caller (nor anything a caller
+passes on from outside) can make one row grow without bound.
 """
 
 from __future__ import annotations
@@ -17,6 +22,9 @@ from typing import Any
 from ax3l.shared.db.database import Database
 from ax3l.shared.event_models import EventContent
 from ax3l.shared.events import category_of, default_level
+
+MAX_CONTENT_BYTES = 1024 * 1024
+TRUNCATED_HEAD_CHARS = 4096
 
 
 @dataclass(frozen=True)
@@ -35,6 +43,18 @@ def to_content(content: Any) -> str:
     if isinstance(content, str):
         return content
     return json.dumps(content, allow_nan=False, ensure_ascii=False, default=_json_default)
+
+
+def capped_content(name: str, text: str) -> str:
+    """``text``, or its truncation marker when it is over ``MAX_CONTENT_BYTES``."""
+    if len(text) * 4 <= MAX_CONTENT_BYTES:  # a character is at most 4 bytes in UTF-8
+        return text
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size <= MAX_CONTENT_BYTES:
+        return text
+    head = text[:TRUNCATED_HEAD_CHARS]
+    marker = {"truncated": True, "event": name, "bytes": size, "head": head}
+    return json.dumps(marker, ensure_ascii=False)
 
 
 def _json_default(value: Any) -> Any:
@@ -96,7 +116,7 @@ async def write_event(
     if content is not None:
         await cur.execute(
             "INSERT INTO event_messages (event_id, content) VALUES (%s, %s)",
-            (event_id, to_content(content)),
+            (event_id, capped_content(name, to_content(content))),
         )
     if highscore is not None:
         await cur.execute(

@@ -1,0 +1,421 @@
+"""The seats' endpoint at the door and at the turn: refused traffic writes nothing, a revoke
+holds within its stated bound, arguments are typed exactly, a seat gets its share and no more,
+the Host is checked on any bind, and two concurrent adds of one seat leave one token.
+
+The endpoint runs for real (uvicorn on a free port, the real MariaDB, a scripted broker on a
+real ZeroMQ socket); the requests are plain HTTP, as anyone on the internet could send them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+import pytest
+
+from ax3l.orchestrator.seat_limits import Buckets, HostCheck, client_address, parse_networks
+from ax3l.orchestrator.seat_server import MAX_BODY, SeatEndpoint, SeatReads
+from ax3l.orchestrator.seat_turns import OpenTurn, TurnBoard
+from ax3l.orchestrator.seats import SeatDirectory, SeatError, add_seat, revoke_seat
+from ax3l.shared.config_index import ConfigIndex
+from ax3l.shared.config_schema import load_schema
+from ax3l.shared.db.database import Database
+from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.event_models import GoldenConfigCreated
+from ax3l.shared.registry import BY_NAME
+from ax3l.testing.databases import TestDatabases
+from ax3l.testing.mcp_wire import initialize
+from ax3l.testing.plugin import free_port
+from ax3l.testing.zmq_peer import ScriptedPeer, broker_reply
+
+SCHEMA = load_schema(None)
+ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+@dataclass
+class Running:
+    endpoint: SeatEndpoint
+    board: TurnBoard
+    url: str
+    databases: TestDatabases
+
+    def token(self, name: str) -> str:
+        conn = self.databases.connect("ax3l", self.databases.ax3l_db)
+        try:
+            return add_seat(conn, name)
+        finally:
+            conn.close()
+
+    def events(self) -> list[tuple[str, str | None, dict[str, Any]]]:
+        rows = self.databases.query(
+            "SELECT e.name, e.source_name, m.content FROM events e"
+            " LEFT JOIN event_messages m USING (event_id) ORDER BY e.event_id",
+            database=self.databases.ax3l_db,
+        )
+        return [(r[0], r[1], json.loads(r[2]) if r[2] else {}) for r in rows]
+
+    async def metrics(self, http: httpx2.AsyncClient) -> dict[str, float]:
+        text = (await http.get(self.url.replace("/mcp", "/metrics"))).text
+        values = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                key, _, value = line.rpartition(" ")
+                values[key] = float(value)
+        return values
+
+
+@asynccontextmanager
+async def running(
+    databases: TestDatabases, broker: str = "tcp://127.0.0.1:9", **overrides: Any
+) -> AsyncIterator[Running]:
+    port = free_port()
+    settings = databases.settings(
+        AX3L_SEATS_PORT=port, AX3L_ZMQ_ENDPOINT=broker, AX3L_ZMQ_TIMEOUT=5, **overrides
+    )
+    db = Database(settings)
+    await db.open()
+    board = TurnBoard()
+    reads = SeatReads(db, SCHEMA, ConfigIndex(db, SCHEMA), SeatDirectory(db))
+    endpoint = SeatEndpoint(reads, EventLog(db), settings, board)
+    await endpoint.start()
+    try:
+        yield Running(endpoint, board, f"http://127.0.0.1:{port}/mcp", databases)
+    finally:
+        await endpoint.stop()
+        await db.close()
+
+
+def tool_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    params = {"name": name, "arguments": arguments}
+    return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+
+
+async def post(
+    http: httpx2.AsyncClient, url: str, body: Any, token: str | None = None, **headers: str
+) -> httpx2.Response:
+    if token is not None:
+        headers["authorization"] = f"Bearer {token}"
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return await http.post(url, content=content, headers={**ACCEPT, **headers})
+
+
+def tool_result(answer: httpx2.Response) -> dict[str, Any]:
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json()["result"])
+
+
+async def test_refused_requests_write_nothing_and_are_counted(databases: TestDatabases) -> None:
+    """No token, a wrong token, a stranger over the address's rate and a seat over its own
+    limit: every one refused, counted, and not one row written."""
+    async with (
+        running(databases, AX3L_SEATS_RATE_PER_ADDRESS=5, AX3L_SEAT_RATE_LIMIT=2) as run,
+        httpx2.AsyncClient(timeout=10) as http,
+    ):
+        token = run.token("alice")
+        statuses = [
+            (await post(http, run.url, initialize(), token=bad)).status_code
+            for bad in [None, "ax3l-seat-nobody", "x" * 5000] * 8
+        ]
+        assert set(statuses) == {401, 429}
+        assert statuses[:10] == [401] * 10  # the burst: twice the rate
+        await asyncio.sleep(1.2)  # the address's bucket fills again
+        polls = [
+            tool_result(await post(http, run.url, tool_call("current_turn", {}), token=token))
+            for _ in range(4)
+        ]
+        assert [p.get("isError", False) for p in polls] == [False, False, True, True]
+        assert "AX3L_SEAT_RATE_LIMIT" in polls[-1]["content"][0]["text"]
+        counts = await run.metrics(http)
+    assert run.events() == []
+    no_token = [s for s, bad in zip(statuses, [None, 1, 2] * 8, strict=True) if bad is None]
+    assert counts['ax3l_seat_refused_total{reason="no_token"}'] == no_token.count(401) >= 4
+    assert counts['ax3l_seat_refused_total{reason="unknown_token"}'] == (
+        statuses.count(401) - no_token.count(401)
+    )
+    assert counts['ax3l_seat_refused_total{reason="too_many_requests"}'] == statuses.count(429)
+    assert counts['ax3l_seat_refused_total{reason="rate_limited"}'] == 2
+    assert counts['ax3l_seat_calls_total{tool="current_turn_closed"}'] == 2
+
+
+async def test_a_revoked_token_stops_working_within_the_refresh_bound(
+    databases: TestDatabases,
+) -> None:
+    """A revoke takes effect within AX3L_SEAT_TOKEN_REFRESH seconds, and not one request
+    after; a new seat's token starts working within the same bound."""
+    bound = 0.5
+    async with (
+        running(databases, AX3L_SEAT_TOKEN_REFRESH=bound) as run,
+        httpx2.AsyncClient(timeout=10) as http,
+    ):
+        token = run.token("carol")
+        await asyncio.sleep(bound)
+        assert (await post(http, run.url, initialize(), token=token)).status_code == 200
+        conn = databases.connect("ax3l", databases.ax3l_db)
+        try:
+            revoke_seat(conn, "carol")
+        finally:
+            conn.close()
+        revoked_at = time.monotonic()
+        while (await post(http, run.url, initialize(), token=token)).status_code == 200:
+            assert time.monotonic() - revoked_at <= bound + 0.2, "the revoke took too long"
+            await asyncio.sleep(0.02)
+        for _ in range(5):  # and it stays refused
+            answer = await post(http, run.url, initialize(), token=token)
+            assert answer.status_code == 401 and "was revoked" in answer.text
+        fresh = run.token("dora")
+        added_at = time.monotonic()
+        while (await post(http, run.url, initialize(), token=fresh)).status_code != 200:
+            assert time.monotonic() - added_at <= bound + 0.2, "the new token took too long"
+            await asyncio.sleep(0.02)
+    assert run.events() == []
+
+
+async def test_history_arguments_are_typed_exactly(databases: TestDatabases) -> None:
+    """A 4 MiB entry is refused before it is read; a long or unknown name at the type check;
+    none of them is written anywhere."""
+    async with running(databases) as run, httpx2.AsyncClient(timeout=30) as http:
+        token = run.token("erin")
+        huge = await post(http, run.url, tool_call("history", {"entry": "h" * 4 * 2**20}), token)
+        assert huge.status_code == 413
+        for entry in ["h" * (MAX_BODY - 200), "no_such_entry", 7]:
+            result = tool_result(
+                await post(http, run.url, tool_call("history", {"entry": entry}), token=token)
+            )
+            text = result["content"][0]["text"]
+            assert result["isError"] and "hidden_size" in text and len(text) < 4096
+        events = run.events()
+    assert events == []
+
+
+def golden() -> GoldenConfigCreated:
+    return GoldenConfigCreated(
+        run_id="golden-1",
+        config=SCHEMA.default_config(),
+        high_score=3,
+        seed=1,
+        simulations=1,
+        reason="test",
+        kind="seeding",
+    )
+
+
+async def open_turn(run: Running, number: int) -> OpenTurn:
+    """A turn on the board, as the external proposer opens one after its started event."""
+    started = await run.endpoint.log.log(
+        "conversation_started", {"proposer": "external", "parameter": "gamma"}
+    )
+    turn = OpenTurn(
+        entry=BY_NAME["gamma"],
+        index=4,
+        checkpoint_event_id=1000 + number,
+        conversation_id=f"c{number}",
+        started_event_id=started,
+        golden=golden(),
+        prompts=[],
+        deadline_seconds=60,
+    )
+    run.board.open(turn)
+    return turn
+
+
+async def test_a_seat_over_its_share_is_refused_and_the_winner_is_not_named(
+    databases: TestDatabases,
+) -> None:
+    """With AX3L_SEAT_TURN_SHARE=0.2 a seat wins at most 2 of 10 turns; its third submission
+    is refused with the reason, another seat still wins, and a loser is not told who won."""
+    runs = iter(range(100))
+    peer = ScriptedPeer(
+        lambda request: broker_reply(request, {"status": "ok", "run_id": f"run-{next(runs)}"})
+    )
+    try:
+        async with (
+            running(databases, broker=peer.endpoint, AX3L_SEAT_TURN_SHARE=0.2) as run,
+            httpx2.AsyncClient(timeout=10) as http,
+        ):
+            alice, bob = run.token("alice"), run.token("bob")
+            submit = tool_call("submit_single_value", {"value": 0.95})
+            for number in range(2):
+                turn = await open_turn(run, number)
+                won = tool_result(await post(http, run.url, submit, token=alice))
+                assert json.loads(won["content"][0]["text"])["status"] == "ok", won
+                lost = tool_result(await post(http, run.url, submit, token=bob))
+                text = lost["content"][0]["text"]
+                assert lost["isError"] and "by another seat" in text and "alice" not in text
+                await run.board.close(turn)
+            turn = await open_turn(run, 2)
+            over = tool_result(await post(http, run.url, submit, token=alice))
+            text = over["content"][0]["text"]
+            assert over["isError"] and "AX3L_SEAT_TURN_SHARE" in text and "won 2 of" in text
+            taken = tool_result(await post(http, run.url, submit, token=bob))
+            assert json.loads(taken["content"][0]["text"])["status"] == "ok"
+            assert turn.winner == "bob"
+            await run.board.close(turn)
+    finally:
+        peer.close()
+    assert len(peer.requests) == 3
+    refused = [(e[1], e[2].get("reason")) for e in run.events() if e[0] == "seat_call_refused"]
+    assert refused == [("bob", "turn_taken"), ("bob", "turn_taken"), ("alice", "over_share")]
+
+
+async def test_current_turn_polls_are_counted_and_its_payload_is_built_once(
+    snakelab_tables: TestDatabases,
+) -> None:
+    """Many polls of one open turn are one event per seat, and one payload."""
+    async with (
+        running(snakelab_tables, AX3L_SEAT_RATE_LIMIT=1000) as run,
+        httpx2.AsyncClient(timeout=10) as http,
+    ):
+        token = run.token("fay")
+        turn = await open_turn(run, 0)
+        bodies = [
+            tool_result(await post(http, run.url, tool_call("current_turn", {}), token=token))
+            for _ in range(20)
+        ]
+        assert all(b["structuredContent"]["entry"] == "gamma" for b in bodies)
+        first = run.endpoint._turn_payload
+        assert first is not None and first[0] is turn
+        await run.board.close(turn)
+    opened = [e for e in run.events() if e[0].startswith("seat_call")]
+    assert len(opened) == 1 and opened[0][2]["open"] is True
+
+
+async def test_a_wrong_host_or_origin_is_refused_on_a_wildcard_bind(
+    databases: TestDatabases,
+) -> None:
+    """On 0.0.0.0 the Host and Origin checks still hold (before any token is read), and the
+    names of AX3L_SEATS_ALLOWED_HOSTS are answered."""
+    async with (
+        running(
+            databases, AX3L_SEATS_HOST="0.0.0.0", AX3L_SEATS_ALLOWED_HOSTS="ax3l.example.org"
+        ) as run,
+        httpx2.AsyncClient(timeout=10) as http,
+    ):
+        token = run.token("gus")
+        evil = await post(http, run.url, initialize(), token=token, host="evil.example:28873")
+        assert evil.status_code == 421
+        origin = await post(http, run.url, initialize(), token=token, origin="http://evil.example")
+        assert origin.status_code == 403
+        stranger = await post(http, run.url, initialize(), host="evil.example")
+        assert stranger.status_code == 421  # the Host is checked before the token
+        good = await post(http, run.url, initialize(), token=token, host="ax3l.example.org")
+        assert good.status_code == 200
+        same = await post(
+            http, run.url, initialize(), token=token, origin="https://ax3l.example.org"
+        )
+        assert same.status_code == 200
+        counts = await run.metrics(http)
+    assert counts['ax3l_seat_refused_total{reason="wrong_host"}'] == 2
+    assert counts['ax3l_seat_refused_total{reason="wrong_origin"}'] == 1
+
+
+def test_the_client_address_comes_from_a_proxy_header_only_behind_a_trusted_proxy() -> None:
+    trusted = parse_networks("10.0.0.0/8, 127.0.0.1")
+    assert client_address("203.0.113.9", "1.2.3.4", []) == "203.0.113.9"
+    assert client_address("203.0.113.9", "1.2.3.4", trusted) == "203.0.113.9"
+    assert client_address("127.0.0.1", "1.2.3.4", []) == "127.0.0.1"
+    assert client_address("127.0.0.1", "9.9.9.9, 1.2.3.4, 10.1.1.1", trusted) == "1.2.3.4"
+    assert client_address("127.0.0.1", "garbage", trusted) == "127.0.0.1"
+    with pytest.raises(ValueError, match="AX3L_SEATS_TRUSTED_PROXIES"):
+        parse_networks("not-an-ip")
+    hosts = HostCheck.from_setting("a.example, b.example:8443")
+    assert hosts.host_allowed("127.0.0.1:28873") and hosts.host_allowed("a.example")
+    assert hosts.host_allowed("b.example:8443") and not hosts.host_allowed("b.example:80")
+    assert not hosts.host_allowed("127.0.0.1.evil:80") and not hosts.host_allowed(None)
+    assert not hosts.origin_allowed("null") and hosts.origin_allowed(None)
+
+
+def test_the_address_table_of_the_rate_limit_is_bounded() -> None:
+    now = [0.0]
+    buckets = Buckets(1e9, 1.0, clock=lambda: now[0], max_addresses=100)
+    for n in range(10_000):
+        now[0] += 0.001
+        assert buckets.admit(f"10.0.{n // 256}.{n % 256}") is None
+    assert len(buckets.addresses) <= 100
+    assert buckets.admit("10.9.9.9") is None and buckets.admit("10.9.9.9") is None
+    assert buckets.admit("10.9.9.9") is not None
+
+
+def test_two_concurrent_adds_of_one_name_leave_one_token(databases: TestDatabases) -> None:
+    """Racing adds of one name (the library on two connections, and two ax3l-seats
+    processes): exactly one wins, the other is told the seat exists, one row holds the
+    winner's token."""
+    from ax3l.orchestrator.seats import token_hash
+
+    for round_number in range(8):
+        name = f"racer{round_number}"
+        start = threading.Barrier(2)
+        outcomes: list[str | Exception] = []
+
+        def add(
+            name: str = name,
+            start: threading.Barrier = start,
+            outcomes: list[str | Exception] = outcomes,
+        ) -> None:
+            conn = databases.connect("ax3l", databases.ax3l_db)
+            try:
+                start.wait()
+                outcomes.append(add_seat(conn, name))
+            except SeatError as exc:
+                outcomes.append(exc)
+            finally:
+                conn.close()
+
+        threads = [threading.Thread(target=add) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        tokens = [o for o in outcomes if isinstance(o, str)]
+        assert len(tokens) == 1 and len(outcomes) == 2, outcomes
+        stored = databases.query(
+            "SELECT token_hash FROM seats WHERE name = %s", (name,), database=databases.ax3l_db
+        )
+        assert stored == [(token_hash(tokens[0]),)]
+
+    env = {**databases.env(), "PATH": "/usr/bin:/bin"}
+    command = [sys.executable, "-m", "ax3l.orchestrator.seats_cli", "add", "twin"]
+    procs = [
+        subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(2)
+    ]
+    done = [proc.communicate(timeout=60) for proc in procs]
+    codes = sorted(proc.returncode for proc in procs)
+    assert codes == [0, 1], done
+    printed = [out.decode().strip().splitlines()[-1] for out, _ in done if out]
+    stored = databases.query(
+        "SELECT token_hash FROM seats WHERE name = 'twin'", database=databases.ax3l_db
+    )
+    assert stored == [(token_hash(printed[0]),)]
+
+
+async def test_the_event_writer_caps_an_events_content(databases: TestDatabases) -> None:
+    """An event over MAX_CONTENT_BYTES is stored as a marker with its size and head."""
+    from ax3l.shared.db.event_log import MAX_CONTENT_BYTES, TRUNCATED_HEAD_CHARS
+
+    db = Database(databases.settings())
+    await db.open()
+    try:
+        log = EventLog(db)
+        small = await log.log("seat_call", {"seat": "hal", "values": {"v": "é" * 1000}})
+        large = await log.log(
+            "seat_call", {"seat": "hal", "values": {"v": "é" * MAX_CONTENT_BYTES}}
+        )
+    finally:
+        await db.close()
+    rows = dict(
+        databases.query("SELECT event_id, content FROM event_messages", database=databases.ax3l_db)
+    )
+    assert json.loads(rows[small])["values"]["v"] == "é" * 1000
+    marker = json.loads(rows[large])
+    assert marker["truncated"] is True and marker["event"] == "seat_call"
+    assert marker["bytes"] > 2 * MAX_CONTENT_BYTES and len(marker["head"]) == TRUNCATED_HEAD_CHARS
+    assert len(rows[large].encode()) < MAX_CONTENT_BYTES
