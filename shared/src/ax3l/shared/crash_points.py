@@ -27,6 +27,8 @@ Points (in the order a turn meets them; the broker's is ``broker_after_submit``)
 * ``rotation_started``: ``seed_rotation_started`` is stored, nothing else of the rotation.
 * ``rotation_after_submit``: the rotation run was submitted, its submission not yet recorded.
 * ``rotation_waiting``: the rotation run is recorded and being waited on.
+* ``adopt_before_commit`` (``ax3l-db adopt``): the adopted golden's event, message and score
+  row are written, their transaction not committed.
 
 Unset in production; an unknown name is refused at startup so a typo cannot hide a test gap.
 """
@@ -55,6 +57,7 @@ POINTS = frozenset(
         "rotation_started",
         "rotation_after_submit",
         "rotation_waiting",
+        "adopt_before_commit",
     }
 )
 ENV = "AX3L_TEST_CRASH_AT"

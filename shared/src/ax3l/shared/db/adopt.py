@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ax3l.shared.config_schema import ConfigInvalid, ConfigSchema
+from ax3l.shared.crash_points import crash_point
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseMisconfigured
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
@@ -321,6 +322,7 @@ async def adopt(db: Database, schema: ConfigSchema, log: EventLog) -> Adoption:
                     simulations=simulations, score=chosen.high_score, seed=chosen.seed
                 ),
             )
+            crash_point("adopt_before_commit")
     if raced:
         done = await _adopted(db)
         if done is None:

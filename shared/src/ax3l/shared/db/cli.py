@@ -203,8 +203,10 @@ RESET_HOOKS.append(_forget_submission_intents)
 def adopt_command(settings: Settings, dry_run: bool) -> int:
     """``ax3l-db adopt [--dry-run]``: print the adoption (planned, written, or found)."""
     from ax3l.shared.config_schema import SchemaFileError, load_schema
+    from ax3l.shared.crash_points import arm, armed_points
     from ax3l.shared.db import adopt
 
+    arm(armed_points())
     if not dry_run:
         ensure_schema(settings)
     try:

@@ -1,0 +1,153 @@
+"""``ax3l-db adopt`` on the user's real SnakeLab export, and the start-up refusal it answers."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from typing import Any
+
+from ax3l.shared.config_schema import load_schema
+from ax3l.shared.db.adopt import refusal
+from ax3l.shared.db.database import Database
+from ax3l.shared.db.event_log import EventLog, HighscoreRow
+from ax3l.shared.event_models import GoldenConfigCreated
+from ax3l.testing.databases import TestDatabases
+from ax3l.testing.snakelab_export import ExportedRun, load_history
+from ax3l.testing.snakelab_rows import insert_runs
+
+SCHEMA = load_schema()
+
+
+def expected_golden(runs: list[ExportedRun]) -> ExportedRun:
+    """The best completed run of the newest seed (the latest completed run's), earliest first."""
+    completed = [run for run in runs if run.status == "completed"]
+    newest = completed[-1].flat["seed"]
+    on_seed = [run for run in completed if run.flat["seed"] == newest]
+    return max(on_seed, key=lambda run: (run.high_score, -run.order))
+
+
+def adopt_cli(databases: TestDatabases, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ax3l.shared.db.cli", "adopt", *args],
+        env={**databases.env(), "PATH": "/usr/bin:/bin", **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def rows(databases: TestDatabases, sql: str) -> list[tuple[Any, ...]]:
+    conn = databases.connect("admin", databases.ax3l_db)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            return list(cur.fetchall())
+    finally:
+        conn.close()
+
+
+def test_adopt_takes_the_best_run_of_the_newest_seed_once_and_survives_a_kill(
+    snakelab_tables: TestDatabases,
+) -> None:
+    """--dry-run writes nothing; a kill before commit leaves nothing; adopt writes one golden
+    (kind adopted) with its highscore row and the run count; running it again writes nothing."""
+    runs = load_history(snakelab_tables, SCHEMA)
+    golden = expected_golden(runs)
+    assert golden.flat["seed"] != runs[0].flat["seed"], "the export has more than one seed"
+
+    dry = adopt_cli(snakelab_tables, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert golden.run_id in dry.stdout and f"run {golden.order} of {len(runs)}" in dry.stdout
+    assert f"high score {golden.high_score} on seed {golden.flat['seed']}" in dry.stdout
+    assert "nothing written" in dry.stdout
+    assert rows(snakelab_tables, "SELECT COUNT(*) FROM events") == [(0,)]
+
+    killed = adopt_cli(snakelab_tables, AX3L_TEST_CRASH_AT="adopt_before_commit")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert rows(snakelab_tables, "SELECT COUNT(*) FROM events") == [(0,)]
+    assert rows(snakelab_tables, "SELECT COUNT(*) FROM experiment_highscores") == [(0,)]
+
+    done = adopt_cli(snakelab_tables)
+    assert done.returncode == 0, done.stderr
+    assert "Adopted: golden_config_created event" in done.stdout
+    events = rows(
+        snakelab_tables,
+        "SELECT e.event_id, e.name, e.process_id, m.content FROM events e"
+        " JOIN event_messages m ON m.event_id = e.event_id",
+    )
+    assert len(events) == 1
+    event_id, name, process_id, content = events[0]
+    stored = GoldenConfigCreated.model_validate(json.loads(content))
+    assert name == "golden_config_created" and process_id == golden.run_id
+    assert stored.kind == "adopted" and stored.run_id == golden.run_id
+    assert (stored.high_score, stored.seed, stored.simulations) == (
+        golden.high_score,
+        golden.flat["seed"],
+        len(runs),
+    )
+    assert SCHEMA.flatten(stored.config) == golden.flat
+    assert rows(snakelab_tables, "SELECT * FROM experiment_highscores") == [
+        (event_id, len(runs), golden.high_score, golden.flat["seed"])
+    ]
+
+    again = adopt_cli(snakelab_tables)
+    assert again.returncode == 0, again.stderr
+    assert f"Already adopted (event {event_id})" in again.stdout
+    assert rows(snakelab_tables, "SELECT COUNT(*) FROM events") == [(1,)]
+
+
+def test_adopt_refuses_without_runs_and_beside_an_experiment_of_ax3l(
+    snakelab_tables: TestDatabases,
+) -> None:
+    """Nothing to adopt on an empty SnakeLab; an Ax3l database with its own golden is never
+    overwritten (the message says how to start over)."""
+    empty = adopt_cli(snakelab_tables)
+    assert empty.returncode == 1 and "has no runs: nothing to adopt" in empty.stderr
+    defaults = SCHEMA.validate(SCHEMA.default_config())
+    (run_id,) = insert_runs(snakelab_tables, SCHEMA, defaults)
+    conn = snakelab_tables.connect("admin", snakelab_tables.ax3l_db)
+    with conn.cursor() as cur:
+        cur.execute(
+            "INSERT INTO events (occurred_at, name, category, log_level, process_id)"
+            " VALUES (NOW(), 'golden_config_created', 'Configuration', 'INFO', %s)",
+            (run_id,),
+        )
+    conn.close()
+    beside = adopt_cli(snakelab_tables)
+    assert beside.returncode == 1
+    assert "already has an experiment" in beside.stderr and "reset-events" in beside.stderr
+    assert rows(snakelab_tables, "SELECT COUNT(*) FROM events") == [(1,)]
+
+
+async def test_refusal_names_both_ways_on_only_for_a_foreign_history(
+    snakelab_tables: TestDatabases,
+) -> None:
+    """Runs of the seeding configuration alone (a seeding killed before it recorded itself) are
+    no reason to refuse; any other run is, until Ax3l has an experiment of its own."""
+    defaults = SCHEMA.flatten(SCHEMA.validate(SCHEMA.default_config()))
+    async with Database(snakelab_tables.settings()) as db:
+        assert await refusal(db, defaults) is None
+        insert_runs(snakelab_tables, SCHEMA, SCHEMA.unflatten(defaults), status="failed")
+        assert await refusal(db, defaults) is None
+        runs = load_history(snakelab_tables, SCHEMA)
+        message = await refusal(db, defaults)
+        assert message is not None
+        assert f"already has runs ({len(runs) + 1})" in message
+        assert "fresh SnakeLab database" in message and "`ax3l-db adopt`" in message
+        async with db.transaction() as cur:
+            await EventLog(db).write(
+                cur,
+                GoldenConfigCreated(
+                    run_id=runs[0].run_id,
+                    config=SCHEMA.unflatten(runs[0].flat),
+                    high_score=runs[0].high_score,
+                    seed=int(runs[0].flat["seed"]),
+                    simulations=len(runs),
+                    reason="test",
+                    kind="adopted",
+                ),
+                highscore=HighscoreRow(len(runs), runs[0].high_score, 1970),
+            )
+        assert await refusal(db, defaults) is None
