@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -114,14 +115,24 @@ def test_a_forked_child_is_a_bound_server_named_after_its_entry(zygote, broker):
         (b'["gamma"]', True, '{"parameter"'),
         (b'{"parameter": 7}', True, '{"parameter"'),
         (b"x" * 5000, True, "at most 4096 bytes"),
+        (b"[" * 2000 + b"]" * 2000, True, "nested too deep"),
+        (b"[" * 1500 + b'{"parameter": "gamma"}' + b"]" * 1500, True, "nested too deep"),
+        (b'{"parameter": "gamma"}', 2, "exactly one descriptor"),
+        (b"\xff\xfe", True, "a JSON object"),
     ],
 )
 def test_malformed_requests_are_refused_and_the_zygote_serves_on(zygote, data, with_fd, reason):
     """Each malformed request gets an error, forks nothing, and the next request works."""
     zygote.reply()
     ours, theirs = socket.socketpair()
-    answer = zygote.request(data, [theirs.fileno()] if with_fd else [])
+    extra = socket.socket() if with_fd == 2 else None
+    fds = [theirs.fileno()] if with_fd else []
+    if extra is not None:
+        fds.append(extra.fileno())
+    answer = zygote.request(data, fds)
     theirs.close()
+    if extra is not None:
+        extra.close()
     assert "pid" not in answer and reason in str(answer["error"])
     ours.settimeout(5)
     with ours:
@@ -130,6 +141,31 @@ def test_malformed_requests_are_refused_and_the_zygote_serves_on(zygote, data, w
     (init,) = exchange(sock, initialize())
     assert "result" in init
     sock.close()
+
+
+def test_the_pid_comes_with_the_childs_pidfd_and_exited_children_are_reaped(zygote):
+    """Each fork's reply carries a pidfd of that very child (opened before it could be
+    reaped); a child that exits is reaped, and the zygote serves on."""
+    zygote.reply()
+    for parameter in ("gamma", "batch_size", "gamma"):
+        ours, theirs = socket.socketpair()
+        request = json.dumps({"parameter": parameter}).encode()
+        socket.send_fds(zygote.control, [request], [theirs.fileno()])
+        theirs.close()
+        data, fds, _flags, _addr = socket.recv_fds(zygote.control, 4096, 2)
+        pid = json.loads(data)["pid"]
+        assert len(fds) == 1
+        (pidfd,) = fds
+        try:
+            fdinfo = Path(f"/proc/self/fdinfo/{pidfd}").read_text()
+            assert f"Pid:\t{pid}\n" in fdinfo
+            ours.close()  # end of file: the child exits
+            readable = select.select([pidfd], [], [], 20)[0]
+            assert readable == [pidfd], "the pidfd reports the child's exit"
+        finally:
+            os.close(pidfd)
+        wait_until(lambda pid=pid: gone(pid), 20, "the exited child reaped")
+    assert zygote.process.poll() is None
 
 
 def test_closing_the_control_socket_ends_the_zygote_but_not_a_serving_child(zygote):

@@ -8,6 +8,7 @@ import signal
 
 import pytest
 
+from ax3l.orchestrator import mcp_fork
 from ax3l.orchestrator.mcp_fork import close_zygotes
 from ax3l.orchestrator.mcp_session import ToolSessionFailed, bound_session
 from ax3l.shared.registry import BY_NAME
@@ -51,12 +52,8 @@ async def test_a_child_that_does_not_exit_is_killed_when_its_session_closes(
 ):
     """A stopped child cannot read its end of file: the session kills it and leaves nothing,
     also where pidfds are refused (a container's seccomp profile) and the pid is watched."""
-    if not pidfds:
-
-        def refused(pid: int) -> int:
-            raise PermissionError(1, "Operation not permitted")
-
-        monkeypatch.setattr(os, "pidfd_open", refused)
+    if not pidfds:  # the zygote's pidfd is dropped: the child is watched by its pid
+        monkeypatch.setattr(mcp_fork, "PIDFDS", False)
     async with bound_session(BY_NAME["epsilon_pair"], settings):
         ((pid, name),) = mcp_children(os.getpid()).items()
         assert name == "epsilon_pair"

@@ -10,8 +10,10 @@ process of its own, bound to its entry, which exits when the orchestrator closes
 
 ``forked_stdio`` is the MCP client transport for such a child: newline-delimited JSON-RPC,
 as the SDK's ``stdio_client``, over the socket. Closing it shuts the socket for writing (the
-child reads end of file and exits), waits for the child through a pidfd (by its pid where
-pidfds are refused) and kills it if it does not go within ``EXIT_TIMEOUT``.
+child reads end of file and exits), waits for the child through its pidfd and kills it if it
+does not go within ``EXIT_TIMEOUT``. The pidfd comes from the zygote with the pid: it opens it
+right after the fork, before the child could be reaped, so no pid reuse can point it at
+another process; where pidfds are refused the child is watched by its pid.
 
 A zygote that died (killed, or its machine's memory ran out) is started again on the next
 request; one that cannot start makes the session fail like a child that cannot be spawned.
@@ -45,6 +47,9 @@ REQUEST_TIMEOUT = 5.0
 # Seconds a child has to exit after its socket is shut before it is killed.
 EXIT_TIMEOUT = 2.0
 EXIT_POLL = 0.01  # where there are no pidfds
+# Whether to watch children through the pidfds the zygote sends (tests turn it off to check
+# the pid-watching path of kernels and seccomp profiles without pidfds).
+PIDFDS = True
 # The longest JSON-RPC line read from a child (tool listings are a few KiB).
 LINE_LIMIT = 16 * 1024 * 1024
 
@@ -91,22 +96,35 @@ class Zygote:
 
     @staticmethod
     def _reply(control: socket.socket) -> dict[str, object]:
+        reply, fds = Zygote._reply_fds(control)
+        for fd in fds:
+            os.close(fd)
+        return reply
+
+    @staticmethod
+    def _reply_fds(control: socket.socket) -> tuple[dict[str, object], list[int]]:
+        """The zygote's next message and the descriptors it carries (the caller's to close)."""
         try:
-            data = control.recv(4096)
+            data, fds, _flags, _addr = socket.recv_fds(control, 4096, 1)
         except TimeoutError as exc:
             raise ForkFailed("the MCP zygote did not answer in time") from exc
         if not data:
+            for fd in fds:
+                os.close(fd)
             raise ForkFailed("the MCP zygote exited")
         try:
             reply = json.loads(data)
         except ValueError:
             reply = None
         if not isinstance(reply, dict):
+            for fd in fds:
+                os.close(fd)
             raise ForkFailed(f"the MCP zygote answered {data!r}")
-        return reply
+        return reply, fds
 
-    def fork(self, parameter: str) -> tuple[socket.socket, int]:
-        """A child bound to ``parameter``: our end of its stdio socket and its pid (blocking)."""
+    def fork(self, parameter: str) -> tuple[socket.socket, int, int | None]:
+        """A child bound to ``parameter``: our end of its stdio socket, its pid and its pidfd
+        (None where the zygote could not open one) (blocking)."""
         with self._lock:
             for attempt in (1, 2):
                 control = self._control or self._start()
@@ -114,7 +132,7 @@ class Zygote:
                 try:
                     request = json.dumps({"parameter": parameter}).encode()
                     socket.send_fds(control, [request], [theirs.fileno()])
-                    reply = self._reply(control)
+                    reply, fds = self._reply_fds(control)
                 except (OSError, ValueError) as exc:
                     ours.close()
                     self._forget()
@@ -126,8 +144,14 @@ class Zygote:
                 pid = reply.get("pid")
                 if not isinstance(pid, int):
                     ours.close()
+                    for fd in fds:
+                        os.close(fd)
                     raise ForkFailed(f"the MCP zygote refused: {reply.get('error', reply)}")
-                return ours, pid
+                pidfd = fds[0] if fds else None
+                if pidfd is not None and not PIDFDS:
+                    os.close(pidfd)
+                    pidfd = None
+                return ours, pid, pidfd
         raise AssertionError("unreachable")
 
     def _forget(self) -> None:
@@ -187,8 +211,8 @@ def _parse_line(line: bytes) -> SessionMessage | Exception:
 @asynccontextmanager
 async def forked_stdio(zygote: Zygote, parameter: str) -> AsyncIterator[TransportStreams]:
     """The MCP client transport of one forked child bound to ``parameter``."""
-    sock, pid = await asyncio.to_thread(zygote.fork, parameter)
-    child = _Child(pid)
+    sock, pid, pidfd = await asyncio.to_thread(zygote.fork, parameter)
+    child = _Child(pid, pidfd)
     try:
         reader, writer = await asyncio.open_unix_connection(sock=sock, limit=LINE_LIMIT)
     except BaseException:
@@ -230,19 +254,14 @@ async def forked_stdio(zygote: Zygote, parameter: str) -> AsyncIterator[Transpor
 
 
 class _Child:
-    """A forked child, watched through a pidfd (no pid reuse can fool it), or by its pid where
-    the kernel or a container's seccomp profile refuses ``pidfd_open``."""
+    """A forked child, watched through the pidfd the zygote opened for it (no pid reuse can
+    fool it), or by its pid where the kernel or a container's seccomp profile refuses
+    ``pidfd_open`` (the zygote reaps its children at once)."""
 
-    def __init__(self, pid: int):
+    def __init__(self, pid: int, pidfd: int | None):
         self.pid = pid
-        self.pidfd: int | None = None
+        self.pidfd = pidfd
         self.gone = False
-        try:
-            self.pidfd = os.pidfd_open(pid)
-        except ProcessLookupError:
-            self.gone = True  # already exited: the session sees end of file
-        except OSError:
-            pass  # no pidfds here: poll the pid (the zygote reaps its children at once)
 
     def exited(self) -> bool:
         if self.gone or self.pidfd is not None:

@@ -16,14 +16,18 @@ Protocol on the control socket (``AF_UNIX``, ``SOCK_SEQPACKET``, one message a d
 * zygote -> client, once: ``{"ready": true, "pid": <zygote pid>}`` (or ``{"error": ...}``
   and exit 2 when the schema file cannot be read).
 * client -> zygote: ``{"parameter": <entry name>}`` with exactly one descriptor attached;
-  zygote -> client: ``{"pid": <child pid>}``, or ``{"error": <reason>}`` for a request
-  without a descriptor, with malformed JSON or of more than ``MAX_REQUEST`` bytes.
+  zygote -> client: ``{"pid": <child pid>}`` with the child's pidfd attached (none where the
+  kernel or a seccomp profile refuses ``pidfd_open``), or ``{"error": <reason>}`` for any
+  malformed request (without a descriptor, not JSON, nested too deep, of more than
+  ``MAX_REQUEST`` bytes, ...); the zygote serves on after every one.
 * End of file on the control socket (the orchestrator exited or closed it): the zygote
   exits; its children live on until their own stdin closes.
 
 The zygote is single-threaded and forks only from its main loop, with no event loop and no
-ZeroMQ context yet created (each child makes its own). Children are reaped automatically
-(``SIGCHLD`` ignored), so a finished conversation never leaves a zombie.
+ZeroMQ context yet created (each child makes its own). Children are reaped by a ``SIGCHLD``
+handler, so a finished conversation leaves no zombie; ``SIGCHLD`` is blocked from the fork
+until the child's pidfd is open, so the pidfd is opened before the child could be reaped and
+its pid reused, and the client never opens one from a pid.
 """
 
 from __future__ import annotations
@@ -63,8 +67,32 @@ def _warm() -> None:
         context.term()
 
 
-def _send(control: socket.socket, message: dict[str, object]) -> None:
-    control.send(json.dumps(message).encode())
+def _send(control: socket.socket, message: dict[str, object], fds: list[int] | None = None) -> None:
+    data = json.dumps(message).encode()
+    if fds:
+        socket.send_fds(control, [data], fds)
+    else:
+        control.send(data)
+
+
+def _reap(_signum: int = 0, _frame: object = None) -> None:
+    """Reap every child that has exited (the ``SIGCHLD`` handler)."""
+    while True:
+        try:
+            pid, _status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _pidfd(pid: int) -> int | None:
+    """The child's pidfd (its exit is not reaped yet: ``SIGCHLD`` is blocked), or None where
+    pidfds are refused."""
+    try:
+        return os.pidfd_open(pid)
+    except OSError:
+        return None
 
 
 def _child(control: socket.socket, stream_fd: int, parameter: str) -> None:
@@ -73,6 +101,7 @@ def _child(control: socket.socket, stream_fd: int, parameter: str) -> None:
     try:
         control.close()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
         os.dup2(stream_fd, 0)
         os.dup2(stream_fd, 1)
         os.close(stream_fd)
@@ -97,6 +126,8 @@ def _request(data: bytes, fds: list[int]) -> tuple[str | None, str | None]:
         return None, f"a request is at most {MAX_REQUEST} bytes"
     try:
         body = json.loads(data)
+    except RecursionError:
+        return None, "a request is a flat JSON object (this one is nested too deep)"
     except ValueError:
         return None, "a request is a JSON object"
     parameter = body.get("parameter") if isinstance(body, dict) else None
@@ -107,7 +138,8 @@ def _request(data: bytes, fds: list[int]) -> tuple[str | None, str | None]:
 
 def serve(control: socket.socket) -> int:
     """Answer fork requests until the control socket closes."""
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    signal.signal(signal.SIGCHLD, _reap)
+    _reap()
     while True:
         try:
             data, fds, _flags, _addr = socket.recv_fds(control, MAX_REQUEST + 1, 4)
@@ -117,19 +149,42 @@ def serve(control: socket.socket) -> int:
             return 0
         if not data and not fds:
             return 0  # end of file: the orchestrator is gone
-        parameter, refusal = _request(data, fds)
-        if refusal is not None:
+        try:
+            parameter, refusal = _request(data, fds)
+        except Exception as exc:  # whatever a request holds, the zygote serves on
+            parameter, refusal = None, f"a malformed request ({type(exc).__name__})"
+        if refusal is not None or parameter is None:
             for fd in fds:
                 os.close(fd)
-            _send(control, {"error": refusal})
+            try:
+                _send(control, {"error": refusal or "a malformed request"})
+            except OSError:
+                return 0
             continue
-        sys.stdout.flush()
-        sys.stderr.flush()
+        try:
+            _fork(control, fds[0], parameter)
+        except OSError:
+            return 0  # the control socket is gone
+
+
+def _fork(control: socket.socket, stream_fd: int, parameter: str) -> None:
+    """Fork the child for ``parameter`` and send its pid and pidfd."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+    try:
         pid = os.fork()
         if pid == 0:
-            _child(control, fds[0], parameter or "")
-        os.close(fds[0])
-        _send(control, {"pid": pid})
+            _child(control, stream_fd, parameter)
+        pidfd = _pidfd(pid)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+    os.close(stream_fd)
+    try:
+        _send(control, {"pid": pid}, [pidfd] if pidfd is not None else None)
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
 
 
 def run(argv: list[str]) -> int:
