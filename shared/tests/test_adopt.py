@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
 import sys
 from typing import Any
 
+import pytest
+
 from ax3l.shared.config_schema import load_schema
+from ax3l.shared.db import adopt
 from ax3l.shared.db.adopt import refusal
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
@@ -57,11 +61,9 @@ def test_adopt_takes_the_best_run_of_the_newest_seed_once_and_survives_a_kill(
     golden = expected_golden(runs)
     assert golden.flat["seed"] != runs[0].flat["seed"], "the export has more than one seed"
 
-    dry = adopt_cli(snakelab_tables, "--dry-run")
-    assert dry.returncode == 0, dry.stderr
-    assert golden.run_id in dry.stdout and f"run {golden.order} of {len(runs)}" in dry.stdout
-    assert f"high score {golden.high_score} on seed {golden.flat['seed']}" in dry.stdout
-    assert "nothing written" in dry.stdout
+    planned = "\n".join(asyncio.run(adopt.run(snakelab_tables.settings(), SCHEMA, True)).describe())
+    assert golden.run_id in planned and f"run {golden.order} of {len(runs)}" in planned
+    assert f"high score {golden.high_score} on seed {golden.flat['seed']}" in planned
     assert rows(snakelab_tables, "SELECT COUNT(*) FROM events") == [(0,)]
 
     killed = adopt_cli(snakelab_tables, AX3L_TEST_CRASH_AT="adopt_before_commit")
@@ -92,9 +94,8 @@ def test_adopt_takes_the_best_run_of_the_newest_seed_once_and_survives_a_kill(
         (event_id, len(runs), golden.high_score, golden.flat["seed"])
     ]
 
-    again = adopt_cli(snakelab_tables)
-    assert again.returncode == 0, again.stderr
-    assert f"Already adopted (event {event_id})" in again.stdout
+    again = asyncio.run(adopt.run(snakelab_tables.settings(), SCHEMA, False))
+    assert again.already and again.event_id == event_id
     assert rows(snakelab_tables, "SELECT COUNT(*) FROM events") == [(1,)]
 
 
@@ -103,8 +104,8 @@ def test_adopt_refuses_without_runs_and_beside_an_experiment_of_ax3l(
 ) -> None:
     """Nothing to adopt on an empty SnakeLab; an Ax3l database with its own golden is never
     overwritten (the message says how to start over)."""
-    empty = adopt_cli(snakelab_tables)
-    assert empty.returncode == 1 and "has no runs: nothing to adopt" in empty.stderr
+    with pytest.raises(adopt.AdoptionRefused, match="has no runs: nothing to adopt"):
+        asyncio.run(adopt.run(snakelab_tables.settings(), SCHEMA, False))
     defaults = SCHEMA.validate(SCHEMA.default_config())
     (run_id,) = insert_runs(snakelab_tables, SCHEMA, defaults)
     conn = snakelab_tables.connect("admin", snakelab_tables.ax3l_db)

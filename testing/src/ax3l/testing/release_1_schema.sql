@@ -1,0 +1,148 @@
+-- Ax3l release 1's schema, exactly as its `ax3l-db create` (ensure_schema) made it: every
+-- table by CREATE TABLE IF NOT EXISTS, Ax3l's indexes on the user's tables, the version row.
+-- Frozen (taken from shared/src/ax3l/shared/db/tables.py at commit 7f1163d): the migration
+-- tests create a release-1 database from it; never edit it.
+
+CREATE TABLE IF NOT EXISTS events (
+  event_id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  occurred_at DATETIME(6) NOT NULL,
+  name VARCHAR(100) NOT NULL,
+  category VARCHAR(50) NOT NULL,
+  log_level VARCHAR(10) NOT NULL,
+  process_id CHAR(36) NULL,
+  parent_event_id BIGINT UNSIGNED NULL,
+  source_name VARCHAR(255) NULL,
+  parameter VARCHAR(100) NULL,
+  ax3l_version VARCHAR(100) NULL,
+  KEY idx_events_occurred (occurred_at, event_id),
+  KEY idx_events_name (name, occurred_at),
+  KEY idx_events_process (process_id, event_id),
+  CONSTRAINT fk_events_parent FOREIGN KEY (parent_event_id)
+    REFERENCES events (event_id) ON DELETE CASCADE
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
+
+CREATE TABLE IF NOT EXISTS event_messages (
+  event_id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+  content LONGTEXT NOT NULL,
+  CONSTRAINT fk_event_messages_event FOREIGN KEY (event_id)
+    REFERENCES events (event_id) ON DELETE CASCADE
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
+
+CREATE TABLE IF NOT EXISTS experiment_highscores (
+  event_id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+  simulations BIGINT UNSIGNED NOT NULL,
+  score INT NOT NULL,
+  seed BIGINT NULL,
+  CONSTRAINT fk_experiment_highscores_event FOREIGN KEY (event_id)
+    REFERENCES events (event_id) ON DELETE CASCADE
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
+
+CREATE TABLE IF NOT EXISTS ax3l_meta (
+  name VARCHAR(64) NOT NULL PRIMARY KEY,
+  value VARCHAR(255) NOT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
+
+CREATE TABLE IF NOT EXISTS config_index_state (
+  name VARCHAR(32) NOT NULL PRIMARY KEY,
+  last_id BIGINT UNSIGNED NOT NULL,
+  last_run_id CHAR(36) NULL,
+  columns_hash CHAR(64) CHARACTER SET ascii NOT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
+
+CREATE TABLE IF NOT EXISTS config_index_runs (
+  sl_id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+  config_key BIGINT UNSIGNED NOT NULL,
+  KEY idx_config_index_runs_key (config_key, sl_id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
+
+CREATE TABLE IF NOT EXISTS config_index_contexts (
+  entry TINYINT UNSIGNED NOT NULL,
+  context_key BIGINT UNSIGNED NOT NULL,
+  sl_id BIGINT UNSIGNED NOT NULL,
+  PRIMARY KEY (entry, context_key, sl_id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
+
+CREATE TABLE IF NOT EXISTS config_index_holes (
+  lo BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+  hi BIGINT UNSIGNED NOT NULL,
+  noticed_at DATETIME(6) NOT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
+
+CREATE TABLE IF NOT EXISTS submission_intents (
+  intent_id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  created_at DATETIME(6) NOT NULL,
+  resolved_at DATETIME(6) NULL,
+  state VARCHAR(16) NOT NULL,
+  entry VARCHAR(100) NOT NULL,
+  fingerprint CHAR(64) CHARACTER SET ascii NOT NULL,
+  run_id CHAR(36) NULL,
+  content LONGTEXT NOT NULL,
+  KEY idx_submission_intents_state (state, intent_id),
+  KEY idx_submission_intents_run (run_id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
+
+CREATE TABLE IF NOT EXISTS comparisons (
+  comparison_id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  started_at DATETIME(6) NOT NULL,
+  finished_at DATETIME(6) NULL,
+  state VARCHAR(16) NOT NULL,
+  proposers VARCHAR(255) NOT NULL,
+  repeats INT UNSIGNED NOT NULL,
+  budget INT UNSIGNED NOT NULL,
+  wall_seconds DOUBLE NULL,
+  content LONGTEXT NOT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
+
+CREATE TABLE IF NOT EXISTS comparison_repeats (
+  comparison_id BIGINT UNSIGNED NOT NULL,
+  proposer VARCHAR(100) NOT NULL,
+  repeat_index INT UNSIGNED NOT NULL,
+  seed BIGINT NOT NULL,
+  state VARCHAR(16) NOT NULL,
+  runs INT UNSIGNED NOT NULL,
+  best_score INT NULL,
+  best_so_far LONGTEXT NOT NULL,
+  accepted_proposals INT UNSIGNED NOT NULL,
+  model_turns INT UNSIGNED NOT NULL,
+  wasted_turns INT UNSIGNED NOT NULL,
+  wall_seconds DOUBLE NOT NULL,
+  finished_at DATETIME(6) NOT NULL,
+  content LONGTEXT NOT NULL,
+  PRIMARY KEY (comparison_id, proposer, repeat_index),
+  CONSTRAINT fk_comparison_repeats_comparison FOREIGN KEY (comparison_id)
+    REFERENCES comparisons (comparison_id) ON DELETE CASCADE
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
+
+CREATE TABLE IF NOT EXISTS comparison_retests (
+  comparison_id BIGINT UNSIGNED NOT NULL,
+  proposer VARCHAR(100) NOT NULL,
+  repeat_index INT UNSIGNED NOT NULL,
+  at_runs INT UNSIGNED NOT NULL,
+  seed BIGINT NOT NULL,
+  run_id CHAR(36) NULL,
+  score INT NULL,
+  failed_run_ids LONGTEXT NOT NULL,
+  PRIMARY KEY (comparison_id, proposer, repeat_index, at_runs, seed),
+  CONSTRAINT fk_comparison_retests_comparison FOREIGN KEY (comparison_id)
+    REFERENCES comparisons (comparison_id) ON DELETE CASCADE
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
+
+CREATE TABLE IF NOT EXISTS seats (
+  name VARCHAR(64) NOT NULL PRIMARY KEY,
+  token_hash CHAR(64) CHARACTER SET ascii NOT NULL,
+  created_at DATETIME(6) NOT NULL,
+  revoked_at DATETIME(6) NULL,
+  UNIQUE KEY idx_seats_token (token_hash)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
+
+CREATE INDEX idx_events_name_id ON events (name, event_id);
+
+CREATE INDEX idx_events_category_id ON events (category, event_id);
+
+CREATE INDEX idx_events_parameter_id ON events (parameter, event_id);
+
+CREATE INDEX idx_events_parent ON events (parent_event_id);
+
+CREATE INDEX idx_events_name_parameter_id ON events (name, parameter, event_id);
+
+INSERT INTO ax3l_meta (name, value) VALUES ('schema_version', '1');
