@@ -129,7 +129,8 @@ def list_seats(conn: Any) -> list[Seat]:
 
 
 def revoke_seat(conn: Any, name: str) -> Seat:
-    """Revoke seat ``name`` (its token stops working at once); returns it."""
+    """Revoke seat ``name`` (its token stops working within the endpoint's
+    ``AX3L_SEAT_TOKEN_REFRESH`` seconds); returns it."""
     with conn.cursor() as cur:
         cur.execute(
             "UPDATE seats SET revoked_at = %s WHERE name = %s AND revoked_at IS NULL",

@@ -2,7 +2,7 @@
 
     ax3l-seats add NAME      # prints the new token once; only its hash is stored
     ax3l-seats list
-    ax3l-seats revoke NAME   # the token stops working at the seat's next request
+    ax3l-seats revoke NAME   # the token stops working within AX3L_SEAT_TOKEN_REFRESH seconds
 
 It uses Ax3l's database settings (``DB_*``, ``AX3L_DB_NAME``) and creates missing tables first.
 Exit codes: 0 done, 1 the command could not be done (name taken, no such seat), 2 database or
