@@ -13,7 +13,9 @@ supervisor in the background (pid in ``<run dir>/stack/supervisor.pid``, log in
 service. The services, the settings each is given and the restart policy are
 ``ax3l.shared.stack`` (``spec.services(env)``, ``supervisor``), which the tests' stack, the chaos
 tier and ``ax3l-compare``'s repeats build from too; this script adds the pid files, the state
-file ``status`` reads and the stack's log.
+file ``status`` reads and the stack's log. Every log under ``<run dir>/logs`` (each service's
+and the stack's) is rotated by the supervisor at ``AX3L_STACK_LOG_MAX_MB``, keeping
+``AX3L_STACK_LOG_KEEP`` older generations (``ax3l.shared.logrotate``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ax3l.shared.env_files import read_env_file
+from ax3l.shared.logrotate import LogRotation
 from ax3l.shared.processes import ManagedProcess, end_group, process_alive
 from ax3l.shared.stack.spec import (
     NEVER_PASSED,
@@ -85,6 +88,19 @@ def float_setting(env: dict[str, str], key: str, default: float) -> float:
         return float(env.get(key, default))
     except ValueError:
         sys.exit(f"stack: {key} must be a number, not {env[key]!r}")
+
+
+def log_rotation(env: dict[str, str]) -> LogRotation:
+    """Each log under ``LOG_DIR`` rotated at ``AX3L_STACK_LOG_MAX_MB`` (MiB), the
+    ``AX3L_STACK_LOG_KEEP`` newest older generations kept (``ax3l.shared.logrotate``)."""
+    max_mb = float_setting(env, "AX3L_STACK_LOG_MAX_MB", 10.0)
+    keep = float_setting(env, "AX3L_STACK_LOG_KEEP", 5)
+    if max_mb <= 0 or keep < 0 or keep != int(keep):
+        sys.exit(
+            "stack: AX3L_STACK_LOG_MAX_MB must be above 0 and AX3L_STACK_LOG_KEEP a whole"
+            f" number of 0 or more, not {max_mb:g} and {keep:g}"
+        )
+    return LogRotation(max(1, round(max_mb * 1024 * 1024)), int(keep))
 
 
 def venv_bin(name: str) -> str:
@@ -192,7 +208,8 @@ class Supervisor(BaseSupervisor):
             give_up_after=int(float_setting(env, "AX3L_STACK_RESTART_LIMIT", 10)),
         )
         self.specs = {service.name: service for service in services(env)}
-        super().__init__([self._child(service) for service in self.specs.values()], policy)
+        children = [self._child(service) for service in self.specs.values()]
+        super().__init__(children, policy, log_rotation(env))
 
     def _child(self, service: Service) -> Child:
         def launch() -> ManagedProcess:
@@ -216,6 +233,10 @@ class Supervisor(BaseSupervisor):
             with STACK_LOG.open("a") as log:
                 log.write(line + "\n")
         super().note(message, child)
+
+    def logs(self) -> list[Path | None]:
+        """The services' logs and the stack's own."""
+        return [*super().logs(), STACK_LOG]
 
     def launched(self, child: Child) -> None:
         pid_path(child.name).write_text(str(child.pid()))
@@ -322,6 +343,7 @@ def urls(env: dict[str, str]) -> str:
 
 
 def prepare(env: dict[str, str]) -> None:
+    log_rotation(env)  # a wrong setting stops here, not in the background supervisor
     create_schema(env)
     if env.get("AX3L_LLM_URL"):
         print(f"stack: proposer llm at {env['AX3L_LLM_URL']}")

@@ -38,6 +38,8 @@ READ_ELSEWHERE: dict[str, tuple[str, str]] = {
     "AX3L_STACK_RESTART_LIMIT": ("scripts/stack.py", "make run's supervisor, not a service"),
     "AX3L_STACK_BACKOFF_MAX": ("scripts/stack.py", "make run's supervisor, not a service"),
     "AX3L_STACK_DB_WAIT": ("scripts/stack.py", "make run's supervisor, not a service"),
+    "AX3L_STACK_LOG_MAX_MB": ("scripts/stack.py", "make run's supervisor, not a service"),
+    "AX3L_STACK_LOG_KEEP": ("scripts/stack.py", "make run's supervisor, not a service"),
     # The reference SnakeLab stands in for the user's SnakeLab and imports nothing of Ax3l.
     "SNAKELAB_DB_HOST": (SNAKELAB_STORE, "the reference SnakeLab's own login"),
     "SNAKELAB_DB_PORT": (SNAKELAB_STORE, "the reference SnakeLab's own login"),

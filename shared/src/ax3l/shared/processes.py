@@ -176,7 +176,9 @@ class ManagedProcess:
         if self.log_path is None or not self.log_path.exists():
             return ""
         with self.log_path.open("rb") as log:
-            log.seek(self.log_offset)
+            # A log rotated since the start (ax3l.shared.logrotate) is shorter: read it all.
+            if os.fstat(log.fileno()).st_size >= self.log_offset:
+                log.seek(self.log_offset)
             text = log.read().decode(errors="replace")
         return "\n".join([line for line in text.splitlines() if line.strip()][-lines:])
 

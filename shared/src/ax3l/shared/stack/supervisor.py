@@ -9,7 +9,8 @@ seconds to start delays no other restart) and uses the hooks a chaos driver need
 (a kill the driver made is restarted after a random ``kill_delay`` and is no death) and
 ``Child.pids`` (what a freeze stops). A stopped (SIGSTOPped) process is alive: no restart policy
 restarts a frozen service, and a SIGKILL ends it like any other. ``deaths`` and ``restarts``
-record what happened.
+record what happened. With a ``LogRotation``, ``watch_all`` also keeps each service's log
+size-bounded (``ax3l.shared.logrotate``).
 """
 
 from __future__ import annotations
@@ -24,8 +25,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
+from ax3l.shared.logrotate import LogRotation
 from ax3l.shared.processes import descendants, end_group, exit_text, kill_all, process_alive
 from ax3l.shared.waiting import WaitTimeout, wait_until
+
+# Seconds between two looks at the logs' sizes (a log may pass its bound by what its service
+# writes in that time).
+ROTATION_CHECK_INTERVAL = 1.0
 
 
 class Running(Protocol):
@@ -179,7 +185,14 @@ class Supervisor:
     """Starts the children in order and keeps them running; subclasses hear of each change
     through ``note``, ``launched``, ``exited`` and ``changed``."""
 
-    def __init__(self, children: list[Child], policy: RestartPolicy | None = None):
+    def __init__(
+        self,
+        children: list[Child],
+        policy: RestartPolicy | None = None,
+        rotation: LogRotation | None = None,
+    ):
+        self.rotation = rotation
+        self.next_rotation_check = 0.0
         self.children: list[Child] = []
         self.services: dict[str, Child] = {}
         for child in children:
@@ -298,6 +311,31 @@ class Supervisor:
     def watch_all(self) -> None:
         for child in self.children:
             self.watch(child)
+        self.rotate_logs()
+
+    # -- logs -----------------------------------------------------------------------------------
+
+    def logs(self) -> list[Path | None]:
+        """The logs ``rotation`` keeps bounded: each child's."""
+        return [child.log_path for child in self.children]
+
+    def rotate_logs(self) -> None:
+        """Rotate the logs that reached ``rotation``'s bound (at most once a
+        ``ROTATION_CHECK_INTERVAL``); a failure (a full disk) is noted and tried again later."""
+        if self.rotation is None or time.monotonic() < self.next_rotation_check:
+            return
+        self.next_rotation_check = time.monotonic() + ROTATION_CHECK_INTERVAL
+        for path in self.logs():
+            if path is None:
+                continue
+            try:
+                rotated = self.rotation.rotate(path)
+            except OSError as exc:
+                self.note(f"could not rotate {path}: {exc}")
+                continue
+            if rotated:
+                child = next((c for c in self.children if c.log_path == path), None)
+                self.note(f"log rotated at {self.rotation.max_bytes} bytes", child)
 
     def all_up(self) -> bool:
         return all(child.alive() and not child.restarting for child in self.children)
