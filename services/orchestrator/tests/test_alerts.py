@@ -4,9 +4,7 @@ an event, never repeated by a restart."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -19,40 +17,13 @@ from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import GoldenConfigCreated, GoldenConfigSeedIncremented
 from ax3l.testing.databases import TestDatabases
 from ax3l.testing.snakelab_rows import insert_runs
-
-
-class Receiver:
-    """A webhook receiver: apprise's ``json://`` posts land in ``posts``; ``status`` answers."""
-
-    def __init__(self) -> None:
-        self.posts: list[dict[str, Any]] = []
-        self.status = 200
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", 0))
-                receiver.posts.append(json.loads(self.rfile.read(length)))
-                self.send_response(receiver.status)
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"json://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def titles(self) -> list[str]:
-        return [str(post["title"]) for post in self.posts]
+from ax3l.testing.webhook import Receiver, webhook_receiver
 
 
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
-    made = Receiver()
-    yield made
-    made.server.shutdown()
-    made.server.server_close()
+    with webhook_receiver() as made:
+        yield made
 
 
 def _alert_events(databases: TestDatabases) -> list[tuple[str, str]]:

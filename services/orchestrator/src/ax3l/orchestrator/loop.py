@@ -35,6 +35,7 @@ from ax3l.shared.crash_points import crash_point
 from ax3l.shared.cycles import CycleTracker
 from ax3l.shared.db.errors import DatabaseError, DatabaseTimeout
 from ax3l.shared.db.reads import current_golden
+from ax3l.shared.metrics import LOOP_STEP_SECONDS, LOOP_STEPS
 from ax3l.shared.settings import Settings
 from ax3l.shared.snakelab_client import SnakeLabClient
 from ax3l.shared.submit_once import SubmissionRefused
@@ -74,12 +75,15 @@ class ExperimentLoop:
             before_sleep=self._backing_off,
             reraise=True,
         )
+        started = time.monotonic()
         async for attempt in retrying:
             with attempt:
                 await self._guarded_step()
         self._last_unexpected = None
         self.status.backoff_until = None
         self.steps += 1
+        LOOP_STEPS.inc()
+        LOOP_STEP_SECONDS.observe(time.monotonic() - started)
 
     def _backing_off(self, state: RetryCallState) -> None:
         seconds = state.next_action.sleep if state.next_action else 0.0

@@ -19,6 +19,7 @@ from ax3l.reports.snakelab_status import SnakeLabMonitor
 from ax3l.shared.config_schema import cached_schema
 from ax3l.shared.cycles import CycleTracker
 from ax3l.shared.db.database import Database
+from ax3l.shared.metrics import add_metrics
 from ax3l.shared.snakelab_client import SnakeLabClient
 from ax3l.shared.trusted_hosts import allow_only
 
@@ -109,5 +110,6 @@ def create_app(settings: ReportsSettings | None = None) -> FastAPI:
             response.headers["Content-Security-Policy"] = DOCS_CSP
         return response
 
+    add_metrics(app, "reports")
     allow_only(app, chosen.allowed_hosts)
     return app

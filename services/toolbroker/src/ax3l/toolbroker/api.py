@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
+from ax3l.shared.metrics import add_metrics
 from ax3l.shared.settings import DEFAULT_ALLOWED_HOSTS
 from ax3l.shared.trusted_hosts import allow_only
 from ax3l.toolbroker.deps import BrokerResources
@@ -19,5 +20,6 @@ def create_app(resources: BrokerResources, allowed_hosts: str = DEFAULT_ALLOWED_
     app.state.resources = resources
     app.include_router(health.router)
     app.include_router(status.router)
+    add_metrics(app, "toolbroker")
     allow_only(app, allowed_hosts)
     return app

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from ax3l.shared.event_models import (
     ToolExecutionStarted,
     ToolRequestReceived,
 )
+from ax3l.shared.metrics import TOOL_REQUEST_SECONDS, TOOL_REQUESTS
 from ax3l.shared.tool_channel import BROKER_SENDER, MCP_SENDER, PROTOCOL_VERSION, TOOL_TARGET
 from ax3l.toolbroker.handlers import MethodHandler
 from ax3l.toolbroker.results import Accepted, HandlerResult, ProtocolFailure, Rejected
@@ -169,6 +171,7 @@ class ToolHandler:
     async def handle(self, raw: bytes, frames: int = 1) -> bytes:
         """Answer one raw request (``frames`` body frames, joined in ``raw``); never raises."""
         request = Request()
+        started = time.perf_counter()
         try:
             payload, outcome = await self._handle(raw, request, frames)
         except Exception:
@@ -176,6 +179,8 @@ class ToolHandler:
             failure = ProtocolFailure("handler_error", "the broker failed to handle the request")
             payload, outcome = failure.payload(), "handler_error"
         self.status.record(outcome)
+        TOOL_REQUESTS.labels(outcome).inc()
+        TOOL_REQUEST_SECONDS.observe(time.perf_counter() - started)
         try:
             return reply_bytes(request, payload)
         except (TypeError, ValueError):

@@ -45,6 +45,7 @@ from ax3l.orchestrator.proposers.pipeline import Gate, Pipeline
 from ax3l.shared.crash_points import crash_point
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.event_models import LlmRequestFailed, PromptSent, ReplyReceived
+from ax3l.shared.metrics import MODEL_FAILURES, MODEL_REQUEST_SECONDS, MODEL_REQUESTS
 from ax3l.shared.settings import Settings
 
 CORRECTION_NAMES = {"invalid_value": "InvalidValue", "duplicate_config": "NoDupes"}
@@ -125,6 +126,7 @@ class LlmProposer(Proposer):
     async def _failed(
         self, exc: ModelFailure, conversation_id: str, parameter: str, parent: int
     ) -> None:
+        MODEL_FAILURES.labels(exc.kind).inc()
         self.deps.status.error(f"{parameter}: model {exc.kind}: {exc.detail}")
         await self.deps.log.log(
             LlmRequestFailed(
@@ -239,7 +241,9 @@ class _Conversation:
         body = self.proposer.model.request_body(self.messages, self.tool)
         self.deps.capture.record(self.conversation_id, "request", body)
         crash_point("model_call")
-        reply = await self.proposer.model.complete(body, deadline=remaining)
+        MODEL_REQUESTS.inc()
+        with MODEL_REQUEST_SECONDS.time():
+            reply = await self.proposer.model.complete(body, deadline=remaining)
         self.deps.capture.record(self.conversation_id, "reply", reply)
         return reply
 

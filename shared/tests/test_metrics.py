@@ -1,0 +1,89 @@
+"""``/metrics``: Prometheus text from a real app on a real database, request timing by route."""
+
+from __future__ import annotations
+
+import httpx
+from fastapi import FastAPI
+from prometheus_client.parser import text_string_to_metric_families
+
+from ax3l.shared.config_schema import cached_schema
+from ax3l.shared.db.database import Database
+from ax3l.shared.metrics import SNAKELAB_RUNS, add_metrics, count_runs_by_status
+from ax3l.testing.databases import TestDatabases
+from ax3l.testing.snakelab_rows import insert_runs
+
+
+class _Resources:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+
+def _samples(text: str, service: str) -> dict[tuple[str, str], float]:
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.labels.get("service") == service:
+                key = (
+                    sample.name,
+                    sample.labels.get("route", "") + sample.labels.get("status", ""),
+                )
+                found[key] = sample.value
+    return found
+
+
+async def test_metrics_time_routes_and_say_whether_the_database_answers(
+    snakelab_tables: TestDatabases,
+) -> None:
+    """Requests are timed under their route's template (a path no route has as ``unmatched``,
+    ``/metrics`` itself not at all); ``ax3l_database_up`` is 1 for a database that answers and
+    0 for one that does not; the runs by status are SnakeLab's counts."""
+    schema = cached_schema()
+    insert_runs(
+        snakelab_tables,
+        schema,
+        *[schema.default_config()] * 2,
+        database=snakelab_tables.snakelab_db,
+    )
+    insert_runs(
+        snakelab_tables,
+        schema,
+        schema.default_config(),
+        status="failed",
+        database=snakelab_tables.snakelab_db,
+    )
+    app = FastAPI()
+
+    @app.get("/runs/{run_id}")
+    async def run(run_id: str) -> dict[str, str]:
+        return {"run_id": run_id}
+
+    add_metrics(app, "test-a")
+    async with Database(snakelab_tables.settings()) as db:
+        app.state.resources = _Resources(db)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            for run_id in ("a", "b"):
+                assert (await client.get(f"/runs/{run_id}")).status_code == 200
+            assert (await client.get("/nothing")).status_code == 404
+            response = await client.get("/metrics")
+            await client.get("/metrics")
+        await count_runs_by_status(db)
+    assert response.headers["content-type"].startswith("text/plain")
+    samples = _samples(response.text, "test-a")
+    assert samples[("ax3l_http_request_seconds_count", "/runs/{run_id}200")] == 2
+    assert samples[("ax3l_http_request_seconds_count", "unmatched404")] == 1
+    assert not any("/metrics" in route for _, route in samples)
+    assert samples[("ax3l_database_up", "")] == 1
+    assert SNAKELAB_RUNS.labels("completed")._value.get() == 2
+    assert SNAKELAB_RUNS.labels("failed")._value.get() == 1
+    assert SNAKELAB_RUNS.labels("running")._value.get() == 0
+
+    down = FastAPI()
+    add_metrics(down, "test-b")
+    unreachable = Database(snakelab_tables.settings(DB_PORT=1, AX3L_DB_ACQUIRE_TIMEOUT=1))
+    down.state.resources = _Resources(unreachable)
+    transport = httpx.ASGITransport(app=down)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        text = (await client.get("/metrics")).text
+    await unreachable.close()
+    assert _samples(text, "test-b")[("ax3l_database_up", "")] == 0
