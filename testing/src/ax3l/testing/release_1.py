@@ -37,11 +37,10 @@ def _tables(cur: Any) -> list[str]:
     return [str(row[0]) for row in cur.fetchall()]
 
 
-def _drop_all(cur: Any, prefix: str = "") -> None:
+def _drop_all(cur: Any) -> None:
     cur.execute("SET SESSION foreign_key_checks = 0")
     for table in _tables(cur):
-        if table.startswith(prefix):
-            cur.execute(f"DROP TABLE `{table}`")
+        cur.execute(f"DROP TABLE `{table}`")
     cur.execute("SET SESSION foreign_key_checks = 1")
 
 
@@ -59,27 +58,32 @@ def create_release_1(databases: TestDatabases) -> None:
 
 def move_into_release_1(databases: TestDatabases) -> dict[str, int]:
     """Put the rows of Ax3l's test database into release 1's tables (dropping every table a
-    later revision added); returns the rows per table."""
+    later revision added); returns the rows per table. The tables wait meanwhile in a database
+    of their own (foreign key names are unique per database)."""
+    kept = f"{databases.ax3l_db}_kept"
     conn = databases.connect("admin", databases.ax3l_db)
     moved: dict[str, int] = {}
     try:
         with conn.cursor() as cur:
             wanted = release_1_tables()
+            cur.execute(f"CREATE DATABASE `{kept}`")
             cur.execute("SET SESSION foreign_key_checks = 0")
             for table in _tables(cur):
                 if table in wanted:
-                    cur.execute(f"RENAME TABLE `{table}` TO `kept_{table}`")
+                    cur.execute(f"RENAME TABLE `{table}` TO `{kept}`.`{table}`")
                 else:
                     cur.execute(f"DROP TABLE `{table}`")
             cur.execute("SET SESSION foreign_key_checks = 1")
             for statement in statements():
                 cur.execute(statement)
-            kept = set(_tables(cur))
+            cur.execute(f"SHOW TABLES FROM `{kept}`")
+            present = {str(row[0]) for row in cur.fetchall()}
             for table in wanted:
-                if f"kept_{table}" in kept and table != "ax3l_meta":
-                    copy = f"INSERT INTO `{table}` SELECT * FROM `kept_{table}`"
+                if table in present and table != "ax3l_meta":
+                    copy = f"INSERT INTO `{table}` SELECT * FROM `{kept}`.`{table}`"
                     moved[table] = cur.execute(copy)
-            _drop_all(cur, prefix="kept_")
     finally:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{kept}`")
         conn.close()
     return moved
