@@ -2,9 +2,10 @@
 into SnakeLab's tables, as the history an existing SnakeLab brings to ``ax3l-db adopt``.
 
 ``load_history`` writes its runs with SnakeLab's credentials, in submission order, with their
-recorded status, high score and timestamps; ``copies`` > 1 repeats the whole export with fresh
-run ids and the seeds moved on by 3 per copy (the export uses three seeds), so a longer history
-keeps the real one's shape and has no configuration twice. Test-only.
+recorded status, high score and timestamps; asked for more runs than the export has, it repeats
+the export with fresh run ids and the seeds moved on by 3 per copy (the export uses three
+seeds), so a longer history keeps the real one's shape and has no configuration twice.
+Test-only.
 """
 
 from __future__ import annotations
@@ -101,16 +102,19 @@ def _row(schema: ConfigSchema, run: ExportedRun) -> tuple[Any, ...]:
 
 
 def load_history(
-    databases: TestDatabases, schema: ConfigSchema, copies: int = 1
+    databases: TestDatabases, schema: ConfigSchema, runs: int | None = None
 ) -> list[ExportedRun]:
-    """Write the export (``copies`` times) into SnakeLab's tables; returns the runs written."""
-    runs = copied(read_export(schema), copies)
+    """Write the export into SnakeLab's tables, repeated (``copied``) up to ``runs`` runs
+    (None: the export once); returns the runs written."""
+    export = read_export(schema)
+    wanted = len(export) if runs is None else runs
+    written = copied(export, -(-wanted // len(export)))[:wanted]
     columns = ", ".join(schema.columns)
     conn = databases.connect("snakelab", databases.snakelab_db)
     try:
         with conn.cursor() as cur:
-            for start in range(0, len(runs), BATCH):
-                batch = runs[start : start + BATCH]
+            for start in range(0, len(written), BATCH):
+                batch = written[start : start + BATCH]
                 cur.executemany(
                     "INSERT INTO simulation_runs (run_id, project_version, config_hash, status,"
                     " episode_count, high_score, created_at, started_at, completed_at)"
@@ -125,4 +129,4 @@ def load_history(
         conn.commit()
     finally:
         conn.close()
-    return runs
+    return written

@@ -1,0 +1,177 @@
+"""Benchmark of ``ax3l-db adopt`` and ``ax3l-db upgrade`` on long histories (issue 26).
+
+Adoption: the user's real SnakeLab export (``data/snakelab-runs.csv``) repeated to each size
+(fresh run ids, seeds moved on by 3 per copy) in SnakeLab's tables of throwaway databases; the
+figures are the planning read (``--dry-run``'s work), the adoption itself and the orchestrator's
+start-up refusal check, in-process, and the whole ``ax3l-db adopt`` command (interpreter start
+included) on a second pair.
+
+Upgrade: release 1's tables (``ax3l.testing.release_1``) filled with ``--events`` events, each
+with its message (about 300 bytes of JSON, like a comparison's), golden events with their
+experiment_highscores rows, then ``ax3l-db upgrade`` timed as a command and as the revisions
+alone; then one service start's schema check on the upgraded database.
+
+    uv run python bench/bench_adopt_migrate.py            # 300 and 30,000 runs, 1,000,000 events
+    uv run python bench/bench_adopt_migrate.py --runs 300 --events 100000    # a quick run
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ax3l.shared.config_schema import load_schema
+from ax3l.shared.db import adopt
+from ax3l.shared.db.cli import ensure_schema, upgrade_schema
+from ax3l.shared.db.database import Database
+from ax3l.shared.db.event_log import EventLog
+from ax3l.testing.databases import TestDatabases, private_db_env, scratch_databases
+from ax3l.testing.release_1 import create_release_1
+from ax3l.testing.snakelab_export import load_history
+
+ROOT = Path(__file__).resolve().parents[1]
+CONTENT = (
+    '{"golden_run_id": "00000000-0000-4000-8000-000000000000", "latest_run_id":'
+    ' "00000000-0000-4000-8000-000000000001", "current_golden_run_id":'
+    ' "00000000-0000-4000-8000-000000000000", "reason": "High score: 41 > 40;'
+    ' training.gamma: 0.96 -> 0.97.", "parameter": "gamma", "index": 4, "high_score": 41,'
+    ' "golden_high_score": 40, "seed": 1970, "decision": "retained"}'
+)
+NAMES = (
+    "round_robin_checkpoint",
+    "conversation_started",
+    "prompt_sent",
+    "reply_received",
+    "proposal_accepted",
+    "simulation_submitted",
+    "simulation_completed",
+    "configuration_compared",
+    "golden_config_retained",
+    "conversation_ended",
+)
+
+
+def cli(databases: TestDatabases, *args: str) -> tuple[float, str]:
+    began = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "ax3l.shared.db.cli", *args],
+        env={**databases.env(), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"ax3l-db {' '.join(args)} failed: {done.stderr}")
+    return time.monotonic() - began, done.stdout
+
+
+async def adopt_in_process(databases: TestDatabases) -> dict[str, float]:
+    schema = load_schema()
+    defaults = schema.flatten(schema.validate(schema.default_config()))
+    async with Database(databases.settings()) as db:
+        began = time.monotonic()
+        await adopt.refusal(db, defaults)
+        refusal = time.monotonic() - began
+        began = time.monotonic()
+        await adopt.plan(db, schema)
+        planned = time.monotonic() - began
+        began = time.monotonic()
+        await adopt.adopt(db, schema, EventLog(db))
+        adopted = time.monotonic() - began
+    return {"refusal": refusal, "plan": planned, "adopt": adopted}
+
+
+def bench_adoption(env: dict[str, str], sizes: list[int]) -> None:
+    schema = load_schema()
+    print("adoption (the user's export repeated; seconds)")
+    print(f"{'runs':>8} {'load':>7} {'refusal':>8} {'plan':>7} {'adopt':>7} {'command':>8}")
+    for size in sizes:
+        with scratch_databases(env, prefix="ba", with_snakelab_tables=True) as dbs:
+            began = time.monotonic()
+            load_history(dbs, schema, runs=size)
+            loaded = time.monotonic() - began
+            timings = asyncio.run(adopt_in_process(dbs))
+        with scratch_databases(env, prefix="bc", with_snakelab_tables=True) as dbs:
+            load_history(dbs, schema, runs=size)
+            command, _ = cli(dbs, "adopt")
+        print(
+            f"{size:>8} {loaded:>7.2f} {timings['refusal']:>8.3f} {timings['plan']:>7.3f}"
+            f" {timings['adopt']:>7.3f} {command:>8.2f}"
+        )
+
+
+def fill_release_1(databases: TestDatabases, events: int) -> float:
+    """``events`` events with messages (and a golden with its highscore row every 1000th) in
+    release 1's tables, by doubling server-side; returns the seconds it took."""
+    began = time.monotonic()
+    conn = databases.connect("admin", databases.ax3l_db)
+    try:
+        with conn.cursor() as cur:
+            seed: list[Any] = [
+                (NAMES[i % len(NAMES)], "Configuration", "INFO", f"p-{i}") for i in range(1000)
+            ]
+            cur.executemany(
+                "INSERT INTO events (occurred_at, name, category, log_level, process_id)"
+                " VALUES (NOW(6), %s, %s, %s, %s)",
+                seed,
+            )
+            while True:
+                cur.execute("SELECT COUNT(*) FROM events")
+                have = int(cur.fetchone()[0])
+                if have >= events:
+                    break
+                cur.execute(
+                    "INSERT INTO events (occurred_at, name, category, log_level, process_id,"
+                    " parameter) SELECT occurred_at, name, category, log_level, process_id,"
+                    f" parameter FROM events ORDER BY event_id LIMIT {min(have, events - have)}"
+                )
+            cur.execute("INSERT INTO event_messages SELECT event_id, %s FROM events", (CONTENT,))
+            cur.execute(
+                "UPDATE events SET name = 'golden_config_created' WHERE event_id % 1000 = 0"
+            )
+            cur.execute(
+                "INSERT INTO experiment_highscores SELECT event_id, event_id DIV 10, 40, 1970"
+                " FROM events WHERE name = 'golden_config_created'"
+            )
+    finally:
+        conn.close()
+    return time.monotonic() - began
+
+
+def bench_upgrade(env: dict[str, str], events: int) -> None:
+    with scratch_databases(env, prefix="bm") as dbs:
+        create_release_1(dbs)
+        filled = fill_release_1(dbs, events)
+        print(f"\nupgrade of a release-1 database with {events:,} events", end="")
+        print(f" (filled in {filled:.1f} s)")
+        command, said = cli(dbs, "upgrade")
+        print(f"  ax3l-db upgrade (command, interpreter start included): {command:.2f} s")
+        print(f"  it said: {said.strip()}")
+        began = time.monotonic()
+        ensure_schema(dbs.settings())
+        print(f"  a service start's schema check afterwards: {time.monotonic() - began:.3f} s")
+        create_release_1(dbs)
+        fill_release_1(dbs, events)
+        began = time.monotonic()
+        summary = upgrade_schema(dbs.settings())
+        print(f"  in-process upgrade_schema: {time.monotonic() - began:.2f} s ({summary})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", default="300,30000", help="history sizes to adopt")
+    parser.add_argument("--events", type=int, default=1_000_000, help="events to upgrade")
+    args = parser.parse_args()
+    env = private_db_env(ROOT)
+    bench_adoption(env, [int(size) for size in args.runs.split(",") if size])
+    if args.events:
+        bench_upgrade(env, args.events)
+
+
+if __name__ == "__main__":
+    main()
