@@ -87,3 +87,32 @@ async def test_metrics_time_routes_and_say_whether_the_database_answers(
         text = (await client.get("/metrics")).text
     await unreachable.close()
     assert _samples(text, "test-b")[("ax3l_database_up", "")] == 0
+
+
+def test_every_metric_is_documented_and_the_dashboard_uses_only_real_names() -> None:
+    """The README's metrics table lists each metric Ax3l registers, and every name the Grafana
+    dashboard queries is one of them."""
+    import json
+    import re
+    from pathlib import Path
+
+    from prometheus_client import REGISTRY
+
+    repo = Path(__file__).resolve().parents[2]
+    ours = {
+        sample_name
+        for family in REGISTRY.collect()
+        if family.name.startswith("ax3l_")
+        for sample_name in (family.name + "_total" if family.type == "counter" else family.name,)
+    }
+    readme = (repo / "README.md").read_text()
+    documented = set(re.findall(r"^\| `(ax3l_\w+)` \|", readme, flags=re.MULTILINE))
+    assert documented == ours
+    dashboard = json.loads((repo / "deploy/monitoring/grafana-dashboard.json").read_text())
+    queried = {
+        re.sub(r"_(bucket|count|sum)$", "", name)
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+        for name in re.findall(r"ax3l_\w+", target["expr"])
+    }
+    assert queried and queried <= ours
