@@ -245,11 +245,16 @@ def test_no_open_turn_wrong_kind_and_rate_limit_are_clear_tool_errors(stack: Sta
     assert typed.is_error
 
     async def flood() -> list[CallToolResult]:
+        results = []
         async with seat_client(url, token) as client:
-            return [await client.call_tool("current_turn", {}) for _ in range(6)]
+            while not (results and results[-1].is_error) and len(results) < 6:
+                results.append(await client.call_tool("current_turn", {}))
+        return results
 
     limited = [r for r in asyncio.run(flood()) if r.is_error]
     assert limited and "AX3L_SEAT_RATE_LIMIT" in text_of(limited[0])
+    # Told once; until its window frees the seat is refused at the door (429).
+    assert _initialize(url, token).status_code == 429
     proc.stop()
 
     reasons = [e.get("reason") for e in stack.events("seat_call_refused")]

@@ -5,7 +5,9 @@
 2. the client address's and everyone's request rate (``seat_limits.Buckets``; 429 with
    ``Retry-After``), the address from a proxy header only behind a trusted proxy;
 3. an active seat's bearer token (401), looked up in the seats' in-memory copy
-   (``SeatDirectory``: a revoke takes effect within ``AX3L_SEAT_TOKEN_REFRESH`` seconds).
+   (``SeatDirectory``: a revoke takes effect within ``AX3L_SEAT_TOKEN_REFRESH`` seconds);
+4. a seat that was already told it is over ``AX3L_SEAT_RATE_LIMIT`` gets 429 until its
+   window frees (``seat_blocked``).
 
 A refused request writes nothing to the database: it is counted by reason
 (``RefusalCounter``) and logged at most every few seconds per reason with the client address.
@@ -20,6 +22,7 @@ import contextvars
 import json
 import logging
 import math
+from collections.abc import Callable
 from typing import Any
 
 from starlette.datastructures import Headers
@@ -61,7 +64,8 @@ class SeatAuth:
         buckets: Buckets,
         trusted: list[Network],
         refusals: RefusalCounter,
-        metrics: Any = None,
+        metrics: Callable[[], str] | None = None,
+        seat_blocked: Callable[[str], float | None] | None = None,
     ):
         self.app = app
         self.seats = seats
@@ -70,6 +74,7 @@ class SeatAuth:
         self.trusted = trusted
         self.refusals = refusals
         self.metrics = metrics
+        self.seat_blocked = seat_blocked
         self.answered = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -134,6 +139,19 @@ class SeatAuth:
                 "revoked",
                 address,
                 f"seat {verdict.seat.name!r} was revoked; ask for a new token",
+            )
+            return
+        wait = self.seat_blocked(verdict.seat.name) if self.seat_blocked else None
+        if wait is not None:
+            self.refusals.count("rate_limited", f"{address} (seat {verdict.seat.name})")
+            await json_response(
+                send,
+                429,
+                {
+                    "error": "too_many_requests",
+                    "error_description": f"seat {verdict.seat.name} is over AX3L_SEAT_RATE_LIMIT",
+                },
+                {"retry-after": str(max(1, math.ceil(wait)))},
             )
             return
         seat_reset = CURRENT_SEAT.set(verdict.seat.name)

@@ -10,7 +10,9 @@
 * ``Buckets``: token buckets, one global (``AX3L_SEATS_RATE_GLOBAL`` requests a second) and
   one per client address (``AX3L_SEATS_RATE_PER_ADDRESS``), each with a second's worth of
   burst twice over; the per-address table is bounded (``MAX_ADDRESSES``, the idlest dropped).
-* ``RateLimiter``: a seat's tool calls, at most ``AX3L_SEAT_RATE_LIMIT`` in any 60 s.
+* ``RateLimiter``: a seat's tool calls, at most ``AX3L_SEAT_RATE_LIMIT`` in any 60 s. The first
+  call over it gets a tool error that says so; until the window frees, the seat's further
+  requests get 429 at the door, before the MCP layer reads them.
 * ``RefusalCounter``: refused requests are counted by reason, never written to the database,
   and logged at most once per ``LOG_EVERY`` seconds per reason with the latest client address.
 """
@@ -43,14 +45,21 @@ class RateLimiter:
         self.calls: dict[str, deque[float]] = {}
 
     def admit(self, seat: str) -> float | None:
-        """None when the call may go ahead, else the seconds until it could."""
+        """None when the call may go ahead (and it is counted), else the seconds until it
+        could."""
+        wait = self.peek(seat)
+        if wait is None:
+            self.calls[seat].append(self.clock())
+        return wait
+
+    def peek(self, seat: str) -> float | None:
+        """As ``admit``, without counting a call."""
         now = self.clock()
         calls = self.calls.setdefault(seat, deque())
         while calls and calls[0] <= now - RATE_WINDOW:
             calls.popleft()
         if len(calls) >= self.limit:
             return calls[0] + RATE_WINDOW - now
-        calls.append(now)
         return None
 
 

@@ -149,6 +149,7 @@ class SeatEndpoint:
         default_factory=dict, init=False
     )
     _auth: SeatAuth | None = field(default=None, init=False)
+    _told: set[str] = field(default_factory=set, init=False)
     _server: uvicorn.Server | None = field(default=None, init=False)
     _task: asyncio.Task[None] | None = field(default=None, init=False)
 
@@ -197,8 +198,9 @@ class SeatEndpoint:
             raise ToolError("no seat: send Authorization: Bearer <seat token>")
         wait = self.limiter.admit(seat)
         if wait is not None:
-            # Counted, never an event: a seat beyond its limit costs no write.
-            self.calls["rate_limited"] += 1
+            # Counted, never an event: a seat beyond its limit costs no write; its next
+            # requests are refused at the door until its window frees.
+            self._told.add(seat)
             self.refusals.count("rate_limited", f"{CURRENT_ADDRESS.get()} (seat {seat})")
             limit = self.settings.seat_rate_limit
             raise ToolError(
@@ -478,8 +480,19 @@ class SeatEndpoint:
             self.trusted,
             self.refusals,
             self.metrics,
+            self._seat_blocked,
         )
         return self._auth
+
+    def _seat_blocked(self, seat: str) -> float | None:
+        """Seconds a seat already told it is over its rate limit must still wait (None: it may
+        call again)."""
+        if seat not in self._told:
+            return None
+        wait = self.limiter.peek(seat)
+        if wait is None:
+            self._told.discard(seat)
+        return wait
 
     def metrics(self) -> str:
         """The endpoint's counters in Prometheus' text format."""
