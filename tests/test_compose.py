@@ -22,12 +22,14 @@ from ax3l.testing.plugin import free_port, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 
-SECRETS = {
-    "AX3L_DB_PASSWORD": "s1",
-    "MYSQL_ROOT_PASSWORD": "s2",
-    "SNAKELAB_DB_PASSWORD": "s3",
-    "AX3L_REPORTS_DB_PASSWORD": "s4",
-    "AX3L_LLAMA_MODEL": "model.gguf",
+# Passwords are compose secrets (files); the llama file needs its model's name.
+SECRETS = {"AX3L_SECRETS_DIR": "/run/ax3l-test-secrets", "AX3L_LLAMA_MODEL": "model.gguf"}
+SECRET_ENDINGS = ("PASSWORD", "PWD", "API_KEY", "SECRET", "_TOKEN")
+SECRET_NAMES = {
+    "mysql_root_password",
+    "ax3l_db_password",
+    "snakelab_db_password",
+    "reports_db_password",
 }
 COMBINATIONS = {
     "host": ["compose.yaml"],
@@ -103,21 +105,73 @@ def test_only_the_reports_port_is_published(merged):
     ] in ([28870], ["127.0.0.1:28870:28870/tcp"], ["127.0.0.1:28870:28870"])
 
 
-def test_secrets_have_no_defaults():
-    """Every password is required (${VAR:?}) and the files refuse to render without them."""
+def test_passwords_are_secret_files_never_environment_values(merged):
+    """No compose variable or environment value holds a password: each service reads its own
+    from /run/secrets/<name> through a *_FILE variable, and mounts only the secrets it names
+    there; the secrets are files in AX3L_SECRETS_DIR."""
     for name in ("compose.yaml", "compose.demo.yaml", "compose.llama.yaml"):
         text = (REPO / name).read_text()
-        for match in re.finditer(r"\$\{([A-Z0-9_]*PASSWORD[A-Z0-9_]*)([^}]*)\}", text):
-            assert match.group(2).startswith(":?"), (name, match.group(0))
-    for secret in (
-        "AX3L_DB_PASSWORD",
-        "MYSQL_ROOT_PASSWORD",
-        "SNAKELAB_DB_PASSWORD",
-        "AX3L_REPORTS_DB_PASSWORD",
-    ):
-        env = {k: v for k, v in SECRETS.items() if k != secret}
-        result = compose_config(COMBINATIONS["demo"], env)
-        assert result.returncode != 0 and secret in result.stderr
+        found = [v for v in re.findall(r"\$\{([A-Z0-9_]+)", text) if v.endswith(SECRET_ENDINGS)]
+        assert not found, (name, found)
+    assert {name: secret["file"] for name, secret in merged["secrets"].items()} == {
+        name: f"{SECRETS['AX3L_SECRETS_DIR']}/{name}" for name in SECRET_NAMES
+    }
+    for service_name, service in merged["services"].items():
+        environment = service.get("environment", {})
+        mounted = {secret["source"] for secret in service.get("secrets", [])}
+        named = set()
+        for key, value in environment.items():
+            assert not key.endswith(SECRET_ENDINGS), (service_name, key)
+            if key.endswith("_FILE"):
+                assert value.startswith("/run/secrets/"), (service_name, key, value)
+                named.add(value.removeprefix("/run/secrets/"))
+        assert named == mounted, (service_name, named, mounted)
+
+
+def test_every_container_is_hardened(merged):
+    """Read-only root filesystem with a tmpfs /tmp, no capabilities, no-new-privileges, memory
+    and process limits: in every service of every combination."""
+    for name, service in merged["services"].items():
+        assert service.get("read_only") is True, name
+        assert service.get("cap_drop") == ["ALL"] and not service.get("cap_add"), name
+        assert "no-new-privileges:true" in service.get("security_opt", []), name
+        assert any(mount.startswith("/tmp:") for mount in service.get("tmpfs", [])), name
+        assert int(service.get("pids_limit", 0)) > 0 and service.get("mem_limit"), name
+        assert not service.get("privileged"), name
+
+
+def test_only_the_orchestrator_shares_the_tool_network_with_the_broker(merged):
+    """The broker's tool channel is bound to its alias on the internal `tools` network, which
+    only the orchestrator (and the model server, a client of nothing) joins; the orchestrator
+    connects there, and the broker's status API listens on loopback only."""
+    assert merged["networks"]["tools"].get("internal") is True
+    members = {name for name, s in merged["services"].items() if "tools" in s.get("networks", {})}
+    assert members <= {"toolbroker", "orchestrator", "llama-server"}
+    assert {"toolbroker", "orchestrator"} <= members
+    broker = merged["services"]["toolbroker"]
+    assert broker["networks"]["tools"]["aliases"] == ["toolbroker-tools"]
+    assert broker["environment"]["AX3L_ZMQ_ENDPOINT"] == "tcp://toolbroker-tools:61970"
+    assert broker["environment"]["AX3L_HTTP_HOST"] == "127.0.0.1"
+    orchestrator = merged["services"]["orchestrator"]["environment"]
+    assert orchestrator["AX3L_ZMQ_ENDPOINT"] == "tcp://toolbroker-tools:61970"
+    if "llama-server" in merged["services"]:
+        assert set(merged["services"]["llama-server"]["networks"]) == {"tools"}
+
+
+def test_the_init_sql_escapes_its_values():
+    """A quote or backslash in a password or the reports user stays inside its SQL string."""
+    users = REPO / "deploy" / "mysql-init" / "ax3l-users.bash"
+    done = subprocess.run(
+        ["bash", "-c", f'. "{users}"; ax3l_users_sql "$@"', "sh",
+         "r'u", "a'b\\c", "x", "'; DROP DATABASE ax3l; --"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    lines = done.stdout.splitlines()
+    assert "CREATE USER IF NOT EXISTS 'ax3l'@'%' IDENTIFIED BY 'a''b\\\\c';" in lines
+    injected = "CREATE USER IF NOT EXISTS 'r''u'@'%' IDENTIFIED BY '''; DROP DATABASE ax3l; --';"
+    assert injected in lines
+    assert "GRANT SELECT ON ax3l.* TO 'r''u'@'%';" in lines
+    assert not any(line.startswith("DROP") for line in lines)
 
 
 def test_compose_commands_and_environment_agree_with_make_run():
@@ -127,24 +181,28 @@ def test_compose_commands_and_environment_agree_with_make_run():
     for definition in stack.services({}):
         compose_service = services[definition.name]
         assert compose_service["command"][0] == definition.command[0], definition.name
-        compose_keys = set(compose_service.get("environment", {}))
+        # A setting's <NAME>_FILE form is the same setting (compose's secrets).
+        environment = compose_service.get("environment", {})
+        compose_keys = {key.removesuffix("_FILE") for key in environment}
         assert compose_keys <= set(definition.env_keys), (definition.name, compose_keys)
 
 
 def test_report_server_gets_only_its_read_only_login():
     """compose and make run give the report server its own login, not Ax3l's read-write one."""
     result = compose_config(COMBINATIONS["demo"], SECRETS)
-    environment = yaml.safe_load(result.stdout)["services"]["reports"]["environment"]
+    reports_service = yaml.safe_load(result.stdout)["services"]["reports"]
+    environment = reports_service["environment"]
     assert environment["AX3L_REPORTS_DB_USER"] == "ax3l_reports"
-    assert environment["AX3L_REPORTS_DB_PASSWORD"] == SECRETS["AX3L_REPORTS_DB_PASSWORD"]
-    assert "DB_USER" not in environment and "DB_PASSWORD" not in environment
+    assert environment["AX3L_REPORTS_DB_PASSWORD_FILE"] == "/run/secrets/reports_db_password"
+    assert [secret["source"] for secret in reports_service["secrets"]] == ["reports_db_password"]
+    assert not {"DB_USER", "DB_PASSWORD", "DB_PASSWORD_FILE"} & set(environment)
     env = {"AX3L_REPORTS_DB_USER": "ax3l_reports", "AX3L_REPORTS_DB_PASSWORD": "r"}
     reports = next(service for service in stack.services(env) if service.name == "reports")
     passed = reports.environment({**env, "DB_USER": "ax3l", "DB_PASSWORD": "rw"})
     assert passed == env
     init = (REPO / "deploy" / "mysql-init" / "ax3l-users.bash").read_text()
-    assert "GRANT SELECT ON ax3l.* TO '${reports_user}'@'%';" in init
-    assert "GRANT SELECT ON snakelab.* TO '${reports_user}'@'%';" in init
+    assert "GRANT SELECT ON ax3l.* TO ${reports}@'%';" in init
+    assert "GRANT SELECT ON snakelab.* TO ${reports}@'%';" in init
 
 
 def _dockerfile(name: str) -> str:
@@ -290,3 +348,18 @@ def test_image_entry_point_starts_and_passes_its_healthcheck(
             proc.kill()
             proc.wait()
         log.close()
+
+
+def test_compose_secrets_script_writes_each_secret_once(tmp_path):
+    """scripts/compose-secrets.sh writes the four secrets compose.yaml names, random and
+    distinct, in a 0700 folder; a second run keeps them (the volume was initialised with them)."""
+    folder = tmp_path / "secrets"
+    script = str(REPO / "scripts" / "compose-secrets.sh")
+    subprocess.run([script, str(folder)], check=True, capture_output=True)
+    values = {path.name: path.read_text() for path in folder.iterdir()}
+    assert set(values) == SECRET_NAMES
+    assert all(re.fullmatch(r"[0-9a-f]{32}", value) for value in values.values())
+    assert len(set(values.values())) == 4
+    assert folder.stat().st_mode & 0o777 == 0o700
+    subprocess.run([script, str(folder)], check=True, capture_output=True)
+    assert {path.name: path.read_text() for path in folder.iterdir()} == values

@@ -58,11 +58,12 @@ if [ ! -d "$datadir/mysql" ]; then
     [ -n "$database" ] && echo "CREATE DATABASE IF NOT EXISTS \`$database\`;"
     user=$(setting USER)
     if [ -n "$user" ]; then
-      echo "CREATE USER '$user'@'%' IDENTIFIED BY $(sql_string "$(setting PASSWORD)");"
+      echo "CREATE USER $(sql_string "$user")@'%' IDENTIFIED BY $(sql_string "$(setting PASSWORD)");"
       [ -n "$database" ] && echo "GRANT ALL ON \`$database\`.* TO '$user'@'%';"
     fi
   } | "${client[@]}"
-  [ -n "$root_password" ] && client+=("-p$root_password")
+  # Root's password reaches the clients through the environment, never a command line.
+  [ -z "$root_password" ] || export MYSQL_PWD=$root_password
   for file in /docker-entrypoint-initdb.d/*; do
     case "$file" in
       *.sh) echo "entrypoint: running $file" >&2
@@ -74,6 +75,7 @@ if [ ! -d "$datadir/mysql" ]; then
   done
   kill "$server"
   wait "$server" || true
+  unset MYSQL_PWD root_password
   echo "entrypoint: initialization done" >&2
 fi
 exec "$@"

@@ -54,6 +54,8 @@ class Compose:
     env: dict[str, str]
     output_dir: Path
     report_port: int
+    # The compose secrets (name to value), written as files in the project's secrets folder.
+    secrets: dict[str, str] = field(default_factory=dict)
 
     @property
     def base(self) -> list[str]:
@@ -118,12 +120,14 @@ class Compose:
         return True
 
     def sql(self, query: str) -> list[list[str]]:
-        """Rows of a query run as root inside the database container (no port is published)."""
+        """Rows of a query run as root inside the database container (no port is published);
+        the client reads root's password from the secret file into its environment, so it is
+        on no command line, here or in the container."""
+        login = 'MYSQL_PWD="$(cat /run/secrets/mysql_root_password)" exec mariadb -uroot "$@"'
         out = subprocess.run(
             [
-                "docker", "exec", "-e", f"MYSQL_PWD={self.env['MYSQL_ROOT_PASSWORD']}",
-                self.container("mysql"), "mariadb", "-uroot", "--batch", "--skip-column-names",
-                "-e", query,
+                "docker", "exec", self.container("mysql"), "sh", "-c", login, "sh",
+                "--batch", "--skip-column-names", "-e", query,
             ],
             capture_output=True,
             text=True,
@@ -175,25 +179,44 @@ class Compose:
         (self.output_dir / f"{self.project}.log").write_text("\n".join(parts))
 
 
+SECRET_NAMES = ("mysql_root_password", "ax3l_db_password", "snakelab_db_password",
+                "reports_db_password")  # fmt: skip
+# Characters a careless init script or command line would break on (quotes, a backslash, a
+# dollar, a backtick, a comment and a statement separator): every password carries them.
+AWKWARD = "'\\\"$`#;x"
+
+
+def write_secrets(folder: Path) -> dict[str, str]:
+    """Fresh passwords as compose secret files: the folder 0700, the files 0644 (as
+    scripts/compose-secrets.sh leaves them), each password with AWKWARD characters."""
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    values = {name: secrets.token_hex(12) + AWKWARD for name in SECRET_NAMES}
+    for name, value in values.items():
+        (folder / name).write_text(value + "\n")
+        (folder / name).chmod(0o644)
+    return values
+
+
 def make_compose(project: str, files: list[str], output_dir: Path, **extra: str) -> Compose:
-    """A project with fresh secrets; the caller's AX3L_/MYSQL_/SNAKELAB_ variables are dropped."""
+    """A project with fresh secret files; the caller's AX3L_/MYSQL_/SNAKELAB_ variables are
+    dropped."""
     clean = {
         k: v for k, v in os.environ.items() if not k.startswith(("AX3L_", "MYSQL_", "SNAKELAB_"))
     }
     port = free_port()
+    folder = output_dir / f"{project}-secrets"
+    values = write_secrets(folder)
     env = {
         **clean,
-        "MYSQL_ROOT_PASSWORD": secrets.token_hex(16),
-        "AX3L_DB_PASSWORD": secrets.token_hex(16),
-        "SNAKELAB_DB_PASSWORD": secrets.token_hex(16),
-        "AX3L_REPORTS_DB_PASSWORD": secrets.token_hex(16),
+        "AX3L_SECRETS_DIR": str(folder),
         "AX3L_REPORTS_PUBLISH": f"127.0.0.1:{port}",
         # The classic builder: BuildKit would fetch its Dockerfile frontend from a registry.
         "DOCKER_BUILDKIT": "0",
         "COMPOSE_DOCKER_CLI_BUILD": "0",
         **extra,
     }
-    return Compose(project, files, env, output_dir, port)
+    return Compose(project, files, env, output_dir, port, values)
 
 
 def step_count(compose: Compose) -> int:

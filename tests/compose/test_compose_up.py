@@ -4,12 +4,16 @@ and restarted by its restart policy, taken down and brought up again on the same
 
 from __future__ import annotations
 
+import json
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from compose_harness import (
+    AWKWARD,
+    ONE_OFF,
     Compose,
     Timings,
     check_no_duplicates,
@@ -77,6 +81,107 @@ def test_the_experiment_seeds_and_advances(demo: Compose):
     assert {"golden_config_created", "proposal_accepted", "configuration_compared"} <= names
     assert _seedings(demo) == 1 and _golden_count(demo) >= 1
     check_no_duplicates(demo)
+
+
+def _exec(compose: Compose, service: str, *command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["docker", "exec", compose.container(service), *command],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+# Connects to each host:port given as arguments; prints one line per target: "open" or the error.
+PROBE = """
+import socket, sys
+for target in sys.argv[1:]:
+    host, port = target.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=2).close()
+        print(target, "open")
+    except OSError as exc:
+        print(target, type(exc).__name__)
+"""
+
+
+def _probe_results(output: str) -> dict[str, str]:
+    return dict(line.split(" ", 1) for line in output.strip().splitlines())
+
+
+def test_only_the_orchestrator_reaches_the_broker_tool_port(demo: Compose):
+    """The broker's tool channel (61970) answers the orchestrator on the `tools` network, and
+    nothing else: not a stranger's container on the project's default network, not the report
+    server (internal and default networks), at any of the broker's addresses or names."""
+    networks = demo.inspect("toolbroker")["NetworkSettings"]["Networks"]
+    addresses = {name: net["IPAddress"] for name, net in networks.items() if net["IPAddress"]}
+    assert len(addresses) == 3, addresses
+    targets = [f"{ip}:61970" for ip in addresses.values()]
+    targets += ["toolbroker:61970", "toolbroker-tools:61970"]
+    allowed = _exec(demo, "orchestrator", "python", "-c", PROBE, "toolbroker-tools:61970")
+    assert _probe_results(allowed.stdout) == {"toolbroker-tools:61970": "open"}, allowed.stderr
+    image = demo.inspect("reports")["Config"]["Image"]
+    stranger = subprocess.run(
+        ["docker", "run", "--rm", "--network", f"{demo.project}_default", "--read-only",
+         "--cap-drop", "ALL", "--entrypoint", "python", image, "-c", PROBE, *targets],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert stranger.returncode == 0, stranger.stderr
+    results = _probe_results(stranger.stdout)
+    assert set(results) == set(targets) and "open" not in results.values(), results
+    reports = _exec(demo, "reports", "python", "-c", PROBE, *targets)
+    results = _probe_results(reports.stdout)
+    assert set(results) == set(targets) and "open" not in results.values(), results
+
+
+def test_every_service_runs_read_only_without_capabilities(demo: Compose):
+    """From docker inspect: a read-only root filesystem, every capability dropped and none
+    added, no-new-privileges, memory and process limits, for every container; and inside each
+    running one its main process holds no capability and cannot write to /."""
+    for service in demo.services():
+        host = demo.inspect(service)["HostConfig"]
+        assert host["ReadonlyRootfs"] is True, service
+        assert host["CapDrop"] == ["ALL"] and not host["CapAdd"], (service, host["CapAdd"])
+        assert "no-new-privileges:true" in (host["SecurityOpt"] or []), service
+        assert host["Memory"] > 0 and host["PidsLimit"] > 0, service
+        assert not host["Privileged"], service
+        if service in ONE_OFF:
+            continue
+        status = _exec(demo, service, "cat", "/proc/1/status").stdout
+        capabilities = dict(
+            line.split(":\t", 1) for line in status.splitlines() if line.startswith("Cap")
+        )
+        for kind in ("CapPrm", "CapEff", "CapBnd", "CapAmb"):
+            assert int(capabilities[kind], 16) == 0, (service, capabilities)
+        assert "NoNewPrivs:\t1" in status, service
+        written = _exec(demo, service, "sh", "-c", "echo x > /probe-written")
+        assert written.returncode != 0 and "Read-only" in written.stderr, (service, written)
+
+
+def test_no_secret_in_inspect_command_lines_or_logs(demo: Compose):
+    """No password (nor its random part alone) appears in any container's docker inspect
+    (environment, command, healthcheck), in the command line of any process in any container
+    or on the host, or in any container's log."""
+    assert len(demo.secrets) == 4
+    needles = {value.removesuffix(AWKWARD) for value in demo.secrets.values()}
+    places: dict[str, str] = {}
+    for service in demo.services():
+        places[f"{service}: docker inspect"] = json.dumps(demo.inspect(service))
+        log = subprocess.run(
+            ["docker", "logs", demo.container(service)], capture_output=True, text=True
+        )
+        places[f"{service}: log"] = log.stdout + log.stderr
+        if service not in ONE_OFF:
+            lines = _exec(demo, service, "sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '")
+            assert lines.returncode == 0 and lines.stdout, (service, lines.stderr)
+            places[f"{service}: command lines"] = lines.stdout
+    host = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)
+    places["host: command lines"] = host.stdout
+    leaks = [place for place, text in places.items() if any(n in text for n in needles)]
+    assert leaks == []
+    # The services did log in with them: awkward characters and all, from the secret files.
+    assert demo.scalar("SELECT COUNT(*) FROM mysql.user WHERE user = 'ax3l_reports'") == 1
+    assert demo.report("/ready") is not None  # 200: the report server's login works
 
 
 def test_crashed_orchestrator_and_broker_come_back_and_the_loop_resumes(
