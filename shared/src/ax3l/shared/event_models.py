@@ -498,7 +498,8 @@ class GoldenConfig(EventContent):
 
 
 class GoldenConfigCreated(GoldenConfig):
-    """``kind`` is ``seeding``, ``promotion`` or ``seed_rotation``; stored with its
+    """``kind`` is ``seeding``, ``promotion``, ``seed_rotation`` or ``adopted`` (``ax3l-db
+    adopt``: an existing SnakeLab history's best run of its newest seed); stored with its
     ``experiment_highscores`` row."""
 
     event: ClassVar[str] = "golden_config_created"

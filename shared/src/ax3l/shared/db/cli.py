@@ -166,6 +166,10 @@ def reset_events(settings: Settings, recreate: bool = False) -> str:
     try:
         with conn.cursor() as cur:
             present = _existing_tables(cur)
+            revision = upgrades.stored_revision(cur, present)
+            if revision is not None and not recreate:
+                # Refused before anything is deleted: the reset would end in that refusal.
+                upgrades.require_current(revision, settings.db_name)
             if recreate:
                 for table in tables.EXPERIMENT_TABLES:
                     if table in present:
