@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
 
 CHROMIUM = "/usr/bin/chromium"
 LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -36,3 +36,28 @@ def plotted_traces(page: Page, plot_id: str) -> dict[str, dict[str, Any]]:
     """The traces of the figure ``plot_id`` by name: ``x``, ``y`` and the line's ``shape``."""
     page.wait_for_selector(f"#{plot_id}[data-ready=true]", timeout=15000)
     return {trace["name"]: trace for trace in page.evaluate(TRACES, plot_id)}
+
+
+class Watched:
+    """A page whose console errors, page errors and failed requests are collected."""
+
+    def __init__(self, page: Page):
+        self.page = page
+        self.problems: list[str] = []
+        page.on("pageerror", lambda error: self.problems.append(f"page error: {error}"))
+        page.on("console", self._console)
+        page.on("requestfailed", lambda r: self.problems.append(f"request failed: {r.url}"))
+        page.on(
+            "response",
+            lambda r: (
+                self.problems.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None
+            ),
+        )
+
+    def _response(self, response: Any) -> None:
+        if response.status >= 400:
+            self.problems.append(f"HTTP {response.status}: {response.url}")
+
+    def _console(self, message: ConsoleMessage) -> None:
+        if message.type == "error":
+            self.problems.append(f"console: {message.text}")

@@ -193,7 +193,7 @@ async def test_the_event_log_words_confirmations_and_escapes_their_markup(confir
     candidate = confirmed.runs[0][0]
     async with make_client(confirmed.dbs) as http:
         events = (await http.get("/api/events", params={"category": "Configuration"})).json()
-        page = (await http.get("/", params={"category": "Configuration"})).text
+        page = (await http.get("/events", params={"category": "Configuration"})).text
         submitted = (await http.get("/api/events", params={"event": "simulation_submitted"})).json()
     said = [e["summary"] for e in events["events"]]
     assert (
@@ -321,10 +321,10 @@ def test_hostile_confirmation_shows_as_text_and_never_runs(server, page):
     """A confirmation whose run id and problem are markup shows them as text in the event log
     and on its detail page, where the run link is escaped too; nothing runs."""
     p, problems = page
-    p.goto(server.url + "/?event=promotion_confirmation_started")
+    p.goto(server.url + "/events?event=promotion_confirmation_started")
     texts = p.locator("#events td.summary summary").all_inner_texts()
     assert "Confirming run <script> against the golden: both run on seeds 1001971, 1001972" in texts
-    p.goto(server.url + "/?event=promotion_confirmation_decided")
+    p.goto(server.url + "/events?event=promotion_confirmation_decided")
     assert any(HOSTILE_PROBLEM in t for t in p.locator("#events td.summary").all_inner_texts())
     assert p.evaluate("() => window.__pwned === undefined")
     event_id = p.locator("#events tbody tr").nth(1).get_attribute("data-event-id")

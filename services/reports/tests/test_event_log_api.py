@@ -115,7 +115,7 @@ async def test_bad_query_values_get_422_with_a_message(client, params, fragment)
 
 async def test_bad_query_on_a_page_is_an_html_422(client):
     """The HTML page answers a bad filter with a 422 page that names the problem (escaped)."""
-    reply = await client.get("/", params={"event": "<script>x</script>"})
+    reply = await client.get("/events", params={"event": "<script>x</script>"})
     assert reply.status_code == 422
     assert reply.headers["content-type"].startswith("text/html")
     assert "unknown event" in reply.text
@@ -124,16 +124,16 @@ async def test_bad_query_on_a_page_is_an_html_422(client):
 
 async def test_refresh_selector_accepts_only_its_choices(client):
     """refresh=30 sets a meta refresh; an unlisted period is a 422."""
-    page = await client.get("/", params={"refresh": "30"})
+    page = await client.get("/events", params={"refresh": "30"})
     assert page.status_code == 200 and '<meta http-equiv="refresh" content="30">' in page.text
-    assert "http-equiv" not in (await client.get("/")).text
-    bad = await client.get("/", params={"refresh": "7"})
+    assert "http-equiv" not in (await client.get("/events")).text
+    bad = await client.get("/events", params={"refresh": "7"})
     assert bad.status_code == 422 and "refresh must be one of" in bad.text
 
 
 async def test_event_choices_narrow_to_the_chosen_category(client):
     """With a category chosen, the Event filter offers only that category's events."""
-    page = (await client.get("/", params={"category": "SnakeLab"})).text
+    page = (await client.get("/events", params={"category": "SnakeLab"})).text
     event_select = page.split('id="filter-event"')[1].split("</select>")[0]
     for name in CATALOG:
         offered = f'value="{name}"' in event_select
@@ -142,11 +142,11 @@ async def test_event_choices_narrow_to_the_chosen_category(client):
 
 async def test_parameter_column_appears_only_for_prompts(client, experiment):
     """The Parameter column and filter show when the Event filter is Prompt, not otherwise."""
-    prompts = (await client.get("/", params={"event": "prompt_sent"})).text
+    prompts = (await client.get("/events", params={"event": "prompt_sent"})).text
     assert "<th>Parameter</th>" in prompts and 'id="filter-parameter"' in prompts
     cells = re.findall(r'<td class="parameter">([^<]*)</td>', prompts)
     assert len(cells) == 100 and set(cells) <= set(PARAMETER_ORDER)
-    everything = (await client.get("/")).text
+    everything = (await client.get("/events")).text
     assert "<th>Parameter</th>" not in everything and 'id="filter-parameter"' not in everything
 
 
@@ -187,13 +187,13 @@ async def test_script_in_a_reply_shows_as_text(client, experiment):
     assert "<script>window.__pwned" not in page and "<img src=x" not in page
     assert page.count("&lt;script&gt;window.__pwned = true&lt;/script&gt;") >= 3
     process = (await client.get(f"/api/events/{reply_id}")).json()["event"]["process_id"]
-    log = (await client.get("/", params={"process": process})).text
+    log = (await client.get("/events", params={"process": process})).text
     assert "<script>window.__pwned" not in log and "&lt;script&gt;" in log
 
 
 async def test_prompt_rows_link_to_their_detail(client, experiment):
     """In the list, a prompt row's content links to its detail page."""
-    page = (await client.get("/", params={"event": "prompt_sent"})).text
+    page = (await client.get("/events", params={"event": "prompt_sent"})).text
     newest_prompt = max([*experiment.replay.prompt_ids, experiment.replay.hostile_prompt_id])
     assert f'<td class="summary"><a href="/events/{newest_prompt}">' in page
 
@@ -210,7 +210,7 @@ async def test_database_outage_is_a_503_not_a_500(experiment, make_client):
     """With the database unreachable, pages and API answer 503 and /ready says unavailable."""
     async with make_client(experiment.dbs, DB_PORT=free_port()) as http:
         assert (await http.get("/api/events")).status_code == 503
-        page = await http.get("/")
+        page = await http.get("/events")
         assert page.status_code == 503 and "Database unavailable" in page.text
         ready = await http.get("/ready")
         assert ready.status_code == 503 and ready.json()["status"] == "not ready"
@@ -232,7 +232,7 @@ async def test_rows_read_as_sentences_with_the_json_one_click_away(client):
     first = api["events"][0]
     reason = json.loads(first["content"])["reason"]
     assert first["summary"] == reason and reason.startswith("High score: ")
-    page = (await client.get("/", params={"event": "configuration_compared"})).text
+    page = (await client.get("/events", params={"event": "configuration_compared"})).text
     row = page[page.index(f'data-event-id="{first["event_id"]}"') :]
     row = row[: row.index("</tr>")]
     assert f"<summary>{reason}</summary>" in row.replace("&gt;", ">").replace("&lt;", "<")

@@ -105,8 +105,10 @@ async def test_user_tables_render_without_migration(snakelab_tables, make_client
     async with make_client(dbs) as http:
         for path in (
             "/",
-            "/?category=Configuration",
-            "/?event=prompt_sent&parameter=gamma",
+            "/events",
+            "/events?category=Configuration",
+            "/runs",
+            "/events?event=prompt_sent&parameter=gamma",
             "/events/2",
             "/events/3",
             "/events/4",
@@ -119,7 +121,7 @@ async def test_user_tables_render_without_migration(snakelab_tables, make_client
         ):
             reply = await http.get(path)
             assert reply.status_code == 200, (path, reply.text[:500])
-        prompts = (await http.get("/", params={"event": "prompt_sent"})).text
+        prompts = (await http.get("/events", params={"event": "prompt_sent"})).text
         assert '<td class="parameter">gamma</td>' in prompts
         status = (await http.get("/api/status")).json()
         assert status["golden_high_score"] == 38 and status["current_seed"] == 1970

@@ -97,7 +97,7 @@ async def test_status_bar_shows_the_loop_from_the_real_status_api(experiment):
             seen = await eventually(read, lambda o: o["phase"] == "backing off")
             assert seen["last_error"].startswith("hidden_size: model timeout")
             assert 120 <= seen["last_error_seconds_ago"] < 200
-            page = (await client.get("/")).text
+            page = (await client.get("/events")).text
             assert 'id="loop-state"' in page and "Backing off" in page
             assert "hidden_size (entry 1) · llm" in page and "retry at" in page
             assert 'id="last-error"' in page and "2 min ago · " in page
@@ -119,13 +119,13 @@ async def test_streak_and_fallback_are_shown_when_the_orchestrator_sends_them(
             "tpe",
             3,
         )
-        page = (await client.get("/")).text
+        page = (await client.get("/events")).text
         assert 'id="failure-streak"' in page and "tpe takes over at 3" in page
 
         status_server.status = orchestrator_json(**{**NEW_FIELDS, "failure_streak": 3})
 
         async def read_page() -> str:
-            return (await client.get("/")).text
+            return (await client.get("/events")).text
 
         page = await eventually(read_page, lambda text: "tpe is taking this turn" in text)
         assert "loop-fallback" in page
@@ -139,7 +139,7 @@ async def test_an_older_orchestrator_without_the_new_fields_still_shows(experime
         loop = (await client.get("/api/status")).json()["orchestrator"]
         assert (loop["state"], loop["label"], loop["parameter"]) == ("up", "Waiting", "gamma")
         assert loop["failure_streak"] is None and loop["index"] is None
-        page = (await client.get("/")).text
+        page = (await client.get("/events")).text
         assert 'id="failure-streak"' not in page and 'id="last-error"' not in page
 
 
@@ -157,7 +157,7 @@ async def test_a_stopped_orchestrator_shows_unavailable_since_and_recovers(exper
         assert first["label"] == "Unavailable" and first["unavailable_since"] is not None
         later = await eventually(read, lambda o: o["checked_at"] > first["checked_at"])
         assert later["unavailable_since"] == first["unavailable_since"]
-        page = (await client.get("/")).text
+        page = (await client.get("/events")).text
         assert "orchestrator unavailable since " in page and 'id="loop-unavailable"' in page
 
 
@@ -168,7 +168,7 @@ async def test_a_hung_orchestrator_never_holds_the_page(experiment, status_serve
     settings = reports_settings(experiment.dbs, AX3L_ORCHESTRATOR_URL=status_server.url)
     async with app_client(settings) as client:
         started = time.monotonic()
-        page = await client.get("/")
+        page = await client.get("/events")
         # The first page waits at most the status timeout (0.3 s) for the first poll.
         assert page.status_code == 200 and time.monotonic() - started < 3
 
@@ -201,7 +201,7 @@ async def test_a_confirmation_and_the_snakelab_hosts_reach_the_status_bar(
         assert loop["promotion"] == "confirm"
         assert loop["confirmation"]["seeds"] == [1970, 1001971]
         assert loop["snakelab_hosts"] == {"tcp://a:1": "running", "<b>x</b>": "down"}
-        page = (await client.get("/")).text
+        page = (await client.get("/events")).text
         assert 'id="loop-confirmation"' in page and "on seeds 1970, 1001971" in page
         assert "tcp://a:1: running" in page and "&lt;b&gt;x&lt;/b&gt;: down" in page
         assert "<b>x</b>" not in page and "exploded" not in page
@@ -214,4 +214,4 @@ async def test_a_confirmation_and_the_snakelab_hosts_reach_the_status_bar(
 
 
 async def _page(client: Any) -> str:
-    return str((await client.get("/")).text)
+    return str((await client.get("/events")).text)

@@ -7,11 +7,10 @@ import re
 import time
 from collections.abc import Iterator
 from contextlib import closing
-from typing import Any
 
 import pytest
-from headless_browser import have_chromium, headless_chromium, plotted_traces
-from playwright.sync_api import Browser, ConsoleMessage, Page
+from headless_browser import Watched, have_chromium, headless_chromium, plotted_traces
+from playwright.sync_api import Browser, Page
 from reports_testing import FakeSnakeLab, Server, StatusServer, reports_server, running_status
 from stored_rows import stored_rows
 
@@ -39,31 +38,6 @@ def browser() -> Iterator[Browser]:
         yield chromium
 
 
-class Watched:
-    """A page whose console errors, page errors and failed requests are collected."""
-
-    def __init__(self, page: Page):
-        self.page = page
-        self.problems: list[str] = []
-        page.on("pageerror", lambda error: self.problems.append(f"page error: {error}"))
-        page.on("console", self._console)
-        page.on("requestfailed", lambda r: self.problems.append(f"request failed: {r.url}"))
-        page.on(
-            "response",
-            lambda r: (
-                self.problems.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None
-            ),
-        )
-
-    def _response(self, response: Any) -> None:
-        if response.status >= 400:
-            self.problems.append(f"HTTP {response.status}: {response.url}")
-
-    def _console(self, message: ConsoleMessage) -> None:
-        if message.type == "error":
-            self.problems.append(f"console: {message.text}")
-
-
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Watched]:
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
@@ -78,8 +52,15 @@ def test_every_page_loads_cleanly(server, experiment, page, test_output_dir):
     replay = experiment.replay
     golden_run = replay.goldens[-1][1].run_id
     pages = {
-        "event-log": "/",
-        "prompts": "/?event=prompt_sent",
+        "dashboard": "/",
+        "event-log": "/events",
+        "runs": "/runs",
+        "runs-filtered": "/runs?status=completed&seed=1970&sort=high_score",
+        "plot-history": "/plots/history",
+        "plot-slice": "/plots/slice",
+        "plot-parallel": "/plots/parallel",
+        "plot-importance": "/plots/importance",
+        "prompts": "/events?event=prompt_sent",
         "prompt": f"/events/{replay.prompt_ids[-1]}",
         "reply": f"/events/{replay.reply_ids[-1]}",
         "golden-event": f"/events/{replay.goldens[-1][0]}",
@@ -94,6 +75,8 @@ def test_every_page_loads_cleanly(server, experiment, page, test_output_dir):
         page.page.goto(server.url + path)
         if page.page.locator("[data-figure]").count():
             page.page.wait_for_selector("[data-figure][data-ready=true]", timeout=15000)
+            # WebGL plots draw under the CSP (the strict plotly.js bundle needs no eval).
+            assert "WebGL is not supported" not in page.page.inner_text("body"), name
         page.page.screenshot(path=str(test_output_dir / f"{name}.png"), full_page=True)
     assert page.problems == []
 
@@ -101,7 +84,7 @@ def test_every_page_loads_cleanly(server, experiment, page, test_output_dir):
 def test_the_api_link_opens_an_offline_reference_of_every_json_endpoint(server, page):
     """The nav's API link works without internet: every /api/ operation, with parameters."""
     p = page.page
-    p.goto(server.url + "/")
+    p.goto(server.url + "/events")
     with p.expect_navigation():
         p.click("header nav a:text-is('API')")
     assert p.url.endswith("/api-reference")
@@ -126,7 +109,7 @@ def test_the_api_link_opens_an_offline_reference_of_every_json_endpoint(server, 
 def test_filters_narrow_events_and_show_the_parameter_column(server, page, test_output_dir):
     """Category narrows the Event choices; Prompt adds the Parameter column and filter."""
     p = page.page
-    p.goto(server.url + "/")
+    p.goto(server.url + "/events")
     assert p.locator("th", has_text="Parameter").count() == 0
 
     with p.expect_navigation():
@@ -177,7 +160,7 @@ def test_filters_narrow_events_and_show_the_parameter_column(server, page, test_
 def test_pages_through_older_events(server, page):
     """Older → and ← Newer move through the log by event id without repeating a row."""
     p = page.page
-    p.goto(server.url + "/?limit=40")
+    p.goto(server.url + "/events?limit=40")
     first = p.locator("#events tbody tr").evaluate_all("rs => rs.map(r => +r.dataset.eventId)")
     with p.expect_navigation():
         p.click("#older")
@@ -254,7 +237,9 @@ def test_status_bar_reads_snakelab_and_the_experiment(server, experiment, snakel
     _, golden_run, _ = experiment.replay.goldens[-1]
     best = max(run.high_score for _, run, _ in experiment.replay.goldens)
     snakelab.active = None
-    reload_until(p, server.url + "/", "#snakelab-state", "Idle", "SnakeLab idle on the status bar")
+    reload_until(
+        p, server.url + "/events", "#snakelab-state", "Idle", "SnakeLab idle on the status bar"
+    )
     assert p.locator("#golden-high-score .v").inner_text() == str(golden_run.high_score)
     assert p.locator("#all-time-high-score .v").inner_text() == str(best)
     assert p.locator("#simulations-submitted .v").inner_text() == str(len(experiment.runs))
@@ -263,7 +248,7 @@ def test_status_bar_reads_snakelab_and_the_experiment(server, experiment, snakel
     snakelab.active = running_status(experiment.runs[-1].run_id)
     reload_until(
         p,
-        server.url + "/",
+        server.url + "/events",
         "#snakelab-state",
         "Running Simulation",
         "Running Simulation on the status bar",
@@ -274,7 +259,7 @@ def test_status_bar_reads_snakelab_and_the_experiment(server, experiment, snakel
 def test_refresh_selector_reloads_the_page(server, page):
     """Choosing 5 s keeps the filters and reloads the page by itself."""
     p = page.page
-    p.goto(server.url + "/?category=SnakeLab")
+    p.goto(server.url + "/events?category=SnakeLab")
     with p.expect_navigation():
         p.select_option("#filter-refresh", "5")
     assert "refresh=5" in p.url and "category=SnakeLab" in p.url
@@ -336,7 +321,7 @@ def test_status_bar_shows_the_loop_and_its_outage(
         ) as server:
             p = page.page
             reload_until(
-                p, server.url + "/", "#loop-state", "Conversing", "the loop on the status bar"
+                p, server.url + "/events", "#loop-state", "Conversing", "the loop on the status bar"
             )
             assert "gamma (entry 5) · llm" in p.locator("#loop-state").inner_text()
             streak = p.locator("#failure-streak")
@@ -359,7 +344,7 @@ def test_status_bar_shows_the_loop_and_its_outage(
             stopped = True
             reload_until(
                 p,
-                server.url + "/",
+                server.url + "/events",
                 "#loop-state",
                 "orchestrator unavailable since",
                 "the orchestrator shown unavailable",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import statistics
 
 from stored_rows import stored_rows
@@ -154,9 +155,12 @@ async def test_proposers_are_compared(client, experiment):
 
 
 async def test_plotly_is_served_by_the_service(client):
-    """plotly.js comes from the installed package, gzipped on request, cacheable."""
+    """plotly.js (the strict bundle: no eval, so WebGL plots draw under the CSP) comes from this
+    server, gzipped on request; pages link it versioned, cached for a year; only plot pages
+    load it."""
     plain = await client.get("/static/plotly.min.js", headers={"accept-encoding": "identity"})
-    assert plain.status_code == 200 and b"plotly.js" in plain.content[:2000]
+    assert plain.status_code == 200 and b"plotly.js (strict" in plain.content[:2000]
+    assert plain.headers["cache-control"] == "public, max-age=86400"
     packed = await client.get("/static/plotly.min.js", headers={"accept-encoding": "gzip"})
     assert packed.headers["content-encoding"] == "gzip"
     assert int(packed.headers["content-length"]) < len(plain.content) / 2
@@ -166,8 +170,16 @@ async def test_plotly_is_served_by_the_service(client):
     )
     assert again.status_code == 304
     page = (await client.get("/experiment-highscores")).text
-    assert '<script src="/static/plotly.min.js"></script>' in page
+    source = re.search(r'<script src="(/static/plotly\.min\.js\?v=[0-9a-f]{12})"></script>', page)
+    assert source is not None
     assert "cdn" not in page.lower() and "https://" not in page
+    versioned = await client.get(source.group(1))
+    assert versioned.headers["cache-control"] == "public, max-age=31536000, immutable"
+    assert versioned.headers["etag"] == plain.headers["etag"]
+    for path in ("/plots/slice", "/plots/history", "/plots/parallel", "/"):
+        assert source.group(1) in (await client.get(path)).text, path
+    for path in ("/runs", "/events", "/golden-configurations", "/proposers"):
+        assert "plotly" not in (await client.get(path)).text, path
 
 
 async def test_openapi_documents_every_json_route(client):

@@ -8,10 +8,12 @@ from ax3l.reports.routes import (
     api_reference,
     assets,
     comparison,
+    dashboard,
     events,
     golden,
     health,
     highscores,
+    plots,
     proposers,
     runs,
     scores,
@@ -20,7 +22,8 @@ from ax3l.reports.routes import (
 )
 
 api_router = APIRouter()
-for module in (events, highscores, golden, scores, simulations, proposers, comparison, runs):
+api_router.include_router(dashboard.pages)
+for module in (events, highscores, golden, scores, simulations, proposers, comparison, runs, plots):
     api_router.include_router(module.router)
     api_router.include_router(module.pages)
 api_router.include_router(status.router)

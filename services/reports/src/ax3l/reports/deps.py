@@ -11,6 +11,7 @@ from starlette.templating import Jinja2Templates
 
 from ax3l.reports.orchestrator_status import OrchestratorMonitor
 from ax3l.reports.queries.highscores import HighscoreReader
+from ax3l.reports.queries.importance import ImportanceCache
 from ax3l.reports.queries.runs import RunsTable
 from ax3l.reports.resources import Resources
 from ax3l.reports.settings import ReportsSettings, get_settings
@@ -47,6 +48,10 @@ def get_runs(resources: ResourcesDep) -> RunsTable:
     return resources.runs
 
 
+def get_importance(resources: ResourcesDep) -> ImportanceCache:
+    return resources.importance
+
+
 def get_schema(resources: ResourcesDep) -> ConfigSchema:
     return resources.schema
 
@@ -74,5 +79,6 @@ OrchestratorDep = Annotated[OrchestratorMonitor | None, Depends(get_orchestrator
 CyclesDep = Annotated[CycleTracker, Depends(get_cycles)]
 HighscoresDep = Annotated[HighscoreReader, Depends(get_highscores)]
 RunsTableDep = Annotated[RunsTable, Depends(get_runs)]
+ImportanceDep = Annotated[ImportanceCache, Depends(get_importance)]
 SchemaDep = Annotated[ConfigSchema, Depends(get_schema)]
 PageDep = Annotated[Page, Depends(get_page)]

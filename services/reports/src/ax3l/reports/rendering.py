@@ -10,6 +10,7 @@ import jinja2
 from starlette.templating import Jinja2Templates
 
 from ax3l.reports.event_contents import label, parse, pretty
+from ax3l.reports.routes.assets import static_url
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -77,4 +78,5 @@ def make_templates() -> Jinja2Templates:
         ago=ago,
         value=value,
     )
+    env.globals["static_url"] = static_url
     return Jinja2Templates(env=env)

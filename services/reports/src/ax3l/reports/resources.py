@@ -8,6 +8,7 @@ from starlette.templating import Jinja2Templates
 
 from ax3l.reports.orchestrator_status import OrchestratorMonitor
 from ax3l.reports.queries.highscores import HighscoreReader
+from ax3l.reports.queries.importance import ImportanceCache
 from ax3l.reports.queries.runs import RunsTable
 from ax3l.reports.snakelab_status import SnakeLabMonitor
 from ax3l.shared.config_schema import ConfigSchema
@@ -25,3 +26,4 @@ class Resources:
     templates: Jinja2Templates
     orchestrator: OrchestratorMonitor | None = None
     runs: RunsTable = field(default_factory=RunsTable)
+    importance: ImportanceCache = field(default_factory=ImportanceCache)

@@ -130,7 +130,9 @@ class RunsQuery(QueryModel):
 
     def filters(self) -> dict[str, str]:
         """The filters set, as query-string values (links keep them)."""
-        values = self.model_dump(exclude={"sort", "order"}, exclude_none=True)
+        values = self.model_dump(
+            exclude={"sort", "order", "after", "before", "limit"}, exclude_none=True
+        )
         return {
             key: ("true" if item else "false")
             if isinstance(item, bool)

@@ -1,5 +1,17 @@
-"""Static files served by the report server itself: plotly.js from the installed package
-(no CDN: the pages work offline) and the pages' small script."""
+"""Static files served by the report server itself (no CDN: the pages work offline): plotly.js
+and the pages' small script.
+
+plotly.js is the strict bundle (``static/plotly-strict.min.js``, npm's
+``plotly.js-strict-dist-min``, MIT, ``static/plotly-strict.LICENSE``), the same plotly.js as
+the installed ``plotly`` package's but with its WebGL shader code precompiled: the regular
+bundle builds that code with ``new Function``, which the pages' Content-Security-Policy (no
+``unsafe-eval``) forbids, so its WebGL plots (``scattergl``, ``parcoords``) would not draw.
+Without the file, the installed package's bundle serves.
+
+Pages link each asset with its version (``?v=``, from its ETag): such a request may be cached
+for a year (``immutable``); a request without it, for a day. Both answer ``If-None-Match``
+with 304 and send gzip to clients that accept it.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +31,8 @@ icon_router = APIRouter(tags=["assets"], include_in_schema=False)
 
 STATIC = Path(__file__).parent.parent / "static"
 CACHE = "public, max-age=86400"
+VERSIONED_CACHE = "public, max-age=31536000, immutable"
+STRICT_PLOTLY = STATIC / "plotly-strict.min.js"
 JAVASCRIPT = "text/javascript; charset=utf-8"
 SVG = "image/svg+xml"
 
@@ -30,6 +44,10 @@ class Asset:
     etag: str
     media_type: str
 
+    @property
+    def version(self) -> str:
+        return self.etag.strip('"')[:12]
+
 
 def _asset(body: bytes, pack: bool, media_type: str = JAVASCRIPT) -> Asset:
     etag = '"' + hashlib.sha256(body).hexdigest()[:20] + '"'
@@ -39,7 +57,9 @@ def _asset(body: bytes, pack: bool, media_type: str = JAVASCRIPT) -> Asset:
 
 @lru_cache(maxsize=1)
 def plotly_js() -> Asset:
-    """plotly.min.js from the installed plotly package, plain and gzipped (read once)."""
+    """plotly.js, plain and gzipped (read once): the strict bundle, else the package's."""
+    if STRICT_PLOTLY.is_file():
+        return _asset(STRICT_PLOTLY.read_bytes(), pack=True)
     bundled = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
     if bundled.is_file():
         return _asset(bundled.read_bytes(), pack=True)
@@ -50,7 +70,7 @@ def plotly_js() -> Asset:
 
 @lru_cache(maxsize=1)
 def reports_js() -> Asset:
-    return _asset((STATIC / "reports.js").read_bytes(), pack=False)
+    return _asset((STATIC / "reports.js").read_bytes(), pack=True)
 
 
 @lru_cache(maxsize=1)
@@ -59,7 +79,12 @@ def favicon() -> Asset:
 
 
 def _send(request: Request, asset: Asset) -> Response:
-    headers = {"Cache-Control": CACHE, "ETag": asset.etag, "Vary": "Accept-Encoding"}
+    versioned = request.query_params.get("v") == asset.version
+    headers = {
+        "Cache-Control": VERSIONED_CACHE if versioned else CACHE,
+        "ETag": asset.etag,
+        "Vary": "Accept-Encoding",
+    }
     if request.headers.get("if-none-match") == asset.etag:
         return Response(status_code=304, headers=headers)
     if asset.packed is not None and "gzip" in request.headers.get("accept-encoding", ""):
@@ -73,6 +98,18 @@ def _serve(on: APIRouter, path: str, asset: Callable[[], Asset]) -> None:
         return _send(request, asset())
 
     on.add_api_route(path, send, methods=["GET"], name=path.lstrip("/"))
+
+
+ASSETS: dict[str, Callable[[], Asset]] = {
+    "plotly.min.js": plotly_js,
+    "reports.js": reports_js,
+    "favicon.svg": favicon,
+}
+
+
+def static_url(name: str) -> str:
+    """The versioned URL of a static asset (``/static/plotly.min.js?v=...``) for pages."""
+    return f"/static/{name}?v={ASSETS[name]().version}"
 
 
 _serve(router, "/plotly.min.js", plotly_js)

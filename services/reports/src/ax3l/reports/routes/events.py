@@ -1,4 +1,4 @@
-"""The event log: ``/`` and ``/events/{id}`` pages, ``/api/events`` JSON."""
+"""The event log: ``/events`` and ``/events/{id}`` pages, ``/api/events`` JSON."""
 
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def page_links(request: Request, query: EventPageQuery, **changes: Any) -> str:
     return request.url.path + ("?" + urlencode(kept) if kept else "")
 
 
-@pages.get("/", response_class=HTMLResponse, summary="Event log page")
+@pages.get("/events", response_class=HTMLResponse, summary="Event log page")
 async def event_log_page(
     query: Annotated[EventPageQuery, Query()],
     db: DatabaseDep,

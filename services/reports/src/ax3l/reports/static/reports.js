@@ -31,12 +31,47 @@
     });
   });
 
+  // Plots follow the system's colour scheme, as the page does, and switch with it.
+  var darkScheme = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
+  var DARK = { paper: "#0f172a", plot: "#1e293b", ink: "#e2e8f0", grid: "#334155" };
+
+  function themed(layout) {
+    if (!darkScheme || !darkScheme.matches) return layout;
+    var copy = Object.assign({}, layout);
+    copy.paper_bgcolor = DARK.paper;
+    copy.plot_bgcolor = DARK.plot;
+    copy.font = Object.assign({}, layout.font || {}, { color: DARK.ink });
+    Object.keys(copy).forEach(function (key) {
+      if (/^[xy]axis\d*$/.test(key)) {
+        copy[key] = Object.assign({}, copy[key], { gridcolor: DARK.grid, zerolinecolor: DARK.grid });
+      }
+    });
+    ["xaxis", "yaxis"].forEach(function (key) {
+      if (!copy[key]) copy[key] = { gridcolor: DARK.grid, zerolinecolor: DARK.grid };
+    });
+    return copy;
+  }
+
+  var drawn = [];
   document.querySelectorAll("[data-figure]").forEach(function (div) {
     var source = document.getElementById(div.dataset.figure);
     if (!source || typeof Plotly === "undefined") return;
     var figure = JSON.parse(source.textContent);
-    Plotly.newPlot(div, figure.data, figure.layout, {
+    drawn.push({ div: div, figure: figure });
+    Plotly.newPlot(div, figure.data, themed(figure.layout), {
       responsive: true, displaylogo: false, modeBarButtonsToRemove: ["sendDataToCloud"]
-    }).then(function () { div.dataset.ready = "true"; });
+    }).then(function () {
+      div.dataset.ready = "true";
+      div.dataset.theme = darkScheme && darkScheme.matches ? "dark" : "light";
+    });
   });
+  if (darkScheme && darkScheme.addEventListener && drawn.length) {
+    darkScheme.addEventListener("change", function () {
+      drawn.forEach(function (plot) {
+        Plotly.react(plot.div, plot.figure.data, themed(plot.figure.layout)).then(function () {
+          plot.div.dataset.theme = darkScheme.matches ? "dark" : "light";
+        });
+      });
+    });
+  }
 })();

@@ -1,0 +1,94 @@
+"""The landing dashboard at ``/``; links into the event log's old home redirect to ``/events``."""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import urlencode
+
+import polars as pl
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from ax3l.reports.deps import (
+    CyclesDep,
+    DatabaseDep,
+    HighscoresDep,
+    MonitorDep,
+    OrchestratorDep,
+    PageDep,
+    RunsTableDep,
+    SchemaDep,
+    SettingsDep,
+)
+from ax3l.reports.models.events import EventPageQuery
+from ax3l.reports.models.runs import TUNED_COLUMNS, RunRow
+from ax3l.reports.queries.golden import flatten, golden_configurations
+from ax3l.reports.run_figures import history_figure
+from ax3l.reports.status_report import build_status
+from ax3l.shared.registry import PARAMETER_ORDER
+
+pages = APIRouter(tags=["pages"])
+
+LAST_RUNS = 12
+# The small history plot draws the most recent runs only (the full one is /plots/history).
+HISTORY_RUNS = 2000
+# The event log's query keys: a link made when the log lived at ``/`` still finds it.
+EVENT_LOG_KEYS = frozenset(EventPageQuery.model_fields)
+
+
+@pages.get("/", response_class=HTMLResponse, summary="Dashboard")
+async def dashboard(
+    request: Request,
+    db: DatabaseDep,
+    monitor: MonitorDep,
+    orchestrator: OrchestratorDep,
+    cycles: CyclesDep,
+    settings: SettingsDep,
+    table: RunsTableDep,
+    schema: SchemaDep,
+    reader: HighscoresDep,
+    page: PageDep,
+) -> Response:
+    """The status cards, the golden configuration and its score, the last runs, a small
+    history plot, the turn the loop is on and links to every page. A link with the event
+    log's filters (``/?category=...``, from before the log moved) redirects to ``/events``."""
+    asked = list(request.query_params.multi_items())
+    if any(key in EVENT_LOG_KEYS for key, _ in asked):
+        return RedirectResponse("/events?" + urlencode(asked), status_code=308)
+    status, frame, golden_page, points = await asyncio.gather(
+        build_status(db, monitor, cycles, settings.status_timeout, orchestrator),
+        table.frame(db, schema),
+        golden_configurations(db, limit=1),
+        reader.points(db),
+    )
+    golden = golden_page.configurations[0] if golden_page.configurations else None
+    flat = flatten(golden.config) if golden is not None and golden.config else {}
+    tuned = [
+        (schema.by_column[column].path, flat.get(schema.by_column[column].path))
+        for column in TUNED_COLUMNS
+    ]
+    recent = frame.tail(HISTORY_RUNS)
+    start = int(recent["id"][0]) if recent.height else 0
+    before = [p for p in points if p.simulations < start]
+    shown = [p for p in points if p.simulations >= start]
+    if before:  # the golden line starts at the plot's left edge with the score it had there
+        shown.insert(0, before[-1].model_copy(update={"simulations": start}))
+    last = [RunRow.model_validate(row) for row in frame.tail(LAST_RUNS).reverse().to_dicts()]
+    turn = status.current_parameter or status.orchestrator.parameter
+    return page.render(
+        "dashboard.html",
+        {
+            "status": status,
+            "golden": golden,
+            "tuned": tuned,
+            "last_runs": last,
+            "runs": frame.height,
+            "completed": frame.filter(pl.col("status") == "completed").height,
+            "figure": history_figure(recent, shown, height=320),
+            "history_runs": recent.height,
+            "turn": turn,
+            "turn_number": PARAMETER_ORDER.index(turn) + 1 if turn in PARAMETER_ORDER else None,
+            "entries": len(PARAMETER_ORDER),
+        },
+        headers={"Cache-Control": "no-store"},
+    )

@@ -1,0 +1,280 @@
+"""Plotly figures of the runs table (plain data the page hands to the served plotly.js).
+
+History, slice and parallel coordinates draw every run from the in-memory runs table
+(``queries/runs.py``). Optuna's visualization module builds its figures from a study's trials;
+building a study of 100,000 runs on every request costs seconds, so these figures are drawn
+from the table directly, in the shapes optuna-dashboard users know (one parameter per slice
+plot with a parameter selector, a parallel coordinates plot coloured by the objective). The
+importance page uses Optuna's own evaluator (``queries/importance.py``).
+
+Large scatter plots use ``scattergl`` (WebGL): 100,000 points stay interactive. Hover texts
+carry no untrusted text: only numbers, the proposer and the entry, escaped here.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Any
+
+import polars as pl
+
+from ax3l.reports.figures import (
+    LAYOUT_BASE,
+    LINE_COLOUR,
+    MAX_SEED_LINES,
+    SEED_COLOUR,
+    seed_changes,
+)
+from ax3l.reports.models.highscores import HighscorePoint
+
+RUN_COLOUR = "#94a3b8"
+FAILED_COLOUR = "#dc2626"
+HISTORY_RUNS = "Runs"
+HISTORY_GOLDEN = "Golden score"
+HISTORY_OTHER = "Runs not completed"
+SLICE_TRACE = "Runs"
+SLICE_GOLDEN = "Golden configuration"
+
+
+def _escape(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def _seed_lines(points: Sequence[HighscorePoint], by_time: bool) -> list[dict[str, Any]]:
+    changes = seed_changes(points)
+    if len(changes) > MAX_SEED_LINES:
+        return []
+    return [
+        {
+            "type": "line",
+            "xref": "x",
+            "yref": "paper",
+            "x0": p.occurred_at.isoformat() if by_time else p.simulations,
+            "x1": p.occurred_at.isoformat() if by_time else p.simulations,
+            "y0": 0,
+            "y1": 1,
+            "line": {"color": SEED_COLOUR, "width": 1, "dash": "dot"},
+        }
+        for p in changes
+    ]
+
+
+def history_figure(
+    frame: pl.DataFrame,
+    points: Sequence[HighscorePoint],
+    *,
+    by_time: bool = False,
+    height: int | None = None,
+) -> dict[str, Any]:
+    """Every run's high score against its run number (or its submission time), the golden
+    score as a step line and seed changes as dotted lines."""
+    axis = "created_at" if by_time else "id"
+    scored = frame.filter(pl.col("high_score").is_not_null())
+    completed = scored.filter(pl.col("status") == "completed")
+    other = scored.filter(pl.col("status") != "completed")
+
+    def xs(part: pl.DataFrame) -> list[Any]:
+        if by_time:
+            return [None if t is None else t.isoformat() for t in part[axis].to_list()]
+        return part[axis].to_list()
+
+    data: list[dict[str, Any]] = [
+        {
+            "type": "scattergl",
+            "mode": "markers",
+            "name": HISTORY_RUNS,
+            "x": xs(completed),
+            "y": completed["high_score"].to_list(),
+            "customdata": completed["seed"].to_list(),
+            "marker": {"size": 4, "color": RUN_COLOUR, "opacity": 0.7},
+            "hovertemplate": "Run %{x}: score %{y}, seed %{customdata}<extra></extra>"
+            if not by_time
+            else "%{x}: score %{y}, seed %{customdata}<extra></extra>",
+        }
+    ]
+    if other.height:
+        data.append(
+            {
+                "type": "scattergl",
+                "mode": "markers",
+                "name": HISTORY_OTHER,
+                "x": xs(other),
+                "y": other["high_score"].to_list(),
+                "marker": {"size": 5, "color": FAILED_COLOUR, "symbol": "x"},
+                "hovertemplate": "%{x}: score %{y} (not completed)<extra></extra>",
+            }
+        )
+    if points:
+        golden_x: list[Any] = [
+            p.occurred_at.isoformat() if by_time else p.simulations for p in points
+        ]
+        golden_y = [p.score for p in points]
+        end: Any = None
+        if frame.height:
+            end = frame[axis].max()
+            if by_time and end is not None:
+                end = end.isoformat()
+        if end is not None and (by_time or end > points[-1].simulations):
+            golden_x.append(end)
+            golden_y.append(points[-1].score)
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": HISTORY_GOLDEN,
+                "x": golden_x,
+                "y": golden_y,
+                "line": {"shape": "hv", "color": LINE_COLOUR, "width": 2.5},
+                "hovertemplate": "Golden score %{y}<extra></extra>",
+            }
+        )
+    layout: dict[str, Any] = {
+        **LAYOUT_BASE,
+        "xaxis": {
+            "title": {"text": "Submitted (UTC)" if by_time else "Run number (SnakeLab's id)"},
+        },
+        "yaxis": {"title": {"text": "High score"}, "rangemode": "tozero"},
+        "shapes": _seed_lines(points, by_time),
+    }
+    if height is not None:
+        layout["height"] = height
+        layout["margin"] = {"l": 50, "r": 10, "t": 10, "b": 40}
+        layout["legend"] = {"orientation": "h", "y": -0.25}
+    return {"data": data, "layout": layout}
+
+
+def slice_figure(
+    frame: pl.DataFrame, column: str, path: str, golden_value: float | None
+) -> dict[str, Any]:
+    """Score against one tuned value for every completed run, coloured by seed, with the
+    golden configuration's value as a vertical line."""
+    done = frame.filter(
+        (pl.col("status") == "completed")
+        & pl.col("high_score").is_not_null()
+        & pl.col(column).is_not_null()
+    )
+    seeds = done["seed"].to_list()
+    data: list[dict[str, Any]] = [
+        {
+            "type": "scattergl",
+            "mode": "markers",
+            "name": SLICE_TRACE,
+            "x": done[column].to_list(),
+            "y": done["high_score"].to_list(),
+            "customdata": done["id"].to_list(),
+            "text": [str(seed) for seed in seeds],
+            "marker": {
+                "size": 5,
+                "opacity": 0.75,
+                "color": [seed if seed is not None else 0 for seed in seeds],
+                "colorscale": "Viridis",
+                "showscale": True,
+                "colorbar": {"title": {"text": "seed"}},
+            },
+            "hovertemplate": (
+                f"{_escape(path)} %{{x}}: score %{{y}}<br>seed %{{text}}, run"
+                " %{customdata}<extra></extra>"
+            ),
+        }
+    ]
+    shapes: list[dict[str, Any]] = []
+    if golden_value is not None:
+        shapes.append(
+            {
+                "type": "line",
+                "xref": "x",
+                "yref": "paper",
+                "x0": golden_value,
+                "x1": golden_value,
+                "y0": 0,
+                "y1": 1,
+                "line": {"color": SEED_COLOUR, "width": 2, "dash": "dash"},
+            }
+        )
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": SLICE_GOLDEN,
+                "x": [golden_value, golden_value],
+                "y": [None, None],
+                "line": {"color": SEED_COLOUR, "width": 2, "dash": "dash"},
+                "hoverinfo": "skip",
+            }
+        )
+    layout = {
+        **LAYOUT_BASE,
+        "xaxis": {"title": {"text": _escape(path)}},
+        "yaxis": {"title": {"text": "High score"}},
+        "shapes": shapes,
+        "annotations": []
+        if golden_value is None
+        else [
+            {
+                "x": golden_value,
+                "y": 1,
+                "xref": "x",
+                "yref": "paper",
+                "yanchor": "bottom",
+                "showarrow": False,
+                "text": f"golden {golden_value:g}",
+                "font": {"color": SEED_COLOUR, "size": 11},
+            }
+        ],
+    }
+    return {"data": data, "layout": layout}
+
+
+def parallel_figure(
+    frame: pl.DataFrame, columns: Sequence[str], paths: dict[str, str]
+) -> dict[str, Any]:
+    """Parallel coordinates of the tuned values and the score, lines coloured by score."""
+    done = frame.filter(pl.col("status") == "completed").drop_nulls([*columns, "high_score"])
+    dimensions = [
+        {"label": _escape(paths[column].rsplit(".", 1)[-1]), "values": done[column].to_list()}
+        for column in columns
+    ]
+    scores = done["high_score"].to_list()
+    dimensions.append({"label": "high score", "values": scores})
+    data = [
+        {
+            "type": "parcoords",
+            "name": "Runs",
+            "dimensions": dimensions,
+            "line": {
+                "color": scores,
+                "colorscale": "Viridis",
+                "showscale": True,
+                "colorbar": {"title": {"text": "score"}},
+            },
+        }
+    ]
+    layout = {**LAYOUT_BASE, "margin": {"l": 70, "r": 70, "t": 60, "b": 30}}
+    return {"data": data, "layout": layout}
+
+
+def bar_figure(
+    labels: Sequence[str], values: Sequence[float], axis_title: str, hover: str
+) -> dict[str, Any]:
+    """Horizontal bars, the first label on top."""
+    return {
+        "data": [
+            {
+                "type": "bar",
+                "orientation": "h",
+                "name": axis_title,
+                "x": list(values),
+                "y": [_escape(label) for label in labels],
+                "marker": {"color": LINE_COLOUR},
+                "hovertemplate": hover,
+            }
+        ],
+        "layout": {
+            **LAYOUT_BASE,
+            "height": 120 + 34 * len(labels),
+            "showlegend": False,
+            "xaxis": {"title": {"text": axis_title}},
+            "yaxis": {"autorange": "reversed", "automargin": True},
+        },
+    }
