@@ -238,19 +238,6 @@ class SeatEndpoint:
         register_submit_tools(mcp, SUBMIT_TEXTS, submit)
         return mcp
 
-    def _rules(self, entry: Entry) -> list[dict[str, Any]]:
-        schema = self.reads.schema
-        return [
-            {
-                "argument": argument,
-                "setting": path,
-                "description": schema.by_path[path].description,
-                "rules": schema.by_path[path].rules_text(),
-                "golden_value": None,
-            }
-            for argument, path in zip(entry.value_names, entry.paths, strict=True)
-        ]
-
     async def current_turn(self, seat: str) -> dict[str, Any]:
         turn = self.board.turn
         if turn is None or turn.run_id is not None:
@@ -279,42 +266,14 @@ class SeatEndpoint:
         return {**body, "seconds_left": round(turn.remaining(), 3)}
 
     async def _turn_body(self, turn: OpenTurn) -> dict[str, Any]:
-        """The open turn's payload, built once per turn (``seconds_left`` apart)."""
+        """The open turn's payload, built once per turn (``seconds_left`` apart), or as the
+        orchestrator built it when the endpoint runs apart."""
+        if turn.payload is not None:
+            return turn.payload
         cached = self._turn_payload
         if cached is not None and cached[0] is turn:
             return cached[1]
-        entry, schema = turn.entry, self.reads.schema
-        tested = await self.reads.index.existing_values(entry, turn.golden.config)
-        values = open_values(schema, entry, tested)
-        rules = self._rules(entry)
-        for rule in rules:
-            rule["golden_value"] = schema.get(turn.golden.config, rule["setting"])
-        binding = Binding(entry, entry.name)
-        describe = single_description if entry.kind == "single" else pair_description
-        prompt = "\n\n".join(p.text for p in turn.prompts) + f"\n\n{values.describe()}"
-        body = {
-            "open": True,
-            "entry": entry.name,
-            "kind": entry.kind,
-            "index": turn.index,
-            "checkpoint_event_id": turn.checkpoint_event_id,
-            "tool": entry.tool_name,
-            "arguments": list(entry.value_names),
-            "tool_description": describe(binding, schema),
-            "rules": rules,
-            "golden": {
-                "run_id": turn.golden.run_id,
-                "high_score": turn.golden.high_score,
-                "seed": turn.golden.seed,
-            },
-            "open_values": {
-                "finite": values.finite,
-                "text": values.describe(),
-                "choices": None if values.choices is None else [list(c) for c in values.choices],
-            },
-            "prompt": prompt,
-            "prompts": [{"source_name": p.source_name, "text": p.text} for p in turn.prompts],
-        }
+        body = await turn_payload(self.reads.schema, self.reads.index, turn)
         self._turn_payload = (turn, body)
         return body
 
@@ -543,6 +502,55 @@ class SeatEndpoint:
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError, SystemExit, Exception):
                 await asyncio.wait_for(self._task, 10)
+
+
+async def turn_payload(schema: ConfigSchema, index: ConfigIndex, turn: OpenTurn) -> dict[str, Any]:
+    """What ``current_turn`` answers for an open turn (``seconds_left`` apart)."""
+    entry = turn.entry
+    tested = await index.existing_values(entry, turn.golden.config)
+    values = open_values(schema, entry, tested)
+    rules = turn_rules(schema, entry)
+    for rule in rules:
+        rule["golden_value"] = schema.get(turn.golden.config, rule["setting"])
+    binding = Binding(entry, entry.name)
+    describe = single_description if entry.kind == "single" else pair_description
+    prompt = "\n\n".join(p.text for p in turn.prompts) + f"\n\n{values.describe()}"
+    return {
+        "open": True,
+        "entry": entry.name,
+        "kind": entry.kind,
+        "index": turn.index,
+        "checkpoint_event_id": turn.checkpoint_event_id,
+        "tool": entry.tool_name,
+        "arguments": list(entry.value_names),
+        "tool_description": describe(binding, schema),
+        "rules": rules,
+        "golden": {
+            "run_id": turn.golden.run_id,
+            "high_score": turn.golden.high_score,
+            "seed": turn.golden.seed,
+        },
+        "open_values": {
+            "finite": values.finite,
+            "text": values.describe(),
+            "choices": None if values.choices is None else [list(c) for c in values.choices],
+        },
+        "prompt": prompt,
+        "prompts": [{"source_name": p.source_name, "text": p.text} for p in turn.prompts],
+    }
+
+
+def turn_rules(schema: ConfigSchema, entry: Entry) -> list[dict[str, Any]]:
+    return [
+        {
+            "argument": argument,
+            "setting": path,
+            "description": schema.by_path[path].description,
+            "rules": schema.by_path[path].rules_text(),
+            "golden_value": None,
+        }
+        for argument, path in zip(entry.value_names, entry.paths, strict=True)
+    ]
 
 
 class _QuietServer(uvicorn.Server):

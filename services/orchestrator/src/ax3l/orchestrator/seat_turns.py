@@ -11,6 +11,7 @@ import asyncio
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 from ax3l.orchestrator.prompts import Prompt
 from ax3l.shared.event_models import GoldenConfigCreated
@@ -32,6 +33,8 @@ class OpenTurn:
     prompts: list[Prompt]
     deadline_seconds: float
     opened_at: float = field(default_factory=time.monotonic)
+    # What current_turn answers (``seconds_left`` apart), when built where the turn opened.
+    payload: dict[str, Any] | None = None
     winner: str | None = None
     run_id: str | None = None
     answered: asyncio.Event = field(default_factory=asyncio.Event)
