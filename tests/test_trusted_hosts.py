@@ -110,3 +110,24 @@ def test_the_reference_snakelab_reads_its_password_file(tmp_path: Path):
     assert DbSettings.from_env(both).password == "plain"
     with pytest.raises(ValueError, match="SNAKELAB_DB_PASSWORD_FILE"):
         DbSettings.from_env({"SNAKELAB_DB_PASSWORD_FILE": str(tmp_path / "none")})
+
+
+def test_make_run_passes_a_services_file_variables_and_only_its_own():
+    """The stack's allow-lists take a setting's <NAME>_FILE form with the setting: the
+    orchestrator gets DB_PASSWORD_FILE but never the report server's login file, and the report
+    server with its own login configured gets no form of Ax3l's read-write password."""
+    from ax3l.shared.stack.spec import service
+
+    env = {
+        "DB_PASSWORD_FILE": "/s/ax3l",
+        "AX3L_REPORTS_DB_USER": "ax3l_reports",
+        "AX3L_REPORTS_DB_PASSWORD_FILE": "/s/reports",
+        "AX3L_DB_ADMIN_PASSWORD_FILE": "/s/admin",
+    }
+    orchestrator = service("orchestrator", env).environment(env)
+    assert orchestrator["DB_PASSWORD_FILE"] == "/s/ax3l"
+    assert "AX3L_REPORTS_DB_PASSWORD_FILE" not in orchestrator
+    assert "AX3L_DB_ADMIN_PASSWORD_FILE" not in orchestrator
+    reports = service("reports", env).environment(env)
+    assert reports["AX3L_REPORTS_DB_PASSWORD_FILE"] == "/s/reports"
+    assert "DB_PASSWORD_FILE" not in reports

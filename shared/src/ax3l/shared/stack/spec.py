@@ -82,7 +82,7 @@ class Service:
     ) -> dict[str, str]:
         """The process's environment: what it reads of ``env`` (but ``without``), plus what a
         Python process needs, then ``overrides`` as they are (an assembly's own settings)."""
-        wanted = set(self.env_keys) - set(without)
+        wanted = set(self.env_keys) - with_files(without)
         chosen = {k: v for k, v in env.items() if k in wanted and k not in NEVER_PASSED}
         return {**process_env(env), **chosen, **(overrides or {})}
 
@@ -117,8 +117,14 @@ def http_get(url: str, timeout: float = 2.0) -> tuple[int | None, Any]:
         return status, None
 
 
+def with_files(names: Iterable[str]) -> set[str]:
+    """The variables and their ``<NAME>_FILE`` forms (a setting read from a file)."""
+    return {form for name in names for form in (name, f"{name}_FILE")}
+
+
 def _ax3l_keys(model: type[BaseModel], *extra: str, without: Iterable[str] = ()) -> tuple[str, ...]:
-    return tuple(sorted((setting_names(model) | set(extra)) - set(without) - NEVER_PASSED))
+    keys = with_files(setting_names(model) | set(extra))
+    return tuple(sorted(keys - with_files(without) - with_files(NEVER_PASSED)))
 
 
 def reports_login_configured(env: Mapping[str, str]) -> bool:
