@@ -90,7 +90,7 @@ def ensure_schema(settings: Settings) -> str:
     (``upgrades.SchemaBehind`` names ``ax3l-db upgrade``); returns a summary."""
     conn = connect(settings)
     try:
-        with conn.cursor() as cur, upgrades.schema_lock(cur):
+        with conn.cursor() as cur, upgrades.schema_lock(cur, lock_wait(settings)):
             present = _existing_tables(cur)
             revision = upgrades.stored_revision(cur, present)
             if revision is not None:
@@ -100,6 +100,11 @@ def ensure_schema(settings: Settings) -> str:
         raise translate(exc, "creating the schema") from exc
     finally:
         conn.close()
+
+
+def lock_wait(settings: Settings) -> float:
+    """How long a schema change waits for another one: within the connection's read timeout."""
+    return settings.db_query_timeout * 0.8
 
 
 def _create_missing(cur: Any, settings: Settings, present: set[str], stamp: bool) -> str:
@@ -138,7 +143,7 @@ def upgrade_schema(settings: Settings) -> str:
     """``ax3l-db upgrade``: apply the pending revisions, then create what is missing."""
     conn = connect(settings)
     try:
-        with conn.cursor() as cur, upgrades.schema_lock(cur):
+        with conn.cursor() as cur, upgrades.schema_lock(cur, lock_wait(settings)):
             present = _existing_tables(cur)
             revision = upgrades.stored_revision(cur, present)
             if revision is None:

@@ -28,7 +28,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ax3l.shared.db.errors import DatabaseError, SchemaMismatch
+from ax3l.shared.db.errors import DatabaseError, DatabaseTimeout, SchemaMismatch
 from ax3l.shared.settings import Settings
 
 VERSION_TABLE = "ax3l_alembic_version"
@@ -37,7 +37,6 @@ SCRIPT_LOCATION = Path(__file__).with_name("migrations")
 LEGACY_VERSIONS = {"1": "0001"}
 # One schema change at a time across processes (services starting together, an upgrade).
 LOCK_NAME = "ax3l_schema"
-LOCK_WAIT_SECONDS = 60
 
 
 class SchemaBehind(SchemaMismatch):
@@ -117,13 +116,15 @@ def require_current(revision: str, database: str) -> None:
 
 
 @contextlib.contextmanager
-def schema_lock(cur: Any) -> Iterator[None]:
-    """Hold the server's named lock for schema changes (released on disconnect too)."""
-    cur.execute("SELECT GET_LOCK(%s, %s)", (LOCK_NAME, LOCK_WAIT_SECONDS))
+def schema_lock(cur: Any, wait: float) -> Iterator[None]:
+    """Hold the server's named lock for schema changes (released on disconnect too); after
+    ``wait`` seconds without it, ``DatabaseTimeout`` (a wait the services retry)."""
+    seconds = max(1, int(wait))
+    cur.execute("SELECT GET_LOCK(%s, %s)", (LOCK_NAME, seconds))
     row = cur.fetchone()
     if not row or row[0] != 1:
-        raise DatabaseError(
-            f"another process held the schema lock for {LOCK_WAIT_SECONDS} s"
+        raise DatabaseTimeout(
+            f"another process held the schema lock for {seconds} s"
             " (an `ax3l-db upgrade` still running?)"
         )
     try:
