@@ -19,11 +19,17 @@ from pydantic_settings import BaseSettings
 
 from ax3l.compare.settings import CompareSettings
 from ax3l.reports.settings import ReportsSettings
+from ax3l.shared.db.backup import BackupSettings
 from ax3l.shared.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
-SETTINGS_CLASSES: list[type[BaseSettings]] = [Settings, ReportsSettings, CompareSettings]
+SETTINGS_CLASSES: list[type[BaseSettings]] = [
+    Settings,
+    ReportsSettings,
+    CompareSettings,
+    BackupSettings,
+]
 
 SNAKELAB_SERVER = "services/snakelab/src/snakelab/server.py"
 SNAKELAB_STORE = "services/snakelab/src/snakelab/run_store.py"

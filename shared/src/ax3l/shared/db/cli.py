@@ -1,5 +1,6 @@
 """``ax3l-db``: create or check Ax3l's tables, wipe experiment events on request, and print the
-grants of the report server's SELECT-only user."""
+grants of the report server's SELECT-only user; ``backup`` and ``restore`` are
+``ax3l.shared.db.backup``."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import argparse
 import asyncio
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import pymysql
@@ -309,7 +311,30 @@ def main(argv: list[str] | None = None) -> int:
         "--optuna", metavar="STORAGE_URL", required=True, help="an Optuna storage URL"
     )
     export.add_argument("--study", help="the study's name (default the Ax3l database's name)")
+    backup = sub.add_parser(
+        "backup",
+        help="save both databases (Ax3l's and SnakeLab's, one consistent snapshot) into a new"
+        " directory; the stack may run (needs AX3L_DB_ADMIN_USER and AX3L_DB_ADMIN_PASSWORD)",
+    )
+    backup.add_argument("path", type=Path, help="the new (or empty) directory")
+    restore = sub.add_parser(
+        "restore",
+        help="bring a backup into AX3L_DB_NAME and AX3L_SNAKELAB_DB_NAME, whole or not at all;"
+        " refused while the stack runs (needs the admin login)",
+    )
+    restore.add_argument("path", type=Path, help="a directory `ax3l-db backup` wrote")
+    restore.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace the experiment the databases hold (without it they must be empty)",
+    )
     args = parser.parse_args(argv)
+    if args.command in ("backup", "restore"):
+        from ax3l.shared.db import backup as backups
+
+        if args.command == "backup":
+            return backups.backup_command(args.path)
+        return backups.restore_command(args.path, args.replace)
     settings = get_settings()
     if args.command == "export":
         from ax3l.shared.db.export_optuna import run_export

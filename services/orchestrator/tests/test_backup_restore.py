@@ -1,0 +1,105 @@
+"""``ax3l-db backup`` while the loop runs, ``ax3l-db restore`` into a fresh database pair, and
+the loop resuming there from the restored history; a restore refused while that stack runs.
+(The commands' own checks, quickly, are in shared/tests/test_backup.py.)"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ax3l.shared.ports import free_port
+from ax3l.testing.databases import ADMIN_KEYS, TestDatabases, scratch_databases
+from ax3l.testing.stack import Stack, check_history
+
+
+def ax3l_db(
+    databases: TestDatabases, db_env: dict[str, str], *args: str, orchestrator_port: int
+) -> subprocess.CompletedProcess[str]:
+    """``ax3l-db`` on ``databases`` with the admin login, as a user would run it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DB_", "AX3L_", "SNAKELAB_"))}
+    env.update(databases.env())
+    env.update({key: db_env[key] for key in ADMIN_KEYS})
+    env["AX3L_ORCHESTRATOR_PORT"] = str(orchestrator_port)
+    return subprocess.run(
+        [sys.executable, "-m", "ax3l.shared.db.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def compared(stack: Stack, count: int) -> bool:
+    return stack.count("configuration_compared") >= count
+
+
+@pytest.mark.long  # about 30 s: two stacks, a seeding and five turns
+def test_a_backup_taken_while_the_loop_runs_restores_into_a_fresh_pair_and_the_loop_resumes(
+    stack: Stack, db_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The backup, taken mid-loop, is one consistent snapshot of both databases; restored into
+    another database pair it holds the same events and runs; an orchestrator there goes on from
+    the restored golden (no second seeding, every history invariant kept); restoring again
+    while that stack runs is refused and changes nothing."""
+    stack.start()
+    proc = stack.orchestrator()
+    stack.wait_for(lambda: compared(stack, 2), 60, "two turns", proc)
+    saved = tmp_path / "backup"
+    done = ax3l_db(stack.databases, db_env, "backup", str(saved), orchestrator_port=free_port())
+    assert done.returncode == 0, done.stderr
+    assert "Backed up databases" in done.stdout
+    stack.wait_for(lambda: compared(stack, 3), 60, "a turn after the backup", proc)
+    proc.stop()
+    assert sorted(p.name for p in saved.iterdir()) == ["dump.sql", "manifest.json"]
+    assert stack.databases.admin_password not in (saved / "dump.sql").read_text()
+    assert (saved / "dump.sql").stat().st_mode & 0o077 == 0
+
+    with scratch_databases(db_env, prefix="rs") as fresh:
+        restored_stack = Stack(fresh, tmp_path / "restored")
+        (tmp_path / "restored").mkdir()
+        try:
+            done = ax3l_db(fresh, db_env, "restore", str(saved), orchestrator_port=free_port())
+            assert done.returncode == 0, done.stderr
+            restored = restored_stack.events()
+            assert restored, done.stdout
+            assert f"{len(restored)} events" in done.stdout
+            # The snapshot is a prefix of the source's history: the same rows, nothing torn.
+            source = {event.event_id: event for event in stack.events()}
+            assert all(source[event.event_id] == event for event in restored)
+            assert [r["run_id"] for r in restored_stack.runs()] == [
+                r["run_id"] for r in stack.runs()[: len(restored_stack.runs())]
+            ]
+            seeding = [e for e in restored if e.source_name == "InitialSeeding"]
+            golden = restored_stack.events("golden_config_created")[0]
+
+            restored_stack.start()
+            resumed = restored_stack.orchestrator()
+            before = restored_stack.count("configuration_compared")
+            restored_stack.wait_for(
+                lambda: compared(restored_stack, before + 2), 60, "two turns after", resumed
+            )
+            again = ax3l_db(
+                fresh,
+                db_env,
+                "restore",
+                "--replace",
+                str(saved),
+                orchestrator_port=restored_stack.api_port,
+            )
+            assert again.returncode == 1 and "the stack is running" in again.stderr
+            assert "the orchestrator answers" in again.stderr
+            assert f"to database {fresh.ax3l_db}" in again.stderr, again.stderr
+            resumed.stop()
+
+            summary = check_history(restored_stack)
+            events = restored_stack.events()
+            assert [e for e in events if e.source_name == "InitialSeeding"] == seeding
+            assert summary.goldens[0] == golden
+            assert len(events) > len(restored)
+            assert events[: len(restored)] == restored
+        finally:
+            restored_stack.close()

@@ -1,0 +1,232 @@
+"""``ax3l-db backup`` and ``restore`` (``ax3l.shared.db.backup``) on real databases, with the
+real ``mariadb-dump`` and ``mariadb``: a round trip into databases of other names, the admin
+login only through an option file, and every refusal leaving the databases as they were. The
+loop resuming from a restored backup: services/orchestrator/tests/test_backup_restore.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from ax3l.shared.db import backup as backups
+from ax3l.shared.ports import free_port
+from ax3l.testing.databases import (
+    ADMIN_KEYS,
+    TestDatabases,
+    admin_connection,
+    create_snakelab_tables,
+    mysql_connection,
+    scratch_databases,
+)
+
+EVENT = (
+    "INSERT INTO events (occurred_at, name, category, log_level, process_id)"
+    " VALUES (NOW(6), %s, 'Configuration', 'INFO', 'p-1')"
+)
+# Quotes, a backslash, a newline and an option file's comment sign: all part of the text.
+AWKWARD = 'it\'s "odd" \\ # ; é\nend'
+
+
+def ax3l_db(
+    databases: TestDatabases, db_env: dict[str, str], *args: str, admin: bool = True
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DB_", "AX3L_", "SNAKELAB_"))}
+    env.update(databases.env())
+    if admin:
+        env.update({key: db_env[key] for key in ADMIN_KEYS})
+    env["AX3L_ORCHESTRATOR_PORT"] = str(free_port())  # no orchestrator of another stack
+    env["MYSQL_PWD"] = "not-the-password"  # never read: the option file speaks
+    return subprocess.run(
+        [sys.executable, "-m", "ax3l.shared.db.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def settings(databases: TestDatabases, db_env: dict[str, str]) -> backups.BackupSettings:
+    """The commands' settings on ``databases``, in-process (no orchestrator port answering)."""
+    return backups.BackupSettings(
+        **databases.settings().model_dump(by_alias=False),
+        AX3L_DB_ADMIN_USER=db_env["AX3L_DB_ADMIN_USER"],
+        AX3L_DB_ADMIN_PASSWORD=SecretStr(db_env["AX3L_DB_ADMIN_PASSWORD"]),
+        AX3L_ORCHESTRATOR_PORT=free_port(),
+    )
+
+
+@pytest.fixture
+def history(snakelab_tables: TestDatabases) -> TestDatabases:
+    """Three events, one with awkward text, and a SnakeLab run."""
+    for name in ("first", AWKWARD, "third"):
+        snakelab_tables.query(EVENT, (name,))
+    snakelab_tables.query(
+        "INSERT INTO simulation_runs (run_id, project_version, config_hash, status,"
+        " created_at) VALUES ('r-1', 'v1', REPEAT('a', 64), 'completed', NOW(6))",
+        user="snakelab",
+    )
+    return snakelab_tables
+
+
+@pytest.fixture
+def fresh(db_env: dict[str, str]) -> Iterator[TestDatabases]:
+    with scratch_databases(db_env, prefix="rb") as dbs:
+        yield dbs
+
+
+def snapshot(databases: TestDatabases) -> dict[str, list[tuple[Any, ...]]]:
+    return {
+        "events": databases.query("SELECT event_id, name, process_id FROM events ORDER BY 1"),
+        "runs": databases.query(
+            "SELECT run_id, status FROM simulation_runs ORDER BY 1",
+            database=databases.snakelab_db,
+        ),
+    }
+
+
+def staging_left(databases: TestDatabases) -> list[tuple[Any, ...]]:
+    return databases.query("SHOW DATABASES LIKE 'ax3l\\_restore\\_%'")
+
+
+def test_a_backup_restores_into_databases_of_other_names(
+    history: TestDatabases,
+    fresh: TestDatabases,
+    db_env: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Both databases round-trip, rows and text exact, into another pair whose logins can use
+    them at once; the backup is private and has no password; a second restore needs
+    --replace, and with it the databases are the backup's again. Without the admin login the
+    command names the settings; an existing non-empty directory is never written into."""
+    saved = tmp_path / "backup"
+    done = ax3l_db(history, db_env, "backup", str(saved))
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((saved / "manifest.json").read_text())
+    assert manifest["databases"] == {"ax3l": history.ax3l_db, "snakelab": history.snakelab_db}
+    assert manifest["schema_revision"] and manifest["dump"]["bytes"] > 0
+    assert saved.stat().st_mode & 0o077 == 0 and (saved / "dump.sql").stat().st_mode & 0o077 == 0
+    text = (saved / "dump.sql").read_text()
+    assert db_env["AX3L_DB_ADMIN_PASSWORD"] not in text and db_env["DB_PASSWORD"] not in text
+    assert not list(tmp_path.glob(".backup.partial-*"))
+
+    # The restore command in-process (an interpreter start less), its settings from the
+    # environment as in a shell.
+    for key, value in {**fresh.env(), **{key: db_env[key] for key in ADMIN_KEYS}}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("AX3L_ORCHESTRATOR_PORT", str(free_port()))
+    assert backups.restore_command(saved, replace=False) == 0
+    assert "3 events, 1 SnakeLab runs" in capsys.readouterr().out
+    assert snapshot(fresh) == snapshot(history)
+    assert fresh.query("SELECT name FROM events WHERE event_id = 2", user="ax3l") == [(AWKWARD,)]
+    assert fresh.query("SELECT run_id FROM simulation_runs", user="snakelab") == [("r-1",)]
+
+    fresh.query(EVENT, ("after the restore",))
+    with pytest.raises(backups.BackupError, match="--replace") as refused:
+        backups.restore(settings(fresh, db_env), saved)
+    assert "events" in str(refused.value) and len(snapshot(fresh)["events"]) == 4
+    replaced = backups.restore(settings(fresh, db_env), saved, replace=True)
+    assert replaced.replaced and replaced.events == 3 and replaced.runs == 1
+    assert snapshot(fresh) == snapshot(history)
+    assert not staging_left(fresh)
+
+    without_admin = settings(history, db_env).model_copy(update={"admin_user": None})
+    with pytest.raises(backups.BackupError, match="AX3L_DB_ADMIN_USER"):
+        backups.backup(without_admin, tmp_path / "b")
+    assert not (tmp_path / "b").exists()
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "mine.txt").write_text("keep")
+    with pytest.raises(backups.BackupError, match="exists"):
+        backups.backup(settings(history, db_env), tmp_path / "full")
+    assert [p.name for p in (tmp_path / "full").iterdir()] == ["mine.txt"]
+
+
+def test_restore_refuses_a_running_stack_and_damaged_backups(
+    history: TestDatabases, fresh: TestDatabases, db_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A service's open connection to a target database refuses the restore (naming it); a
+    dump that does not match its manifest is refused; a dump the server refuses halfway
+    leaves no staging database; nothing is written in any case."""
+    saved = tmp_path / "backup"
+    backups.backup(settings(history, db_env), saved)
+    create_snakelab_tables(fresh)
+    before = snapshot(fresh)
+    target = settings(fresh, db_env)
+
+    service = mysql_connection(
+        fresh.host, fresh.port, fresh.snakelab_user, fresh.snakelab_password, fresh.snakelab_db
+    )
+    try:
+        with pytest.raises(backups.BackupError, match="the stack is running") as refused:
+            backups.restore(target, saved)
+    finally:
+        service.close()
+    assert f"of {fresh.snakelab_user} to database {fresh.snakelab_db}" in str(refused.value)
+    assert snapshot(fresh) == before
+
+    dump = saved / "dump.sql"
+    dump.write_text(dump.read_text().replace("'third'", "'THIRD'"))
+    with pytest.raises(backups.BackupError, match="SHA-256"):
+        backups.restore(target, saved)
+    dump.write_text(dump.read_text()[:-1000])
+    with pytest.raises(backups.BackupError, match="damaged backup"):
+        backups.restore(target, saved)
+    assert snapshot(fresh) == before and not staging_left(fresh)
+    with pytest.raises(backups.BackupError, match="not an Ax3l backup"):
+        backups.restore(target, tmp_path)
+
+    # A dump the server refuses halfway (its manifest rewritten to match) is rolled back.
+    fresh.query(EVENT, ("kept",))
+    before = snapshot(fresh)
+    dump.unlink()
+    (saved / "manifest.json").unlink()
+    backups.backup(settings(history, db_env), saved)
+    dump.write_text(dump.read_text() + "INSERT INTO no_such_table VALUES (1);\n")
+    manifest = json.loads((saved / "manifest.json").read_text())
+    manifest["dump"].update(bytes=dump.stat().st_size, sha256=backups.sha256_of(dump))
+    (saved / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(backups.BackupError, match="no_such_table"):
+        backups.restore(target, saved, replace=True)
+    assert snapshot(fresh) == before and not staging_left(fresh)
+
+
+def test_the_option_file_carries_any_password(db_env: dict[str, str]) -> None:
+    """A password with quotes, a backslash, '#' and a newline reaches the client intact through
+    the option file, which is mode 0600 and gone afterwards."""
+    user = f"bk_{secrets.token_hex(4)}"
+    admin = admin_connection(db_env)
+    try:
+        with admin.cursor() as cur:
+            cur.execute(f"CREATE USER '{user}'@'%%' IDENTIFIED BY %s", (AWKWARD,))
+        login = backups.BackupSettings(
+            DB_HOST=db_env["DB_HOST"],
+            DB_PORT=int(db_env["DB_PORT"]),
+            AX3L_DB_ADMIN_USER=user,
+            AX3L_DB_ADMIN_PASSWORD=SecretStr(AWKWARD),
+        )
+        with backups.option_file(login) as options:
+            assert options.stat().st_mode & 0o777 == 0o600
+            done = subprocess.run(
+                ["mariadb", f"--defaults-file={options}", "-N", "-e", "SELECT CURRENT_USER()"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == f"{user}@%"
+        assert not options.exists() and not options.parent.exists()
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+        admin.close()
