@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import optuna
 import pytest
 
 from ax3l.shared.config_schema import cached_schema
+from ax3l.shared.db.cli import main
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.db.export_optuna import TUNED_PATHS, export_optuna
 from ax3l.shared.event_models import GoldenConfigCreated, ProposalAccepted, SimulationSubmitted
+from ax3l.shared.settings import get_settings
 from ax3l.testing.databases import TestDatabases
 from ax3l.testing.snakelab_rows import insert_runs
 
@@ -131,29 +130,24 @@ async def test_a_value_outside_the_schema_is_left_out_of_the_trial_and_named(
 
 
 def test_the_command_exports_and_refuses_a_bad_storage_plainly(
-    snakelab_tables: TestDatabases, tmp_path: Path
+    snakelab_tables: TestDatabases,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``ax3l-db export --optuna`` prints its summary; a storage it cannot open is a one-line
-    error with exit 1 and nothing written."""
-    env = {**os.environ, **snakelab_tables.env()}
-    command = [sys.executable, "-m", "ax3l.shared.db.cli", "export", "--optuna"]
-    good = subprocess.run(
-        [*command, f"sqlite:///{tmp_path / 's.db'}", "--study", "mine"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert good.returncode == 0, good.stderr
-    assert "study 'mine': added 0 completed and 0 failed trials" in good.stdout
-    bad = subprocess.run(
-        [*command, "nosuchdriver://x"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert bad.returncode == 1 and "cannot open the Optuna storage" in bad.stderr
-    assert "Traceback" not in bad.stderr
+    error with exit 1, and the URL's password is not in it."""
+    for name, value in snakelab_tables.env().items():
+        monkeypatch.setenv(name, value)
+    get_settings.cache_clear()
+    try:
+        good = main(["export", "--optuna", f"sqlite:///{tmp_path / 's.db'}", "--study", "mine"])
+        out = capsys.readouterr()
+        assert good == 0, out.err
+        assert "study 'mine': added 0 completed and 0 failed trials" in out.out
+        bad = main(["export", "--optuna", "mysql+pymysql://u:s3cret@127.0.0.1:1/x"])
+        out = capsys.readouterr()
+    finally:
+        get_settings.cache_clear()
+    assert bad == 1 and out.err.startswith("ax3l-db export: cannot open the Optuna storage")
+    assert "s3cret" not in out.err and "Traceback" not in out.err
