@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from typing import Any
 
 import polars as pl
@@ -132,7 +133,7 @@ async def test_keyset_pages_neither_repeat_nor_skip_a_run_across_ties(
         if all(row[name] == value for name, value in params.items())
     ]
     wanted = in_order(expected, sort, order == "desc")
-    forward, backward = await walk(client, {"sort": sort, "order": order, "limit": 7, **params})
+    forward, backward = await walk(client, {"sort": sort, "order": order, "limit": 20, **params})
     assert forward == [row["id"] for row in wanted]
     assert backward == forward
 
@@ -276,3 +277,72 @@ async def test_new_runs_state_changes_and_provenance_arrive_without_a_full_read(
             assert json.dumps(body)  # the whole page serialises
     finally:
         connection.close()
+
+
+def _figure(page: str, figure_id: str) -> dict[str, Any]:
+    block = rf'<script type="application/json" id="{figure_id}">(.*?)</script>'
+    match = re.search(block, page, re.S)
+    assert match is not None, figure_id
+    return dict(json.loads(match.group(1)))
+
+
+async def test_history_and_parallel_figures_hold_every_run(client, experiment):
+    """The history plot has every completed run at its run number and score and the golden
+    step line through the accepted scores; parallel coordinates have every completed run."""
+    expected = expected_rows(experiment)
+    completed = [r for r in expected if r["status"] == "completed"]
+    history = _figure((await client.get("/plots/history")).text, "history-figure")
+    traces = {trace["name"]: trace for trace in history["data"]}
+    runs = traces["Runs"]
+    assert list(zip(runs["x"], runs["y"], strict=True)) == [
+        (r["id"], r["high_score"]) for r in completed
+    ]
+    golden = traces["Golden score"]
+    accepted = [(sims, run.high_score) for _, run, sims in experiment.replay.goldens]
+    assert list(zip(golden["x"], golden["y"], strict=False))[: len(accepted)] == accepted
+    assert golden["line"]["shape"] == "hv" and golden["x"][-1] == len(expected)
+    by_time = _figure((await client.get("/plots/history?x=time")).text, "history-figure")
+    assert by_time["data"][0]["x"][0].startswith("2026-09-15T")
+    parallel = _figure((await client.get("/plots/parallel")).text, "parallel-figure")
+    dimensions = parallel["data"][0]["dimensions"]
+    assert [d["label"] for d in dimensions][-1] == "high score"
+    assert dimensions[-1]["values"] == [r["high_score"] for r in completed]
+    assert dimensions[4]["values"] == [r["training_gamma"] for r in completed]
+    seeded = _figure((await client.get("/plots/parallel?seed=1971")).text, "parallel-figure")
+    assert len(seeded["data"][0]["dimensions"][0]["values"]) == sum(
+        1 for r in completed if r["seed"] == 1971
+    )
+
+
+async def test_importance_counts_new_goldens_per_entry_and_says_its_limits(client, experiment):
+    """Per entry: its runs, completed runs and new golden configurations, as the events tell;
+    Optuna's importances cover tuned values and sum to 1; the page states the caveat."""
+    expected = expected_rows(experiment)
+    body = (await client.get("/api/plots/importance")).json()
+    for item in body["entries"]:
+        mine = [r for r in expected if r["entry"] == item["entry"]]
+        assert item["runs"] == len(mine), item
+        assert item["completed"] == sum(r["status"] == "completed" for r in mine)
+        assert item["improvements"] == sum(r["golden"] for r in mine), item
+    assert (
+        sum(item["improvements"] for item in body["entries"]) == len(experiment.replay.goldens) - 3
+    )  # the first golden and the two seed baselines came from no entry
+    assert body["parameters"] and {p["column"] for p in body["parameters"]} <= set(TUNED_COLUMNS)
+    assert abs(sum(p["importance"] for p in body["parameters"]) - 1) < 1e-6
+    page = (await client.get("/plots/importance")).text
+    assert "one-at-a-time" in page and 'id="importance-caveat"' in page
+
+
+async def test_dashboard_shows_golden_last_runs_and_turn(client, experiment):
+    """/ shows the golden configuration's score and values, the twelve last runs and links."""
+    golden = experiment.replay.goldens[-1][1]
+    page = (await client.get("/")).text
+    assert f'<span class="big" id="dash-golden-score">{golden.high_score}</span>' in page
+    assert f'<td class="num">{golden.flat["training_gamma"]}</td>' in page
+    shown = re.findall(r'<tr data-id="(\d+)">', page)
+    assert shown == [str(n) for n in range(len(experiment.runs), len(experiment.runs) - 12, -1)]
+    for link in ("/runs", "/plots/slice", "/events", "/proposers"):
+        assert f'href="{link}"' in page
+    moved = await client.get("/?event=prompt_sent&limit=5")
+    assert moved.status_code == 308
+    assert moved.headers["location"] == "/events?event=prompt_sent&limit=5"

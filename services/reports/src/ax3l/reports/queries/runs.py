@@ -188,12 +188,17 @@ class RunsTable:
         if self._pending:
             marks = ", ".join(["%s"] * len(self._pending))
             rows = await db.fetchall(
-                self._select(db, f"r.id IN ({marks})"), self._pending, doing="reading runs"
+                self._select(db, f"r.id IN ({marks})") + " ORDER BY r.id",
+                self._pending,
+                doing="reading runs",
             )
-            self._runs = pl.concat(
-                [self._runs.filter(~pl.col("id").is_in(self._pending)), self._rows(rows)]
-            )
-            changed = True
+            fresh = self._rows(rows)
+            held = self._runs.filter(pl.col("id").is_in(self._pending)).sort("id")
+            if not fresh.equals(held):  # a state or score moved (a running run's, mostly)
+                self._runs = pl.concat(
+                    [self._runs.filter(~pl.col("id").is_in(self._pending)), fresh]
+                )
+                changed = True
         while True:
             rows = await db.fetchall(
                 self._select(db, "r.id > %s") + " ORDER BY r.id LIMIT %s",
