@@ -1,8 +1,13 @@
 # Ax3l: `make help` lists the targets.
 SHELL := /bin/bash
-UV ?= uv
 PYTEST_ARGS ?=
 export UV_PYTHON ?= 3.11
+AX3L_CACHE_DIR ?= $(HOME)/.cache/ax3l
+# uv: the one on PATH, else the project's own copy, which `make uv` installs without pip (Debian
+# 12's system Python has none, and PEP 668 refuses it): scripts/install-uv.sh.
+UV_HOME := $(AX3L_CACHE_DIR)/uv-$(shell scripts/install-uv.sh --version)
+UV ?= $(or $(shell command -v uv 2>/dev/null),$(UV_HOME)/uv)
+export PATH := $(UV_HOME):$(PATH)
 
 .DEFAULT_GOAL := help
 
@@ -11,12 +16,18 @@ help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "} {printf "  %-12s %s\n", $$1, $$2}'
 
 .PHONY: uv
-uv:
-	@command -v $(UV) >/dev/null 2>&1 || python3 -m pip install --quiet uv
+uv: ## install uv when missing (into $AX3L_CACHE_DIR/uv-<version>, no pip needed)
+	@command -v $(UV) >/dev/null 2>&1 || scripts/install-uv.sh $(UV_HOME)
 
 .PHONY: install
 install: uv ## install every package and the dev tools into .venv (from uv.lock)
 	$(UV) sync --frozen --all-packages
+
+# What running needs, without the test tools (pytest, playwright, mypy, hypothesis, ruff);
+# --inexact keeps them when `make install` or `make test` put them there.
+.PHONY: install-run
+install-run: uv ## install what the stack needs to run, no test tools (make run's install)
+	$(UV) sync --frozen --all-packages --no-dev --inexact
 
 .PHONY: db-start
 db-start: ## start the private MariaDB (installs mariadb-server when missing)
@@ -88,18 +99,18 @@ soak: install ## the soak bench: 5,000 steps, flat step time, memory and prompt 
 	$(UV) run --frozen python bench/bench_soak.py $(SOAK_ARGS)
 
 .PHONY: run
-run: install db-start ## the whole stack as local processes in the foreground (Ctrl-C stops it)
-	$(UV) run --frozen python scripts/stack.py run
+run: install-run db-start ## the whole stack as local processes in the foreground (Ctrl-C stops it)
+	$(UV) run --frozen --no-sync python scripts/stack.py run
 
 .PHONY: start
-start: install db-start ## the whole stack in the background, supervised (idempotent)
-	$(UV) run --frozen python scripts/stack.py start
+start: install-run db-start ## the whole stack in the background, supervised (idempotent)
+	$(UV) run --frozen --no-sync python scripts/stack.py start
 
 .PHONY: status
 status: ## each service: running or not, pid, restarts, health; the orchestrator's phase
-	@$(UV) run --frozen python scripts/stack.py status
+	@$(UV) run --frozen --no-sync python scripts/stack.py status
 
 .PHONY: stop
 stop: ## stop the background stack (its supervisor and services) and the private MariaDB
-	-$(UV) run --frozen python scripts/stack.py stop
+	-$(UV) run --frozen --no-sync python scripts/stack.py stop
 	scripts/mariadb.sh stop

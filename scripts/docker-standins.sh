@@ -19,8 +19,9 @@
 #   scripts/docker-standins.sh clean   # cold mode: remove every stand-in and the images built
 #                                      # on them, so the next run builds them all again
 # uv's wheel is cached in $AX3L_CACHE_DIR/docker (default ~/.cache/ax3l/docker); point
-# AX3L_CACHE_DIR at an empty folder for a cold run. No pip needed: the wheel comes from PyPI's
-# JSON index through the standard library (under `uv run` python3 is the venv's, without pip).
+# AX3L_CACHE_DIR at an empty folder for a cold run. No pip needed: scripts/uv_wheel.py takes the
+# wheel from PyPI's JSON index with the standard library (under `uv run` python3 is the venv's,
+# without pip).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -120,54 +121,14 @@ EOF
   log "$DEBIAN_IMAGE: built"
 }
 
-# PyPI's manylinux wheel of uv for this machine's architecture (the one pip picks on a glibc
-# machine), from the JSON simple index (PEP 691), sha256 checked; prints its path in $CACHE.
-download_uv_wheel() {
-  python3 - "$UV_VERSION" "$(uname -m)" "$CACHE" <<'EOF'
-import hashlib, json, sys, urllib.request
-from pathlib import Path
-version, arch, cache = sys.argv[1], sys.argv[2], Path(sys.argv[3])
-request = urllib.request.Request(
-    "https://pypi.org/simple/uv/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
-)
-with urllib.request.urlopen(request, timeout=60) as answer:
-    files = json.load(answer)["files"]
-prefix, suffix = f"uv-{version}-py3-none-manylinux", f"_{arch}.whl"
-found = [f for f in files if f["filename"].startswith(prefix) and f["filename"].endswith(suffix)]
-if not found:
-    sys.exit(f"standins: PyPI has no manylinux {arch} wheel of uv {version}")
-wanted = found[0]
-with urllib.request.urlopen(wanted["url"], timeout=300) as answer:
-    data = answer.read()
-if hashlib.sha256(data).hexdigest() != wanted["hashes"]["sha256"]:
-    sys.exit(f"standins: {wanted['filename']}: sha256 mismatch")
-partial = cache / (wanted["filename"] + ".part")
-partial.write_bytes(data)
-partial.rename(cache / wanted["filename"])
-print(cache / wanted["filename"])
-EOF
-}
-
 uv_image() {
   local hash
   hash=$(echo "$UV_VERSION" | cat - "$STANDINS/uv.Dockerfile" | sha256sum | cut -c1-16)
   wanted "$UV_IMAGE" "$hash" && return
-  local ctx=$WORK/uv wheel
+  local ctx=$WORK/uv
   mkdir -p "$ctx"
   mkdir -p "$CACHE"
-  wheel=$(ls "$CACHE"/uv-"$UV_VERSION"-*.whl 2>/dev/null | head -1 || true)
-  [ -n "$wheel" ] || wheel=$(download_uv_wheel)
-  python3 - "$wheel" "$ctx" <<'EOF'
-import sys, zipfile
-from pathlib import Path
-wheel, ctx = sys.argv[1], Path(sys.argv[2])
-with zipfile.ZipFile(wheel) as archive:
-    for name in archive.namelist():
-        if name.split("/")[-2:-1] == ["scripts"] and name.rsplit("/", 1)[-1] in ("uv", "uvx"):
-            target = ctx / name.rsplit("/", 1)[-1]
-            target.write_bytes(archive.read(name))
-            target.chmod(0o755)
-EOF
+  python3 scripts/uv_wheel.py "$UV_VERSION" "$CACHE" --extract "$ctx" >/dev/null
   cp "$STANDINS/uv.Dockerfile" "$ctx/Dockerfile"
   build "$UV_IMAGE" "$hash" "$ctx" "$ctx/Dockerfile"
 }

@@ -83,6 +83,19 @@ def stack_env() -> dict[str, str]:
     return env
 
 
+def own_snakelab() -> bool:
+    """Whether the stack starts the reference SnakeLab: not when the user named a SnakeLab of
+    their own (``AX3L_SNAKELAB_ENDPOINT`` or ``AX3L_SNAKELAB_ENDPOINTS`` in the environment)."""
+    return not any(os.environ.get(k) for k in ("AX3L_SNAKELAB_ENDPOINT", "AX3L_SNAKELAB_ENDPOINTS"))
+
+
+def stack_services(env: dict[str, str]) -> list[Service]:
+    """The services this stack supervises: ``spec.services`` without the reference SnakeLab
+    when the user runs their own."""
+    found = services(env)
+    return found if own_snakelab() else [s for s in found if s.name != "snakelab"]
+
+
 def float_setting(env: dict[str, str], key: str, default: float) -> float:
     try:
         return float(env.get(key, default))
@@ -207,7 +220,7 @@ class Supervisor(BaseSupervisor):
             backoff_max=float_setting(env, "AX3L_STACK_BACKOFF_MAX", 60.0),
             give_up_after=int(float_setting(env, "AX3L_STACK_RESTART_LIMIT", 10)),
         )
-        self.specs = {service.name: service for service in services(env)}
+        self.specs = {service.name: service for service in stack_services(env)}
         children = [self._child(service) for service in self.specs.values()]
         super().__init__(children, policy, log_rotation(env))
 
@@ -329,7 +342,7 @@ class Supervisor(BaseSupervisor):
 
 
 def urls(env: dict[str, str]) -> str:
-    base = {s.name: str(s.health_url).removesuffix("/health") for s in services(env)}
+    base = {s.name: str(s.health_url).removesuffix("/health") for s in stack_services(env)}
     reports, orchestrator, toolbroker = base["reports"], base["orchestrator"], base["toolbroker"]
     return "\n".join(
         [
@@ -356,7 +369,7 @@ def prepare(env: dict[str, str]) -> None:
 
 def already_running(env: dict[str, str], pid: int) -> int:
     print(f"stack: already running (supervisor pid {pid})")
-    for service in services(env):
+    for service in stack_services(env):
         service_pid = running_pid(service)
         if service_pid:
             print(f"stack: {service.name} already running (pid {service_pid})")
@@ -439,7 +452,7 @@ def stop() -> int:
         SUPERVISOR_PID.unlink(missing_ok=True)
         print(f"stack: supervisor {pid} stopped")
     # Services no supervisor looks after any more (it was killed, or never ran).
-    for service in reversed(services(env)):
+    for service in reversed(stack_services(env)):
         terminate(service)
     return 0
 
@@ -476,7 +489,7 @@ def status() -> int:
         gone = state.get("message") or state.get("state") or "never started"
         print(f"supervisor    not running  ({gone})")
     everything = pid is not None
-    for service in services(env):
+    for service in stack_services(env):
         service_pid = running_pid(service)
         record = records.get(service.name, {})
         if service_pid is not None:
@@ -493,7 +506,7 @@ def status() -> int:
         if record.get("last_exit"):
             line += f"; last exit: {record['last_exit']}"
         print(line)
-    orchestrator = next(s for s in services(env) if s.name == "orchestrator")
+    orchestrator = next(s for s in stack_services(env) if s.name == "orchestrator")
     assert orchestrator.health_url is not None
     _, body = http_get(orchestrator.health_url.replace("/health", "/api/status"))
     if isinstance(body, dict):

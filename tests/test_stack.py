@@ -9,7 +9,11 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from ax3l.testing.plugin import free_port, wait_until
+from ax3l.testing.snakelab_process import SnakeLabProcess
+from snakelab.healthcheck import ping
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -26,15 +30,15 @@ def _count_events(databases, name: str) -> int:
     return int(databases.query("SELECT COUNT(*) FROM events WHERE name = %s", (name,))[0][0])
 
 
-def test_stack_starts_runs_the_experiment_and_stops(databases, tmp_path):
-    """stack.py start brings up every service, the loop makes progress, stop ends them all."""
+def _stack_env(databases, tmp_path: Path, ports: dict[str, int]) -> dict[str, str]:
+    """What a user's shell gives ``stack.py``: the private MariaDB's db.env in a run dir of its
+    own, free ports, the surrogate trainer and the random proposer."""
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "db.env").write_text(
         "\n".join(f"{key}={value}" for key, value in databases.env().items()) + "\n"
     )
-    ports = {name: free_port() for name in ("reports", "orchestrator", "toolbroker", "snakelab")}
-    env = {
+    return {
         **{k: v for k, v in os.environ.items() if not k.startswith(("AX3L_", "SNAKELAB_", "DB_"))},
         "AX3L_RUN_DIR": str(run_dir),
         "SNAKELAB_PORT": str(ports["snakelab"]),
@@ -47,6 +51,13 @@ def test_stack_starts_runs_the_experiment_and_stops(databases, tmp_path):
         "AX3L_POLL_INTERVAL": "0.1",
         "AX3L_PROPOSER": "random",
     }
+
+
+def test_stack_starts_runs_the_experiment_and_stops(databases, tmp_path):
+    """stack.py start brings up every service, the loop makes progress, stop ends them all."""
+    ports = {name: free_port() for name in ("reports", "orchestrator", "toolbroker", "snakelab")}
+    env = _stack_env(databases, tmp_path, ports)
+    run_dir = Path(env["AX3L_RUN_DIR"])
     script = [sys.executable, str(REPO / "scripts" / "stack.py")]
     try:
         started = subprocess.run(
@@ -77,3 +88,47 @@ def test_stack_starts_runs_the_experiment_and_stops(databases, tmp_path):
     assert not list((run_dir / "stack").glob("*.pid"))
     for port in ports.values():
         assert _get_json(f"http://127.0.0.1:{port}/health") is None
+
+
+@pytest.mark.long  # a whole stack started and stopped once more (make test-long)
+def test_with_a_snakelab_of_its_own_the_stack_starts_no_reference_snakelab(databases, tmp_path):
+    """With ``AX3L_SNAKELAB_ENDPOINT`` set (the user's own SnakeLab, here a reference SnakeLab
+    started apart), stack.py starts the three Ax3l services and no SnakeLab: the loop's runs
+    are the user's SnakeLab's, nothing listens on the reference SnakeLab's port, and stop
+    leaves the user's SnakeLab running."""
+    ports = {name: free_port() for name in ("reports", "orchestrator", "toolbroker", "snakelab")}
+    env = _stack_env(databases, tmp_path, ports)
+    theirs = SnakeLabProcess(databases.env()).start()
+    env["AX3L_SNAKELAB_ENDPOINT"] = theirs.endpoint
+    script = [sys.executable, str(REPO / "scripts" / "stack.py")]
+    try:
+        started = subprocess.run(
+            [*script, "start"], env=env, capture_output=True, text=True, timeout=180
+        )
+        assert started.returncode == 0, started.stdout + started.stderr
+        wait_until(
+            lambda: _count_events(databases, "configuration_compared") >= 2,
+            timeout=120,
+            interval=0.5,
+            what="two compared steps",
+        )
+        status = subprocess.run(
+            [*script, "status"], env=env, capture_output=True, text=True, timeout=60
+        )
+        listed = [line.split()[0] for line in status.stdout.splitlines() if line.strip()]
+        assert "snakelab" not in listed, status.stdout
+        assert {"toolbroker", "orchestrator", "reports"} <= set(listed), status.stdout
+        pids = {p.stem for p in (Path(env["AX3L_RUN_DIR"]) / "stack").glob("*.pid")}
+        assert "snakelab" not in pids, pids
+        assert not ping(f"tcp://127.0.0.1:{ports['snakelab']}", timeout=0.5)
+        runs = databases.query("SELECT COUNT(*) FROM simulation_runs", user="snakelab")[0][0]
+        assert runs >= 3  # seeding and two proposals, on their SnakeLab
+    finally:
+        stopped = subprocess.run(
+            [*script, "stop"], env=env, capture_output=True, text=True, timeout=120
+        )
+        try:
+            assert stopped.returncode == 0, stopped.stderr
+            assert ping(theirs.endpoint)  # theirs, not the stack's to stop
+        finally:
+            theirs.close()
