@@ -4,7 +4,7 @@ Loads SnakeLab runs and an Ax3l event history shaped like the real loop's (check
 conversations with prompts and llama-server replies, tool events, runs, comparisons, golden
 promotions with their experiment_highscores rows, seed rotations after nine stagnant cycles)
 into private databases of the project's MariaDB, starts ``ax3l-reports`` as a subprocess and
-prints p50/p95 latency of ``/``, ``/api/events`` (first page, a deep page, each filter) and
+prints p50/p95 latency of ``/events``, ``/api/events`` (first page, a deep page, each filter) and
 ``/experiment-highscores``. Targets: p95 under 150 ms everywhere, the deep page no slower than
 twice the first page.
 
@@ -511,9 +511,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ax3l-reports ready in {startup:.1f} s (includes counting cycles over the history)")
         deep = max(1, loaded.events // 1000)
         cases = [
-            ("/ (event log page, first)", "/"),
-            ("/ (event log page, deep)", f"/?before={deep}"),
-            ("/?event=prompt_sent (Parameter column)", "/?event=prompt_sent"),
+            ("/events (event log page, first)", "/events"),
+            ("/events (event log page, deep)", f"/events?before={deep}"),
+            ("/events?event=prompt_sent (Parameter column)", "/events?event=prompt_sent"),
             ("/api/events (first page)", "/api/events"),
             ("/api/events (deep page)", f"/api/events?before={deep}"),
             ("/api/events?category=Configuration", "/api/events?category=Configuration"),
@@ -552,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
                 if p95 >= TARGET_P95_MS:
                     failures.append(name)
         pairs = [
-            ("/", "/ (event log page, first)", "/ (event log page, deep)"),
+            ("/events", "/events (event log page, first)", "/events (event log page, deep)"),
             ("/api/events", "/api/events (first page)", "/api/events (deep page)"),
         ]
         for label, first, deep_name in pairs:
