@@ -32,6 +32,7 @@ import httpx
 from ax3l.orchestrator.status import LoopStatus
 from ax3l.orchestrator.status_api import create_app
 from ax3l.shared.config_schema import cached_schema
+from ax3l.shared.db.cli import connect
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.export_optuna import TUNED_PATHS, export_optuna
 from ax3l.shared.readiness import ServiceResources
@@ -140,9 +141,9 @@ def main() -> None:
         print(f"filled {args.runs:,} runs in {time.perf_counter() - began:.1f} s")
         with tempfile.TemporaryDirectory() as folder:
             storage = f"sqlite:///{Path(folder) / 'study.db'}"
-            first = export_optuna(dbs.settings(), storage, "bench")
+            first = export_optuna(dbs.settings(), storage, "bench", connect)
             print(f"export, all new:  {first.seconds:.1f} s ({first.text()})")
-            second = export_optuna(dbs.settings(), storage, "bench")
+            second = export_optuna(dbs.settings(), storage, "bench", connect)
             print(f"export, none new: {second.seconds:.1f} s ({second.text()})")
             print(f"params per trial: {len(TUNED_PATHS)}")
         times = asyncio.run(scrape_times(dbs, args.scrapes))

@@ -8,7 +8,7 @@ import optuna
 import pytest
 
 from ax3l.shared.config_schema import cached_schema
-from ax3l.shared.db.cli import main
+from ax3l.shared.db.cli import connect, main
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.db.export_optuna import TUNED_PATHS, export_optuna
@@ -69,7 +69,7 @@ async def test_runs_become_trials_with_params_values_and_attributes_once(
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     settings = dbs.settings()
 
-    first = export_optuna(settings, storage, "exp")
+    first = export_optuna(settings, storage, "exp", connect)
     assert (first.added_complete, first.added_failed, first.not_finished) == (2, 1, 1)
 
     study = optuna.load_study(study_name="exp", storage=storage)
@@ -102,7 +102,7 @@ async def test_runs_become_trials_with_params_values_and_attributes_once(
     assert study.best_trial.user_attrs["run_id"] == proposal
 
     _finish(dbs, waiting, "completed", 50)
-    second = export_optuna(settings, storage, "exp")
+    second = export_optuna(settings, storage, "exp", connect)
     assert (second.added_complete, second.added_failed, second.already_there) == (1, 0, 3)
     study = optuna.load_study(study_name="exp", storage=storage)
     assert len(study.trials) == 4 and study.best_value == 50
@@ -123,7 +123,7 @@ async def test_a_value_outside_the_schema_is_left_out_of_the_trial_and_named(
         database=dbs.snakelab_db,
     )
     storage = f"sqlite:///{tmp_path / 'study.db'}"
-    export_optuna(dbs.settings(), storage, None)
+    export_optuna(dbs.settings(), storage, None, connect)
     (trial,) = optuna.load_study(study_name=dbs.ax3l_db, storage=storage).trials
     assert "model.hidden_size" not in trial.params and len(trial.params) == 8
     assert trial.user_attrs["params_outside_schema"] == ["model.hidden_size"]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ax3l.shared.config_schema import cached_schema
+from ax3l.shared.db.cli import connect
 from ax3l.shared.db.export_optuna import export_optuna
 from ax3l.shared.ports import free_port
 from ax3l.shared.waiting import wait_until
@@ -55,7 +56,7 @@ def test_optuna_dashboard_shows_the_exported_trials(
             user="snakelab",
         )
     storage = f"sqlite:///{tmp_path / 'study.db'}"
-    export_optuna(dbs.settings(), storage, "ax3l-dashboard")
+    export_optuna(dbs.settings(), storage, "ax3l-dashboard", connect)
 
     port = free_port()
     dashboard = subprocess.Popen(

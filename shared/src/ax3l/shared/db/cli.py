@@ -339,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "export":
         from ax3l.shared.db.export_optuna import run_export
 
-        return run_export(settings, args.optuna, args.study)
+        return run_export(settings, args.optuna, args.study, connect)
     if args.command == "grant-reports":
         user = args.user or os.environ.get(REPORTS_USER_ENV) or DEFAULT_REPORTS_USER
         password = os.environ.get(REPORTS_PASSWORD_ENV)

@@ -26,7 +26,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -112,12 +112,6 @@ def distributions(schema: ConfigSchema) -> dict[str, BaseDistribution]:
                 step=None if step_value is None else float(step_value),
             )
     return found
-
-
-def _connect(settings: Settings) -> Any:
-    from ax3l.shared.db.cli import connect
-
-    return connect(settings)
 
 
 def provenance(conn: Any) -> tuple[dict[str, Provenance], set[str]]:
@@ -381,10 +375,14 @@ def _exported_run_ids(trials: Iterable[FrozenTrial]) -> set[str]:
 
 
 def export_optuna(
-    settings: Settings, storage_url: str, study_name: str | None = None
+    settings: Settings,
+    storage_url: str,
+    study_name: str | None,
+    connect: Callable[[Settings], Any],
 ) -> ExportSummary:
     """Add every finished run not yet in the study (``study_name``, default the Ax3l database's
-    name) at ``storage_url`` as a trial; creates the study (maximize) when it is missing."""
+    name) at ``storage_url`` as a trial; creates the study (maximize) when it is missing.
+    ``connect`` opens a blocking connection to Ax3l's database (``ax3l-db``'s)."""
     optuna = _optuna()
     began = time.monotonic()
     name = study_name or settings.db_name
@@ -399,7 +397,7 @@ def export_optuna(
     if study.direction != optuna.study.StudyDirection.MAXIMIZE:
         raise ExportError(f"study {name!r} exists and does not maximize: choose another --study")
     existing = exported_run_ids(study)
-    conn = _connect(settings)
+    conn = connect(settings)
     try:
         made, golden = provenance(conn)
         rows = [
@@ -427,12 +425,17 @@ def export_optuna(
     )
 
 
-def run_export(settings: Settings, storage_url: str, study_name: str | None) -> int:
+def run_export(
+    settings: Settings,
+    storage_url: str,
+    study_name: str | None,
+    connect: Callable[[Settings], Any],
+) -> int:
     """``ax3l-db export --optuna``'s body: the summary on stdout, an error on stderr."""
     from ax3l.shared.db.errors import DatabaseError
 
     try:
-        summary = export_optuna(settings, storage_url, study_name)
+        summary = export_optuna(settings, storage_url, study_name, connect)
     except (ExportError, DatabaseError) as exc:
         print(f"ax3l-db export: {exc}", file=sys.stderr)
         return 1
