@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -131,7 +132,10 @@ def test_a_seat_takes_seven_turns_and_a_racing_seat_is_refused(stack: Stack) -> 
         result = asyncio.run(call(url, alice, turn["tool"], values))
         assert payload_ok(result), text_of(result)
     stack.wait_for(lambda: stack.count("configuration_compared") >= 7, 60, "seven steps", proc)
+    # The endpoint ran apart: a child process of the orchestrator's, gone when it stops.
+    (endpoint,) = endpoint_processes(proc.pid)
     proc.stop()
+    assert not Path(f"/proc/{endpoint}").exists()
 
     events = stack.events()
     started = [e for e in events if e.name == "conversation_started"]
@@ -150,6 +154,20 @@ def test_a_seat_takes_seven_turns_and_a_racing_seat_is_refused(stack: Stack) -> 
     assert [e.get("reason") for e in refused] == ["turn_taken"]
     stored = json.dumps([(e.source_name, e.content) for e in events])
     assert alice not in stored and bob not in stored
+
+
+def endpoint_processes(parent: int) -> list[int]:
+    """The orchestrator's children that are the seats' endpoint process."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            command = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == parent and b"ax3l.orchestrator.seat_process" in command:
+            found.append(int(stat.parent.name))
+    return found
 
 
 def payload_ok(result: CallToolResult) -> bool:

@@ -183,6 +183,9 @@ class Settings(BaseSettings):
     seat_token_refresh: float = setting(5.0, "AX3L_SEAT_TOKEN_REFRESH", gt=0, le=300)
     """seconds the seats' endpoint trusts its copy of the seats table: a revoked token stops
     working (and a new one starts) within this bound"""
+    seats_process: bool = setting(True, "AX3L_SEATS_PROCESS")
+    """run the seats' endpoint in a process of its own, so a flood at it costs the loop's
+    process nothing (false: inside the orchestrator)"""
     seat_turn_share: float = setting(1.0, "AX3L_SEAT_TURN_SHARE", gt=0, le=1)
     """largest share of the last 10 turns won by seats that one seat may win; a seat over it
     is refused with a reason (1: no quota, the first accepted submission wins)"""

@@ -30,6 +30,7 @@ from ax3l.orchestrator.proposers.base import (
     TurnContext,
 )
 from ax3l.orchestrator.proposers.fallback import WithFallback
+from ax3l.orchestrator.seat_process import SeatProcess
 from ax3l.orchestrator.seat_server import SeatEndpoint, SeatReads
 from ax3l.orchestrator.seat_turns import OpenTurn, TurnBoard
 from ax3l.orchestrator.seats import SeatDirectory
@@ -51,9 +52,14 @@ class ExternalProposer(Proposer):
 
     def __init__(self, deps: ProposerDeps, settings: Settings):
         super().__init__(deps)
-        self.board = TurnBoard()
-        reads = SeatReads(deps.db, deps.schema, deps.index, SeatDirectory(deps.db))
-        self.endpoint = SeatEndpoint(reads, deps.log, settings, self.board)
+        self.endpoint: SeatEndpoint | SeatProcess
+        if settings.seats_process:  # the endpoint in its own process; the board stays here
+            self.endpoint = SeatProcess(settings, deps.schema, deps.index)
+            self.board: TurnBoard = self.endpoint.board
+        else:
+            self.board = TurnBoard()
+            reads = SeatReads(deps.db, deps.schema, deps.index, SeatDirectory(deps.db))
+            self.endpoint = SeatEndpoint(reads, deps.log, settings, self.board)
         self.deadline, self.poll = settings.external_deadline, settings.snakelab_poll_interval
 
     async def start(self) -> None:

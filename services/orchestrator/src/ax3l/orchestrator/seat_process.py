@@ -1,0 +1,322 @@
+"""The seats' endpoint in a process of its own (``AX3L_SEATS_PROCESS``, on by default).
+
+A flood at ``/mcp`` then costs the endpoint's process its CPU and event loop, never the
+loop's: the orchestrator's process only keeps the turn board. The two share it over a local
+socket pair (no address, no port: the child inherits its end), one JSON message a line:
+
+* orchestrator -> endpoint: ``{"op": "open", "turn": {...}}`` (the turn, with the payload
+  ``current_turn`` answers, built once by the orchestrator, which holds the config index) and
+  ``{"op": "close", "checkpoint_event_id": N}``;
+* endpoint -> orchestrator: ``{"ready": true}`` once it listens (or ``{"error": ...}``),
+  ``{"answered": N}`` when a seat's submission for turn N was accepted (a wake-up: the
+  proposer reads the answer from the events, as always), and ``{"closed": N, "winner": ...,
+  "run_id": ...}`` once a close has waited for a submission being forwarded.
+
+The settings reach the child pickled over the socket (never on a command line or in its
+environment). The child opens a database pool of its own (Ax3l's user, as the orchestrator:
+a user of its own with fewer grants is not done yet). The child exits when its socket closes
+(the orchestrator stopped, or died); an endpoint that died is started again when the next turn
+opens.
+
+    python -m ax3l.orchestrator.seat_process CONTROL_FD
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+from ax3l.orchestrator.prompts import Prompt
+from ax3l.orchestrator.seat_server import SeatEndpoint, SeatReads, turn_payload
+from ax3l.orchestrator.seat_turns import OpenTurn, TurnBoard
+from ax3l.orchestrator.seats import SeatDirectory
+from ax3l.shared.config_index import ConfigIndex
+from ax3l.shared.config_schema import ConfigSchema, cached_schema
+from ax3l.shared.db.database import Database
+from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.event_models import GoldenConfigCreated
+from ax3l.shared.registry import BY_NAME
+from ax3l.shared.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+MODULE = "ax3l.orchestrator.seat_process"
+START_TIMEOUT = 60.0
+CLOSE_TIMEOUT = 30.0
+LINE_LIMIT = 16 * 1024 * 1024
+
+
+def turn_message(turn: OpenTurn) -> dict[str, Any]:
+    return {
+        "entry": turn.entry.name,
+        "index": turn.index,
+        "checkpoint_event_id": turn.checkpoint_event_id,
+        "conversation_id": turn.conversation_id,
+        "started_event_id": turn.started_event_id,
+        "golden": turn.golden.model_dump(mode="json"),
+        "prompts": [[p.source_name, p.text, p.role] for p in turn.prompts],
+        "deadline_seconds": turn.deadline_seconds,
+        "age": turn.age(),
+        "payload": turn.payload,
+    }
+
+
+def turn_from_message(message: dict[str, Any]) -> OpenTurn:
+    return OpenTurn(
+        entry=BY_NAME[message["entry"]],
+        index=int(message["index"]),
+        checkpoint_event_id=int(message["checkpoint_event_id"]),
+        conversation_id=str(message["conversation_id"]),
+        started_event_id=int(message["started_event_id"]),
+        golden=GoldenConfigCreated.model_validate(message["golden"]),
+        prompts=[Prompt(*p) for p in message["prompts"]],
+        deadline_seconds=float(message["deadline_seconds"]),
+        opened_at=time.monotonic() - float(message["age"]),
+        payload=message["payload"],
+    )
+
+
+def _line(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, ensure_ascii=False).encode() + b"\n"
+
+
+# -- the orchestrator's side ----------------------------------------------------------------
+
+
+class RemoteBoard(TurnBoard):
+    """The orchestrator's turn board when the endpoint runs apart: each open and close is
+    sent to the endpoint's process, whose answers wake the proposer."""
+
+    def __init__(self, process: SeatProcess):
+        super().__init__()
+        self.process = process
+        self._opening: asyncio.Task[None] | None = None
+
+    def open(self, turn: OpenTurn) -> None:
+        super().open(turn)
+        self._opening = asyncio.create_task(self._publish(turn), name="seat-turn-open")
+
+    async def _publish(self, turn: OpenTurn) -> None:
+        try:
+            turn.payload = await turn_payload(self.process.schema, self.process.index, turn)
+            await self.process.send({"op": "open", "turn": turn_message(turn)})
+        except Exception:  # the seats will not see this turn; the deadline still holds
+            logger.exception("could not offer the turn to the seats' endpoint")
+
+    async def close(self, turn: OpenTurn) -> None:
+        opening, self._opening = self._opening, None
+        if opening is not None:
+            with contextlib.suppress(Exception):
+                await opening
+        closed = await self.process.close_turn(turn.checkpoint_event_id)
+        if closed is not None:
+            turn.winner = closed.get("winner")
+            run_id = closed.get("run_id")
+            turn.run_id = str(run_id) if run_id is not None else None
+        await super().close(turn)
+
+
+class SeatProcess:
+    """Starts, feeds and stops the endpoint's process; ``board`` is the proposer's board."""
+
+    def __init__(self, settings: Settings, schema: ConfigSchema, index: ConfigIndex):
+        self.settings, self.schema, self.index = settings, schema, index
+        self.board = RemoteBoard(self)
+        self.process: asyncio.subprocess.Process | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task[None] | None = None
+        self._closing: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._lock = asyncio.Lock()
+        self._stopping = False
+
+    async def start(self) -> None:
+        async with self._lock:
+            await self._start()
+
+    async def _start(self) -> None:
+        ours, theirs = socket.socketpair()
+        try:
+            self.process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                MODULE,
+                str(theirs.fileno()),
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+            )
+        finally:
+            theirs.close()
+        reader, writer = await asyncio.open_unix_connection(sock=ours, limit=LINE_LIMIT)
+        settings = base64.b64encode(pickle.dumps(self.settings)).decode()
+        writer.write(_line({"settings": settings}))
+        await writer.drain()
+        try:
+            async with asyncio.timeout(START_TIMEOUT):
+                ready = json.loads(await reader.readline() or b"{}")
+        except (TimeoutError, ValueError) as exc:
+            ready = {"error": f"no answer ({exc or 'timeout'})"}
+        if not ready.get("ready"):
+            writer.close()
+            await self._reap()
+            raise OSError(f"the seats' endpoint did not start: {ready.get('error', ready)}")
+        self._writer = writer
+        self._reader_task = asyncio.create_task(self._read(reader), name="seat-endpoint-reader")
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        with contextlib.suppress(OSError):
+            while line := await reader.readline():
+                message = json.loads(line)
+                if "answered" in message:
+                    turn = self.board.turn
+                    if turn is not None and turn.checkpoint_event_id == message["answered"]:
+                        turn.answered.set()
+                elif "closed" in message:
+                    future = self._closing.pop(int(message["closed"]), None)
+                    if future is not None and not future.done():
+                        future.set_result(message)
+        if not self._stopping:
+            logger.error("the seats' endpoint process exited; it is started again next turn")
+        self._writer = None
+        for future in self._closing.values():
+            if not future.done():
+                future.set_result({})
+        self._closing.clear()
+
+    async def send(self, message: dict[str, Any]) -> None:
+        async with self._lock:
+            if self._writer is None and not self._stopping:
+                await self._reap()
+                await self._start()
+            if self._writer is None:
+                raise OSError("the seats' endpoint is not running")
+            self._writer.write(_line(message))
+            await self._writer.drain()
+
+    async def close_turn(self, checkpoint_event_id: int) -> dict[str, Any] | None:
+        """Close the turn at the endpoint; its winner and run, or None (no endpoint)."""
+        if self._writer is None:
+            return None
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._closing[checkpoint_event_id] = future
+        try:
+            await self.send({"op": "close", "checkpoint_event_id": checkpoint_event_id})
+            async with asyncio.timeout(CLOSE_TIMEOUT):
+                return await future
+        except (OSError, TimeoutError):
+            self._closing.pop(checkpoint_event_id, None)
+            return None
+
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._writer is not None:
+            with contextlib.suppress(OSError):
+                self._writer.write_eof()
+        if self._reader_task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._reader_task, 15)
+        if self._writer is not None:
+            self._writer.close()
+        await self._reap()
+
+    async def _reap(self) -> None:
+        process, self.process = self.process, None
+        if process is None:
+            return
+        try:
+            await asyncio.wait_for(process.wait(), 15)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+
+
+# -- the endpoint's side ----------------------------------------------------------------------
+
+
+async def serve(control: socket.socket) -> int:
+    reader, writer = await asyncio.open_unix_connection(sock=control, limit=LINE_LIMIT)
+    first = json.loads(await reader.readline() or b"{}")
+    settings: Settings = pickle.loads(base64.b64decode(first["settings"]))
+    try:
+        db = await Database(settings).open()
+        schema = cached_schema(settings.schema_file())
+    except Exception as exc:
+        writer.write(_line({"error": str(exc)}))
+        await writer.drain()
+        return 2
+    board = TurnBoard()
+    reads = SeatReads(db, schema, ConfigIndex(db, schema), SeatDirectory(db))
+    endpoint = SeatEndpoint(reads, EventLog(db), settings, board)
+    try:
+        await endpoint.start()
+    except OSError as exc:
+        writer.write(_line({"error": str(exc)}))
+        await writer.drain()
+        await db.close()
+        return 2
+    writer.write(_line({"ready": True, "pid": os.getpid()}))
+    await writer.drain()
+    watchers: set[asyncio.Task[None]] = set()
+
+    async def watch(turn: OpenTurn) -> None:
+        while board.turn is turn:
+            await turn.answered.wait()
+            turn.answered.clear()
+            writer.write(_line({"answered": turn.checkpoint_event_id}))
+            await writer.drain()
+
+    try:
+        while line := await reader.readline():
+            message = json.loads(line)
+            if message.get("op") == "open":
+                turn = turn_from_message(message["turn"])
+                board.open(turn)
+                task = asyncio.create_task(watch(turn))
+                watchers.add(task)
+                task.add_done_callback(watchers.discard)
+            elif message.get("op") == "close":
+                number = int(message["checkpoint_event_id"])
+                current = board.turn
+                closed: dict[str, Any] = {"closed": number, "winner": None, "run_id": None}
+                if current is not None and current.checkpoint_event_id == number:
+                    await board.close(current)
+                    closed |= {"winner": current.winner, "run_id": current.run_id}
+                    current.answered.set()  # ends its watcher
+                writer.write(_line(closed))
+                await writer.drain()
+    except (OSError, ValueError) as exc:
+        logger.warning("the seats' endpoint lost its orchestrator: %s", exc)
+    finally:
+        for task in watchers:
+            task.cancel()
+        await endpoint.stop()
+        await db.close()
+    return 0
+
+
+def run(argv: list[str]) -> int:
+    if len(argv) != 1 or not argv[0].isdigit():
+        print("usage: python -m ax3l.orchestrator.seat_process CONTROL_FD", file=sys.stderr)
+        return 2
+    # Ctrl-C in a terminal reaches the whole group: the orchestrator stops the endpoint.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    control = socket.socket(fileno=int(argv[0]))
+    return asyncio.run(serve(control))
+
+
+if __name__ == "__main__":
+    sys.exit(run(sys.argv[1:]))
