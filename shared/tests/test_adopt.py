@@ -95,7 +95,8 @@ def test_adopt_takes_the_best_run_of_the_newest_seed_once_and_survives_a_kill(
     ]
 
     again = asyncio.run(adopt.run(snakelab_tables.settings(), SCHEMA, False))
-    assert again.already and again.event_id == event_id
+    assert again.already and again.event_id == event_id and again.position == golden.order
+    assert f"run {golden.order} of {len(runs)}" in "\n".join(again.describe())
     assert rows(snakelab_tables, "SELECT COUNT(*) FROM events") == [(1,)]
 
 

@@ -82,8 +82,11 @@ class Adoption:
             f"{path} {_value(self.config, path)}" for entry in ENTRIES for path in entry.paths
         )
         count = self.runs if self.simulations is None else self.simulations
+        lines = [f"SnakeLab has {count} runs; seeds, in order of first use: {seeds}."]
+        if self.already:
+            lines = [f"SnakeLab had {count} runs at the adoption."]
         return [
-            f"SnakeLab has {count} runs; seeds, in order of first use: {seeds}.",
+            *lines,
             f"Golden configuration: run {self.run_id} (run {self.position} of {count}), high"
             f" score {self.high_score} on seed {self.seed}, the best completed run of the"
             " newest seed.",
@@ -111,7 +114,7 @@ async def own_experiment_started(db: Database) -> str | None:
     row = await db.fetchone(
         "SELECT name FROM events WHERE name IN ('golden_config_created',"
         " 'round_robin_checkpoint') OR (name = 'simulation_submitted' AND source_name = %s)"
-        " ORDER BY event_id LIMIT 1",
+        " LIMIT 1",
         (SEEDING_SOURCE,),
         doing="looking for Ax3l's own experiment",
     )
@@ -203,13 +206,18 @@ async def _best_of_newest_seed(db: Database) -> dict[str, Any] | None:
     )
     if best is None:
         return None
-    position = await db.fetchone(
+    best["position"] = await _position(db, best["id"])
+    return best
+
+
+async def _position(db: Database, sl_id: int) -> int:
+    """A run's place in SnakeLab's submission order, from 1."""
+    row = await db.fetchone(
         f"SELECT COUNT(*) AS n FROM {db.sl('simulation_runs')} WHERE id <= %s",
-        (best["id"],),
+        (sl_id,),
         doing="counting the runs before the adopted one",
     )
-    best["position"] = 0 if position is None else int(position["n"])
-    return best
+    return 0 if row is None else int(row["n"])
 
 
 async def _adopted(db: Database) -> Adoption | None:
@@ -227,11 +235,16 @@ async def _adopted(db: Database) -> Adoption | None:
     first_id = None if first is None else first["first"]
     if first_id is None or int(first_id) != event_id or content.kind != KIND:
         return None
+    run = await db.fetchone(
+        f"SELECT id FROM {db.sl('simulation_runs')} WHERE run_id = %s",
+        (content.run_id,),
+        doing="finding the adopted run",
+    )
     return Adoption(
         runs=content.simulations,
-        seeds=await _seed_summaries(db),
+        seeds=[],
         run_id=content.run_id,
-        position=0,
+        position=0 if run is None else await _position(db, int(run["id"])),
         high_score=content.high_score,
         seed=content.seed,
         config=content.config,
