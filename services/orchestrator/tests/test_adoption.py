@@ -82,10 +82,11 @@ def test_an_adopted_history_resumes_from_its_golden_and_never_repeats_a_configur
     proc = stack.orchestrator("random")
     stack.wait_for(lambda: len(stack.runs()) > old_runs, 60, "a run of Ax3l's", proc)
     first = stack.runs()[old_runs]
-    compared = lambda: stack.events("configuration_compared")  # noqa: E731
-    stack.wait_for(
-        lambda: any(e.process_id == first["run_id"] for e in compared()), 60, "its comparison", proc
-    )
+
+    def first_compared() -> bool:
+        return first["run_id"] in {e.process_id for e in stack.events("configuration_compared")}
+
+    stack.wait_for(first_compared, 60, "its comparison", proc)
     assert proc.stop() == 0
 
     events = stack.events()
