@@ -140,6 +140,17 @@ def test_every_container_is_hardened(merged):
         assert not service.get("privileged"), name
 
 
+def test_every_container_logs_to_rotated_files(merged):
+    """Each service's stdout goes to Docker's json files, size-bounded with a few kept (a
+    months-long run never fills the disk with logs)."""
+    for name, service in merged["services"].items():
+        logging = service.get("logging", {})
+        assert logging.get("driver") == "json-file", name
+        options = logging.get("options", {})
+        assert re.fullmatch(r"\d+[kmg]", str(options.get("max-size", ""))), name
+        assert int(options.get("max-file", 0)) >= 2, name
+
+
 def test_only_the_orchestrator_shares_the_tool_network_with_the_broker(merged):
     """The broker's tool channel is bound to its alias on the internal `tools` network, which
     only the orchestrator (and the model server, a client of nothing) joins; the orchestrator
