@@ -8,7 +8,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ax3l.shared.config_schema import cached_schema
 from ax3l.shared.db.database import Database
-from ax3l.shared.metrics import SNAKELAB_RUNS, add_metrics, count_runs_by_status
+from ax3l.shared.metrics import SNAKELAB_RUNS, RunsByStatus, add_metrics
 from ax3l.testing.databases import TestDatabases
 from ax3l.testing.snakelab_rows import insert_runs
 
@@ -38,19 +38,9 @@ async def test_metrics_time_routes_and_say_whether_the_database_answers(
     ``/metrics`` itself not at all); ``ax3l_database_up`` is 1 for a database that answers and
     0 for one that does not; the runs by status are SnakeLab's counts."""
     schema = cached_schema()
-    insert_runs(
-        snakelab_tables,
-        schema,
-        *[schema.default_config()] * 2,
-        database=snakelab_tables.snakelab_db,
-    )
-    insert_runs(
-        snakelab_tables,
-        schema,
-        schema.default_config(),
-        status="failed",
-        database=snakelab_tables.snakelab_db,
-    )
+    dbs, config = snakelab_tables, schema.default_config()
+    insert_runs(dbs, schema, config, config, database=dbs.snakelab_db)
+    insert_runs(dbs, schema, config, status="failed", database=dbs.snakelab_db)
     app = FastAPI()
 
     @app.get("/runs/{run_id}")
@@ -67,16 +57,37 @@ async def test_metrics_time_routes_and_say_whether_the_database_answers(
             assert (await client.get("/nothing")).status_code == 404
             response = await client.get("/metrics")
             await client.get("/metrics")
-        await count_runs_by_status(db)
+        counter = RunsByStatus()
+        await counter.refresh(db)
+        counted = {
+            s: SNAKELAB_RUNS.labels(s)._value.get() for s in ("completed", "failed", "queued")
+        }
+        # A run that ends moves between counts; one still queued keeps the later ones unsettled.
+        (queued,) = insert_runs(dbs, schema, config, status="queued", database=dbs.snakelab_db)
+        insert_runs(dbs, schema, config, database=dbs.snakelab_db)
+        await counter.refresh(db)
+        after_queue = {s: SNAKELAB_RUNS.labels(s)._value.get() for s in ("completed", "queued")}
+        dbs.query(
+            "UPDATE simulation_runs SET status = 'failed' WHERE run_id = %s",
+            (queued,),
+            user="snakelab",
+        )
+        await counter.refresh(db)
+        await counter.refresh(db)
     assert response.headers["content-type"].startswith("text/plain")
     samples = _samples(response.text, "test-a")
     assert samples[("ax3l_http_request_seconds_count", "/runs/{run_id}200")] == 2
     assert samples[("ax3l_http_request_seconds_count", "unmatched404")] == 1
     assert not any("/metrics" in route for _, route in samples)
     assert samples[("ax3l_database_up", "")] == 1
-    assert SNAKELAB_RUNS.labels("completed")._value.get() == 2
-    assert SNAKELAB_RUNS.labels("failed")._value.get() == 1
-    assert SNAKELAB_RUNS.labels("running")._value.get() == 0
+    assert counted == {"completed": 2, "failed": 1, "queued": 0}
+    assert after_queue == {"completed": 3, "queued": 1}
+    assert SNAKELAB_RUNS.labels("completed")._value.get() == 3
+    assert SNAKELAB_RUNS.labels("failed")._value.get() == 2
+    assert SNAKELAB_RUNS.labels("queued")._value.get() == 0
+    assert counter.settled_through == len(
+        dbs.query("SELECT id FROM simulation_runs", user="snakelab")
+    )
 
     down = FastAPI()
     add_metrics(down, "test-b")

@@ -134,12 +134,54 @@ def add_metrics(app: FastAPI, service: str, refresh: Refresh | None = None) -> N
     app.add_middleware(RequestTimer, service=service)
 
 
-async def count_runs_by_status(db: Any) -> None:
-    """``ax3l_snakelab_runs{status}`` from SnakeLab's table (every known state, 0 included)."""
-    rows = await db.fetchall(
-        f"SELECT status, COUNT(*) AS n FROM {db.sl('simulation_runs')} GROUP BY status",
-        doing="counting runs by status",
-    )
-    counts = dict.fromkeys(RUN_STATES, 0) | {str(r["status"]): int(r["n"]) for r in rows}
-    for status, n in counts.items():
-        SNAKELAB_RUNS.labels(status).set(n)
+TERMINAL_STATES = frozenset({"completed", "failed", "cancelled"})
+
+
+class RunsByStatus:
+    """``ax3l_snakelab_runs{status}``, counted incrementally: runs below the oldest run that is
+    not terminal yet never change status again (SnakeLab appends runs and ends each once), so
+    they are counted once and kept; each scrape counts only the runs from that one on. A
+    SnakeLab table that shrank (runs deleted by hand) is counted again from the start."""
+
+    def __init__(self) -> None:
+        self.settled_through = 0  # every run with id <= this one is terminal and counted
+        self.settled: dict[str, int] = {}
+
+    async def refresh(self, db: Any) -> None:
+        runs = db.sl("simulation_runs")
+        ended = ", ".join(["%s"] * len(TERMINAL_STATES))
+        row = await db.fetchone(
+            f"SELECT MAX(id) AS newest, MIN(CASE WHEN status NOT IN ({ended}) THEN id END)"
+            f" AS open FROM {runs} WHERE id > %s",
+            (*sorted(TERMINAL_STATES), self.settled_through),
+            doing="counting runs",
+        )
+        newest = None if row is None or row["newest"] is None else int(row["newest"])
+        if newest is None:
+            total = await db.fetchone(f"SELECT MAX(id) AS id FROM {runs}", doing="counting runs")
+            if total is None or total["id"] is None or int(total["id"]) < self.settled_through:
+                self.settled_through, self.settled = 0, {}  # the table shrank: start over
+        else:
+            settle_to = newest if row["open"] is None else int(row["open"]) - 1
+            if settle_to > self.settled_through:
+                for status, n in await self._counts(db, self.settled_through, settle_to):
+                    self.settled[status] = self.settled.get(status, 0) + n
+                self.settled_through = settle_to
+        counts = dict.fromkeys(RUN_STATES, 0)
+        for status, n in self.settled.items():
+            counts[status] = counts.get(status, 0) + n
+        for status, n in await self._counts(db, self.settled_through, None):
+            counts[status] = counts.get(status, 0) + n
+        for status, n in counts.items():
+            SNAKELAB_RUNS.labels(status).set(n)
+
+    @staticmethod
+    async def _counts(db: Any, after: int, through: int | None) -> list[tuple[str, int]]:
+        upper = "" if through is None else " AND id <= %s"
+        rows = await db.fetchall(
+            f"SELECT status, COUNT(*) AS n FROM {db.sl('simulation_runs')}"
+            f" WHERE id > %s{upper} GROUP BY status",
+            (after,) if through is None else (after, through),
+            doing="counting runs by status",
+        )
+        return [(str(r["status"]), int(r["n"])) for r in rows]

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from ax3l.orchestrator.status import LoopStatus
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.db.snakelab_reads import count_simulations
-from ax3l.shared.metrics import GOLDEN_HIGH_SCORE, SEED, add_metrics, count_runs_by_status
+from ax3l.shared.metrics import GOLDEN_HIGH_SCORE, SEED, RunsByStatus, add_metrics
 from ax3l.shared.readiness import (
     ServiceResources,
     app_resources,
@@ -62,6 +62,7 @@ async def status(resources: ResourcesDep) -> dict[str, Any]:
 async def loop_gauges(request: Request) -> None:
     """The golden's high score, the seed and SnakeLab's runs by status, at each scrape."""
     resources: ApiResources = app_resources(request)
+    runs: RunsByStatus = request.app.state.runs_by_status
     for gauge, value in (
         (GOLDEN_HIGH_SCORE, resources.status.golden_high_score),
         (SEED, resources.status.seed),
@@ -69,7 +70,7 @@ async def loop_gauges(request: Request) -> None:
         gauge.set(float("nan") if value is None else value)
     # A database error leaves the last counts; ax3l_database_up says it is down.
     with contextlib.suppress(DatabaseError):
-        await count_runs_by_status(resources.db)
+        await runs.refresh(resources.db)
 
 
 def create_app(resources: ApiResources, allowed_hosts: str = DEFAULT_ALLOWED_HOSTS) -> FastAPI:
@@ -78,6 +79,7 @@ def create_app(resources: ApiResources, allowed_hosts: str = DEFAULT_ALLOWED_HOS
     app.state.resources = resources
     app.include_router(readiness_router(checks, tags=["status"]))
     app.include_router(router)
+    app.state.runs_by_status = RunsByStatus()
     add_metrics(app, "orchestrator", loop_gauges)
     allow_only(app, allowed_hosts)
     return app
