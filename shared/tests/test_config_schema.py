@@ -108,3 +108,22 @@ def test_schema_loads_from_a_path_and_reports_bad_files(tmp_path):
 def test_every_property_has_a_description():
     """The LLM is shown each tunable's description, so none may be empty."""
     assert all(leaf.description for leaf in SCHEMA.leaves)
+
+
+def test_each_leafs_constraints_as_data_say_what_its_rules_text_says():
+    """``constraints()`` gives an agent the rules without parsing prose: every tuned leaf's type,
+    bounds and step are the schema document's own, and its words name the same numbers."""
+    schema = load_schema(None)
+    for path in ("model.hidden_size", "training.learning_rate", "epsilon.decay"):
+        leaf = schema.by_path[path]
+        data = leaf.constraints()
+        assert data["type"] == leaf.schema["type"]
+        assert (data["minimum"], data["maximum"]) == (
+            leaf.schema["minimum"],
+            leaf.schema["maximum"],
+        )
+        assert data["multiple_of"] == leaf.schema.get("multipleOf")
+        assert f"from {data['minimum']} to {data['maximum']}" in leaf.rules_text()
+    assert set(schema.by_path["model.hidden_size"].constraints()) == {
+        "type", "minimum", "maximum", "multiple_of", "const", "unit"
+    }  # fmt: skip

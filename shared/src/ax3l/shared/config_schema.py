@@ -78,6 +78,19 @@ class Leaf:
     def unit(self) -> str | None:
         return self.schema.get("x-snakelab-unit")
 
+    def constraints(self) -> dict[str, Any]:
+        """The leaf's constraints as data (what ``rules_text`` says in words): ``type``
+        (``integer`` or ``number``), ``minimum``, ``maximum``, ``multiple_of``, ``const`` and
+        ``unit``, each None when the schema sets none."""
+        return {
+            "type": self.type,
+            "minimum": self.minimum,
+            "maximum": self.maximum,
+            "multiple_of": self.multiple_of,
+            "const": self.const,
+            "unit": self.unit,
+        }
+
     def rules_text(self) -> str:
         """The leaf's constraints in words, as shown to the LLM."""
         parts = [f"{'an integer' if self.type == 'integer' else 'a number'}"]

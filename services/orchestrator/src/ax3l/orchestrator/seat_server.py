@@ -541,12 +541,16 @@ async def turn_payload(schema: ConfigSchema, index: ConfigIndex, turn: OpenTurn)
 
 
 def turn_rules(schema: ConfigSchema, entry: Entry) -> list[dict[str, Any]]:
+    """Each argument's rules: in words (``rules``, as the model reads them) and as data
+    (``type``, ``minimum``, ``maximum``, ``multiple_of``, ``const``, ``unit``), so an agent
+    needs no parsing; ``golden_value`` is filled in per turn."""
     return [
         {
             "argument": argument,
             "setting": path,
             "description": schema.by_path[path].description,
             "rules": schema.by_path[path].rules_text(),
+            **schema.by_path[path].constraints(),
             "golden_value": None,
         }
         for argument, path in zip(entry.value_names, entry.paths, strict=True)
