@@ -211,11 +211,9 @@ def golden() -> GoldenConfigCreated:
     )
 
 
-async def open_turn(run: Running, number: int) -> OpenTurn:
+async def open_turn(log: EventLog, board: TurnBoard, number: int) -> OpenTurn:
     """A turn on the board, as the external proposer opens one after its started event."""
-    started = await run.endpoint.log.log(
-        "conversation_started", {"proposer": "external", "parameter": "gamma"}
-    )
+    started = await log.log("conversation_started", {"proposer": "external", "parameter": "gamma"})
     turn = OpenTurn(
         entry=BY_NAME["gamma"],
         index=4,
@@ -226,7 +224,7 @@ async def open_turn(run: Running, number: int) -> OpenTurn:
         prompts=[],
         deadline_seconds=60,
     )
-    run.board.open(turn)
+    board.open(turn)
     return turn
 
 
@@ -247,14 +245,14 @@ async def test_a_seat_over_its_share_is_refused_and_the_winner_is_not_named(
             alice, bob = run.token("alice"), run.token("bob")
             submit = tool_call("submit_single_value", {"value": 0.95})
             for number in range(2):
-                turn = await open_turn(run, number)
+                turn = await open_turn(run.endpoint.log, run.board, number)
                 won = tool_result(await post(http, run.url, submit, token=alice))
                 assert json.loads(won["content"][0]["text"])["status"] == "ok", won
                 lost = tool_result(await post(http, run.url, submit, token=bob))
                 text = lost["content"][0]["text"]
                 assert lost["isError"] and "by another seat" in text and "alice" not in text
                 await run.board.close(turn)
-            turn = await open_turn(run, 2)
+            turn = await open_turn(run.endpoint.log, run.board, 2)
             over = tool_result(await post(http, run.url, submit, token=alice))
             text = over["content"][0]["text"]
             assert over["isError"] and "AX3L_SEAT_TURN_SHARE" in text and "won 2 of" in text
@@ -278,7 +276,7 @@ async def test_current_turn_polls_are_counted_and_its_payload_is_built_once(
         httpx2.AsyncClient(timeout=10) as http,
     ):
         token = run.token("fay")
-        turn = await open_turn(run, 0)
+        turn = await open_turn(run.endpoint.log, run.board, 0)
         bodies = [
             tool_result(await post(http, run.url, tool_call("current_turn", {}), token=token))
             for _ in range(20)
@@ -353,7 +351,7 @@ def test_two_concurrent_adds_of_one_name_leave_one_token(databases: TestDatabase
     winner's token."""
     from ax3l.orchestrator.seats import token_hash
 
-    for round_number in range(8):
+    for round_number in range(4):
         name = f"racer{round_number}"
         start = threading.Barrier(2)
         outcomes: list[str | Exception] = []
@@ -422,3 +420,69 @@ async def test_the_event_writer_caps_an_events_content(databases: TestDatabases)
     assert marker["truncated"] is True and marker["event"] == "seat_call"
     assert marker["bytes"] > 2 * MAX_CONTENT_BYTES and len(marker["head"]) == TRUNCATED_HEAD_CHARS
     assert len(rows[large].encode()) < MAX_CONTENT_BYTES
+
+
+async def test_the_endpoint_process_shares_the_board_and_is_restarted_when_it_died(
+    snakelab_tables: TestDatabases,
+) -> None:
+    """AX3L_SEATS_PROCESS: the endpoint serves from a child process; a turn opened on the
+    orchestrator's board is offered there, a seat's accepted submission wakes the proposer and
+    names the winner at the close, and a killed endpoint is started again at the next turn."""
+    import os
+    import signal
+
+    from ax3l.orchestrator.seat_process import SeatProcess
+
+    peer = ScriptedPeer(lambda request: broker_reply(request, {"status": "ok", "run_id": "r-9"}))
+    port = free_port()
+    settings = snakelab_tables.settings(
+        AX3L_SEATS_PORT=port, AX3L_ZMQ_ENDPOINT=peer.endpoint, AX3L_SEAT_TOKEN_REFRESH=0.1
+    )
+    db = await Database(settings).open()
+    process = SeatProcess(settings, SCHEMA, ConfigIndex(db, SCHEMA))
+    url = f"http://127.0.0.1:{port}/mcp"
+    conn = snakelab_tables.connect("ax3l", snakelab_tables.ax3l_db)
+    try:
+        token = add_seat(conn, "ivy")
+        await process.start()
+        first = process.pid()
+        assert first is not None and first != os.getpid()
+        log, board = EventLog(db), process.board
+        async with httpx2.AsyncClient(timeout=10) as http:
+            turn = await open_turn(log, board, 0)
+            for _ in range(100):  # the open reaches the endpoint's process
+                body = tool_result(await post(http, url, tool_call("current_turn", {}), token))
+                if body["structuredContent"]["open"]:
+                    break
+                await asyncio.sleep(0.05)
+            assert body["structuredContent"]["entry"] == "gamma"
+            submit = tool_call("submit_single_value", {"value": 0.95})
+            accepted = tool_result(await post(http, url, submit, token=token))
+            assert json.loads(accepted["content"][0]["text"])["run_id"] == "r-9"
+            await asyncio.wait_for(turn.answered.wait(), 10)
+            await process.board.close(turn)
+            assert (turn.winner, turn.run_id) == ("ivy", "r-9")
+
+            os.kill(first, signal.SIGKILL)
+            await asyncio.sleep(0.5)
+            second_turn = await open_turn(log, board, 1)
+            for _ in range(200):
+                try:
+                    answer = await post(http, url, tool_call("current_turn", {}), token)
+                    if answer.status_code == 200 and answer.json()["result"].get(
+                        "structuredContent", {}
+                    ).get("open"):
+                        break
+                except httpx2.HTTPError:
+                    pass
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError("the endpoint was not started again")
+            assert process.pid() not in (None, first)
+            await process.board.close(second_turn)
+    finally:
+        await process.stop()
+        conn.close()
+        await db.close()
+        peer.close()
+    assert process.pid() is None

@@ -171,9 +171,11 @@ class SeatProcess:
             await self._reap()
             raise OSError(f"the seats' endpoint did not start: {ready.get('error', ready)}")
         self._writer = writer
-        self._reader_task = asyncio.create_task(self._read(reader), name="seat-endpoint-reader")
+        self._reader_task = asyncio.create_task(
+            self._read(reader, writer), name="seat-endpoint-reader"
+        )
 
-    async def _read(self, reader: asyncio.StreamReader) -> None:
+    async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(OSError):
             while line := await reader.readline():
                 message = json.loads(line)
@@ -187,7 +189,9 @@ class SeatProcess:
                         future.set_result(message)
         if not self._stopping:
             logger.error("the seats' endpoint process exited; it is started again next turn")
-        self._writer = None
+        writer.close()
+        if self._writer is writer:
+            self._writer = None
         for future in self._closing.values():
             if not future.done():
                 future.set_result({})
@@ -230,6 +234,7 @@ class SeatProcess:
                 await asyncio.wait_for(self._reader_task, 15)
         if self._writer is not None:
             self._writer.close()
+            self._writer = None
         await self._reap()
 
     async def _reap(self) -> None:
