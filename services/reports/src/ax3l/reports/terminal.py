@@ -69,29 +69,50 @@ def fetch_json(url: str) -> Any:
         return json.loads(answer.read())
 
 
+def _read(url: str, key: str | None, problems: list[str], failure: str) -> Any:
+    """``url``'s JSON (its list under ``key``, dicts only), or None after noting ``failure``."""
+    try:
+        answer = fetch_json(url)
+    except (OSError, ValueError) as exc:
+        problems.append(f"{failure}: {exc}")
+        return None
+    if key is None:
+        return answer if isinstance(answer, dict) else None
+    items = answer.get(key, []) if isinstance(answer, dict) else []
+    return [item for item in items if isinstance(item, dict)]
+
+
 def take(orchestrator: str, reports: str, runs: int, events: int) -> Snapshot:
     """Ask the orchestrator and the report server once."""
     found = Snapshot()
-    try:
-        status = fetch_json(f"{orchestrator}/api/status")
-        found.status = status if isinstance(status, dict) else None
-    except (OSError, ValueError) as exc:
-        found.problems.append(f"the orchestrator ({orchestrator}) does not answer: {exc}")
-    try:
-        page = fetch_json(f"{reports}/api/runs?limit={runs}")
-        items = page.get("runs", []) if isinstance(page, dict) else []
-        found.runs = [r for r in items if isinstance(r, dict)]
-    except (OSError, ValueError) as exc:
-        found.problems.append(f"the report server ({reports}) does not answer: {exc}")
+    problems = found.problems
+    found.status = _read(
+        f"{orchestrator}/api/status",
+        None,
+        problems,
+        f"the orchestrator ({orchestrator}) does not answer",
+    )
+    found.runs = (
+        _read(
+            f"{reports}/api/runs?limit={runs}",
+            "runs",
+            problems,
+            f"the report server ({reports}) does not answer",
+        )
+        or []
+    )
     conversation = (found.status or {}).get("conversation_id")
     if conversation:
         query = urllib.parse.urlencode({"process": conversation, "limit": events})
-        try:
-            page = fetch_json(f"{reports}/api/events?{query}")
-            items = page.get("events", []) if isinstance(page, dict) else []
-            found.conversation = [e for e in items if isinstance(e, dict)]
-        except (OSError, ValueError) as exc:
-            found.problems.append(f"the conversation's events could not be read: {exc}")
+        found.conversation = (
+            _read(
+                f"{reports}/api/events?{query}",
+                "events",
+                problems,
+                "the conversation's events could not be read",
+            )
+            or []
+        )
     return found
 
 
