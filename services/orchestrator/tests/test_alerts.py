@@ -139,3 +139,16 @@ def test_the_supervisors_alert_goes_out_without_a_database(receiver: Receiver) -
     alert = Alert("service_gave_up:1:t", "service_gave_up", "Ax3l: gave up", "mariadb crashed")
     assert send_once_blocking(settings, alert, unlogged_ok=True) is True
     assert receiver.titles() == ["Ax3l: gave up"]
+
+
+def test_the_orchestrator_refuses_notification_urls_apprise_does_not_know(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A malformed ``AX3L_NOTIFY_URLS`` stops ``ax3l-orchestrator`` at start (exit 2) with a
+    message that does not repeat the URL's token."""
+    from ax3l.orchestrator.main import main
+
+    monkeypatch.setenv("AX3L_NOTIFY_URLS", "nosuchservice://secret-token-9@host")
+    assert main(["--proposer", "random"]) == 2
+    err = capsys.readouterr().err
+    assert "AX3L_NOTIFY_URLS" in err and "secret-token-9" not in err
