@@ -84,7 +84,7 @@ def _optuna() -> Any:
     except ImportError:
         raise ExportError(
             "the Optuna export needs Optuna: install the extra, e.g."
-            " `uv sync --extra optuna` or `pip install 'ax3l-shared[optuna]'`"
+            " `uv sync --all-packages --extra optuna` or `pip install 'ax3l-shared[optuna]'`"
         ) from None
     return optuna
 
