@@ -24,7 +24,8 @@ LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backgro
 pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is needed"),
     pytest.mark.skipif(
-        not DASHBOARD.exists(), reason="optuna-dashboard: `uv sync --all-packages --extra dashboard`"
+        not DASHBOARD.exists(),
+        reason="optuna-dashboard: `uv sync --all-packages --extra dashboard`",
     ),
 ]
 
