@@ -71,9 +71,8 @@ def test_adopt_takes_the_best_run_of_the_newest_seed_once_and_survives_a_kill(
     assert rows(snakelab_tables, "SELECT COUNT(*) FROM events") == [(0,)]
     assert rows(snakelab_tables, "SELECT COUNT(*) FROM experiment_highscores") == [(0,)]
 
-    done = adopt_cli(snakelab_tables)
-    assert done.returncode == 0, done.stderr
-    assert "Adopted: golden_config_created event" in done.stdout
+    done = asyncio.run(adopt.run(snakelab_tables.settings(), SCHEMA, False))
+    assert not done.already and done.simulations == len(runs)
     events = rows(
         snakelab_tables,
         "SELECT e.event_id, e.name, e.process_id, m.content FROM events e"
@@ -81,6 +80,7 @@ def test_adopt_takes_the_best_run_of_the_newest_seed_once_and_survives_a_kill(
     )
     assert len(events) == 1
     event_id, name, process_id, content = events[0]
+    assert event_id == done.event_id
     stored = GoldenConfigCreated.model_validate(json.loads(content))
     assert name == "golden_config_created" and process_id == golden.run_id
     assert stored.kind == "adopted" and stored.run_id == golden.run_id
@@ -118,7 +118,7 @@ def test_adopt_refuses_without_runs_and_beside_an_experiment_of_ax3l(
         )
     conn.close()
     beside = adopt_cli(snakelab_tables)
-    assert beside.returncode == 1
+    assert beside.returncode == 1 and beside.stderr.startswith("ax3l-db: adopt: ")
     assert "already has an experiment" in beside.stderr and "reset-events" in beside.stderr
     assert rows(snakelab_tables, "SELECT COUNT(*) FROM events") == [(1,)]
 
