@@ -5,7 +5,8 @@ registry) on its HTTP port: the orchestrator 28871, the toolbroker 28872, the re
 Names (the README's "Metrics" section lists them with their labels):
 
 * every service: ``ax3l_http_request_seconds{service,method,route,status}`` (its HTTP requests;
-  ``route`` is the route's template, ``unmatched`` for a path no route has) and
+  ``route`` is the route's template, ``unmatched`` for a 404 without one, ``other`` for a
+  mounted app such as the static files) and
   ``ax3l_database_up{service}`` (1 when Ax3l's database answered the scrape's ping in 2 s);
 * the orchestrator: ``ax3l_loop_steps_total``, ``ax3l_loop_step_seconds`` (a step: a turn, a
   comparison, a seeding or rotation, with its run's training), ``ax3l_model_requests_total``,
@@ -101,7 +102,9 @@ class RequestTimer:
         try:
             await self.app(scope, receive, sending)
         finally:
-            route = getattr(scope.get("route"), "path", None) or "unmatched"
+            # Mounted apps (static files) have no route template: ``other``.
+            template = getattr(scope.get("route"), "path", None)
+            route = template or ("unmatched" if status == 404 else "other")
             if route != "/metrics":
                 HTTP_REQUEST_SECONDS.labels(
                     self.service, scope.get("method", ""), route, str(status)
