@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ax3l.shared.db import upgrades
-from ax3l.shared.db.cli import ensure_schema, upgrade_schema
+from ax3l.shared.db.cli import ensure_schema, reset_events, upgrade_schema
 from ax3l.shared.db.errors import SchemaMismatch
 from ax3l.testing.databases import TestDatabases, scratch_databases
 from ax3l.testing.release_1 import create_release_1, release_1_tables
@@ -49,8 +49,9 @@ HISTORY = [
 def test_a_release_1_database_is_refused_until_upgraded_and_keeps_its_history(
     databases: TestDatabases, db_env: dict[str, str]
 ) -> None:
-    """Services refuse a release-1 database naming `ax3l-db upgrade`; the upgrade keeps every
-    row, is idempotent, and leaves the tables of a database created at the newest revision."""
+    """Services (and reset-events, before deleting) refuse a release-1 database naming
+    `ax3l-db upgrade`; the upgrade keeps every row, is idempotent, and leaves the tables of a
+    database created at the newest revision."""
     create_release_1(databases)
     for statement in HISTORY:
         query(databases, statement)
@@ -59,6 +60,10 @@ def test_a_release_1_database_is_refused_until_upgraded_and_keeps_its_history(
     with pytest.raises(upgrades.SchemaBehind, match="run `ax3l-db upgrade`") as refused:
         ensure_schema(databases.settings())
     assert f"revision 0001, this Ax3l needs {upgrades.head()}" in str(refused.value)
+    for recreate in (False, True):
+        with pytest.raises(upgrades.SchemaBehind):
+            reset_events(databases.settings(), recreate=recreate)
+    assert query(databases, "SELECT COUNT(*) FROM events") == [(2,)], "nothing deleted"
 
     done = upgrade_schema(databases.settings())  # the command itself: the long end-to-end test
     assert f"from revision 0001 to {upgrades.head()}" in done

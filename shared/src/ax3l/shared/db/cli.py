@@ -174,8 +174,9 @@ def reset_events(settings: Settings, recreate: bool = False) -> str:
         with conn.cursor() as cur:
             present = _existing_tables(cur)
             revision = upgrades.stored_revision(cur, present)
-            if revision is not None and not recreate:
-                # Refused before anything is deleted: the reset would end in that refusal.
+            if revision is not None:
+                # Refused before anything is deleted: the reset would end in that refusal, or
+                # (recreating) stamp the newest revision over tables no revision brought there.
                 upgrades.require_current(revision, settings.db_name)
             if recreate:
                 for table in tables.EXPERIMENT_TABLES:
