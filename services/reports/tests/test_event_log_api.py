@@ -214,7 +214,7 @@ async def test_database_outage_is_a_503_not_a_500(experiment, make_client):
         assert page.status_code == 503 and "Database unavailable" in page.text
         ready = await http.get("/ready")
         assert ready.status_code == 503 and ready.json()["status"] == "not ready"
-        assert ready.json()["checks"] == {"database": False}
+        assert ready.json()["checks"] == {"database": False, "disk": True}
         assert ready.json()["problems"][0].startswith("database: ")
         assert (await http.get("/health")).json() == {"status": "ok"}
 
@@ -223,7 +223,11 @@ async def test_ready_when_both_databases_answer(client):
     """/ready pings Ax3l's database and SnakeLab's tables."""
     ready = await client.get("/ready")
     assert ready.status_code == 200
-    assert ready.json() == {"status": "ready", "checks": {"database": True}, "problems": []}
+    assert ready.json() == {
+        "status": "ready",
+        "checks": {"database": True, "disk": True},
+        "problems": [],
+    }
 
 
 async def test_rows_read_as_sentences_with_the_json_one_click_away(client):

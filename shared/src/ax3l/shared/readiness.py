@@ -39,7 +39,8 @@ class Readiness(BaseModel):
 
     ``checks`` names every dependency checked and whether it passed; ``problems`` has one
     line per failed check, ``"<check>: <why>"`` (during a database outage
-    ``"database: waiting for the database since <time>: <error>"``).
+    ``"database: waiting for the database since <time>: <error>"``, while the database's disk
+    is full ``"database: disk full since <time>: <error>"``).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -75,13 +76,14 @@ NOT_READY_RESPONSE: dict[int | str, dict[str, Any]] = {
 
 
 async def database_problem(db: Database) -> str | None:
-    """``None`` when the database answers a ping, else why not (during an outage: since when
-    it is waited for)."""
+    """``None`` when the database answers a ping and the last write did not find its disk
+    full, else why not (during an outage: since when it is waited for; on a full disk:
+    "disk full since <time>: <error>")."""
     try:
         await db.ping()
     except DatabaseError as exc:
         return db.outage.describe() or str(exc)
-    return None
+    return db.disk_full.describe()
 
 
 async def snakelab_problem(snakelab: SnakeLabClient) -> str | None:

@@ -5,6 +5,9 @@ accepted proposal (wait, compare, promote), rotate the seed when enough cycles s
 take the next turn (checkpoint, exhaustion skip, conversation). Because every step starts from
 what the events say, startup recovery is just the first steps, and a restart anywhere resumes
 exactly where the events leave off. A failed step is retried after an exponential backoff.
+A full disk on the database server fails the step's write (its transaction rolled back), not
+the loop: the step is retried with the same backoff, and the status says "disk full" until a
+step goes through.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from ax3l.orchestrator.status import LoopStatus, Phase
 from ax3l.orchestrator.turns import ParameterOrderChanged, next_turn, write_checkpoint
 from ax3l.shared.crash_points import crash_point
 from ax3l.shared.cycles import CycleTracker
-from ax3l.shared.db.errors import DatabaseError, DatabaseTimeout
+from ax3l.shared.db.errors import DatabaseError, DatabaseTimeout, DiskFull
 from ax3l.shared.db.reads import current_golden
 from ax3l.shared.metrics import LOOP_STEP_SECONDS, LOOP_STEPS
 from ax3l.shared.settings import Settings
@@ -81,21 +84,27 @@ class ExperimentLoop:
                 await self._guarded_step()
         self._last_unexpected = None
         self.status.backoff_until = None
+        self.status.disk_full = self.runs.db.disk_full.describe()
         self.steps += 1
         LOOP_STEPS.inc()
         LOOP_STEP_SECONDS.observe(time.monotonic() - started)
 
     def _backing_off(self, state: RetryCallState) -> None:
         seconds = state.next_action.sleep if state.next_action else 0.0
-        self.status.set_phase(Phase.BACKING_OFF, backoff_until=time.time() + seconds)
+        self.status.set_phase(
+            Phase.BACKING_OFF,
+            backoff_until=time.time() + seconds,
+            disk_full=self.runs.db.disk_full.describe(),
+        )
         error = state.outcome.exception() if state.outcome else None
         logger.warning("step failed (%s); retrying in %.2f s", error, seconds)
 
     async def _guarded_step(self) -> None:
         try:
             await self.step()
-        except DatabaseTimeout as exc:
-            # A hung query fails the step, not the loop: the step is derived again.
+        except (DatabaseTimeout, DiskFull) as exc:
+            # A hung query, or a write the full disk refused, fails the step, not the loop:
+            # the step is derived again.
             self.status.error(str(exc))
             raise StepFailed(str(exc)) from exc
         except FATAL:

@@ -58,6 +58,9 @@ class LoopStatus:
     # AX3L_SNAKELAB_ENDPOINTS: each host's state (idle, running, down, unknown) as the loop's
     # client last saw it (the client's own dict, kept current); None with one host.
     snakelab_hosts: dict[str, str] | None = None
+    # The database server's disk is full: "disk full since <time>: <error>" from the write
+    # it refused until a step goes through again; None otherwise.
+    disk_full: str | None = None
 
     def set_phase(self, phase: Phase, **fields: Any) -> None:
         self.phase = phase

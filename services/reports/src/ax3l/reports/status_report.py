@@ -31,8 +31,9 @@ def orchestrator_out(poll: OrchestratorPoll, now: datetime) -> OrchestratorOut:
     data = poll.data if poll.state == "up" else {}
     phase = _str(data, "phase")
     last_error_at = epoch_time(data.get("last_error_at"))
+    disk_full = _str(data, "disk_full")
     if poll.state == "up":
-        label = (phase or "running").capitalize()
+        label = "Disk full" if disk_full else (phase or "running").capitalize()
     else:
         label = ORCHESTRATOR_LABELS[poll.state]
     return OrchestratorOut(
@@ -60,6 +61,7 @@ def orchestrator_out(poll: OrchestratorPoll, now: datetime) -> OrchestratorOut:
         promotion=_str(data, "promotion"),
         confirmation=_confirmation(data.get("confirmation")),
         snakelab_hosts=_hosts(data.get("snakelab_hosts")),
+        disk_full=disk_full,
     )
 
 

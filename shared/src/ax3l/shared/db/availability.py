@@ -2,8 +2,10 @@
 
 Every ``Database`` keeps an ``Outage``: the first failure to reach the server opens it (logged
 once), the next successful transaction closes it (logged with its length). Readiness checks
-and status pages read it. ``wait_for_database`` repeats a startup step until the server
-answers; errors no wait can fix (``DatabaseMisconfigured``) end the wait at once.
+and status pages read it. A full disk on the database server is kept apart (``DiskFullSpell``):
+the server still answers reads, so only a committed write ends it. ``wait_for_database``
+repeats a startup step until the server answers; errors no wait can fix
+(``DatabaseMisconfigured``) end the wait at once.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ class Outage:
     since: float | None = None  # wall clock (time.time) of the first failure
     error: str | None = None
     _monotonic_since: float = 0.0
+    _began = "database unavailable: %s"
+    _ended = "database available again after %.1f s"
+    _waiting = "waiting for the database since"
 
     @property
     def active(self) -> bool:
@@ -49,14 +54,14 @@ class Outage:
         if self.since is None:
             self.since = time.time()
             self._monotonic_since = time.monotonic()
-            log.warning("database unavailable: %s", self.error)
+            log.warning(self._began, self.error)
 
     def end(self) -> float | None:
         """Note that the server answered; returns the outage's length if one just ended."""
         if self.since is None:
             return None
         lasted = time.monotonic() - self._monotonic_since
-        log.warning("database available again after %.1f s", lasted)
+        log.warning(self._ended, lasted)
         self.since = None
         self.error = None
         return lasted
@@ -65,7 +70,7 @@ class Outage:
         """``waiting for the database since <time>: <error>``, or None when it answers."""
         if self.since is None:
             return None
-        return f"waiting for the database since {iso(self.since)}: {self.error}"
+        return f"{self._waiting} {iso(self.since)}: {self.error}"
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -74,6 +79,16 @@ class Outage:
             "error": self.error,
             "message": self.describe(),
         }
+
+
+class DiskFullSpell(Outage):
+    """Whether the database server's disk is full: a write failed for want of space (opens
+    it), and no write has committed since (one closes it). ``describe`` reads "disk full
+    since <time>: <error>"."""
+
+    _began = "database disk full: %s"
+    _ended = "database disk has space again: a write committed after %.1f s"
+    _waiting = "disk full since"
 
 
 async def wait_for_database(

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import re
 import weakref
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any, TypeVar
@@ -21,11 +22,12 @@ from typing import Any, TypeVar
 import aiomysql
 import pymysql
 
-from ax3l.shared.db.availability import Outage
+from ax3l.shared.db.availability import DiskFullSpell, Outage
 from ax3l.shared.db.errors import (
     DatabaseError,
     DatabaseTimeout,
     DatabaseUnavailable,
+    DiskFull,
     translate,
 )
 from ax3l.shared.settings import Settings
@@ -42,6 +44,8 @@ CLIENT_DEADLINE_MARGIN = 2.0
 CONNECT_TIMEOUT_SECONDS = 10.0
 
 _DRIVER_ERRORS = (pymysql.err.MySQLError, OSError)
+# Statements that write nothing (a transaction of only these does not prove the disk has room).
+_READ_ONLY = re.compile(r"\s*(?:SELECT|SHOW|SET|EXPLAIN|DO)\b", re.IGNORECASE)
 
 
 def quote_identifier(name: str) -> str:
@@ -72,16 +76,23 @@ class _TimedCursor:
         self._conn = conn
         self._deadline = deadline
         self._doing = doing
+        self.wrote = False  # a statement other than a read ran
+
+    def _note(self, sql: str) -> None:
+        if not self.wrote and not _READ_ONLY.match(sql):
+            self.wrote = True
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cursor, name)
 
     async def execute(self, sql: str, args: Any = None) -> Any:
+        self._note(sql)
         return await _bounded(
             self._cursor.execute(sql, args), self._conn, self._deadline, self._doing
         )
 
     async def executemany(self, sql: str, args: Any) -> Any:
+        self._note(sql)
         return await _bounded(
             self._cursor.executemany(sql, args), self._conn, self._deadline, self._doing
         )
@@ -105,8 +116,11 @@ class Database:
 
     ``outage`` says whether the server is unreachable right now and since when: the first
     failure to connect or a dropped connection opens it, the next committed transaction
-    closes it. Reads through ``fetchone``/``fetchall`` are retried once on a fresh connection
-    when a pooled one turns out dead (after a server restart); nothing else is retried.
+    closes it. ``disk_full`` says whether the server's disk is full: a write that failed for
+    want of space (``DiskFull``) opens it, the next committed write closes it (reads go on
+    working meanwhile). Reads through ``fetchone``/``fetchall`` are retried once on a fresh
+    connection when a pooled one turns out dead (after a server restart); nothing else is
+    retried.
     """
 
     def __init__(self, settings: Settings):
@@ -116,6 +130,7 @@ class Database:
         self._limited: weakref.WeakSet[Any] = weakref.WeakSet()
         self.snakelab = quote_identifier(settings.snakelab_db_name)
         self.outage = Outage()
+        self.disk_full = DiskFullSpell()
         self.query_timeout = settings.db_query_timeout
         self.acquire_timeout = settings.db_acquire_timeout
         self._deadline = settings.db_query_timeout + CLIENT_DEADLINE_MARGIN
@@ -223,11 +238,14 @@ class Database:
         """
         pool, conn = await self._acquire(doing)
         broken = False
+        wrote = False
         try:
             async with conn.cursor(aiomysql.DictCursor) as cur:
                 try:
-                    yield _TimedCursor(cur, conn, self._deadline, doing)
+                    timed = _TimedCursor(cur, conn, self._deadline, doing)
+                    yield timed
                     await _bounded(conn.commit(), conn, self._deadline, doing)
+                    wrote = timed.wrote
                 except BaseException as exc:
                     broken = conn.closed or isinstance(exc, DatabaseTimeout)
                     if not broken:
@@ -238,7 +256,9 @@ class Database:
                     if isinstance(exc, _DRIVER_ERRORS):
                         broken = True
                         error = translate(exc, doing)
-                        if isinstance(error, DatabaseUnavailable) and not isinstance(
+                        if isinstance(error, DiskFull):
+                            self.disk_full.begin(error)
+                        elif isinstance(error, DatabaseUnavailable) and not isinstance(
                             error, DatabaseTimeout
                         ):
                             self.outage.begin(error)
@@ -249,6 +269,8 @@ class Database:
                 conn.close()
             pool.release(conn)
         self.outage.end()
+        if wrote:
+            self.disk_full.end()
 
     async def _read(self, sql: str, args: Any, doing: str, one: bool) -> Any:
         for attempt in (1, 2):

@@ -3,10 +3,13 @@
 Three kinds matter to a long-running service: the server is away (``DatabaseUnavailable``:
 wait and retry), a statement or a pool acquire ran out of time (``DatabaseTimeout``: fail the
 step, not the service), and the setup is wrong (``DatabaseMisconfigured``: no wait can fix it,
-the message says what to do).
+the message says what to do). A full disk on the database server (``DiskFull``) is a kind of
+unavailable: the server answers, but writes fail until someone frees space.
 """
 
 from __future__ import annotations
+
+import re
 
 import pymysql
 
@@ -21,6 +24,11 @@ class DatabaseUnavailable(DatabaseError):
 
 class DatabaseTimeout(DatabaseUnavailable):
     """A statement or a pool acquire did not finish within its timeout."""
+
+
+class DiskFull(DatabaseUnavailable):
+    """The database server's disk is full: its writes fail (the transaction rolled back) until
+    space is freed; waiting, and trying again, fixes this."""
 
 
 class DatabaseMisconfigured(DatabaseError):
@@ -56,6 +64,18 @@ _TIMEOUT_CODES = {
     1969,  # MariaDB: max_statement_time exceeded
     3024,  # MySQL: max_execution_time exceeded
 }
+# The server's disk is full (InnoDB: "The table '...' is full" when a tablespace cannot grow).
+_DISK_FULL_CODES = {
+    1021,  # ER_DISK_FULL
+    1114,  # ER_RECORD_FILE_FULL: the table is full
+}
+# Errors that carry the operating system's errno: disk full when that is ENOSPC (28).
+_ERRNO_CODES = {
+    3,  # EE_WRITE: error writing file (Errcode: 28)
+    1026,  # ER_ERROR_ON_WRITE
+    1030,  # ER_GET_ERRNO: got error 28 from storage engine
+}
+_ENOSPC = re.compile(r"(?:errno|errcode|error)\W{0,3}28\b|no space left on device", re.IGNORECASE)
 # What to do, for errors no wait can fix.
 _ADVICE = {
     1044: "grant Ax3l's database user all rights on its database (see the README, Database)",
@@ -78,6 +98,11 @@ def translate(exc: BaseException, doing: str) -> DatabaseError:
     """A domain error for a driver exception raised while ``doing`` something."""
     code = error_code(exc)
     detail = exc.args[1] if len(exc.args) > 1 else str(exc)
+    if code in _DISK_FULL_CODES or (code in _ERRNO_CODES and _ENOSPC.search(str(detail))):
+        return DiskFull(
+            f"{doing}: disk full on the database server ({code}: {detail}); the transaction"
+            " was rolled back: free space on the database server's disk"
+        )
     if code in _TIMEOUT_CODES:
         return DatabaseTimeout(f"{doing}: the database gave up on the statement ({code}: {detail})")
     if isinstance(exc, (ConnectionError, OSError)) or code in _CONNECTION_CODES:

@@ -60,6 +60,11 @@ class OrchestratorOut(BaseModel):
         description="with several SnakeLab hosts: each endpoint's state (idle, running, down,"
         " unknown) as the loop last saw it",
     )
+    disk_full: str | None = Field(
+        None,
+        description="the database server's disk is full: 'disk full since <time>: <error>'"
+        " (the loop retries its write with backoff); None otherwise",
+    )
 
 
 class StatusOut(BaseModel):
