@@ -126,22 +126,49 @@ def db_now(stack: Stack) -> datetime:
 async def flood(
     url: str, body: bytes, headers: dict[str, str], count: int, concurrency: int, limit: float
 ) -> tuple[Counter[int], float]:
-    """``count`` POSTs of ``body``, ``concurrency`` at a time, for at most ``limit`` seconds."""
+    """``count`` POSTs of ``body``, ``concurrency`` connections at a time (HTTP/1.1 keep-alive),
+    for at most ``limit`` seconds. A bare client (prebuilt request bytes, asyncio streams), so
+    the flood's own CPU competes with the experiment as little as a loopback bench allows."""
     statuses: Counter[int] = Counter()
     sent = itertools.count()
     started = time.monotonic()
-    http_limits = httpx2.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    host, port = url.split("//")[1].split("/")[0].split(":")
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    request = (
+        f"POST /mcp HTTP/1.1\r\nhost: {host}:{port}\r\n{head}content-length: {len(body)}\r\n\r\n"
+    ).encode() + body
 
-    async def worker(http: httpx2.AsyncClient) -> None:
+    async def worker() -> None:
+        reader: asyncio.StreamReader | None = None
+        writer: asyncio.StreamWriter | None = None
         while next(sent) < count and time.monotonic() - started < limit:
             try:
-                answer = await http.post(url, content=body, headers=headers)
-                statuses[answer.status_code] += 1
-            except httpx2.HTTPError:
+                if writer is None:
+                    reader, writer = await asyncio.open_connection(host, int(port))
+                assert reader is not None
+                writer.write(request)
+                status_line = await reader.readline()
+                length, closing = 0, False
+                while (line := await reader.readline()) not in (b"\r\n", b""):
+                    name, _, value = line.decode("latin-1").partition(":")
+                    if name.lower() == "content-length":
+                        length = int(value)
+                    elif name.lower() == "connection" and "close" in value.lower():
+                        closing = True
+                await reader.readexactly(length)
+                statuses[int(status_line.split()[1])] += 1
+                if closing:
+                    writer.close()
+                    writer = None
+            except (OSError, ValueError, IndexError, asyncio.IncompleteReadError):
                 statuses[0] += 1
+                if writer is not None:
+                    writer.close()
+                writer = None
+        if writer is not None:
+            writer.close()
 
-    async with httpx2.AsyncClient(timeout=30, limits=http_limits) as http:
-        await asyncio.gather(*(worker(http) for _ in range(concurrency)))
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
     return statuses, time.monotonic() - started
 
 

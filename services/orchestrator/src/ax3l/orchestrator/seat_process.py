@@ -4,8 +4,9 @@ A flood at ``/mcp`` then costs the endpoint's process its CPU and event loop, ne
 loop's: the orchestrator's process only keeps the turn board. The two share it over a local
 socket pair (no address, no port: the child inherits its end), one JSON message a line:
 
-* orchestrator -> endpoint: ``{"op": "open", "turn": {...}}`` (the turn, with the payload
-  ``current_turn`` answers, built once by the orchestrator, which holds the config index) and
+* orchestrator -> endpoint: ``{"op": "open", "turn": {...}}`` (the turn: entry, checkpoint,
+  golden, prompts, deadline; the endpoint builds what ``current_turn`` answers once, when a
+  seat first asks, so a turn no seat looks at costs nothing) and
   ``{"op": "close", "checkpoint_event_id": N}``;
 * endpoint -> orchestrator: ``{"ready": true}`` once it listens (or ``{"error": ...}``),
   ``{"answered": N}`` when a seat's submission for turn N was accepted (a wake-up: the
@@ -38,7 +39,7 @@ import time
 from typing import Any
 
 from ax3l.orchestrator.prompts import Prompt
-from ax3l.orchestrator.seat_server import SeatEndpoint, SeatReads, turn_payload
+from ax3l.orchestrator.seat_server import SeatEndpoint, SeatReads
 from ax3l.orchestrator.seat_turns import OpenTurn, TurnBoard
 from ax3l.orchestrator.seats import SeatDirectory
 from ax3l.shared.config_index import ConfigIndex
@@ -109,7 +110,6 @@ class RemoteBoard(TurnBoard):
 
     async def _publish(self, turn: OpenTurn) -> None:
         try:
-            turn.payload = await turn_payload(self.process.schema, self.process.index, turn)
             await self.process.send({"op": "open", "turn": turn_message(turn)})
         except Exception:  # the seats will not see this turn; the deadline still holds
             logger.exception("could not offer the turn to the seats' endpoint")
