@@ -6,7 +6,9 @@ the completed steps' event times), the resident memory (VmRSS) and CPU per step 
 which a busy machine does not inflate the way it does wall time) of the orchestrator, the broker
 and SnakeLab, and the prompt size (characters of the window's ``prompt_sent`` events, and per
 conversation). At the end it compares the last window with the first and checks the history's
-invariants (``ax3l.testing.invariants.check_invariants``).
+invariants (``ax3l.testing.invariants.check_invariants``). The services' logs are rotated as
+``make run``'s supervisor rotates them (``--log-max-mb``, 5 kept) and their size on disk is
+printed at the end, with what one step adds to each.
 
     uv run python bench/bench_soak.py                 # 5,000 steps
     uv run python bench/bench_soak.py --steps 1000    # a shorter soak
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ax3l.shared.db.cli import ensure_schema
+from ax3l.shared.logrotate import LogRotation, rotate_all
 from ax3l.shared.stack.mariadb import PrivateMariaDB
 from ax3l.testing import chaos
 from ax3l.testing.chaos import percentile
@@ -199,7 +202,27 @@ def verdict(first: Window, last: Window) -> list[str]:
     return grew
 
 
-def soak(steps: int, window: int, stagnant_rounds: int | None) -> int:
+def log_sizes(folder: Path, steps: int, rotation: LogRotation) -> str:
+    """The logs' bytes on disk (generations included) and what one step adds to each."""
+    sizes: dict[str, int] = {}
+    for path in sorted(folder.glob("*.log*")):
+        name = path.name.split(".log")[0] + ".log"
+        sizes[name] = sizes.get(name, 0) + path.stat().st_size
+    lines = [
+        f"logs after {steps} steps with rotation at {rotation.max_bytes:,} bytes, {rotation.keep}"
+        f" kept: {sum(sizes.values()):,} bytes on disk"
+    ]
+    for name, size in sorted(sizes.items(), key=lambda item: -item[1]):
+        if (folder / f"{name}.{rotation.keep}").exists():  # generations dropped: no rate
+            lines.append(f"  {name}: {size:,} bytes (every generation in use: bounded)")
+        else:
+            lines.append(f"  {name}: {size:,} bytes, {size / max(steps, 1):,.0f} a step")
+    return "\n".join(lines)
+
+
+def soak(
+    steps: int, window: int, stagnant_rounds: int | None, rotation: LogRotation | None = None
+) -> int:
     mariadb = PrivateMariaDB(REPO)
     began = time.monotonic()
     try:
@@ -227,6 +250,7 @@ def soak(steps: int, window: int, stagnant_rounds: int | None) -> int:
                 seen = 0
                 while len(windows) * window < steps:
                     time.sleep(1.0)
+                    rotate_all(rotation, list(Path(folder).glob("*.log")))
                     if not orchestrator.alive():
                         print(f"soak: the orchestrator exited:\n{orchestrator.log_tail()}")
                         return 1
@@ -248,6 +272,8 @@ def soak(steps: int, window: int, stagnant_rounds: int | None) -> int:
                     stack.broker.stop()
                 with chaos.admin_connection(databases) as conn:
                     invariants, counts = check_invariants(conn, databases.snakelab_db)
+                if rotation is not None:
+                    print(log_sizes(Path(folder), seen, rotation))
             finally:
                 stack.close()
     finally:
@@ -281,8 +307,18 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="AX3L_SEED_STAGNANT_ROUNDS for the loop (default: the setting's own, 9)",
     )
+    parser.add_argument(
+        "--log-max-mb",
+        type=float,
+        default=10.0,
+        help="rotate the services' logs at this size, 5 kept, as make run does (default 10;"
+        " 0: no rotation); the logs' size on disk is printed at the end",
+    )
     args = parser.parse_args(argv)
-    return soak(args.steps, min(args.window, args.steps), args.stagnant_rounds)
+    rotation = None
+    if args.log_max_mb > 0:
+        rotation = LogRotation(max(1, round(args.log_max_mb * 1024 * 1024)), 5)
+    return soak(args.steps, min(args.window, args.steps), args.stagnant_rounds, rotation)
 
 
 if __name__ == "__main__":
