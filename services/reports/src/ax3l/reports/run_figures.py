@@ -163,7 +163,6 @@ def slice_figure(
             "x": done[column].to_list(),
             "y": done["high_score"].to_list(),
             "customdata": done["id"].to_list(),
-            "text": [str(seed) for seed in seeds],
             "marker": {
                 "size": 5,
                 "opacity": 0.75,
@@ -173,7 +172,7 @@ def slice_figure(
                 "colorbar": {"title": {"text": "seed"}},
             },
             "hovertemplate": (
-                f"{_escape(path)} %{{x}}: score %{{y}}<br>seed %{{text}}, run"
+                f"{_escape(path)} %{{x}}: score %{{y}}<br>seed %{{marker.color}}, run"
                 " %{customdata}<extra></extra>"
             ),
         }
