@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ax3l.shared.config_schema import load_schema
-from snakelab.trainers.base import EpisodeResult
+from snakelab.trainers.base import EpisodeBatch, EpisodeResult
 from snakelab.trainers.drqn import (
     DrqnLearner,
     DrqnSettings,
@@ -43,6 +43,9 @@ class _Recorder:
 
     def on_episode(self, result: EpisodeResult) -> None:
         self.episodes.append(result)
+
+    def on_episodes(self, batch: EpisodeBatch) -> None:
+        self.episodes.extend(batch.results())
 
     def checkpoint(self) -> bool:
         return False

@@ -227,6 +227,7 @@ async def bench(args: argparse.Namespace) -> int:
             # Warm-up: imports, the surrogate model, connections.
             await one_round(client, server.events_endpoint, 5, 500, 1)
             for epochs in args.epochs:
+                assert server.process is not None
                 server_pid = server.process.pid
                 cpu_before = (cpu_seconds(pid), cpu_seconds(server_pid), time.process_time())
                 result = await one_round(

@@ -31,7 +31,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ax3l.shared.env_files import read_env_file
 from ax3l.shared.logrotate import LogRotation
@@ -52,6 +52,9 @@ from ax3l.shared.stack.supervisor import (
 )
 from ax3l.shared.stack.supervisor import Supervisor as BaseSupervisor
 from ax3l.shared.waiting import WaitTimeout, wait_until
+
+if TYPE_CHECKING:
+    from ax3l.shared.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
 RUN_DIR = Path(os.environ.get("AX3L_RUN_DIR", REPO / ".run"))
@@ -96,6 +99,14 @@ def stack_services(env: dict[str, str]) -> list[Service]:
     return found if own_snakelab() else [s for s in found if s.name != "snakelab"]
 
 
+def ax3l_settings(env: dict[str, str]) -> Settings:
+    """Ax3l's settings from the stack's environment, the tests' admin login left out."""
+    from ax3l.shared.settings import Settings
+
+    values: dict[str, Any] = {k: v for k, v in env.items() if k not in NEVER_PASSED}
+    return Settings(**values)
+
+
 def float_setting(env: dict[str, str], key: str, default: float) -> float:
     try:
         return float(env.get(key, default))
@@ -125,9 +136,8 @@ def create_schema(env: dict[str, str]) -> None:
     """Create or check the schema, waiting (bounded) for a database that is coming back."""
     from ax3l.shared.db.cli import ensure_schema
     from ax3l.shared.db.errors import DatabaseError, DatabaseUnavailable
-    from ax3l.shared.settings import Settings
 
-    settings = Settings(**{k: v for k, v in env.items() if k not in NEVER_PASSED})
+    settings = ax3l_settings(env)
     wait = float_setting(env, "AX3L_STACK_DB_WAIT", 120.0)
     unavailable: list[DatabaseUnavailable] = []  # each failed attempt's reason
 
@@ -282,7 +292,6 @@ class Supervisor(BaseSupervisor):
         """The alert (``AX3L_NOTIFY_URLS``) that this supervisor gave up on a service: once,
         since a supervisor that gives up stops; sent even when the database is down."""
         from ax3l.shared.alerts import Alert, send_once_blocking
-        from ax3l.shared.settings import Settings
 
         alert = Alert(
             f"service_gave_up:{os.getpid()}:{now_text()}",
@@ -291,7 +300,7 @@ class Supervisor(BaseSupervisor):
             str(gave_up),
         )
         try:
-            settings = Settings(**{k: v for k, v in self.env.items() if k not in NEVER_PASSED})
+            settings = ax3l_settings(self.env)
             send_once_blocking(settings, alert, unlogged_ok=True)
         except Exception as exc:  # the stack stops anyway; the log says why no alert went
             self.note(f"could not send the alert: {type(exc).__name__}: {exc}")

@@ -9,7 +9,7 @@ import statistics
 import numpy as np
 import pytest
 
-from ax3l.shared import comparison_stats as stats
+import ax3l.shared.comparison_stats as stats
 
 
 def test_best_so_far_is_the_running_best_and_skips_runs_without_a_score():

@@ -1,4 +1,4 @@
-from ax3l.shared import prompts_corrections
+import ax3l.shared.prompts_corrections as prompts_corrections
 
 
 def test_invalid_value_prompt_carries_the_reason_and_asks_again():

@@ -47,9 +47,10 @@ class Zygote:
         ours, theirs = socket.socketpair()
         answer = self.request(json.dumps({"parameter": parameter}).encode(), [theirs.fileno()])
         theirs.close()
-        assert isinstance(answer.get("pid"), int), answer
+        pid = answer.get("pid")
+        assert isinstance(pid, int), answer
         ours.settimeout(20)
-        return ours, int(answer["pid"])
+        return ours, pid
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from ax3l.testing.stack import Ev, Stack, check_history, tiny_schema
+from ax3l.testing.invariants import Ev
+from ax3l.testing.stack import Stack, check_history, tiny_schema
 
 
 def set_run(stack: Stack, run_id: str, **columns: Any) -> None:
@@ -120,7 +121,7 @@ def test_retries_stop_at_the_budget_and_the_step_completes_as_failed(stack: Stac
     # The restart polls the failed run (first "waiting"), retries, then waits for the retry.
     stack.crash_at("waiting@2", env=env)
     (retry,) = retries(stack)
-    fail_before_first_episode(stack, retry.process_id)
+    fail_before_first_episode(stack, str(retry.process_id))
     proc = stack.orchestrator("random", env=env)
     stack.wait_for(lambda: stack.count("configuration_compared") >= 2, 60, "two steps", proc)
     proc.stop()
@@ -185,12 +186,12 @@ def test_a_seed_baseline_that_keeps_failing_stops_the_loop(stack: Stack) -> None
     stack.crash_at("rotation_waiting", env=env)
     (record,) = [e for e in stack.events("simulation_submitted") if e.source_name == "SeedRotation"]
     stack.restart_snakelab()
-    set_run(stack, record.process_id, status="cancelled", episode_count=40, high_score=3)
+    set_run(stack, str(record.process_id), status="cancelled", episode_count=40, high_score=3)
     runs_before = len(stack.runs())
     proc = stack.orchestrator("random", env=env)
     assert proc.wait(60) == 1, proc.log_tail()
     output = proc.log_tail(200)
-    assert "seed 1971 baseline run" in output and record.process_id in output
+    assert "seed 1971 baseline run" in output and str(record.process_id) in output
     assert len(stack.runs()) == runs_before
 
 

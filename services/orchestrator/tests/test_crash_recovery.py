@@ -38,7 +38,7 @@ def test_crash_after_the_seeding_submit_reuses_that_run(stack: Stack) -> None:
     ]
     assert record.get("reused") is True and record.process_id == stack.runs()[0]["run_id"]
     summary = check_history(stack)
-    assert summary.goldens[0].model.run_id == stack.runs()[0]["run_id"]
+    assert summary.goldens[0].get("run_id") == stack.runs()[0]["run_id"]
     assert summary.goldens[0].get("simulations") == 1
 
 
@@ -126,7 +126,7 @@ def test_crash_after_acceptance_before_the_reply_advances_exactly_once(stack: St
         "sequence_length",
     ]
     first_compare = stack.events("configuration_compared")[0]
-    assert first_compare.process_id == accepted.model.run_id
+    assert first_compare.process_id == accepted.get("run_id")
     assert check_history(stack).steps[:2] == [0, 1]
 
 
@@ -151,7 +151,7 @@ def test_crash_between_comparison_and_promotion_promotes_once(stack: Stack) -> N
     restart_until(stack, compared(stack, 2), "two turns")
     summary = check_history(stack)
     promotions = [g for g in summary.goldens if g.parent == compare.event_id]
-    assert len(promotions) == 1 and promotions[0].model.run_id == compare.process_id
+    assert len(promotions) == 1 and promotions[0].get("run_id") == compare.process_id
     assert summary.compared[1].get("current_golden_run_id") == compare.process_id
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ax3l.shared import cycles as shared_cycles
+import ax3l.shared.cycles as shared_cycles
 from ax3l.shared.db.event_reads import StoredEvent
 from ax3l.shared.registry import PARAMETER_ORDER
 

@@ -124,7 +124,9 @@ def check_comparable_histories(stack: Stack, events: list[Any]) -> None:
         ]
         assert expected, "the golden run itself is always comparable"
         if prompt.source_name == "Comparison":
-            report = json.loads(re.search(r"```json\n(.*)\n```", prompt.content, re.S).group(1))
+            block = re.search(r"```json\n(.*)\n```", prompt.content, re.S)
+            assert block is not None, prompt.content
+            report = json.loads(block.group(1))
             listed = {r["run_id"] for group in report for r in group["current_seed"]}
             assert listed == {r["run_id"] for r in expected}
             assert f"high score {golden.get('high_score')}" in prompt.content

@@ -6,8 +6,9 @@ from __future__ import annotations
 import signal
 from typing import Any
 
+from ax3l.testing.invariants import Ev
 from ax3l.testing.scripted_llm import random_call_ranges
-from ax3l.testing.stack import Ev, Stack, check_history, http_json
+from ax3l.testing.stack import Stack, check_history, http_json
 
 RUN_SECONDS = 3.0
 PIPELINE = {"AX3L_PIPELINE": "on", "AX3L_LLM_FALLBACK": "none"}
@@ -56,7 +57,7 @@ def test_pipelined_calls_wait_for_their_checkpoint_and_the_history_stays_whole(
     resumed = [e for e in events if e.name == "conversation_resumed"]
     assert len(resumed) >= 4
     for event in resumed[:3]:
-        opened = started[event.process_id]
+        opened = started[str(event.process_id)]
         assert opened.get("pipelined") is True and opened.get("checkpoint_event_id") is None
         checkpoint = checkpoints[event.get("checkpoint_event_id")]
         # Started before its turn's checkpoint existed, handed the turn after it.

@@ -33,7 +33,7 @@ def test_seeding_submits_the_defaults_once_and_accepts_the_first_golden(stack: S
     assert len(seeding) == 1 and seeding[0].get("config") == defaults
     assert seeding[0].get("reused") is False
     golden = stack.events("golden_config_created")[0]
-    assert golden.model.run_id == first_run["run_id"] == status["golden_run_id"]
+    assert golden.get("run_id") == first_run["run_id"] == status["golden_run_id"]
     assert golden.get("config") == defaults and golden.get("kind") == "seeding"
     assert golden.get("high_score") == first_run["high_score"]
     assert stack.highscores()[0][1:] == (1, first_run["high_score"], 1970)

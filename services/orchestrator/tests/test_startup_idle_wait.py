@@ -117,5 +117,5 @@ async def test_its_own_pending_run_is_not_waited_out(stack: Stack) -> None:
     await client.resume(own)
     stack.wait_for(lambda: stack.count("golden_config_created"), 60, "the first golden", proc)
     proc.stop()
-    assert stack.events("golden_config_created")[0].model.run_id == own
+    assert stack.events("golden_config_created")[0].get("run_id") == own
     assert IDLE_WAIT not in proc.log_tail(200)

@@ -143,7 +143,7 @@ def _stored_turns(dbs: TestDatabases) -> dict[str, dict[str, Any]]:
                 mine[f"{kind} {what}"] = mine.get(f"{kind} {what}", 0) + count
         for role, count in content.get("proposed_by", {}).items():
             mine[role] = mine.get(role, 0) + count
-    found = {}
+    found: dict[str, dict[str, Any]] = {}
     for proposer, mine in sums.items():
         found[proposer] = {
             kind: mine[f"{kind} wasted"] / mine[f"{kind} accepted"]

@@ -135,8 +135,12 @@ def test_slow_episodes_reach_the_database_one_by_one(
             control.checkpoint()
             time.sleep(SLOW_EPISODE_SECONDS * 2)  # this trainer's "training" of one episode
             control.on_episode(episode(number, score=number))
+
+            def stored(number: int = number) -> bool:
+                return bool(harness.row(run.run_id)[1] == number)
+
             wait_until(
-                lambda number=number: harness.row(run.run_id)[1] == number,
+                stored,
                 5,
                 f"episode {number} to be stored",
                 interval=0.005,

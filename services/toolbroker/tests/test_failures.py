@@ -17,7 +17,7 @@ from broker_harness import (
     write_golden,
 )
 
-from ax3l.shared import intents
+import ax3l.shared.intents as intents
 from ax3l.shared.db.database import Database
 
 

@@ -88,7 +88,7 @@ def hostile_messages(rng: random.Random, golden: dict, limit: int) -> list[bytes
                 payload=dict(
                     zip(
                         ("pair", *rng.sample(["value_1", "value_2"], 2)),
-                        (rng.choice(names), rng.choice(illegal), rng.choice(illegal + maybe)),
+                        (rng.choice(names), rng.choice(illegal), rng.choice([*illegal, *maybe])),
                         strict=True,
                     )
                 ),
