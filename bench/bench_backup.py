@@ -95,6 +95,7 @@ def ax3l_db(databases: TestDatabases, env: dict[str, str], *args: str) -> float:
     command_env.update(databases.env())
     command_env.update({key: env[key] for key in ADMIN_KEYS})
     command_env["AX3L_ORCHESTRATOR_PORT"] = str(free_port())
+    command_env["AX3L_RUN_DIR"] = "/nonexistent"  # not the checkout's make run (restore)
     began = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "ax3l.shared.db.cli", *args],

@@ -5,6 +5,7 @@ loop resuming from a restored backup: services/orchestrator/tests/test_backup_re
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
@@ -44,6 +45,7 @@ def ax3l_db(
     if admin:
         env.update({key: db_env[key] for key in ADMIN_KEYS})
     env["AX3L_ORCHESTRATOR_PORT"] = str(free_port())  # no orchestrator of another stack
+    env["AX3L_RUN_DIR"] = os.environ["AX3L_RUN_DIR"]  # the test's own (run_dir)
     env["MYSQL_PWD"] = "not-the-password"  # never read: the option file speaks
     return subprocess.run(
         [sys.executable, "-m", "ax3l.shared.db.cli", *args],
@@ -62,6 +64,14 @@ def settings(databases: TestDatabases, db_env: dict[str, str]) -> backups.Backup
         AX3L_DB_ADMIN_PASSWORD=SecretStr(db_env["AX3L_DB_ADMIN_PASSWORD"]),
         AX3L_ORCHESTRATOR_PORT=free_port(),
     )
+
+
+@pytest.fixture(autouse=True)
+def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A run directory of the test's own: a make run of the checkout's is none of its business."""
+    folder = tmp_path / "run"
+    monkeypatch.setenv("AX3L_RUN_DIR", str(folder))
+    return folder
 
 
 @pytest.fixture
@@ -152,9 +162,14 @@ def test_a_backup_restores_into_databases_of_other_names(
 
 
 def test_restore_refuses_a_running_stack_and_damaged_backups(
-    history: TestDatabases, fresh: TestDatabases, db_env: dict[str, str], tmp_path: Path
+    history: TestDatabases,
+    fresh: TestDatabases,
+    db_env: dict[str, str],
+    tmp_path: Path,
+    run_dir: Path,
 ) -> None:
-    """A service's open connection to a target database refuses the restore (naming it); a
+    """A service's open connection to a target database, or make run's supervisor holding its
+    lock, refuses the restore (naming it); a
     dump that does not match its manifest is refused; a dump the server refuses halfway
     leaves no staging database; nothing is written in any case."""
     saved = tmp_path / "backup"
@@ -172,6 +187,13 @@ def test_restore_refuses_a_running_stack_and_damaged_backups(
     finally:
         service.close()
     assert f"of {fresh.snakelab_user} to database {fresh.snakelab_db}" in str(refused.value)
+    assert snapshot(fresh) == before
+    # make run's supervisor, its services backing off: its lock is enough.
+    (run_dir / "stack").mkdir(parents=True)
+    with (run_dir / "stack" / "supervisor.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(backups.BackupError, match="make run's supervisor holds"):
+            backups.restore(target, saved)
     assert snapshot(fresh) == before
 
     dump = saved / "dump.sql"

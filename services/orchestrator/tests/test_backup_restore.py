@@ -24,6 +24,7 @@ def ax3l_db(
     env.update(databases.env())
     env.update({key: db_env[key] for key in ADMIN_KEYS})
     env["AX3L_ORCHESTRATOR_PORT"] = str(orchestrator_port)
+    env["AX3L_RUN_DIR"] = "/nonexistent"  # not the checkout's make run: no supervisor lock
     return subprocess.run(
         [sys.executable, "-m", "ax3l.shared.db.cli", *args],
         env=env,

@@ -26,6 +26,7 @@ a command line or the environment.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -327,8 +328,8 @@ def running_stack(cur: Any, settings: Settings, databases: tuple[str, ...]) -> l
     """Why the stack looks to be running, or nothing: any session of another client whose
     current database is one of ``databases`` (every Ax3l service and the reference SnakeLab
     keep one open while they run, however they were started: ``make run``, systemd, compose),
-    or an answer on the orchestrator's status port (``AX3L_HTTP_HOST``,
-    ``AX3L_ORCHESTRATOR_PORT``)."""
+    an answer on the orchestrator's status port (``AX3L_HTTP_HOST``,
+    ``AX3L_ORCHESTRATOR_PORT``), or ``make run``'s supervisor holding its lock."""
     reasons = []
     cur.execute(
         "SELECT user, db, COUNT(*) FROM information_schema.processlist"
@@ -341,7 +342,28 @@ def running_stack(cur: Any, settings: Settings, databases: tuple[str, ...]) -> l
     answering = orchestrator_answers(settings)
     if answering:
         reasons.append(f"the orchestrator answers at {answering}")
+    supervisor = supervisor_running()
+    if supervisor:
+        reasons.append(supervisor)
     return reasons
+
+
+def supervisor_running() -> str | None:
+    """Whether ``make run``'s supervisor holds its lock (``<run dir>/stack/supervisor.lock``,
+    ``AX3L_RUN_DIR`` or ``.run`` in the working directory): it restarts services that are
+    backing off, which hold no connection yet."""
+    lock = Path(os.environ.get("AX3L_RUN_DIR") or ".run") / "stack" / "supervisor.lock"
+    try:
+        handle = lock.open("rb")
+    except OSError:
+        return None
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return f"make run's supervisor holds {lock.absolute()}"
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return None
 
 
 # What every fresh database holds: its schema revision, not an experiment.
