@@ -19,9 +19,11 @@ help: ## list the targets
 uv: ## install uv when missing (into $AX3L_CACHE_DIR/uv-<version>, no pip needed)
 	@command -v $(UV) >/dev/null 2>&1 || scripts/install-uv.sh $(UV_HOME)
 
+# The dev tools, and optuna-dashboard (the extra ax3l-shared[dashboard]) for the test that opens
+# an exported study in it.
 .PHONY: install
 install: uv ## install every package and the dev tools into .venv (from uv.lock)
-	$(UV) sync --frozen --all-packages
+	$(UV) sync --frozen --all-packages --extra dashboard
 
 # What running needs, without the test tools (pytest, playwright, mypy, hypothesis, ruff);
 # --inexact keeps them when `make install` or `make test` put them there.

@@ -60,4 +60,5 @@ def test_make_installs_uv_on_debian_12s_own_python_without_pip(base_images, tmp_
     test = out[out.index("test:") :]
     assert "sync --frozen --all-packages --no-dev --inexact" in run, run
     assert "run --frozen --no-sync python scripts/stack.py run" in run, run
-    assert "sync --frozen --all-packages\n" in test and "--no-dev" not in test, test
+    assert "sync --frozen --all-packages --extra dashboard\n" in test, test
+    assert "--no-dev" not in test, test
