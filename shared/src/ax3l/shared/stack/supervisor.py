@@ -335,7 +335,7 @@ class Supervisor:
                 continue
             if rotated:
                 child = next((c for c in self.children if c.log_path == path), None)
-                self.note(f"log rotated at {self.rotation.max_bytes} bytes", child)
+                self.note(f"log rotated at {self.rotation.max_bytes} bytes ({path.name})", child)
 
     def all_up(self) -> bool:
         return all(child.alive() and not child.restarting for child in self.children)
