@@ -245,11 +245,14 @@ def test_the_loop_waits_out_a_full_disk_and_goes_on(
 ) -> None:
     """The experiment runs on the small disk; the disk is filled: the orchestrator does not
     exit, its /api/status and /ready, the reports' /ready and status bar say "disk full";
-    space freed, steps complete again and the history's invariants hold."""
+    space freed, steps complete again and the history's invariants hold (SnakeLab's runs the
+    full disk broke are failed runs, like any other)."""
     stack = Stack(small_disk_databases, tmp_path)
     try:
         stack.start(surrogate_seconds=RUN_SECONDS)
-        orchestrator = stack.orchestrator("tpe")
+        # The reference SnakeLab fails a write the full disk refused: a run whose end it could
+        # not store stays "running" in its table, and the loop fails it at the run deadline.
+        orchestrator = stack.orchestrator("tpe", env={"AX3L_RUN_DEADLINE_SECONDS": "20"})
         api = f"http://127.0.0.1:{stack.api_port}"
         reports_port = free_port()
         reports, _ = stack.spawn(
