@@ -1,7 +1,9 @@
 """The seats' endpoint in a process of its own (``AX3L_SEATS_PROCESS``, on by default).
 
 A flood at ``/mcp`` then costs the endpoint's process its CPU and event loop, never the
-loop's: the orchestrator's process only keeps the turn board. The two share it over a local
+loop's: the orchestrator's process only keeps the turn board. The endpoint runs at a lower
+CPU priority (``NICE`` more than the orchestrator), so on a busy machine the loop is served
+first. The two share it over a local
 socket pair (no address, no port: the child inherits its end), one JSON message a line:
 
 * orchestrator -> endpoint: ``{"op": "open", "turn": {...}}`` (the turn: entry, checkpoint,
@@ -56,6 +58,8 @@ MODULE = "ax3l.orchestrator.seat_process"
 START_TIMEOUT = 60.0
 CLOSE_TIMEOUT = 30.0
 LINE_LIMIT = 16 * 1024 * 1024
+# How much nicer than the orchestrator the endpoint's process runs.
+NICE = 10
 
 
 def turn_message(turn: OpenTurn) -> dict[str, Any]:
@@ -318,6 +322,8 @@ def run(argv: list[str]) -> int:
         return 2
     # Ctrl-C in a terminal reaches the whole group: the orchestrator stops the endpoint.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with contextlib.suppress(OSError):
+        os.nice(NICE)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     control = socket.socket(fileno=int(argv[0]))
     return asyncio.run(serve(control))
