@@ -215,3 +215,29 @@ async def test_a_confirmation_and_the_snakelab_hosts_reach_the_status_bar(
 
 async def _page(client: Any) -> str:
     return str((await client.get("/events")).text)
+
+
+async def test_a_full_database_disk_reaches_the_status_bar_and_ready(experiment, status_server):
+    """The orchestrator's disk_full: the bar's loop card reads "Disk full" with the message
+    (escaped), /ready answers 503 with "disk: disk full since ..."; gone, both recover."""
+    full = "disk full since 2026-01-01T00:00:00+00:00: <b>The table 'events' is full</b>"
+    status_server.status = orchestrator_json(phase="backing off", disk_full=full)
+    settings = reports_settings(experiment.dbs, AX3L_ORCHESTRATOR_URL=status_server.url)
+    async with app_client(settings) as client:
+        loop = (await client.get("/api/status")).json()["orchestrator"]
+        assert (loop["label"], loop["disk_full"]) == ("Disk full", full)
+        page = (await client.get("/events")).text
+        assert 'id="loop-disk-full"' in page and "<b>The table" not in page
+        assert "&lt;b&gt;The table &#39;events&#39; is full" in page
+        ready = await client.get("/ready")
+        assert ready.status_code == 503
+        assert ready.json()["checks"] == {"database": True, "disk": False}
+        assert ready.json()["problems"] == [f"disk: {full}"]
+
+        status_server.status = orchestrator_json(phase="waiting")
+
+        async def read() -> Any:
+            return await client.get("/ready")
+
+        await eventually(read, lambda r: r.status_code == 200)
+        assert 'id="loop-disk-full"' not in (await client.get("/events")).text
