@@ -22,7 +22,9 @@ from typing import Any
 
 import pymysql
 import pytest
+from rich.console import Console
 
+from ax3l.reports.terminal import _cards
 from ax3l.shared.db.cli import ensure_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError, DiskFull, translate
@@ -69,6 +71,18 @@ def test_other_storage_engine_errors_are_not_disk_full() -> None:
         pymysql.err.OperationalError(1030, 'Got error 122 "Disk quota" from storage engine'), "x"
     )
     assert type(error) is DatabaseError
+
+
+def test_ax3l_status_shows_a_full_disk() -> None:
+    """``ax3l status`` has a "disk full" line when the orchestrator's status says so."""
+    full = "disk full since 2026-01-01T00:00:00+00:00: logging event x: disk full (1114)"
+    console = Console(width=200, record=True)
+    console.print(_cards({"phase": "backing off", "disk_full": full}))
+    shown = console.export_text()
+    assert "disk full" in shown and full in shown
+    console = Console(width=200, record=True)
+    console.print(_cards({"phase": "waiting"}))
+    assert "disk full" not in console.export_text()
 
 
 # -- a MariaDB on a small disk -------------------------------------------------------------------

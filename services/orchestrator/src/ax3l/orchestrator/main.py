@@ -10,7 +10,9 @@ Exit codes: 0 stopped by a signal, 1 a fatal error (message on stderr), 2 bad co
 A database outage is a pause: at startup the orchestrator waits for the database with backoff
 (``/api/status`` and ``/ready`` say "waiting for the database since ..."), then continues
 where the events say. Once the loop runs, a database error stops it (exit 1), as the spec
-says; the supervisor restarts the process, which waits again.
+says; the supervisor restarts the process, which waits again. Two kinds only fail the step,
+which is retried with the loop's backoff: a statement timeout, and a write the database's full
+disk refused (``DiskFull``: ``/api/status`` has ``disk_full`` until a write commits again).
 """
 
 from __future__ import annotations

@@ -142,6 +142,8 @@ def _cards(status: dict[str, Any]) -> Table:
         rows.append(("SnakeLab hosts", ", ".join(f"{h}: {s}" for h, s in hosts.items())))
     if status.get("stop_reason"):
         rows.append(("stopped", status["stop_reason"]))
+    if status.get("disk_full"):
+        rows.append(("disk full", status["disk_full"]))
     if status.get("last_error"):
         rows.append(("last error", status["last_error"]))
     for name, value in rows:
