@@ -439,7 +439,7 @@ async def test_the_endpoint_process_shares_the_board_and_is_restarted_when_it_di
         AX3L_SEATS_PORT=port, AX3L_ZMQ_ENDPOINT=peer.endpoint, AX3L_SEAT_TOKEN_REFRESH=0.1
     )
     db = await Database(settings).open()
-    process = SeatProcess(settings, SCHEMA, ConfigIndex(db, SCHEMA))
+    process = SeatProcess(settings)
     url = f"http://127.0.0.1:{port}/mcp"
     conn = snakelab_tables.connect("ax3l", snakelab_tables.ax3l_db)
     try:

@@ -45,7 +45,7 @@ from ax3l.orchestrator.seat_server import SeatEndpoint, SeatReads
 from ax3l.orchestrator.seat_turns import OpenTurn, TurnBoard
 from ax3l.orchestrator.seats import SeatDirectory
 from ax3l.shared.config_index import ConfigIndex
-from ax3l.shared.config_schema import ConfigSchema, cached_schema
+from ax3l.shared.config_schema import cached_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import GoldenConfigCreated
@@ -134,8 +134,8 @@ class RemoteBoard(TurnBoard):
 class SeatProcess:
     """Starts, feeds and stops the endpoint's process; ``board`` is the proposer's board."""
 
-    def __init__(self, settings: Settings, schema: ConfigSchema, index: ConfigIndex):
-        self.settings, self.schema, self.index = settings, schema, index
+    def __init__(self, settings: Settings):
+        self.settings = settings
         self.board = RemoteBoard(self)
         self.process: asyncio.subprocess.Process | None = None
         self._writer: asyncio.StreamWriter | None = None

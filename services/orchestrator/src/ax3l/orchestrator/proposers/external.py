@@ -54,7 +54,7 @@ class ExternalProposer(Proposer):
         super().__init__(deps)
         self.endpoint: SeatEndpoint | SeatProcess
         if settings.seats_process:  # the endpoint in its own process; the board stays here
-            self.endpoint = SeatProcess(settings, deps.schema, deps.index)
+            self.endpoint = SeatProcess(settings)
             self.board: TurnBoard = self.endpoint.board
         else:
             self.board = TurnBoard()
