@@ -365,3 +365,45 @@ def test_hostile_calls_are_refused_or_answered_without_a_crash_or_a_submission(
     # The 401s wrote nothing; what was written is the seat's own, bounded calls.
     door = {"no_token", "unknown_token", "revoked", "rate_limited"}
     assert not [e for e in stack.events("seat_call_refused") if e.get("reason") in door]
+
+
+README = Path(__file__).resolve().parents[3] / "README.md"
+
+
+def readme_agent() -> str:
+    """The README's Python agent, exactly as the README shows it."""
+    text = README.read_text()
+    start = text.index("```python\n", text.index("A Python agent with the MCP SDK")) + 10
+    return text[start : text.index("```\n", start)]
+
+
+def test_the_readmes_agent_runs_as_written_and_takes_three_turns(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """The README's agent example, copied out of the README and run as a program with a seat's
+    token: it reads each turn's machine-readable rules (or its open choices) and takes three
+    turns, each accepted and run; the rules it used give each argument's bounds as numbers."""
+    stack.start()
+    token = add_seat(stack, "readme")
+    proc, url = start_external(stack, AX3L_SEAT_RATE_LIMIT="100000")
+    turn = wait_for_turn(stack, url, token, proc)
+    for rule in turn["rules"]:
+        leaf = SCHEMA.by_path[rule["setting"]]
+        assert (rule["minimum"], rule["maximum"]) == (leaf.minimum, leaf.maximum)
+        assert rule["type"] == leaf.type and rule["golden_value"] is not None
+    agent = tmp_path / "agent.py"
+    agent.write_text(readme_agent())
+    done = subprocess.run(
+        [sys.executable, str(agent), url, token, "3"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    printed = done.stdout.strip().splitlines()
+    assert len(printed) >= 3 and all("run_id" in line for line in printed[-3:]), printed
+    stack.wait_for(lambda: stack.count("proposal_accepted") >= 3, 60, "three proposals", proc)
+    proc.stop()
+    accepted = stack.events("seat_call")
+    assert sum(e.get("outcome") == "accepted" for e in accepted) >= 3
