@@ -111,10 +111,13 @@ def test_slice_plot_draws_every_completed_run_and_the_golden_value(server, exper
         p.goto(server.url + "/plots/slice?parameter=training_gamma")
         p.wait_for_selector("#slice-plot[data-ready=true]", timeout=15000)
         drawn = p.evaluate(SLICE_TRACES, "slice-plot")
-        runs = next(t for t in drawn["data"] if t["name"] == "Runs")
-        assert runs["type"] == "scattergl"
-        assert sorted(zip(runs["x"], runs["y"], strict=True)) == sorted(
-            (r["training_gamma"], r["high_score"]) for r in completed
+        seeds = [t for t in drawn["data"] if t["type"] == "scattergl"]
+        assert sorted(t["name"] for t in seeds) == sorted(
+            f"seed {seed}" for seed in {r["seed"] for r in completed}
+        )
+        points = [(x, y, t["name"]) for t in seeds for x, y in zip(t["x"], t["y"], strict=True)]
+        assert sorted(points) == sorted(
+            (r["training_gamma"], r["high_score"], f"seed {r['seed']}") for r in completed
         )
         assert drawn["shapes"] == [golden.flat["training_gamma"]]
         assert drawn["paper"] == "#0f172a"

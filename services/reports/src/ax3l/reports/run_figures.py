@@ -33,7 +33,20 @@ FAILED_COLOUR = "#dc2626"
 HISTORY_RUNS = "Runs"
 HISTORY_GOLDEN = "Golden score"
 HISTORY_OTHER = "Runs not completed"
-SLICE_TRACE = "Runs"
+SLICE_EARLIER = "earlier seeds"
+SLICE_SEEDS = 10  # seeds with a colour of their own on the slice plot, the most recent
+SEED_PALETTE = (
+    "#2563eb",
+    "#16a34a",
+    "#9333ea",
+    "#dc2626",
+    "#0891b2",
+    "#db2777",
+    "#65a30d",
+    "#7c3aed",
+    "#ea580c",
+    "#0f766e",
+)
 SLICE_GOLDEN = "Golden configuration"
 
 
@@ -147,35 +160,39 @@ def history_figure(
 def slice_figure(
     frame: pl.DataFrame, column: str, path: str, golden_value: float | None
 ) -> dict[str, Any]:
-    """Score against one tuned value for every completed run, coloured by seed, with the
-    golden configuration's value as a vertical line."""
+    """Score against one tuned value for every completed run, one colour per seed (the
+    ``SLICE_SEEDS`` most recent; earlier seeds share grey), with the golden configuration's
+    value as a vertical line. One trace per seed, not a colour per point: plotly draws 100,000
+    points about three times faster that way."""
     done = frame.filter(
         (pl.col("status") == "completed")
         & pl.col("high_score").is_not_null()
         & pl.col(column).is_not_null()
     )
-    seeds = done["seed"].to_list()
+    seeds = sorted((s for s in done["seed"].unique().to_list() if s is not None), reverse=True)
+    recent = seeds[:SLICE_SEEDS]
+    groups: list[tuple[str, pl.DataFrame, str]] = [
+        (f"seed {seed}", done.filter(pl.col("seed") == seed), SEED_PALETTE[number])
+        for number, seed in enumerate(recent)
+    ]
+    earlier = done.filter(~pl.col("seed").is_in(recent) | pl.col("seed").is_null())
+    if earlier.height:
+        groups.append((SLICE_EARLIER, earlier, RUN_COLOUR))
     data: list[dict[str, Any]] = [
         {
             "type": "scattergl",
             "mode": "markers",
-            "name": SLICE_TRACE,
-            "x": done[column].to_list(),
-            "y": done["high_score"].to_list(),
-            "customdata": done["id"].to_list(),
-            "marker": {
-                "size": 5,
-                "opacity": 0.75,
-                "color": [seed if seed is not None else 0 for seed in seeds],
-                "colorscale": "Viridis",
-                "showscale": True,
-                "colorbar": {"title": {"text": "seed"}},
-            },
+            "name": name,
+            "x": part[column].to_list(),
+            "y": part["high_score"].to_list(),
+            "customdata": part["id"].to_list(),
+            "marker": {"size": 5, "opacity": 0.75, "color": colour},
             "hovertemplate": (
-                f"{_escape(path)} %{{x}}: score %{{y}}<br>seed %{{marker.color}}, run"
-                " %{customdata}<extra></extra>"
+                f"{_escape(path)} %{{x}}: score %{{y}}<br>{name}, run %{{customdata}}"
+                "<extra></extra>"
             ),
         }
+        for name, part, colour in groups
     ]
     shapes: list[dict[str, Any]] = []
     if golden_value is not None:
