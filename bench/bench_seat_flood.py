@@ -49,6 +49,7 @@ from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import httpx2
 
@@ -260,7 +261,7 @@ def main() -> int:
                     {**ACCEPT, "authorization": f"Bearer {token}"},
                 ),
             }
-            results = {}
+            results: dict[str, dict[str, Any]] = {}
             os.nice(args.client_nice)  # the bench's own process sends the flood
             for name, (body, headers) in floods.items():
                 events_before = event_counts(stack)

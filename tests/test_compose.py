@@ -236,7 +236,9 @@ def test_dockerfiles_follow_the_rules(name):
 
 
 def _install_command(name: str) -> list[str]:
-    line = re.search(r"^RUN (uv sync .*)$", _dockerfile(name), re.M).group(1)
+    found = re.search(r"^RUN (uv sync .*)$", _dockerfile(name), re.M)
+    assert found is not None, name
+    line = found.group(1)
     # The image build disables uv's cache; the test reuses it for PyPI's wheels so CI does not
     # download twice, but rebuilds the workspace's own packages as the image would.
     refresh = [arg for member in WORKSPACE_MEMBERS for arg in ("--refresh-package", member)]
@@ -246,7 +248,9 @@ def _install_command(name: str) -> list[str]:
 def _entry_point(name: str) -> list[str]:
     import json
 
-    return json.loads(re.search(r"^CMD (\[.*\])$", _dockerfile(name), re.M).group(1))
+    found = re.search(r"^CMD (\[.*\])$", _dockerfile(name), re.M)
+    assert found is not None, name
+    return list(json.loads(found.group(1)))
 
 
 @pytest.fixture(scope="module")

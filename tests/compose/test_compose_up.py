@@ -202,8 +202,12 @@ def test_crashed_orchestrator_and_broker_come_back_and_the_loop_resumes(
     killed_at = time.monotonic()
     restarts = {service: crash(demo, service) for service in ("orchestrator", "toolbroker")}
     for service, count in restarts.items():
+
+        def healthy_again(s: str = service, c: int = count) -> bool:
+            return restarted_and_healthy(demo, s, c)
+
         wait_until(
-            lambda s=service, c=count: restarted_and_healthy(demo, s, c),
+            healthy_again,
             timeout=180,
             interval=0.5,
             what=f"{service} restarted and healthy",

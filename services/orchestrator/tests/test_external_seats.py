@@ -263,7 +263,7 @@ def test_no_open_turn_wrong_kind_and_rate_limit_are_clear_tool_errors(stack: Sta
     assert typed.is_error
 
     async def flood() -> list[CallToolResult]:
-        results = []
+        results: list[CallToolResult] = []
         async with seat_client(url, token) as client:
             while not (results and results[-1].is_error) and len(results) < 6:
                 results.append(await client.call_tool("current_turn", {}))

@@ -300,6 +300,7 @@ async def replay_history(db: Database, runs: list[RealRun]) -> Replay:
             turn = (index + 1) % len(ENTRIES)
             entry = ENTRIES[index]
             proposer = "llm" if run.seed == 1970 else "tpe"
+            named: dict[str, Any] = {"proposer": proposer}
             conversation = str(uuid.uuid4())
             await log.write(
                 cur, RoundRobinCheckpoint(parameter_order=list(PARAMETER_ORDER), index=index)
@@ -307,9 +308,7 @@ async def replay_history(db: Database, runs: list[RealRun]) -> Replay:
             # Most conversations name their proposer; for every fifth only its proposal does.
             await log.write(
                 cur,
-                ConversationStarted(
-                    parameter=entry.name, **({"proposer": proposer} if position % 5 else {})
-                ),
+                ConversationStarted(parameter=entry.name, **(named if position % 5 else {})),
                 process_id=conversation,
             )
             context = await log.write(
@@ -354,7 +353,7 @@ async def replay_history(db: Database, runs: list[RealRun]) -> Replay:
                 ProposalAccepted(
                     run_id=run.run_id,
                     parameter=entry.name,
-                    **({"proposer": proposer} if position % 5 == 0 else {}),
+                    **(named if position % 5 == 0 else {}),
                 ),
                 process_id=conversation,
             )

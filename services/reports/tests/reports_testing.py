@@ -186,13 +186,12 @@ class OrchestratorStatusApi:
 
         from ax3l.orchestrator.status_api import ApiResources, create_app
         from ax3l.shared.db.database import Database
-        from ax3l.shared.settings import Settings
         from ax3l.shared.snakelab_client import SnakeLabClient
 
         self.status = status
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
-        settings = Settings(**dbs.env())
+        settings = dbs.settings()
         self._ready = threading.Event()
 
         async def serve() -> None:
