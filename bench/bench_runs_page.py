@@ -64,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=100_000, help="SnakeLab runs to load")
     parser.add_argument("--loads", type=int, default=10, help="timed loads per page")
     parser.add_argument("--keep", action="store_true", help="keep the bench databases")
+    parser.add_argument(
+        "--skip", action="append", default=[], help="skip pages whose path starts with this"
+    )
     args = parser.parse_args(argv)
 
     from playwright.sync_api import sync_playwright
@@ -109,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
                         f" {'ready p50':>10} {'ready p95':>10} {'cold':>8}  (ms)"
                     )
                     for name, path, plot in pages:
+                        if any(path.startswith(prefix) for prefix in args.skip):
+                            continue
                         context = browser.new_context(viewport={"width": 1400, "height": 1000})
                         page = context.new_page()
                         _, cold = load_page(page, url + path, plot)
