@@ -39,6 +39,24 @@ model=$model_dir/$MODEL_FILE
 
 log() { echo "llama-server: $*" >&2; }
 
+# Runs a build ("$@") with its output in the log file $1, saying every 30 s how far it got (the
+# build's latest "[ NN%]"), so a first build of many minutes is not silence. Its exit status.
+with_progress() {
+  local logf=$1 began=$SECONDS pid tick=0 done_pct
+  shift
+  "$@" >"$logf" 2>&1 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    tick=$((tick + 1))
+    if [ $((tick % 30)) = 0 ]; then
+      done_pct=$(grep -oE '^\[ *[0-9]+%\]' "$logf" | tail -1 | tr -d '[] ' || true)
+      log "building: ${done_pct:-0%} after $(((SECONDS - began) / 60)) min $(((SECONDS - began) % 60)) s"
+    fi
+  done
+  wait "$pid"
+}
+
 scratch=()
 trap 'rm -rf "${scratch[@]}"' EXIT
 
@@ -79,7 +97,7 @@ build_binary() {
     -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
     -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DGGML_NATIVE=ON >"$work/cmake.log" 2>&1 \
     || { tail -30 "$work/cmake.log" >&2; exit 1; }
-  cmake --build "$work/build" --target llama-server -j "$(nproc)" >"$work/build.log" 2>&1 \
+  with_progress "$work/build.log" cmake --build "$work/build" --target llama-server -j "$(nproc)" \
     || { tail -30 "$work/build.log" >&2; exit 1; }
   mkdir -p "$bin_dir.tmp"
   cp "$work/build/bin/llama-server" "$bin_dir.tmp/llama-server"
