@@ -50,12 +50,17 @@ def add_seat(stack: Stack, name: str) -> str:
     return token
 
 
+# The door's address and global rates out of the way: the tests poll with a new session each
+# time (several requests), which a loaded machine bunches past 20 a second; test_seat_endpoint
+# tests those limits.
+DOOR_RATES = {"AX3L_SEATS_RATE_PER_ADDRESS": "100000", "AX3L_SEATS_RATE_GLOBAL": "100000"}
+
+
 def start_external(stack: Stack, **env: str) -> tuple[Proc, str]:
     """An orchestrator with the external proposer; returns it and the seats' MCP URL."""
     port = free_port()
-    proc = stack.orchestrator(
-        "external", env={"AX3L_SEATS_PORT": str(port), "AX3L_LLM_FALLBACK": "none", **env}
-    )
+    settings = {"AX3L_SEATS_PORT": str(port), "AX3L_LLM_FALLBACK": "none", **DOOR_RATES, **env}
+    proc = stack.orchestrator("external", env=settings)
     return proc, f"http://127.0.0.1:{port}/mcp"
 
 
