@@ -24,9 +24,10 @@ from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The checkout's root: bench/ is a namespace package there (as mypy names it too).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_reports import drop, load, read_env, start_server
+from bench.bench_reports import drop, load, read_env, start_server
 
 CHROMIUM = "/usr/bin/chromium"
 LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from ax3l.reports.models.runs import TUNED_COLUMNS
 from ax3l.shared.config_schema import ConfigSchema, cached_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
@@ -443,3 +444,38 @@ async def add_hostile_conversation(log: EventLog, replay: Replay) -> None:
         await log.write(
             cur, ConversationEnded(reason=HOSTILE), process_id=conversation, level="ERROR"
         )
+
+
+def expected_rows(experiment: Any) -> list[dict[str, Any]]:
+    """What the runs table should hold for each run of ``experiment`` (its ``runs`` and
+    ``replay``), recomputed from the CSV the way ``replay_history`` logged it."""
+    goldens = {run.run_id for _, run, _ in experiment.replay.goldens}
+    rows = []
+    golden = experiment.runs[0]
+    golden_score = golden.high_score
+    turn = 0
+    for position, run in enumerate(experiment.runs, start=1):
+        proposer = entry = None
+        if position > 1 and run.seed != golden.seed:
+            golden, golden_score = run, run.high_score
+        elif position > 1:
+            index = changed_entry(golden.flat, run.flat)
+            index = turn if index is None else index
+            turn = (index + 1) % len(ENTRIES)
+            proposer, entry = ("llm" if run.seed == 1970 else "tpe"), ENTRIES[index].name
+            if run.status == "completed" and run.high_score > golden_score:
+                golden, golden_score = run, run.high_score
+        rows.append(
+            {
+                "id": position,
+                "run_id": run.run_id,
+                "seed": run.seed,
+                "status": run.status,
+                "high_score": run.high_score,
+                **{column: run.flat[column] for column in TUNED_COLUMNS},
+                "proposer": proposer,
+                "entry": entry,
+                "golden": run.run_id in goldens,
+            }
+        )
+    return rows

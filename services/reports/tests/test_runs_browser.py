@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 from headless_browser import Watched, have_chromium, headless_chromium
 from playwright.sync_api import Browser
+from reports_history import expected_rows
 from reports_testing import Server, reports_server
-from test_runs_table import expected_rows
 
 pytestmark = pytest.mark.skipif(not have_chromium(), reason="Debian's chromium is needed")
 

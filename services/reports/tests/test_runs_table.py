@@ -11,49 +11,13 @@ from typing import Any
 
 import polars as pl
 import pytest
-from reports_history import HOSTILE, changed_entry, insert_runs, read_runs
+from reports_history import HOSTILE, expected_rows, insert_runs, read_runs
 from reports_testing import app_client, reports_settings
 
 from ax3l.reports.models.runs import TUNED_COLUMNS
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import ConversationStarted, ProposalAccepted, SimulationSubmitted
-from ax3l.shared.registry import ENTRIES
-
-
-def expected_rows(experiment: Any) -> list[dict[str, Any]]:
-    """What the table should hold for each run, recomputed from the CSV the way
-    ``replay_history`` logged it."""
-    goldens = {run.run_id for _, run, _ in experiment.replay.goldens}
-    rows = []
-    golden = experiment.runs[0]
-    golden_score = golden.high_score
-    turn = 0
-    for position, run in enumerate(experiment.runs, start=1):
-        proposer = entry = None
-        if position > 1 and run.seed != golden.seed:
-            golden, golden_score = run, run.high_score
-        elif position > 1:
-            index = changed_entry(golden.flat, run.flat)
-            index = turn if index is None else index
-            turn = (index + 1) % len(ENTRIES)
-            proposer, entry = ("llm" if run.seed == 1970 else "tpe"), ENTRIES[index].name
-            if run.status == "completed" and run.high_score > golden_score:
-                golden, golden_score = run, run.high_score
-        rows.append(
-            {
-                "id": position,
-                "run_id": run.run_id,
-                "seed": run.seed,
-                "status": run.status,
-                "high_score": run.high_score,
-                **{column: run.flat[column] for column in TUNED_COLUMNS},
-                "proposer": proposer,
-                "entry": entry,
-                "golden": run.run_id in goldens,
-            }
-        )
-    return rows
 
 
 def in_order(rows: list[dict[str, Any]], sort: str, descending: bool) -> list[dict[str, Any]]:
