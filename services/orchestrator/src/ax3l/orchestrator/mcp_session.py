@@ -27,14 +27,10 @@ from ax3l.app.snakelab.tools.binding import BINDING_ENV
 from ax3l.orchestrator.mcp_fork import forked_stdio, zygote_for
 from ax3l.shared.registry import Entry
 from ax3l.shared.settings import Settings
+from ax3l.shared.stack.spec import BASIC_KEYS, process_env
 from ax3l.shared.tool_channel import client_endpoint
 
 MCP_MODULE = "ax3l.app.snakelab.tools"
-# What any Python process needs from its parent's environment; the MCP SDK adds PATH, HOME,
-# USER, LOGNAME, SHELL and TERM on its own. Nothing else is inherited: no database setting, no
-# admin login, no test hook.
-PROCESS_KEYS = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR")
-PROCESS_PREFIXES = ("LC_",)
 # Seconds a session opened in advance has to answer before it is handed over.
 PING_TIMEOUT = 5.0
 
@@ -136,11 +132,8 @@ def child_environment(entry: Entry | None, settings: Settings) -> dict[str, str]
     """Exactly what the MCP child reads: its binding, the broker's endpoint, the tool timeout
     and the schema file, plus what a Python process needs (least privilege). Without
     ``entry``: the zygote's, which binds each child it forks."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key in PROCESS_KEYS or key.startswith(PROCESS_PREFIXES)
-    }
+    # The basics alone (the stack's one list): no database setting, no admin login, no test hook.
+    env = process_env(os.environ, BASIC_KEYS)
     if entry is not None:
         env[BINDING_ENV] = entry.name
     env.update(

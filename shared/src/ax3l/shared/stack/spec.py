@@ -24,11 +24,11 @@ from pydantic import BaseModel
 
 from ax3l.shared.env_files import setting_names
 
-# What any Python process needs from the environment; nothing else is inherited.
-PROCESS_KEYS = (
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "TZ", "TMPDIR",
-    "PYTHONPATH", "VIRTUAL_ENV",
-)  # fmt: skip
+# What any process needs from the environment (the MCP children get just these: the SDK adds
+# SHELL and TERM itself); a service also gets the shell's and Python's own. Nothing else is
+# inherited.
+BASIC_KEYS = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR")
+PROCESS_KEYS = (*BASIC_KEYS, "SHELL", "TERM", "PYTHONPATH", "VIRTUAL_ENV")
 PROCESS_PREFIXES = ("LC_",)
 # Never handed to any process: the private MariaDB's admin login is for the tests only.
 NEVER_PASSED = frozenset({"AX3L_DB_ADMIN_USER", "AX3L_DB_ADMIN_PASSWORD", "AX3L_DB_ENV"})
@@ -48,9 +48,9 @@ DEFAULT_PORTS = {
 }
 
 
-def process_env(env: Mapping[str, str]) -> dict[str, str]:
-    """What any Python process needs of ``env`` (the locale, paths, the user)."""
-    return {k: v for k, v in env.items() if k in PROCESS_KEYS or k.startswith(PROCESS_PREFIXES)}
+def process_env(env: Mapping[str, str], keys: tuple[str, ...] = PROCESS_KEYS) -> dict[str, str]:
+    """What a process needs of ``env`` (the locale, paths, the user): ``keys`` and ``LC_*``."""
+    return {k: v for k, v in env.items() if k in keys or k.startswith(PROCESS_PREFIXES)}
 
 
 @dataclass(frozen=True)
