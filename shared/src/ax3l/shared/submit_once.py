@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias
 
@@ -118,18 +118,25 @@ class OnceSubmitter:
         if self.status is not None:
             self.status.error(message)
 
-    async def usable_run(self, config: dict[str, Any]) -> str | None:
+    async def usable_run(self, config: dict[str, Any], exclude: Collection[str] = ()) -> str | None:
         """The newest stored run of ``config`` that has not failed, been cancelled or completed
-        without a high score (such a run can never be a baseline or a re-test)."""
-        run_ids = await self.index.find_runs(config)
+        without a high score (such a run can never be a baseline or a re-test), and is not one
+        of ``exclude``."""
+        run_ids = [run_id for run_id in await self.index.find_runs(config) if run_id not in exclude]
         return await newest_usable_run(self.db, run_ids, UNUSABLE_STATES)
 
     async def reuse_or_submit(
-        self, config: dict[str, Any], what: str, crash_after_submit: str | None = None
+        self,
+        config: dict[str, Any],
+        what: str,
+        crash_after_submit: str | None = None,
+        exclude: Collection[str] = (),
     ) -> tuple[str, bool]:
-        """``(run_id, submitted_now)``: an existing usable run of ``config`` or a new one."""
+        """``(run_id, submitted_now)``: an existing usable run of ``config`` (none of
+        ``exclude``: runs Ax3l already treats as failed though SnakeLab's row says otherwise,
+        such as one failed at the run deadline) or a new one."""
         while True:
-            existing = await self.usable_run(config)
+            existing = await self.usable_run(config, exclude)
             if existing is not None:
                 logger.info("%s: reusing run %s of the same configuration", what, existing)
                 return existing, False

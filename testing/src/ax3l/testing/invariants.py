@@ -558,12 +558,18 @@ def proposals_compared_once(history: History) -> Invariant:
     comparisons = Counter(_run_of_compared(e) for e in history.named("configuration_compared"))
     by_run_id = history.by_run_id
     last_completion = max((e.event_id for e in history.named(*STEP_EVENTS)), default=0)
+    # Runs the loop retried (its comparison names the retry): one failed at the run deadline
+    # may still read "running" in SnakeLab's table, which could not store its end.
+    submitted = history.named("simulation_submitted")
+    retried = {e.get("retry_of") for e in submitted if e.get("reason") == "retry"}
     for proposal in history.named("proposal_accepted"):
         run_id = _run_of(proposal)
         n = comparisons.get(run_id, 0)
         proposal_run = by_run_id.get(run_id)
         pending = proposal.event_id > last_completion and n == 0
-        skipped_retry = n == 0 and proposal_run is not None and never_started(proposal_run)
+        skipped_retry = n == 0 and (
+            run_id in retried or (proposal_run is not None and never_started(proposal_run))
+        )
         compared_exactly_once.check(
             n == 1 or pending or skipped_retry or (n == 0 and proposal_run is None),
             (

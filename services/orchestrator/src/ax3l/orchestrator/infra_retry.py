@@ -66,10 +66,13 @@ async def retry_never_trained(
                 limit,
             )
             return None
+        # The failed run itself is no retry, even when its row is not terminal (a run failed
+        # at the run deadline whose end SnakeLab could not store stays "running").
         run_id, submitted = await runs.submitter.reuse_or_submit(
             config,
             f"retry of run {outcome.run_id}",
             crash_after_submit="retry_after_submit",
+            exclude={outcome.run_id},
         )
         reused = not submitted
     # A stored run's place among the configuration's runs; a new one follows every retry made.
