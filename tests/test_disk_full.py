@@ -301,11 +301,11 @@ def test_the_loop_waits_out_a_full_disk_and_goes_on(
         assert ready["problems"][0].startswith("disk: disk full since"), ready
         code, page = _get(f"{pages}/api/status")
         assert code == 200 and page["orchestrator"]["label"] == "Disk full", page
-        # The loop keeps retrying, without exiting, for as long as the disk is full.
+        # The loop keeps retrying, without exiting, for as long as the disk is full (a write
+        # that still fits in a table's free pages may commit meanwhile and end the spell).
         steps = _completed_steps(stack)
         time.sleep(3)
         assert orchestrator.alive(), orchestrator.log_tail()
-        assert (stack.status()).get("disk_full"), stack.status()
         assert _completed_steps(stack) <= steps + 1
 
         small_disk.free()
