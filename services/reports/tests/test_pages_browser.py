@@ -254,18 +254,22 @@ def test_status_bar_reads_snakelab_and_the_experiment(server, experiment, snakel
     assert "700/1500" in p.locator("#snakelab-state").inner_text()
 
 
-def test_refresh_selector_reloads_the_page(server, page):
-    """Choosing 5 s keeps the filters and reloads the page by itself."""
+def test_refresh_selector_updates_the_page_in_place(server, page):
+    """Choosing 5 s keeps the filters; the page then updates itself without reloading
+    (test_live_refresh_browser.py checks what the update keeps)."""
     p = page.page
+    p.clock.install()
     p.goto(server.url + "/events?category=SnakeLab")
     with p.expect_navigation():
         p.select_option("#filter-refresh", "5")
     assert "refresh=5" in p.url and "category=SnakeLab" in p.url
-    before = p.locator("#last-refresh .v").inner_text()
-    with p.expect_navigation(timeout=12000):
-        pass
-    assert "refresh=5" in p.url
-    wait_until(lambda: p.locator("#last-refresh .v").inner_text() != before, timeout=5)
+    p.evaluate("() => { window.__sameDocument = true; }")
+    with p.expect_response(lambda r: "/events?" in r.url and "refresh=5" in r.url):
+        p.clock.run_for(5000)
+    p.wait_for_selector("body[data-refreshed-at]", state="attached", timeout=5000)
+    assert p.evaluate("() => window.__sameDocument") is True
+    assert "refresh=5" in p.url and p.input_value("#filter-refresh") == "5"
+    assert page.problems == []
 
 
 def test_simulation_page_draws_the_best_game(server, experiment, page):

@@ -1,4 +1,5 @@
-// Ax3l reports: filter forms submit on change, and plots are drawn from their JSON blocks.
+// Ax3l reports: filter forms submit on change, plots are drawn from their JSON blocks, and a
+// page with <body data-refresh="N"> updates its [data-live] regions in place every N seconds.
 (function () {
   "use strict";
 
@@ -53,19 +54,26 @@
   }
 
   var drawn = [];
-  document.querySelectorAll("[data-figure]").forEach(function (div) {
-    var source = document.getElementById(div.dataset.figure);
-    if (!source || typeof Plotly === "undefined") return;
-    var figure = JSON.parse(source.textContent);
-    drawn.push({ div: div, figure: figure });
-    Plotly.newPlot(div, figure.data, themed(figure.layout), {
-      responsive: true, displaylogo: false, modeBarButtonsToRemove: ["sendDataToCloud"]
-    }).then(function () {
-      div.dataset.ready = "true";
-      div.dataset.theme = darkScheme && darkScheme.matches ? "dark" : "light";
+  var PLOT_CONFIG = { responsive: true, displaylogo: false, modeBarButtonsToRemove: ["sendDataToCloud"] };
+
+  // Draws the plots under root; their JSON comes from source (the page, or a fetched copy).
+  function drawPlots(root, source) {
+    root.querySelectorAll("[data-figure]").forEach(function (div) {
+      // The JSON block came along when it is inside root; otherwise it is the source's.
+      var block = root.querySelector("#" + CSS.escape(div.dataset.figure)) ||
+        source.getElementById(div.dataset.figure);
+      if (!block || typeof Plotly === "undefined") return;
+      var figure = JSON.parse(block.textContent);
+      drawn = drawn.filter(function (plot) { return plot.div.isConnected; });
+      drawn.push({ div: div, figure: figure });
+      Plotly.newPlot(div, figure.data, themed(figure.layout), PLOT_CONFIG).then(function () {
+        div.dataset.ready = "true";
+        div.dataset.theme = darkScheme && darkScheme.matches ? "dark" : "light";
+      });
     });
-  });
-  if (darkScheme && darkScheme.addEventListener && drawn.length) {
+  }
+  drawPlots(document, document);
+  if (darkScheme && darkScheme.addEventListener) {
     darkScheme.addEventListener("change", function () {
       drawn.forEach(function (plot) {
         Plotly.react(plot.div, plot.figure.data, themed(plot.figure.layout)).then(function () {
@@ -73,5 +81,136 @@
         });
       });
     });
+  }
+
+  // Auto-refresh in place: fetch this page's own URL, parse it (DOMParser runs no scripts) and
+  // swap each [data-live] region for the fetched one of the same name. Only the server's own
+  // escaped page is ever inserted; the notice is set as text. Scroll position, the focused
+  // field, open details and the refresh setting stay; a hidden tab waits until it is shown.
+  var period = Number(document.body.dataset.refresh || 0);
+  if (period > 0 && window.fetch && window.DOMParser) {
+    var timer = null;
+    var busy = false;
+
+    var showNotice = function (text) {
+      var notice = document.getElementById("refresh-notice");
+      if (!text) {
+        if (notice) notice.hidden = true;
+        return;
+      }
+      if (!notice) {
+        notice = document.createElement("p");
+        notice.id = "refresh-notice";
+        notice.className = "refresh-notice";
+        notice.setAttribute("role", "status");
+        document.body.appendChild(notice);
+      }
+      notice.textContent = "not refreshed: " + text + " (" + new Date().toISOString().slice(11, 19) + " UTC)";
+      notice.hidden = false;
+    };
+
+    var openDetails = function (region) {
+      var open = [];
+      region.querySelectorAll("details[open]").forEach(function (details) {
+        var row = details.closest("[data-event-id]");
+        if (row) open.push(row.dataset.eventId);
+      });
+      return open;
+    };
+
+    var swap = function (fresh) {
+      var regions = document.querySelectorAll("[data-live]");
+      var pairs = [];
+      for (var i = 0; i < regions.length; i++) {
+        var name = regions[i].dataset.live;
+        var match = fresh.querySelector('[data-live="' + CSS.escape(name) + '"]');
+        if (!match) return "the page no longer has its " + name;
+        pairs.push([regions[i], match]);
+      }
+      var x = window.scrollX;
+      var y = window.scrollY;
+      var focused = document.activeElement;
+      var focusedId = focused && focused.id;
+      var selection = null;
+      if (focused && typeof focused.selectionStart === "number") {
+        try { selection = [focused.selectionStart, focused.selectionEnd]; } catch (e) { selection = null; }
+      }
+      pairs.forEach(function (pair) {
+        var old = pair[0];
+        var region = document.adoptNode(pair[1]);
+        var open = openDetails(old);
+        var inner = [];
+        old.querySelectorAll("[id]").forEach(function (element) {
+          if (element.scrollTop || element.scrollLeft) {
+            inner.push([element.id, element.scrollTop, element.scrollLeft]);
+          }
+        });
+        if (old.scrollTop || old.scrollLeft) inner.push([null, old.scrollTop, old.scrollLeft]);
+        old.replaceWith(region);
+        open.forEach(function (id) {
+          var row = region.querySelector('[data-event-id="' + CSS.escape(id) + '"]');
+          var details = row && row.querySelector("details");
+          if (details) details.open = true;
+        });
+        inner.forEach(function (kept) {
+          var element = kept[0] === null ? region : document.getElementById(kept[0]);
+          if (element) { element.scrollTop = kept[1]; element.scrollLeft = kept[2]; }
+        });
+        drawPlots(region, fresh);
+      });
+      if (focusedId && focused !== document.activeElement) {
+        var again = document.getElementById(focusedId);
+        if (again && again.focus) {
+          again.focus({ preventScroll: true });
+          if (selection && again.setSelectionRange) {
+            try { again.setSelectionRange(selection[0], selection[1]); } catch (e) { /* not a text field */ }
+          }
+        }
+      }
+      window.scrollTo(x, y);
+      return null;
+    };
+
+    var schedule = function () {
+      clearTimeout(timer);
+      timer = setTimeout(tick, period * 1000);
+    };
+
+    var tick = function () {
+      timer = null;
+      if (document.visibilityState === "hidden" || busy) return;  // visibilitychange resumes
+      busy = true;
+      fetch(window.location.href, {
+        credentials: "same-origin",
+        cache: "no-store",
+        redirect: "error",
+        headers: { Accept: "text/html" }
+      }).then(function (response) {
+        if (!response.ok) throw new Error("HTTP " + response.status + " " + response.statusText);
+        return response.text();
+      }).then(function (text) {
+        var problem = swap(new DOMParser().parseFromString(text, "text/html"));
+        showNotice(problem);
+        if (!problem) document.body.dataset.refreshedAt = String(Date.now());
+      }).catch(function (error) {
+        // fetch rejects with a TypeError when nothing answers (server down, network gone).
+        var reason = error instanceof TypeError ? "no answer from the server (" + error.message + ")"
+          : error && error.message ? error.message : String(error);
+        showNotice(reason);
+      }).then(function () {
+        busy = false;
+        if (document.visibilityState !== "hidden") schedule();
+      });
+    };
+
+    document.addEventListener("visibilitychange", function () {
+      if (document.visibilityState === "hidden") {
+        clearTimeout(timer);
+        timer = null;
+      } else if (!busy && timer === null) {
+        schedule();
+      }
+    });
+    schedule();
   }
 })();

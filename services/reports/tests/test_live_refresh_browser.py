@@ -1,0 +1,127 @@
+"""Auto-refresh in headless Chromium: the event log with ``refresh`` on updates its rows and
+status bar in place (no navigation), keeps the scroll position, focus and setting, waits while
+the tab is hidden, and says "not refreshed" while keeping its data when the server is gone.
+
+The page's timers run on Playwright's clock, so a 5 s period takes no 5 s of the suite."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from headless_browser import Watched, have_chromium, headless_chromium
+from reports_testing import private_databases, reports_server
+
+from ax3l.shared.db.database import Database
+from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.event_models import SimulationSubmitted
+from ax3l.testing.databases import TestDatabases
+
+pytestmark = pytest.mark.skipif(not have_chromium(), reason="Debian's chromium is needed")
+
+PERIOD_MS = 5000
+
+
+def submit_runs(dbs: TestDatabases, count: int) -> list[str]:
+    """``count`` ``simulation_submitted`` events written as the loop writes them; their run ids."""
+    run_ids = [str(uuid.uuid4()) for _ in range(count)]
+
+    async def write() -> None:
+        async with Database(dbs.settings()) as db:
+            log = EventLog(db)
+            async with db.transaction() as cur:
+                for run_id in run_ids:
+                    await log.write(cur, SimulationSubmitted(run_id=run_id), process_id=run_id)
+
+    # A thread of its own: Playwright's sync API keeps an event loop running in this one.
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, write()).result()
+    return run_ids
+
+
+@pytest.fixture
+def dbs(db_env: dict[str, str]) -> Iterator[TestDatabases]:
+    with private_databases(db_env) as databases:
+        yield databases
+
+
+def test_refresh_updates_the_event_log_in_place(dbs, tmp_path, test_output_dir):
+    submit_runs(dbs, 80)
+    with reports_server(dbs, tmp_path / "reports.log") as server, headless_chromium() as browser:
+        context = browser.new_context(viewport={"width": 1200, "height": 700})
+        watched = Watched(context.new_page())
+        p = watched.page
+        fetched: list[str] = []
+        p.on("request", lambda r: fetched.append(r.url) if "/events" in r.url else None)
+        navigations: list[str] = []
+        p.on("framenavigated", lambda frame: navigations.append(frame.url))
+        p.clock.install()
+        url = server.url + "/events?category=SnakeLab&refresh=5"
+        p.goto(url)
+        first_ids = p.locator("#events tr[data-event-id]").evaluate_all(
+            "rows => rows.map(r => Number(r.dataset.eventId))"
+        )
+        assert len(first_ids) >= 30
+        opened = f"#events tr[data-event-id='{first_ids[3]}'] details"
+        p.evaluate(f"() => {{ document.querySelector({opened!r}).open = true; }}")
+        p.evaluate(
+            "() => { window.__sameDocument = 'kept';"
+            " document.getElementById('filter-category').focus({preventScroll: true});"
+            " window.scrollTo(0, 600); }"
+        )
+        scrolled = p.evaluate("() => window.scrollY")
+        assert scrolled == 600
+        loads = len(fetched)
+
+        (new_run,) = submit_runs(dbs, 1)
+        with p.expect_response(lambda r: "/events" in r.url):
+            p.clock.run_for(PERIOD_MS)
+        p.wait_for_selector(f"#events tr a[title='{new_run}']", state="attached", timeout=10000)
+        ids = p.locator("#events tr[data-event-id]").evaluate_all(
+            "rows => rows.map(r => Number(r.dataset.eventId))"
+        )
+        assert ids[0] > max(first_ids) and ids[1:] == first_ids[: len(ids) - 1]
+        assert p.evaluate("() => window.__sameDocument") == "kept"
+        assert navigations == [url]  # the first load only (the fake clock fakes `performance`)
+        assert p.url == url
+        assert p.evaluate("() => window.scrollY") == scrolled
+        assert p.evaluate("() => document.activeElement.id") == "filter-category"
+        assert p.input_value("#filter-refresh") == "5"
+        assert p.locator(opened).evaluate("d => d.open")  # an opened event stays open
+        assert p.locator("#refresh-notice").count() == 0
+        assert len(fetched) == loads + 1  # one fetch of the page, nothing else
+        assert watched.problems == []
+
+        # A hidden tab fetches nothing; shown again, it refreshes once a period has passed.
+        p.evaluate(
+            "() => { Object.defineProperty(document, 'visibilityState',"
+            " {configurable: true, get: () => 'hidden'});"
+            " document.dispatchEvent(new Event('visibilitychange')); }"
+        )
+        p.clock.run_for(3 * PERIOD_MS)
+        assert len(fetched) == loads + 1
+        p.evaluate(
+            "() => { delete document.visibilityState;"
+            " document.dispatchEvent(new Event('visibilitychange')); }"
+        )
+        with p.expect_response(lambda r: "/events" in r.url):
+            p.clock.run_for(PERIOD_MS)
+        assert len(fetched) == loads + 2
+
+        # The server goes away: the rows stay and a notice says why they are not refreshed.
+        shown = p.locator("#events tr[data-event-id]").count()
+        server.process.stop(10)
+        p.clock.run_for(PERIOD_MS)
+        notice = p.locator("#refresh-notice")
+        notice.wait_for(state="visible", timeout=10000)
+        assert notice.inner_text().startswith("not refreshed: no answer from the server")
+        assert p.locator("#events tr[data-event-id]").count() == shown
+        assert p.locator(f"#events tr a[title='{new_run}']").count() == 1
+        assert p.evaluate("() => window.__sameDocument") == "kept"
+        assert p.evaluate("() => window.scrollY") == scrolled
+        assert navigations == [url]
+        p.screenshot(path=str(test_output_dir / "refresh-failed.png"))
+        context.close()
