@@ -258,7 +258,8 @@ def test_the_loop_waits_out_a_full_disk_and_goes_on(
     small_disk_databases: TestDatabases, small_disk: SmallDisk, tmp_path: Path
 ) -> None:
     """The experiment runs on the small disk; the disk is filled: the orchestrator does not
-    exit, its /api/status and /ready, the reports' /ready and status bar say "disk full";
+    exit (nor does one started again meanwhile), its /api/status and /ready, the reports'
+    /ready and status bar say "disk full";
     space freed, steps complete again and the history's invariants hold (SnakeLab's runs the
     full disk broke are failed runs, like any other)."""
     stack = Stack(small_disk_databases, tmp_path)
@@ -266,7 +267,8 @@ def test_the_loop_waits_out_a_full_disk_and_goes_on(
         stack.start(surrogate_seconds=RUN_SECONDS)
         # The reference SnakeLab fails a write the full disk refused: a run whose end it could
         # not store stays "running" in its table, and the loop fails it at the run deadline.
-        orchestrator = stack.orchestrator("tpe", env={"AX3L_RUN_DEADLINE_SECONDS": "20"})
+        env = {"AX3L_RUN_DEADLINE_SECONDS": "20"}
+        orchestrator = stack.orchestrator("tpe", env=env)
         api = f"http://127.0.0.1:{stack.api_port}"
         reports_port = free_port()
         reports, _ = stack.spawn(
@@ -305,6 +307,20 @@ def test_the_loop_waits_out_a_full_disk_and_goes_on(
         # that still fits in a table's free pages may commit meanwhile and end the spell).
         steps = _completed_steps(stack)
         time.sleep(3)
+        assert orchestrator.alive(), orchestrator.log_tail()
+        assert _completed_steps(stack) <= steps + 1
+        # Started again on the full disk (killed, on its port), it waits the same way.
+        port = stack.api_port
+        orchestrator.kill()
+        orchestrator = stack.orchestrator("tpe", env={**env, "AX3L_ORCHESTRATOR_PORT": str(port)})
+        stack.api_port = port
+        stack.wait_for(
+            lambda: (_get(f"{api}/api/status")[1] or {}).get("disk_full"),
+            60,
+            "the restarted loop to report the full disk",
+            orchestrator,
+        )
+        time.sleep(2)
         assert orchestrator.alive(), orchestrator.log_tail()
         assert _completed_steps(stack) <= steps + 1
 

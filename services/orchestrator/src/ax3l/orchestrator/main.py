@@ -311,7 +311,14 @@ async def _startup(settings: Settings, loop: ExperimentLoop) -> None:
 
     await wait_for_database(check_schema, outage, pause_max=pause)
     name, poll = settings.snakelab_db_name, settings.snakelab_poll_interval
-    ready = partial(prepare, loop.runs, loop.snakelab, loop.status, name, poll)
+
+    async def ready() -> None:
+        # Startup writes too (adopting lost submissions): a full disk shows as in the loop.
+        try:
+            await prepare(loop.runs, loop.snakelab, loop.status, name, poll)
+        finally:
+            loop.status.disk_full = loop.runs.db.disk_full.describe()
+
     await wait_for_database(ready, outage, pause_max=pause)
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from ax3l.shared.db.errors import DatabaseUnavailable
+from ax3l.shared.db.errors import DatabaseUnavailable, DiskFull
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,9 @@ async def wait_for_database(
     """``attempt()`` until it stops raising ``DatabaseUnavailable``, pausing with backoff.
 
     Any other error (``DatabaseMisconfigured``, a plain ``DatabaseError``) propagates: waiting
-    cannot fix it. The outage is opened on the first failure and closed on success.
+    cannot fix it. The outage is opened on the first failure and closed on success (a full disk
+    is waited out too, but it is no outage: the server answers, and the database's
+    ``disk_full`` says it).
     """
     pause = min(FIRST_PAUSE, pause_max)
     logged = 0.0
@@ -109,7 +111,8 @@ async def wait_for_database(
         try:
             result = await attempt()
         except DatabaseUnavailable as exc:
-            outage.begin(exc)
+            if not isinstance(exc, DiskFull):
+                outage.begin(exc)
             if time.monotonic() - logged > LOG_EVERY:
                 log.warning("waiting for %s (%s); retrying with backoff", what, exc)
                 logged = time.monotonic()
