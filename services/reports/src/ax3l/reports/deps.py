@@ -12,6 +12,7 @@ from starlette.templating import Jinja2Templates
 from ax3l.reports.orchestrator_status import OrchestratorMonitor
 from ax3l.reports.queries.highscores import HighscoreReader
 from ax3l.reports.queries.importance import ImportanceCache
+from ax3l.reports.queries.proposer_board import ProposerBoard
 from ax3l.reports.queries.runs import RunsTable
 from ax3l.reports.resources import Resources
 from ax3l.reports.settings import ReportsSettings, get_settings
@@ -52,6 +53,10 @@ def get_importance(resources: ResourcesDep) -> ImportanceCache:
     return resources.importance
 
 
+def get_proposers(resources: ResourcesDep) -> ProposerBoard:
+    return resources.proposers
+
+
 def get_schema(resources: ResourcesDep) -> ConfigSchema:
     return resources.schema
 
@@ -80,5 +85,6 @@ CyclesDep = Annotated[CycleTracker, Depends(get_cycles)]
 HighscoresDep = Annotated[HighscoreReader, Depends(get_highscores)]
 RunsTableDep = Annotated[RunsTable, Depends(get_runs)]
 ImportanceDep = Annotated[ImportanceCache, Depends(get_importance)]
+ProposerBoardDep = Annotated[ProposerBoard, Depends(get_proposers)]
 SchemaDep = Annotated[ConfigSchema, Depends(get_schema)]
 PageDep = Annotated[Page, Depends(get_page)]

@@ -9,6 +9,7 @@ from starlette.templating import Jinja2Templates
 from ax3l.reports.orchestrator_status import OrchestratorMonitor
 from ax3l.reports.queries.highscores import HighscoreReader
 from ax3l.reports.queries.importance import ImportanceCache
+from ax3l.reports.queries.proposer_board import ProposerBoard
 from ax3l.reports.queries.runs import RunsTable
 from ax3l.reports.snakelab_status import SnakeLabMonitor
 from ax3l.shared.config_schema import ConfigSchema
@@ -27,3 +28,4 @@ class Resources:
     orchestrator: OrchestratorMonitor | None = None
     runs: RunsTable = field(default_factory=RunsTable)
     importance: ImportanceCache = field(default_factory=ImportanceCache)
+    proposers: ProposerBoard = field(default_factory=ProposerBoard)

@@ -55,12 +55,23 @@ def _turn(started: ConversationStarted, row: dict[str, Any]) -> Any:
     return ("event", row["event_id"])
 
 
-async def _contents(db: Database, names: tuple[str, ...]) -> list[dict[str, Any]]:
+def _window(after: int, upto: int | None) -> tuple[str, tuple[int, ...]]:
+    """The condition (and its arguments) keeping events after ``after`` up to ``upto``."""
+    if upto is None:
+        return " AND e.event_id > %s", (after,)
+    return " AND e.event_id > %s AND e.event_id <= %s", (after, upto)
+
+
+async def _contents(
+    db: Database, names: tuple[str, ...], after: int = 0, upto: int | None = None
+) -> list[dict[str, Any]]:
+    """Events named ``names`` with their contents, of those after ``after`` up to ``upto``."""
+    window, args = _window(after, upto)
     return await db.fetchall(
         "SELECT e.event_id, e.name, e.process_id, m.content FROM events e"
         " LEFT JOIN event_messages m ON m.event_id = e.event_id"
-        f" WHERE e.name IN ({', '.join(['%s'] * len(names))}) ORDER BY e.event_id",
-        names,
+        f" WHERE e.name IN ({', '.join(['%s'] * len(names))}){window} ORDER BY e.event_id",
+        (*names, *args),
         doing="reading proposals",
     )
 
@@ -170,9 +181,13 @@ def _percentile(values: list[float], q: float) -> float | None:
     return stats.quantile(values, q) if values else None
 
 
-async def _model_requests(db: Database) -> list[dict[str, Any]]:
+async def _model_requests(
+    db: Database, after: int = 0, upto: int | None = None
+) -> list[dict[str, Any]]:
     """Replies (model, completion tokens, server timings) and failed requests, each with the
-    time of the prompt it answered; only these few fields are read from the contents."""
+    time of the prompt it answered, of the events after ``after`` up to ``upto``; only these
+    few fields are read from the contents."""
+    window, args = _window(after, upto)
     return await db.fetchall(
         "SELECT e.event_id, e.name, e.process_id, e.occurred_at, p.occurred_at AS asked_at,"
         " CASE WHEN e.name = 'reply_received'"
@@ -189,7 +204,8 @@ async def _model_requests(db: Database) -> list[dict[str, Any]]:
         "  THEN JSON_EXTRACT(m.content, '$.correctable') END AS correctable"
         " FROM events e LEFT JOIN event_messages m ON m.event_id = e.event_id"
         " LEFT JOIN events p ON p.event_id = e.parent_event_id"
-        " WHERE e.name IN ('reply_received', 'llm_request_failed') ORDER BY e.event_id",
+        f" WHERE e.name IN ('reply_received', 'llm_request_failed'){window} ORDER BY e.event_id",
+        args,
         doing="reading the model's requests",
     )
 

@@ -40,14 +40,21 @@ def _waste_kind(call: SeatCall | SeatCallRefused) -> str | None:
     return str(call.outcome or "error")
 
 
-async def seat_stats(db: Database) -> list[SeatStats]:
-    """One row per seat that has called the endpoint, most accepted proposals first."""
-    rows = await db.fetchall(
+async def _seat_calls(db: Database, after: int = 0, upto: int | None = None) -> list[Any]:
+    """The seats' calls with their contents, of the events after ``after`` up to ``upto``."""
+    window = " AND e.event_id > %s" + ("" if upto is None else " AND e.event_id <= %s")
+    return await db.fetchall(
         "SELECT e.event_id, e.name, e.source_name, m.content FROM events e"
         " LEFT JOIN event_messages m ON m.event_id = e.event_id"
-        " WHERE e.name IN ('seat_call', 'seat_call_refused') ORDER BY e.event_id",
+        f" WHERE e.name IN ('seat_call', 'seat_call_refused'){window} ORDER BY e.event_id",
+        (after,) if upto is None else (after, upto),
         doing="reading the seats' calls",
     )
+
+
+async def seat_stats(db: Database) -> list[SeatStats]:
+    """One row per seat that has called the endpoint, most accepted proposals first."""
+    rows = await _seat_calls(db)
     if not rows:
         return []
     goldens = await db.fetchall(

@@ -1,32 +1,56 @@
-"""``/proposers``: how each proposer (llm, tpe, random) has done, when more than one was used."""
+"""``/proposers``: how each proposer (llm, tpe, random) has done, when more than one was used.
+
+The leaderboards are folded from the events once and then from the new events only
+(``queries/proposer_board.py``)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
-from ax3l.reports.deps import DatabaseDep, PageDep, SettingsDep
+from ax3l.reports.deps import (
+    DatabaseDep,
+    PageDep,
+    ProposerBoardDep,
+    RunsTableDep,
+    SchemaDep,
+    SettingsDep,
+)
 from ax3l.reports.models.proposers import ProposersOut
-from ax3l.reports.queries.proposers import model_stats, proposer_stats
-from ax3l.reports.queries.seats import seat_stats
+from ax3l.reports.queries.proposer_board import ProposerBoard
+from ax3l.reports.queries.runs import RunsTable
+from ax3l.reports.settings import ReportsSettings
+from ax3l.shared.config_schema import ConfigSchema
+from ax3l.shared.db.database import Database
 
 router = APIRouter(prefix="/api/proposers", tags=["proposers"])
 pages = APIRouter(tags=["pages"])
 
 
-async def read_proposers(db: DatabaseDep, settings: SettingsDep) -> ProposersOut:
-    stats = await proposer_stats(db)
-    models = await model_stats(db, settings.llm_model)
+async def read_proposers(
+    db: Database,
+    settings: ReportsSettings,
+    board: ProposerBoard,
+    runs: RunsTable,
+    schema: ConfigSchema,
+) -> ProposersOut:
+    found = await board.read(db, runs, schema, settings.llm_model)
     return ProposersOut(
-        proposers=stats,
-        compared=len([s for s in stats if s.proposer != "unknown"]) > 1,
-        models=models,
-        seats=await seat_stats(db),
+        proposers=found.proposers,
+        compared=len([s for s in found.proposers if s.proposer != "unknown"]) > 1,
+        models=found.models,
+        seats=found.seats,
     )
 
 
 @router.get("", response_model=ProposersOut)
-async def list_proposers(db: DatabaseDep, settings: SettingsDep) -> ProposersOut:
+async def list_proposers(
+    db: DatabaseDep,
+    settings: SettingsDep,
+    board: ProposerBoardDep,
+    runs: RunsTableDep,
+    schema: SchemaDep,
+) -> ProposersOut:
     """Per proposer: conversations, accepted proposals, their completed runs' mean and best
     score, and how many became golden; turns taken as a fallback for a failing model
     (`fallback_turns`, `fallback_proposals`) and turns a model lost to the fallback
@@ -36,10 +60,18 @@ async def list_proposers(db: DatabaseDep, settings: SettingsDep) -> ProposersOut
     proposal and new goldens. `seats` is the seat leaderboard (outside agents of the
     `external` proposer): per seat its turns taken, accepted proposals, wasted submissions by
     kind, median seconds from a turn's opening to its accepted submission and new goldens."""
-    return await read_proposers(db, settings)
+    return await read_proposers(db, settings, board, runs, schema)
 
 
 @pages.get("/proposers", response_class=HTMLResponse, summary="Proposer comparison page")
-async def proposers_page(db: DatabaseDep, settings: SettingsDep, page: PageDep) -> HTMLResponse:
+async def proposers_page(
+    db: DatabaseDep,
+    settings: SettingsDep,
+    board: ProposerBoardDep,
+    runs: RunsTableDep,
+    schema: SchemaDep,
+    page: PageDep,
+) -> HTMLResponse:
     """A table comparing proposers when more than one has been used, and the models."""
-    return page.render("proposers.html", {"found": await read_proposers(db, settings)})
+    found = await read_proposers(db, settings, board, runs, schema)
+    return page.render("proposers.html", {"found": found})
