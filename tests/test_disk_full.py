@@ -226,7 +226,8 @@ async def test_a_write_on_a_full_disk_fails_whole_and_clearly_until_space_is_fre
         assert db.disk_full.active and not db.outage.active
         problem = await database_problem(db)
         assert problem is not None and problem.startswith("disk full since"), problem
-        assert (await db.fetchone("SELECT COUNT(*) AS n FROM events"))["n"] == stored["events"]
+        counted = await db.fetchone("SELECT COUNT(*) AS n FROM events")
+        assert counted is not None and counted["n"] == stored["events"]
         assert db.disk_full.active, "a read must not end the disk-full spell"
         with pytest.raises(DiskFull):
             await log.log(content)
