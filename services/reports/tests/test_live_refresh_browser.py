@@ -13,6 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from headless_browser import Watched, have_chromium, headless_chromium
+from playwright.sync_api import Browser
+from reports_history import RealRun, insert_runs, read_runs
 from reports_testing import private_databases, reports_server
 
 from ax3l.shared.db.database import Database
@@ -42,15 +44,74 @@ def submit_runs(dbs: TestDatabases, count: int) -> list[str]:
     return run_ids
 
 
-@pytest.fixture
+def add_runs(dbs: TestDatabases, runs: list[RealRun]) -> None:
+    """SnakeLab rows for ``runs``, as SnakeLab writes them."""
+    connection = dbs.connect("snakelab", dbs.snakelab_db)
+    try:
+        insert_runs(connection, runs, episodes_for=0)
+        connection.commit()
+    finally:
+        connection.close()
+
+
+@pytest.fixture(scope="module")
 def dbs(db_env: dict[str, str]) -> Iterator[TestDatabases]:
     with private_databases(db_env) as databases:
         yield databases
 
 
-def test_refresh_updates_the_event_log_in_place(dbs, tmp_path, test_output_dir):
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with headless_chromium() as chromium:
+        yield chromium
+
+
+def test_dashboard_refresh_swaps_its_data_and_redraws_the_plot(dbs, browser, tmp_path):
+    """/?refresh=5: a new run shows in the last runs, the card and the history plot (drawn
+    again from the fetched figure) without a navigation."""
+    runs = read_runs(limit=4)
+    add_runs(dbs, runs[:3])
+    with reports_server(dbs, tmp_path / "reports.log") as server:
+        context = browser.new_context(viewport={"width": 1200, "height": 800})
+        watched = Watched(context.new_page())
+        p = watched.page
+        navigations: list[str] = []
+        p.on("framenavigated", lambda frame: navigations.append(frame.url))
+        p.clock.install()
+        p.goto(server.url + "/")
+        with p.expect_navigation():
+            p.select_option("#filter-refresh", "5")
+        url = server.url + "/?refresh=5"
+        assert p.url == url and navigations[-1] == url
+        navigations.clear()
+        points = "id => document.getElementById(id).data.reduce((n, t) => n + t.x.length, 0)"
+        p.wait_for_selector("#dash-history-plot[data-ready=true]", timeout=15000)
+        drawn = p.evaluate(points, "dash-history-plot")
+        assert p.locator("#dash-last-runs tbody tr[data-id]").count() == 3
+        p.evaluate("() => { document.getElementById('dash-history-plot').__old = true; }")
+
+        add_runs(dbs, runs[3:])
+        with p.expect_response(lambda r: r.url == url):
+            p.clock.run_for(PERIOD_MS)
+        p.wait_for_function(
+            "() => { const d = document.getElementById('dash-history-plot');"
+            " return !d.__old && d.dataset.ready === 'true'; }",
+            timeout=15000,
+        )
+        assert p.locator("#dash-last-runs tbody tr[data-id]").count() == 4
+        assert p.locator("#dash-last-runs a[title]").first.get_attribute("title") == runs[3].run_id
+        assert p.evaluate(points, "dash-history-plot") > drawn
+        assert navigations == []
+        assert p.input_value("#filter-refresh") == "5"
+        assert watched.problems == []
+        context.close()
+
+
+def test_refresh_updates_the_event_log_in_place(dbs, browser, tmp_path, test_output_dir):
+    """/events?refresh=5: a new event appears in place; scroll, focus, an opened row and the
+    setting stay; a hidden tab waits; a stopped server leaves the rows and a notice."""
     submit_runs(dbs, 80)
-    with reports_server(dbs, tmp_path / "reports.log") as server, headless_chromium() as browser:
+    with reports_server(dbs, tmp_path / "reports.log") as server:
         context = browser.new_context(viewport={"width": 1200, "height": 700})
         watched = Watched(context.new_page())
         p = watched.page

@@ -310,3 +310,6 @@ async def test_dashboard_shows_golden_last_runs_and_turn(client, experiment):
     moved = await client.get("/?event=prompt_sent&limit=5")
     assert moved.status_code == 308
     assert moved.headers["location"] == "/events?event=prompt_sent&limit=5"
+    refreshing = await client.get("/?refresh=30")  # the dashboard's own selector: no redirect
+    assert refreshing.status_code == 200 and '<body data-refresh="30">' in refreshing.text
+    assert (await client.get("/?refresh=7")).status_code == 422

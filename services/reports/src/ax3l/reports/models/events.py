@@ -52,10 +52,12 @@ class EventQuery(QueryModel):
         return self
 
 
-class EventPageQuery(EventQuery):
-    """The event log page adds its refresh selector."""
+class RefreshQuery(QueryModel):
+    """A page's refresh selector: how often the page updates its data in place."""
 
-    refresh: int = Field(0, description="seconds between automatic reloads: 0, 5, 30, 60 or 300")
+    refresh: int = Field(
+        0, description="seconds between in-place updates of the page: 0 (off), 5, 30, 60 or 300"
+    )
 
     @field_validator("refresh", mode="before")
     @classmethod
@@ -71,6 +73,10 @@ class EventPageQuery(EventQuery):
                 f"refresh must be one of {', '.join(map(str, REFRESH_CHOICES))} (seconds)"
             )
         return seconds
+
+
+class EventPageQuery(EventQuery, RefreshQuery):
+    """The event log page adds its refresh selector."""
 
 
 class Event(BaseModel):

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Annotated
 from urllib.parse import urlencode
 
 import polars as pl
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ax3l.reports.deps import (
@@ -20,7 +21,7 @@ from ax3l.reports.deps import (
     SchemaDep,
     SettingsDep,
 )
-from ax3l.reports.models.events import EventPageQuery
+from ax3l.reports.models.events import REFRESH_CHOICES, EventPageQuery, RefreshQuery
 from ax3l.reports.models.runs import TUNED_COLUMNS, RunRow
 from ax3l.reports.queries.golden import flatten, golden_configurations
 from ax3l.reports.run_figures import history_figure
@@ -33,12 +34,14 @@ LAST_RUNS = 12
 # The small history plot draws the most recent runs only (the full one is /plots/history).
 HISTORY_RUNS = 2000
 # The event log's query keys: a link made when the log lived at ``/`` still finds it.
-EVENT_LOG_KEYS = frozenset(EventPageQuery.model_fields)
+# ``refresh`` alone is the dashboard's own selector now.
+EVENT_LOG_KEYS = frozenset(EventPageQuery.model_fields) - frozenset(RefreshQuery.model_fields)
 
 
 @pages.get("/", response_class=HTMLResponse, summary="Dashboard")
 async def dashboard(
     request: Request,
+    query: Annotated[RefreshQuery, Query()],
     db: DatabaseDep,
     monitor: MonitorDep,
     orchestrator: OrchestratorDep,
@@ -50,8 +53,9 @@ async def dashboard(
     page: PageDep,
 ) -> Response:
     """The status cards, the golden configuration and its score, the last runs, a small
-    history plot, the turn the loop is on and links to every page. A link with the event
-    log's filters (``/?category=...``, from before the log moved) redirects to ``/events``."""
+    history plot, the turn the loop is on and links to every page; ``refresh`` updates them in
+    place every so many seconds. A link with the event log's filters (``/?category=...``, from
+    before the log moved) redirects to ``/events``."""
     asked = list(request.query_params.multi_items())
     if any(key in EVENT_LOG_KEYS for key, _ in asked):
         return RedirectResponse("/events?" + urlencode(asked), status_code=308)
@@ -89,6 +93,8 @@ async def dashboard(
             "turn": turn,
             "turn_number": PARAMETER_ORDER.index(turn) + 1 if turn in PARAMETER_ORDER else None,
             "entries": len(PARAMETER_ORDER),
+            "refresh": query.refresh,
+            "refresh_choices": REFRESH_CHOICES,
         },
         headers={"Cache-Control": "no-store"},
     )
