@@ -69,7 +69,7 @@ def browser() -> Iterator[Browser]:
 def test_dashboard_refresh_swaps_its_data_and_redraws_the_plot(dbs, browser, tmp_path):
     """/?refresh=5: a new run shows in the last runs, the card and the history plot (drawn
     again from the fetched figure) without a navigation."""
-    runs = read_runs(limit=4)
+    runs = read_runs(limit=5)
     add_runs(dbs, runs[:3])
     with reports_server(dbs, tmp_path / "reports.log") as server:
         context = browser.new_context(viewport={"width": 1200, "height": 800})
@@ -90,7 +90,7 @@ def test_dashboard_refresh_swaps_its_data_and_redraws_the_plot(dbs, browser, tmp
         assert p.locator("#dash-last-runs tbody tr[data-id]").count() == 3
         p.evaluate("() => { document.getElementById('dash-history-plot').__old = true; }")
 
-        add_runs(dbs, runs[3:])
+        add_runs(dbs, runs[3:4])
         with p.expect_response(lambda r: r.url == url):
             p.clock.run_for(PERIOD_MS)
         p.wait_for_function(
@@ -103,6 +103,28 @@ def test_dashboard_refresh_swaps_its_data_and_redraws_the_plot(dbs, browser, tmp
         assert p.evaluate(points, "dash-history-plot") > drawn
         assert navigations == []
         assert p.input_value("#filter-refresh") == "5"
+
+        # /runs on a phone: the table's own horizontal scroll and a half-typed filter stay.
+        p.set_viewport_size({"width": 420, "height": 800})
+        url = server.url + "/runs?refresh=5"
+        p.goto(url)
+        navigations.clear()
+        assert "refresh=5" in p.locator("#runs th[data-column=seed] a").get_attribute("href")
+        assert "refresh" not in p.locator("#download-csv").get_attribute("href")
+        wrap = "() => document.getElementById('runs-wrap').scrollLeft"
+        p.evaluate("() => { document.getElementById('runs-wrap').scrollLeft = 300; }")
+        across = p.evaluate(wrap)
+        assert across > 100
+        p.fill("#filter-score-min", "12")
+        add_runs(dbs, runs[4:])
+        with p.expect_response(lambda r: r.url == url):
+            p.clock.run_for(PERIOD_MS)
+        p.wait_for_selector(f"#runs tr[data-run-id='{runs[4].run_id}']", state="attached")
+        assert p.locator("#runs tbody tr[data-id]").count() == 5
+        assert p.evaluate(wrap) == across
+        assert p.input_value("#filter-score-min") == "12"
+        assert p.evaluate("() => document.activeElement.id") == "filter-score-min"
+        assert navigations == []
         assert watched.problems == []
         context.close()
 

@@ -62,7 +62,7 @@ class RefreshQuery(QueryModel):
     @field_validator("refresh", mode="before")
     @classmethod
     def _refresh_choice(cls, value: Any) -> Any:
-        if value is None:
+        if value is None or value == "":  # a form's "off"
             return 0
         try:
             seconds = int(value)

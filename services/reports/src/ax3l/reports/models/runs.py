@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ax3l.reports.models.events import RefreshQuery
 from ax3l.reports.models.parameters import QueryModel
 from ax3l.shared.registry import ENTRIES
 from ax3l.shared.wire import TERMINAL_STATES
@@ -131,7 +132,7 @@ class RunsQuery(QueryModel):
     def filters(self) -> dict[str, str]:
         """The filters set, as query-string values (links keep them)."""
         values = self.model_dump(
-            exclude={"sort", "order", "after", "before", "limit"}, exclude_none=True
+            exclude={"sort", "order", "after", "before", "limit", "refresh"}, exclude_none=True
         )
         return {
             key: ("true" if item else "false")
@@ -164,6 +165,10 @@ class RunsPageQuery(RunsQuery):
         if self.after is not None and self.before is not None:
             raise ValueError("give either after or before, not both")
         return self
+
+
+class RunsViewQuery(RunsPageQuery, RefreshQuery):
+    """The runs page: a page of the table plus its refresh selector."""
 
 
 class RunRow(BaseModel):

@@ -10,6 +10,7 @@ from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import HTMLResponse, Response
 
 from ax3l.reports.deps import DatabaseDep, PageDep, RunsTableDep, SchemaDep
+from ax3l.reports.models.events import REFRESH_CHOICES
 from ax3l.reports.models.runs import (
     RUN_STATES,
     SORT_COLUMNS,
@@ -17,6 +18,7 @@ from ax3l.reports.models.runs import (
     RunsPage,
     RunsPageQuery,
     RunsQuery,
+    RunsViewQuery,
 )
 from ax3l.reports.queries.runs import BadCursor, export_csv, export_parquet, page
 from ax3l.shared.registry import PARAMETER_ORDER
@@ -98,6 +100,8 @@ def runs_url(path: str, query: RunsQuery, **changes: Any) -> str:
     values: dict[str, Any] = {**query.filters(), "sort": query.sort, "order": query.order}
     if isinstance(query, RunsPageQuery) and query.limit != 100:
         values["limit"] = query.limit
+    if isinstance(query, RunsViewQuery) and query.refresh:
+        values["refresh"] = query.refresh
     values.update(changes)
     if values.get("sort") == "id" and values.get("order") == "desc":
         values.pop("sort"), values.pop("order")
@@ -111,14 +115,15 @@ def _choices(frame: pl.DataFrame, column: str) -> list[Any]:
 
 @pages.get("/runs", response_class=HTMLResponse, summary="Runs page")
 async def runs_page(
-    query: Annotated[RunsPageQuery, Query()],
+    query: Annotated[RunsViewQuery, Query()],
     db: DatabaseDep,
     table: RunsTableDep,
     schema: SchemaDep,
     page: PageDep,
 ) -> HTMLResponse:
     """Every SnakeLab run with its seed, status, score, tuned values, proposer, entry and
-    golden flag; filters, sorting by any column, keyset pages and downloads of the filter."""
+    golden flag; filters, sorting by any column, keyset pages and downloads of the filter;
+    ``refresh`` updates the table in place every so many seconds."""
     frame = await table.frame(db, schema)
     found = read_page(frame, query)
     entries = [*PARAMETER_ORDER, *LOOP_PURPOSES]
@@ -144,9 +149,10 @@ async def runs_page(
             "entries": entries,
             "proposers": _choices(frame, "proposer"),
             "seeds": _choices(frame, "seed"),
+            "refresh_choices": REFRESH_CHOICES,
             "sort_links": sort_links,
-            "csv_url": runs_url("/api/runs/export.csv", query, limit=None),
-            "parquet_url": runs_url("/api/runs/export.parquet", query, limit=None),
+            "csv_url": runs_url("/api/runs/export.csv", query, limit=None, refresh=None),
+            "parquet_url": runs_url("/api/runs/export.parquet", query, limit=None, refresh=None),
             "first_url": runs_url("/runs", query),
             "next_url": runs_url("/runs", query, after=found.next_after)
             if found.next_after
