@@ -187,6 +187,8 @@
         headers: { Accept: "text/html" }
       }).then(function (response) {
         if (!response.ok) throw new Error("HTTP " + response.status + " " + response.statusText);
+        var type = response.headers.get("Content-Type") || "";
+        if (type.indexOf("text/html") !== 0) throw new Error("the answer is not a page (" + type + ")");
         return response.text();
       }).then(function (text) {
         var problem = swap(new DOMParser().parseFromString(text, "text/html"));
