@@ -10,9 +10,7 @@ from reports_history import insert_runs, read_runs
 
 from ax3l.reports.queries.proposer_board import Board, ProposerBoard
 from ax3l.reports.queries.proposers import model_stats, proposer_stats
-from ax3l.reports.queries.runs import RunsTable
 from ax3l.reports.queries.seats import seat_stats
-from ax3l.shared.config_schema import cached_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.registry import PARAMETER_ORDER
@@ -63,6 +61,9 @@ async def _first_part(log: EventLog, runs: list[str]) -> None:
     await log.log("conversation_started", {"checkpoint_event_id": checkpoint}, process_id="p2")
     await log.log("reply_received", _reply(None, 30), process_id="p2")
     await log.log("llm_request_failed", {"kind": "timeout"}, process_id="p2")
+    # A model conversation no reply names a model for: the configured model's.
+    await log.log("conversation_started", {"proposer": "llm"}, process_id="p4")
+    await log.log("reply_received", _reply(None, 10), process_id="p4")
     # A fallback turn with its proposal, and a seat's calls.
     await log.log(
         "conversation_started",
@@ -96,14 +97,21 @@ async def _first_part(log: EventLog, runs: list[str]) -> None:
 
 
 async def _second_part(log: EventLog, runs: list[str]) -> None:
-    await log.log("reply_received", _reply("model-b", 20), process_id="p2")
+    # p2's proposal names its proposer and becomes golden before a reply names p2's model.
     await log.log(
         "proposal_accepted",
         {"run_id": runs[3], "parameter": "gamma", "proposer": "tpe"},
         process_id="p2",
     )
-    await log.log("golden_config_created", {"run_id": runs[2]})
     await log.log("golden_config_created", {"run_id": runs[3], "proposer": "tpe"})
+    await log.log("reply_received", _reply("model-b", 20), process_id="p2")
+    await log.log("golden_config_created", {"run_id": runs[2]})
+    # A conversation whose proposal becomes golden before a reply names its model (the
+    # reply comes after the board has read this far).
+    await log.log("conversation_started", {"proposer": "llm"}, process_id="p5")
+    await log.log("llm_request_failed", {"kind": "timeout"}, process_id="p5")
+    await log.log("proposal_accepted", {"run_id": runs[1], "proposer": "llm"}, process_id="b3")
+    await log.log("golden_config_created", {"run_id": runs[1]})
 
 
 async def test_incremental_fold_equals_a_full_read_and_notices_a_wipe(databases, snakelab_tables):
@@ -114,17 +122,16 @@ async def test_incremental_fold_equals_a_full_read_and_notices_a_wipe(databases,
     admin = databases.connect("admin", databases.ax3l_db)
     try:
         insert_runs(snakelab, real, episodes_for=0)
-        schema = cached_schema(None)
-        board, runs = ProposerBoard(), RunsTable()
+        board = ProposerBoard()
         async with Database(databases.settings()) as db:
             log = EventLog(db)
-            assert await board.read(db, runs, schema, CONFIGURED) == await _full(db)
+            assert await board.read(db, CONFIGURED) == await _full(db)
 
             await _first_part(log, run_ids)
-            first = await board.read(db, runs, schema, CONFIGURED)
+            first = await board.read(db, CONFIGURED)
             assert first == await _full(db)
             assert {p.proposer for p in first.proposers} == {"llm", "random", "unknown"}
-            assert await board.read(db, runs, schema, CONFIGURED) is first  # nothing new
+            assert await board.read(db, CONFIGURED) is first  # nothing new
             folded = board._fold
 
             await _second_part(log, run_ids)
@@ -134,18 +141,23 @@ async def test_incremental_fold_equals_a_full_read_and_notices_a_wipe(databases,
                     " WHERE run_id = %s",
                     (run_ids[3],),
                 )
-            second = await board.read(db, runs, schema, CONFIGURED)
+            assert await board.read(db, CONFIGURED) == await _full(db)
+            await log.log("reply_received", _reply("model-c", 25), process_id="p5")
+            second = await board.read(db, CONFIGURED)
             assert board._fold is folded  # folded on, not read again
             assert second == await _full(db)
             # The conversation named later is tpe's, and model-b's since its second reply.
             tpe = next(p for p in second.proposers if p.proposer == "tpe")
             assert (tpe.conversations, tpe.proposals, tpe.best_score) == (1, 1, 91)
-            assert {m.model for m in second.models} == {"model-a", "model-b"}
+            assert {m.model for m in second.models} == {"model-a", "model-b", "model-c", CONFIGURED}
             assert next(s for s in second.seats if s.seat == "alice").new_goldens == 1
-            # Another configured model changes only the drawing.
-            assert await board.read(db, runs, schema, None) == Board(
-                await proposer_stats(db), await model_stats(db, None), await seat_stats(db)
-            )
+            # Another configured model changes only the drawing (one a reply names: merged).
+            for configured in (None, "model-a"):
+                assert await board.read(db, configured) == Board(
+                    await proposer_stats(db),
+                    await model_stats(db, configured),
+                    await seat_stats(db),
+                )
 
             # The history wiped and a new one started (event ids start again at 1).
             def wipe() -> None:
@@ -160,13 +172,13 @@ async def test_incremental_fold_equals_a_full_read_and_notices_a_wipe(databases,
             await log.log(
                 "proposal_accepted", {"run_id": run_ids[0], "proposer": "tpe"}, process_id="q1"
             )
-            third = await board.read(db, runs, schema, CONFIGURED)
+            third = await board.read(db, CONFIGURED)
             assert third == await _full(db)
             assert [(p.proposer, p.proposals) for p in third.proposers] == [("tpe", 1)]
             assert third.models == [] and third.seats == []
             # Emptied: nothing to show.
             wipe()
-            assert await board.read(db, runs, schema, CONFIGURED) == Board([], [], [])
+            assert await board.read(db, CONFIGURED) == Board([], [], [])
     finally:
         snakelab.close()
         admin.close()

@@ -14,8 +14,9 @@ What can only be known later stays open until the answer is drawn:
 * a conversation's model (its first reply names it; unnamed, the configured model): replies,
   failures, accepted proposals and rejections are summed per conversation and given to models
   when the answer is drawn;
-* which accepted runs became golden, and their scores: the runs' scores come from the runs
-  table (``queries/runs.py``), itself refreshed incrementally.
+* which accepted runs became golden (counted when the golden comes), and their scores: read
+  incrementally from SnakeLab's runs (``RunScores``, the runs that were not finished yet
+  again on each request).
 
 The answer is kept until an event or a run changes.
 """
@@ -23,13 +24,12 @@ The answer is kept until an event or a run changes.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-
-import polars as pl
 
 from ax3l.reports.event_contents import parse
 from ax3l.reports.models.proposers import ModelStats, ProposerStats, SeatStats
@@ -47,9 +47,7 @@ from ax3l.reports.queries.proposers import (
     _seconds,
     _turn,
 )
-from ax3l.reports.queries.runs import RunsTable
 from ax3l.reports.queries.seats import SUBMIT_TOOLS, _seat_calls, _waste_kind
-from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
 from ax3l.shared.event_models import (
     ConversationStarted,
@@ -58,8 +56,10 @@ from ax3l.shared.event_models import (
     SeatCall,
     SeatCallRefused,
 )
+from ax3l.shared.wire import TERMINAL_STATES
 
 WINDOW = 250_000  # event ids per read (each statement stays well inside the query timeout)
+SCORE_CHUNK = 50_000  # runs per read of their scores
 CONTENT_EVENTS = ("conversation_started", "proposal_accepted", "golden_config_created", *REJECTIONS)
 
 # A conversation or proposal as the proposer fold needs it:
@@ -124,8 +124,8 @@ class _Proposers:
 
 @dataclass
 class _Conversation:
-    """A model conversation's requests (by its process id): its model, failures by kind,
-    request seconds and completion tokens."""
+    """A model conversation's requests (by its process id): its model (None until a reply
+    names one), failures by kind, request seconds and completion tokens."""
 
     model: str | None = None
     wasted: dict[str, int] = field(default_factory=lambda: defaultdict(int))
@@ -142,6 +142,131 @@ class _Segment:
     turn: Any
     accepted: list[str | None] = field(default_factory=list)
     wasted: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+
+@dataclass
+class _ModelSums:
+    """What the conversations of one model (None: no reply named one) add up to."""
+
+    conversations: set[str] = field(default_factory=set)  # their process ids
+    started: int = 0  # conversation_started events of those processes
+    wasted: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    seconds: list[float] = field(default_factory=list)
+    tokens: int = 0
+    accepted: int = 0
+    new_goldens: int = 0
+
+
+@dataclass
+class _Models:
+    """``model_stats``'s counts by model, kept as the events come: a conversation counts for
+    the model its first reply names; until one does (or for good) for None, drawn as the
+    configured model. When a reply names a conversation's model later, its counts move."""
+
+    requests: dict[str, _Conversation] = field(default_factory=dict)
+    segments: list[_Segment] = field(default_factory=list)
+    by_process: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    model_positions: list[int] = field(default_factory=list)  # segments of model conversations
+    fallbacks: list[int] = field(default_factory=list)  # segments with fallback_for
+    sums: dict[str | None, _ModelSums] = field(default_factory=lambda: defaultdict(_ModelSums))
+    run_processes: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    golden_accepted: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+    def _share(self, process: str, sign: int) -> None:
+        """Add (1) or take away (-1) a conversation's whole share from its model's sums."""
+        conversation = self.requests[process]
+        sums = self.sums[conversation.model]
+        if sign > 0:
+            sums.conversations.add(process)
+        else:
+            sums.conversations.discard(process)
+        for kind, count in conversation.wasted.items():
+            sums.wasted[kind] += sign * count
+        if sign > 0:
+            sums.seconds.extend(conversation.seconds)
+        else:
+            for value in conversation.seconds:
+                sums.seconds.remove(value)
+        sums.tokens += sign * conversation.tokens
+        for position in self.by_process.get(process, ()):
+            segment = self.segments[position]
+            sums.started += sign
+            sums.accepted += sign * len(segment.accepted)
+            for name, count in segment.wasted.items():
+                sums.wasted[name] += sign * count
+        sums.new_goldens += sign * self.golden_accepted.get(process, 0)
+
+    def add_request(self, row: dict[str, Any]) -> None:
+        process = row["process_id"] or ""
+        conversation = self.requests.get(process)
+        if conversation is None:
+            conversation = self.requests[process] = _Conversation()
+            self._share(process, 1)
+            positions = self.by_process.get(process, [])
+            for position in positions:
+                bisect.insort(self.model_positions, position)
+        name = row["model"] if row["name"] == "reply_received" else None
+        if isinstance(name, str) and name and conversation.model is None:
+            self._share(process, -1)
+            conversation.model = name
+            self._share(process, 1)
+        sums = self.sums[conversation.model]
+        if row["name"] == "llm_request_failed":
+            kind = str(row["kind"] or "unknown")
+            conversation.wasted[kind] += 1
+            sums.wasted[kind] += 1
+            if str(row["correctable"]).lower() == "true":
+                return  # it judged a reply, whose time is counted already
+        elif (count := _number(row["completion_tokens"])) is not None:
+            conversation.tokens += int(count)
+            sums.tokens += int(count)
+        if (duration := _seconds(row)) is not None:
+            conversation.seconds.append(duration)
+            sums.seconds.append(duration)
+
+    def _sums_of(self, process: str) -> _ModelSums | None:
+        conversation = self.requests.get(process)
+        return None if conversation is None else self.sums[conversation.model]
+
+    def start(self, process: str, fallback_for: str | None, turn: Any) -> None:
+        position = len(self.segments)
+        self.segments.append(_Segment(process, fallback_for, turn))
+        self.by_process[process].append(position)
+        if fallback_for:
+            self.fallbacks.append(position)
+        if (sums := self._sums_of(process)) is not None:
+            sums.started += 1
+            self.model_positions.append(position)
+
+    def reject(self, name: str) -> None:
+        if not self.segments:
+            return
+        segment = self.segments[-1]
+        segment.wasted[name] += 1
+        if (sums := self._sums_of(segment.process)) is not None:
+            sums.wasted[name] += 1
+
+    def accept(self, run_id: str | None, golden_runs: set[str]) -> None:
+        if not self.segments:
+            return
+        segment = self.segments[-1]
+        segment.accepted.append(run_id)
+        sums = self._sums_of(segment.process)
+        if sums is not None:
+            sums.accepted += 1
+        if run_id is not None:
+            self.run_processes[run_id].append(segment.process)
+            if run_id in golden_runs:
+                self.golden_accepted[segment.process] += 1
+                if sums is not None:
+                    sums.new_goldens += 1
+
+    def golden(self, run_id: str) -> None:
+        """A run became golden (the first time): the conversations that proposed it count it."""
+        for process in self.run_processes.get(run_id, ()):
+            self.golden_accepted[process] += 1
+            if (sums := self._sums_of(process)) is not None:
+                sums.new_goldens += 1
 
 
 @dataclass
@@ -166,8 +291,7 @@ class _Fold:
     golden_runs: set[str] = field(default_factory=set)
     seat_goldens: set[str] = field(default_factory=set)  # as seats.py reads them (any run id)
     proposers: _Proposers = field(default_factory=_Proposers)
-    requests: dict[str, _Conversation] = field(default_factory=dict)
-    segments: list[_Segment] = field(default_factory=list)
+    models: _Models = field(default_factory=_Models)
     seats: dict[str, _Seat] = field(default_factory=dict)
     seat_rows: int = 0
 
@@ -181,42 +305,112 @@ class Board:
     seats: list[SeatStats]
 
 
+class RunScores:
+    """Completed runs' high scores by run id, as ``queries/proposers.py`` reads them from
+    SnakeLab's runs, read incrementally the way the runs table reads them (``queries/runs.py``):
+    runs newer than the newest held, and the held runs not finished yet; another first run or
+    another count of runs (a wipe) reads them all again."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        self.scores: dict[str, int] = {}
+        self._first: str | None = None
+        self._newest = 0
+        self._held = 0
+        self._pending: dict[int, str] = {}  # unfinished runs: id -> run id
+        self.version += 1
+
+    def _take(self, row: dict[str, Any]) -> bool:
+        run_id, score = str(row["run_id"]), row["high_score"]
+        before = self.scores.get(run_id)
+        if row["status"] == "completed" and score is not None:
+            self.scores[run_id] = int(score)
+        else:
+            self.scores.pop(run_id, None)
+        if row["status"] in TERMINAL_STATES:
+            self._pending.pop(int(row["id"]), None)
+        else:
+            self._pending[int(row["id"])] = run_id
+        return self.scores.get(run_id) != before
+
+    async def refresh(self, db: Database, retry: bool = True) -> None:
+        runs = db.sl("simulation_runs")
+        summary = await db.fetchone(
+            f"SELECT COUNT(*) AS n, (SELECT run_id FROM {runs} ORDER BY id LIMIT 1) AS first_run"
+            f" FROM {runs}",
+            doing="counting runs",
+        )
+        count = int(summary["n"]) if summary else 0
+        first_run = None if summary is None else summary["first_run"]
+        if self._first is not None and first_run != self._first:
+            self._reset()  # another history: the table was emptied or recreated
+        changed = False
+        if self._pending:
+            pending = sorted(self._pending)
+            rows = await db.fetchall(
+                f"SELECT id, run_id, status, high_score FROM {runs}"
+                f" WHERE id IN ({', '.join(['%s'] * len(pending))})",
+                pending,
+                doing="reading proposal scores",
+            )
+            for row in rows:
+                changed = self._take(row) or changed
+        while True:
+            rows = await db.fetchall(
+                f"SELECT id, run_id, status, high_score FROM {runs} WHERE id > %s"
+                " ORDER BY id LIMIT %s",
+                (self._newest, SCORE_CHUNK),
+                doing="reading proposal scores",
+            )
+            for row in rows:
+                changed = self._take(row) or changed
+            if rows:
+                self._newest = int(rows[-1]["id"])
+                self._held += len(rows)
+                if self._first is None:
+                    self._first = str(rows[0]["run_id"])
+            if len(rows) < SCORE_CHUNK:
+                break
+        if self._held != count and retry:
+            # Rows went away (a partial wipe) or came in meanwhile: read everything again.
+            self._reset()
+            await self.refresh(db, retry=False)
+            return
+        if changed:
+            self.version += 1
+
+
 class ProposerBoard:
     """The proposers page's leaderboards, folded incrementally from the events (one per app)."""
 
     def __init__(self) -> None:
         self._fold = _Fold()
         self._lock = asyncio.Lock()
-        self._answer: tuple[tuple[Any, ...], pl.DataFrame | None, Board] | None = None
+        self._scores = RunScores()
+        self._answer: tuple[tuple[Any, ...], Board] | None = None
 
-    async def read(
-        self,
-        db: Database,
-        runs: RunsTable,
-        schema: ConfigSchema,
-        configured_model: str | None = None,
-    ) -> Board:
-        """The leaderboards as ``proposer_stats``, ``model_stats`` and ``seat_stats`` draw them
-        now; ``runs`` gives the accepted runs' scores."""
+    async def read(self, db: Database, configured_model: str | None = None) -> Board:
+        """The leaderboards as ``proposer_stats``, ``model_stats`` (``configured_model`` names
+        the conversations no reply named a model for) and ``seat_stats`` draw them now."""
         async with self._lock:
             await self._refresh(db)
             fold = self._fold
             if fold.proposers.stale:
                 fold.proposers = fold.proposers.refolded()
-            run_ids = {run for runs_ in fold.proposers.proposals.values() for run in runs_ if run}
-            frame = await runs.frame(db, schema) if run_ids else None
-            key = (fold.history, fold.version, configured_model)
-            if self._answer is not None:
-                held_key, held_frame, held = self._answer
-                if held_key == key and held_frame is frame:  # the runs table keeps its frame
-                    return held
-            scores = _scores(frame)
+            if any(fold.proposers.proposals.values()):
+                await self._scores.refresh(db)
+            key = (fold.history, fold.version, self._scores.version, configured_model)
+            if self._answer is not None and self._answer[0] == key:
+                return self._answer[1]
             board = Board(
-                proposers=_proposer_stats(fold, scores),
+                proposers=_proposer_stats(fold, self._scores.scores),
                 models=_model_stats(fold, configured_model),
                 seats=_seat_stats(fold),
             )
-            self._answer = (key, frame, board)
+            self._answer = (key, board)
             return board
 
     async def _refresh(self, db: Database) -> None:
@@ -250,25 +444,13 @@ class ProposerBoard:
 
 
 def _add_request(fold: _Fold, row: dict[str, Any]) -> None:
-    conversation = fold.requests.setdefault(row["process_id"] or "", _Conversation())
-    name = row["model"] if row["name"] == "reply_received" else None
-    if isinstance(name, str) and name and conversation.model is None:
-        conversation.model = name
-    if row["name"] == "llm_request_failed":
-        conversation.wasted[str(row["kind"] or "unknown")] += 1
-        if str(row["correctable"]).lower() == "true":
-            return  # it judged a reply, whose time is counted already
-    elif (count := _number(row["completion_tokens"])) is not None:
-        conversation.tokens += int(count)
-    if (duration := _seconds(row)) is not None:
-        conversation.seconds.append(duration)
+    fold.models.add_request(row)
 
 
 def _add_content(fold: _Fold, row: dict[str, Any]) -> None:
     name = row["name"]
     if name in REJECTIONS:
-        if fold.segments:
-            fold.segments[-1].wasted[name] += 1
+        fold.models.reject(name)
         return
     content = _read(row)
     proposer = _proposer(content)
@@ -277,18 +459,18 @@ def _add_content(fold: _Fold, row: dict[str, Any]) -> None:
     if isinstance(content, GoldenConfigCreated):
         if row["content"] is not None and content.run_id is not None:
             fold.seat_goldens.add(content.run_id)
-        if (run_id := _run_id(content)) is not None:
+        if (run_id := _run_id(content)) is not None and run_id not in fold.golden_runs:
             fold.golden_runs.add(run_id)
+            fold.models.golden(run_id)
     elif isinstance(content, ConversationStarted):
         turn = _turn(content, row)
         fallback_for = content.fallback_for or None
         fold.proposers.add((True, row["process_id"], proposer, fallback_for, turn))
-        fold.segments.append(_Segment(row["process_id"] or "", fallback_for, turn))
+        fold.models.start(row["process_id"] or "", fallback_for, turn)
     elif isinstance(content, ProposalAccepted):
         run_id = _run_id(content)
         fold.proposers.add((False, row["process_id"], proposer, None, run_id))
-        if fold.segments:
-            fold.segments[-1].accepted.append(run_id)
+        fold.models.accept(run_id, fold.golden_runs)
 
 
 def _add_seat_call(fold: _Fold, row: dict[str, Any]) -> None:
@@ -315,14 +497,6 @@ def _add_seat_call(fold: _Fold, row: dict[str, Any]) -> None:
         seat.accepted_runs.append(call.run_id)
         if call.seconds_since_turn_opened is not None:
             seat.seconds.append(float(call.seconds_since_turn_opened))
-
-
-def _scores(frame: pl.DataFrame | None) -> dict[str, int]:
-    """Completed runs' high scores by run id (as ``queries/proposers.py`` reads them)."""
-    if frame is None:
-        return {}
-    done = frame.filter((pl.col("status") == "completed") & pl.col("high_score").is_not_null())
-    return dict(zip(done["run_id"].to_list(), done["high_score"].to_list(), strict=True))
 
 
 def _proposer_stats(fold: _Fold, scores: dict[str, int]) -> list[ProposerStats]:
@@ -353,55 +527,50 @@ def _proposer_stats(fold: _Fold, scores: dict[str, int]) -> list[ProposerStats]:
 
 
 def _model_stats(fold: _Fold, configured_model: str | None) -> list[ModelStats]:
-    if not fold.requests:
+    models = fold.models
+    if not models.requests:
         return []
     fallback_name = configured_model or UNKNOWN_MODEL
-    model_of = {
-        process: conversation.model or fallback_name
-        for process, conversation in fold.requests.items()
-    }
-    wasted: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    seconds: dict[str, list[float]] = defaultdict(list)
-    tokens: dict[str, int] = defaultdict(int)
-    for process, conversation in fold.requests.items():
-        model = model_of[process]
-        for kind, count in conversation.wasted.items():
-            wasted[model][kind] += count
-        seconds[model].extend(conversation.seconds)
-        tokens[model] += conversation.tokens
-    conversations: dict[str, int] = defaultdict(int)
-    accepted: dict[str, list[str | None]] = defaultdict(list)
+    drawn: dict[str, list[_ModelSums]] = defaultdict(list)
+    for label, sums in models.sums.items():
+        if sums.conversations:
+            drawn[label or fallback_name].append(sums)
+    # A fallback turn counts for the model of the latest model conversation before it.
     fallback_turns: dict[str, set[Any]] = defaultdict(set)
-    latest_model: str | None = None  # the model of the latest model conversation
-    for segment in fold.segments:
-        current = model_of.get(segment.process)
-        if current is None:
-            if segment.fallback_for and latest_model is not None:
-                fallback_turns[latest_model].add(segment.turn)
-            continue  # a classical proposer's turn
-        conversations[current] += 1
-        latest_model = current
-        accepted[current].extend(segment.accepted)
-        for name, count in segment.wasted.items():
-            wasted[current][name] += count
+    for position in models.fallbacks:
+        segment = models.segments[position]
+        if segment.process in models.requests:
+            continue  # a model conversation's own turn
+        before = bisect.bisect_left(models.model_positions, position)
+        if before:
+            latest = models.segments[models.model_positions[before - 1]].process
+            label = models.requests[latest].model
+            fallback_turns[label or fallback_name].add(segment.turn)
     found = []
-    for model in sorted(set(model_of.values())):
-        runs = accepted.get(model, [])
-        kinds = dict(sorted(wasted.get(model, {}).items()))
+    for model in sorted(drawn):
+        parts = drawn[model]
+        kinds: dict[str, int] = defaultdict(int)
+        for part in parts:
+            for kind, count in part.wasted.items():
+                if count:
+                    kinds[kind] += count
+        seconds = parts[0].seconds if len(parts) == 1 else [v for p in parts for v in p.seconds]
+        accepted = sum(part.accepted for part in parts)
+        tokens = sum(part.tokens for part in parts)
         found.append(
             ModelStats(
                 model=model,
-                conversations=conversations.get(model, 0),
-                accepted_proposals=len(runs),
+                conversations=sum(part.started for part in parts),
+                accepted_proposals=accepted,
                 wasted_turns=sum(kinds.values()),
-                wasted_kinds=kinds,
+                wasted_kinds=dict(sorted(kinds.items())),
                 fallback_turns=len(fallback_turns.get(model, ())),
-                requests=len(seconds.get(model, [])),
-                median_seconds=_percentile(seconds.get(model, []), 0.5),
-                p95_seconds=_percentile(seconds.get(model, []), 0.95),
-                completion_tokens=tokens.get(model, 0),
-                completion_tokens_per_accepted=tokens.get(model, 0) / len(runs) if runs else None,
-                new_goldens=sum(1 for run in runs if run is not None and run in fold.golden_runs),
+                requests=len(seconds),
+                median_seconds=_percentile(seconds, 0.5),
+                p95_seconds=_percentile(seconds, 0.95),
+                completion_tokens=tokens,
+                completion_tokens_per_accepted=tokens / accepted if accepted else None,
+                new_goldens=sum(part.new_goldens for part in parts),
             )
         )
     found.sort(key=lambda s: (s.model == UNKNOWN_MODEL, -s.accepted_proposals, s.model))

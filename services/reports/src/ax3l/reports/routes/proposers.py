@@ -8,19 +8,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
-from ax3l.reports.deps import (
-    DatabaseDep,
-    PageDep,
-    ProposerBoardDep,
-    RunsTableDep,
-    SchemaDep,
-    SettingsDep,
-)
+from ax3l.reports.deps import DatabaseDep, PageDep, ProposerBoardDep, SettingsDep
 from ax3l.reports.models.proposers import ProposersOut
 from ax3l.reports.queries.proposer_board import ProposerBoard
-from ax3l.reports.queries.runs import RunsTable
 from ax3l.reports.settings import ReportsSettings
-from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
 
 router = APIRouter(prefix="/api/proposers", tags=["proposers"])
@@ -31,10 +22,8 @@ async def read_proposers(
     db: Database,
     settings: ReportsSettings,
     board: ProposerBoard,
-    runs: RunsTable,
-    schema: ConfigSchema,
 ) -> ProposersOut:
-    found = await board.read(db, runs, schema, settings.llm_model)
+    found = await board.read(db, settings.llm_model)
     return ProposersOut(
         proposers=found.proposers,
         compared=len([s for s in found.proposers if s.proposer != "unknown"]) > 1,
@@ -48,8 +37,6 @@ async def list_proposers(
     db: DatabaseDep,
     settings: SettingsDep,
     board: ProposerBoardDep,
-    runs: RunsTableDep,
-    schema: SchemaDep,
 ) -> ProposersOut:
     """Per proposer: conversations, accepted proposals, their completed runs' mean and best
     score, and how many became golden; turns taken as a fallback for a failing model
@@ -60,7 +47,7 @@ async def list_proposers(
     proposal and new goldens. `seats` is the seat leaderboard (outside agents of the
     `external` proposer): per seat its turns taken, accepted proposals, wasted submissions by
     kind, median seconds from a turn's opening to its accepted submission and new goldens."""
-    return await read_proposers(db, settings, board, runs, schema)
+    return await read_proposers(db, settings, board)
 
 
 @pages.get("/proposers", response_class=HTMLResponse, summary="Proposer comparison page")
@@ -68,10 +55,8 @@ async def proposers_page(
     db: DatabaseDep,
     settings: SettingsDep,
     board: ProposerBoardDep,
-    runs: RunsTableDep,
-    schema: SchemaDep,
     page: PageDep,
 ) -> HTMLResponse:
     """A table comparing proposers when more than one has been used, and the models."""
-    found = await read_proposers(db, settings, board, runs, schema)
+    found = await read_proposers(db, settings, board)
     return page.render("proposers.html", {"found": found})
