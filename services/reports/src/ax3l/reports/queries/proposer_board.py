@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import statistics
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -122,7 +123,7 @@ class _Proposers:
         return again
 
 
-@dataclass
+@dataclass(slots=True)
 class _Conversation:
     """A model conversation's requests (by its process id): its model (None until a reply
     names one), failures by kind, request seconds and completion tokens."""
@@ -133,7 +134,7 @@ class _Conversation:
     tokens: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class _Segment:
     """A ``conversation_started`` and the broker's events after it, until the next one."""
 
@@ -144,7 +145,7 @@ class _Segment:
     wasted: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
 
-@dataclass
+@dataclass(slots=True)
 class _ModelSums:
     """What the conversations of one model (None: no reply named one) add up to."""
 
@@ -269,7 +270,7 @@ class _Models:
                 sums.new_goldens += 1
 
 
-@dataclass
+@dataclass(slots=True)
 class _Seat:
     calls: int = 0
     refused: int = 0
@@ -432,6 +433,9 @@ class ProposerBoard:
             requests = await _model_requests(db, after=start, upto=end)
             contents = await _contents(db, CONTENT_EVENTS, after=start, upto=end)
             calls = await _seat_calls(db, after=start, upto=end)
+            for row in (*requests, *contents):
+                if row["process_id"]:  # held many times over: one string each
+                    row["process_id"] = sys.intern(row["process_id"])
             for row in requests:
                 _add_request(fold, row)
             for row in contents:
