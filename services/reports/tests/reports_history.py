@@ -10,7 +10,6 @@ rotations. Every value a test expects can be recomputed from the ``Replay`` it r
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import uuid
@@ -41,6 +40,7 @@ from ax3l.shared.event_models import (
 )
 from ax3l.shared.registry import ENTRIES, PARAMETER_ORDER
 from ax3l.testing.scripted_llm import completion, tool_call
+from ax3l.testing.snakelab_export import ExportedRun, read_export
 
 REPO = Path(__file__).resolve().parents[3]
 RUNS_CSV = REPO / "data" / "snakelab-runs.csv"
@@ -48,47 +48,14 @@ RUNS_CSV = REPO / "data" / "snakelab-runs.csv"
 HOSTILE = '<script>window.__pwned = true</script><img src=x onerror="window.__pwned=true">'
 
 
-@dataclass
-class RealRun:
-    order: int
-    run_id: str
-    project_version: str
-    status: str
-    high_score: int
-    completed_at: datetime | None
-    flat: dict[str, int | float]
-
-    @property
-    def seed(self) -> int:
-        return int(self.flat["seed"])
+# The user's real runs, as the adoption tests read them (one reader of the CSV).
+RealRun = ExportedRun
 
 
 def read_runs(limit: int | None = None) -> list[RealRun]:
     """The first ``limit`` runs of the user's CSV (all when None), in submission order."""
-    schema = cached_schema(None)
-    runs = []
-    with RUNS_CSV.open(newline="") as handle:
-        for row in csv.DictReader(handle):
-            flat = {
-                column: schema.coerce(schema.by_column[column], float(row[column]))
-                for column in schema.columns
-            }
-            runs.append(
-                RealRun(
-                    order=int(row["order"]),
-                    run_id=row["run_id"],
-                    project_version=row["project_version"],
-                    status=row["status"],
-                    high_score=int(row["high_score"]),
-                    completed_at=datetime.fromisoformat(row["completed_at"])
-                    if row["completed_at"]
-                    else None,
-                    flat=flat,
-                )
-            )
-            if limit is not None and len(runs) == limit:
-                break
-    return runs
+    runs = read_export(cached_schema(None), RUNS_CSV)
+    return runs if limit is None else runs[:limit]
 
 
 def config_hash(schema: ConfigSchema, flat: dict[str, Any]) -> str:

@@ -28,8 +28,10 @@ SEEDS_PER_COPY = 3
 BATCH = 1000
 
 
-@dataclass(frozen=True)
+@dataclass
 class ExportedRun:
+    """One run of the export (a test may change its status before inserting it)."""
+
     order: int
     run_id: str
     project_version: str
@@ -37,6 +39,10 @@ class ExportedRun:
     high_score: int
     completed_at: datetime | None
     flat: dict[str, int | float]  # SnakeLab's 26 configuration columns
+
+    @property
+    def seed(self) -> int:
+        return int(self.flat["seed"])
 
 
 def read_export(schema: ConfigSchema, path: Path = RUNS_CSV) -> list[ExportedRun]:
