@@ -24,37 +24,18 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.db import adopt
 from ax3l.shared.db.cli import ensure_schema, upgrade_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
+from ax3l.testing.big_history import fill_events
 from ax3l.testing.databases import TestDatabases, private_db_env, scratch_databases
 from ax3l.testing.release_1 import create_release_1
 from ax3l.testing.snakelab_export import load_history
 
 ROOT = Path(__file__).resolve().parents[1]
-CONTENT = (
-    '{"golden_run_id": "00000000-0000-4000-8000-000000000000", "latest_run_id":'
-    ' "00000000-0000-4000-8000-000000000001", "current_golden_run_id":'
-    ' "00000000-0000-4000-8000-000000000000", "reason": "High score: 41 > 40;'
-    ' training.gamma: 0.96 -> 0.97.", "parameter": "gamma", "index": 4, "high_score": 41,'
-    ' "golden_high_score": 40, "seed": 1970, "decision": "retained"}'
-)
-NAMES = (
-    "round_robin_checkpoint",
-    "conversation_started",
-    "prompt_sent",
-    "reply_received",
-    "proposal_accepted",
-    "simulation_submitted",
-    "simulation_completed",
-    "configuration_compared",
-    "golden_config_retained",
-    "conversation_ended",
-)
 
 
 def cli(databases: TestDatabases, *args: str) -> tuple[float, str]:
@@ -107,40 +88,9 @@ def bench_adoption(env: dict[str, str], sizes: list[int]) -> None:
 
 
 def fill_release_1(databases: TestDatabases, events: int) -> float:
-    """``events`` events with messages (and a golden with its highscore row every 1000th) in
-    release 1's tables, by doubling server-side; returns the seconds it took."""
+    """``events`` events (``big_history``) in release 1's tables; returns the seconds it took."""
     began = time.monotonic()
-    conn = databases.connect("admin", databases.ax3l_db)
-    try:
-        with conn.cursor() as cur:
-            seed: list[Any] = [
-                (NAMES[i % len(NAMES)], "Configuration", "INFO", f"p-{i}") for i in range(1000)
-            ]
-            cur.executemany(
-                "INSERT INTO events (occurred_at, name, category, log_level, process_id)"
-                " VALUES (NOW(6), %s, %s, %s, %s)",
-                seed,
-            )
-            while True:
-                cur.execute("SELECT COUNT(*) FROM events")
-                have = int(cur.fetchone()[0])
-                if have >= events:
-                    break
-                cur.execute(
-                    "INSERT INTO events (occurred_at, name, category, log_level, process_id,"
-                    " parameter) SELECT occurred_at, name, category, log_level, process_id,"
-                    f" parameter FROM events ORDER BY event_id LIMIT {min(have, events - have)}"
-                )
-            cur.execute("INSERT INTO event_messages SELECT event_id, %s FROM events", (CONTENT,))
-            cur.execute(
-                "UPDATE events SET name = 'golden_config_created' WHERE event_id % 1000 = 0"
-            )
-            cur.execute(
-                "INSERT INTO experiment_highscores SELECT event_id, event_id DIV 10, 40, 1970"
-                " FROM events WHERE name = 'golden_config_created'"
-            )
-    finally:
-        conn.close()
+    fill_events(databases, events, parameter=False)
     return time.monotonic() - began
 
 

@@ -21,70 +21,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.ports import free_port
+from ax3l.testing.big_history import fill_events
 from ax3l.testing.databases import ADMIN_KEYS, TestDatabases, private_db_env, scratch_databases
 from ax3l.testing.snakelab_export import load_history
 
 ROOT = Path(__file__).resolve().parents[1]
-CONTENT = (
-    '{"golden_run_id": "00000000-0000-4000-8000-000000000000", "latest_run_id":'
-    ' "00000000-0000-4000-8000-000000000001", "current_golden_run_id":'
-    ' "00000000-0000-4000-8000-000000000000", "reason": "High score: 41 > 40;'
-    ' training.gamma: 0.96 -> 0.97.", "parameter": "gamma", "index": 4, "high_score": 41,'
-    ' "golden_high_score": 40, "seed": 1970, "decision": "retained"}'
-)
-NAMES = (
-    "round_robin_checkpoint",
-    "conversation_started",
-    "prompt_sent",
-    "reply_received",
-    "proposal_accepted",
-    "simulation_submitted",
-    "simulation_completed",
-    "configuration_compared",
-    "golden_config_retained",
-    "conversation_ended",
-)
-
-
-def fill_events(databases: TestDatabases, events: int) -> None:
-    """``events`` events with messages (a golden with its highscore row every 1000th), by
-    doubling server-side."""
-    conn = databases.connect("admin", databases.ax3l_db)
-    try:
-        with conn.cursor() as cur:
-            seed: list[Any] = [
-                (NAMES[i % len(NAMES)], "Configuration", "INFO", f"p-{i}", "gamma")
-                for i in range(min(1000, events))
-            ]
-            cur.executemany(
-                "INSERT INTO events (occurred_at, name, category, log_level, process_id,"
-                " parameter) VALUES (NOW(6), %s, %s, %s, %s, %s)",
-                seed,
-            )
-            while True:
-                cur.execute("SELECT COUNT(*) FROM events")
-                have = int(cur.fetchone()[0])
-                if have >= events:
-                    break
-                cur.execute(
-                    "INSERT INTO events (occurred_at, name, category, log_level, process_id,"
-                    " parameter) SELECT occurred_at, name, category, log_level, process_id,"
-                    f" parameter FROM events ORDER BY event_id LIMIT {min(have, events - have)}"
-                )
-            cur.execute("INSERT INTO event_messages SELECT event_id, %s FROM events", (CONTENT,))
-            cur.execute(
-                "UPDATE events SET name = 'golden_config_created' WHERE event_id % 1000 = 0"
-            )
-            cur.execute(
-                "INSERT INTO experiment_highscores SELECT event_id, event_id DIV 10, 40, 1970"
-                " FROM events WHERE name = 'golden_config_created'"
-            )
-    finally:
-        conn.close()
 
 
 def ax3l_db(databases: TestDatabases, env: dict[str, str], *args: str) -> float:
