@@ -104,6 +104,7 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
+@pytest.mark.long  # minutes of the default suite's 15 (make test-long)
 def test_a_mariadb_restart_mid_run_is_a_pause(
     second_mariadb: PrivateMariaDB, restart_databases: TestDatabases, tmp_path: Path
 ) -> None:

@@ -93,6 +93,7 @@ CRASHES = [
 ]
 
 
+@pytest.mark.long  # minutes of the default suite's 15 (make test-long)
 def test_crashes_at_every_point_of_a_confirmation_resume_it_without_a_duplicate(
     stack: Stack,
 ) -> None:

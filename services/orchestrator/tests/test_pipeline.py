@@ -6,6 +6,8 @@ from __future__ import annotations
 import signal
 from typing import Any
 
+import pytest
+
 from ax3l.testing.invariants import Ev
 from ax3l.testing.scripted_llm import random_call_ranges
 from ax3l.testing.stack import Stack, check_history, http_json
@@ -87,6 +89,7 @@ def test_pipelined_calls_wait_for_their_checkpoint_and_the_history_stays_whole(
     check_history(stack)
 
 
+@pytest.mark.long  # minutes of the default suite's 15 (make test-long)
 def test_a_kill_while_a_call_is_held_asks_the_turn_again_after_the_restart(stack: Stack) -> None:
     """SIGKILL of the orchestrator while a pipelined call is held loses nothing: the restarted
     orchestrator asks that turn again, exactly one proposal is accepted for it, and the

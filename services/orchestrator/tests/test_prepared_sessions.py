@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ax3l.shared.registry import ENTRIES
 from ax3l.testing.mcp_children import mcp_children
 from ax3l.testing.stack import Stack, check_history
@@ -50,6 +52,7 @@ def test_the_next_entrys_session_is_started_during_the_wait_and_used(stack: Stac
     assert check_history(stack).steps[:2] == [0, 1]
 
 
+@pytest.mark.long  # minutes of the default suite's 15 (make test-long)
 def test_killing_the_orchestrator_with_a_prepared_session_leaks_no_child(stack: Stack) -> None:
     """SIGKILL while a prepared session waits: its child exits (stdin closed), the restart
     starts its own sessions and the experiment goes on without a repeated or skipped step."""

@@ -4,6 +4,7 @@ import asyncio
 import json
 import random
 
+import pytest
 import zmq
 import zmq.asyncio
 from broker_harness import SCHEMA, ScriptedSnakeLab, running_broker, write_golden
@@ -150,6 +151,7 @@ def check_reply(raw: bytes) -> str:
     return str(payload["code"])
 
 
+@pytest.mark.long  # minutes of the default suite's 15 (make test-long)
 async def test_ten_thousand_hostile_messages_get_well_formed_errors(databases, lab):
     """Each hostile message gets a well-formed error or rejection; nothing reaches SnakeLab."""
     golden = SCHEMA.with_values(SCHEMA.default_config(), {"seed": 77})
