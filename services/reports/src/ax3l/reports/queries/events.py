@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,3 +166,18 @@ async def event_detail(db: Database, event_id: int, children: int = 50) -> Event
         parent=None if parent is None else event_record(parent),
         children=[event_record(child) for child in followers],
     )
+
+
+async def history_mark(db: Database) -> tuple[tuple[int, Any] | None, int]:
+    """Which event history this is (its first event's id and time; None when empty) and its
+    newest event id: what the in-memory tables (runs, proposers) compare to notice a wiped,
+    recreated or rolled-back history and to read only the events after the last they saw."""
+    first, top = await asyncio.gather(
+        db.fetchone(
+            "SELECT event_id, occurred_at FROM events ORDER BY event_id LIMIT 1",
+            doing="reading the event history",
+        ),
+        db.fetchone("SELECT MAX(event_id) AS newest FROM events", doing="reading events"),
+    )
+    history = None if first is None else (int(first["event_id"]), first["occurred_at"])
+    return history, int(top["newest"] or 0) if top else 0

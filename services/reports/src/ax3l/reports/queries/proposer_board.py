@@ -34,6 +34,7 @@ from typing import Any
 
 from ax3l.reports.event_contents import parse
 from ax3l.reports.models.proposers import ModelStats, ProposerStats, SeatStats
+from ax3l.reports.queries.events import history_mark
 from ax3l.reports.queries.proposers import (
     REJECTIONS,
     UNKNOWN,
@@ -415,15 +416,7 @@ class ProposerBoard:
             return board
 
     async def _refresh(self, db: Database) -> None:
-        first, top = await asyncio.gather(
-            db.fetchone(
-                "SELECT event_id, occurred_at FROM events ORDER BY event_id LIMIT 1",
-                doing="reading the event history",
-            ),
-            db.fetchone("SELECT MAX(event_id) AS newest FROM events", doing="reading events"),
-        )
-        history = None if first is None else (int(first["event_id"]), first["occurred_at"])
-        newest = int(top["newest"] or 0) if top else 0
+        history, newest = await history_mark(db)
         if history != self._fold.history or newest < self._fold.newest:
             # Another history (emptied, recreated or rolled back): fold it from the start.
             self._fold = _Fold(history=history, version=self._fold.version + 1)

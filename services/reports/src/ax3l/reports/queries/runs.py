@@ -31,6 +31,7 @@ from typing import Any
 import polars as pl
 
 from ax3l.reports.models.runs import TUNED_COLUMNS, RunRow, RunsPage, RunsPageQuery, RunsQuery
+from ax3l.reports.queries.events import history_mark
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
 from ax3l.shared.wire import TERMINAL_STATES
@@ -300,15 +301,7 @@ class RunsTable:
     # -- provenance from the events ----------------------------------------------------------
 
     async def _refresh_provenance(self, db: Database) -> bool:
-        first, top = await asyncio.gather(
-            db.fetchone(
-                "SELECT event_id, occurred_at FROM events ORDER BY event_id LIMIT 1",
-                doing="reading the event history",
-            ),
-            db.fetchone("SELECT MAX(event_id) AS newest FROM events", doing="reading events"),
-        )
-        history = None if first is None else (int(first["event_id"]), first["occurred_at"])
-        newest = int(top["newest"] or 0) if top else 0
+        history, newest = await history_mark(db)
         changed = False
         if history != self._provenance.history or newest < self._provenance.newest:
             self._provenance = Provenance(history=history)
