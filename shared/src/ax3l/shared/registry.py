@@ -9,7 +9,7 @@ import itertools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal
+from typing import Literal, get_args
 
 from ax3l.shared.canonical import canonical_number
 from ax3l.shared.config_schema import ConfigSchema, Leaf
@@ -51,6 +51,19 @@ ENTRIES: tuple[Entry, ...] = (
 )
 
 PARAMETER_ORDER: tuple[str, ...] = tuple(entry.name for entry in ENTRIES)
+# The entries' names as a type (a tool argument that must be one of them, e.g. the seats'
+# ``history``); checked against ENTRIES at import.
+EntryName = Literal[
+    "hidden_size",
+    "sequence_length",
+    "batch_size",
+    "learning_rate",
+    "gamma",
+    "epsilon_pair",
+    "reward_pair",
+]
+if get_args(EntryName) != PARAMETER_ORDER:
+    raise ImportError(f"EntryName {get_args(EntryName)} is not {PARAMETER_ORDER}")
 BY_NAME: dict[str, Entry] = {entry.name: entry for entry in ENTRIES}
 SINGLES: tuple[str, ...] = tuple(e.name for e in ENTRIES if e.kind == "single")
 PAIRS: tuple[str, ...] = tuple(e.name for e in ENTRIES if e.kind == "pair")

@@ -37,7 +37,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
@@ -68,7 +68,7 @@ from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.db.reads import current_golden
 from ax3l.shared.event_models import SeatCall, SeatCallRefused
-from ax3l.shared.registry import Entry, EntryKind
+from ax3l.shared.registry import Entry, EntryKind, EntryName
 from ax3l.shared.settings import Settings
 from ax3l.shared.tool_channel import ToolChannelError, ZMQClient, client_endpoint
 
@@ -98,18 +98,6 @@ SUBMIT_TEXTS = SubmitTexts(
     value_2="The open pair's second value (see current_turn: value_2), a JSON number.",
 )
 TOOL_NAMES: dict[EntryKind, str] = {"single": "submit_single_value", "pair": "submit_pair_values"}
-# The round-robin entries, as ``history``'s argument type (checked against the registry).
-EntryName = Literal[
-    "hidden_size",
-    "sequence_length",
-    "batch_size",
-    "learning_rate",
-    "gamma",
-    "epsilon_pair",
-    "reward_pair",
-]
-if get_args(EntryName) != registry.PARAMETER_ORDER:
-    raise ImportError(f"EntryName {get_args(EntryName)} is not {registry.PARAMETER_ORDER}")
 # The largest request body read (a tool call is a few hundred bytes).
 MAX_BODY = 64 * 1024
 # The turns a seat's share (AX3L_SEAT_TURN_SHARE) is counted over.
