@@ -336,14 +336,7 @@ def test_the_loop_waits_out_a_full_disk_and_goes_on(
         stack.wait_for(lambda: _get(f"{pages}/ready")[0] == 200, 30, "the reports ready")
         assert orchestrator.alive() and reports.alive()
         orchestrator.stop()
-        stack.wait_for(
-            lambda: (
-                {r["run_id"] for r in stack.runs()}
-                <= {e.process_id for e in stack.events("simulation_submitted")}
-            ),
-            30,
-            "the broker to log its last submission",
-        )
+        stack.wait_runs_recorded()
         check_history(stack)
         print(
             f"disk full noticed after {noticed:.1f} s; a step completed {resumed:.1f} s after"

@@ -197,16 +197,7 @@ def test_a_mariadb_restart_mid_run_is_a_pause(
 
         assert waited_at_startup >= 1, "no restarted orchestrator met the outage"
         supervisor.proc.stop()
-        # A submission the broker was making as the orchestrator stopped is logged moments
-        # after SnakeLab stored it: the history is read once every run has its events.
-        stack.wait_for(
-            lambda: (
-                {r["run_id"] for r in stack.runs()}
-                <= {e.process_id for e in stack.events("simulation_submitted")}
-            ),
-            30,
-            "the broker to log its last submission",
-        )
+        stack.wait_runs_recorded()
         check_history(stack)
         figures = (
             f"MariaDB restarts: {RESTARTS}; orchestrator restarts: {supervisor.restarts}"

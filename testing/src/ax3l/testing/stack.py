@@ -372,6 +372,19 @@ class Stack:
             columns = [d[0] for d in cur.description]
             return [dict(zip(columns, row, strict=True)) for row in cur.fetchall()]
 
+    def wait_runs_recorded(self, timeout: float = 30.0) -> None:
+        """Wait until every SnakeLab run has its ``simulation_submitted``: a submission the
+        broker was making as the stack stopped is logged moments after SnakeLab stored it, and
+        the history is read once every run has its events."""
+        self.wait_for(
+            lambda: (
+                {r["run_id"] for r in self.runs()}
+                <= {e.process_id for e in self.events("simulation_submitted")}
+            ),
+            timeout,
+            "the broker to log its last submission",
+        )
+
     def wait_for(
         self,
         condition: Callable[[], Any],
