@@ -3,7 +3,9 @@
 # AX3L_SECRETS_DIR), random unless it exists already (a secret is never replaced: the database
 # volume was initialised with it). The folder is 0700, so on the host only its owner reads
 # them; the files are 0644 so that the containers' own users (mysql, ax3l) can read the copy
-# mounted at /run/secrets/<name>. compose.yaml reads them from the same folder.
+# mounted at /run/secrets/<name>. compose.yaml reads them from the same folder. It also makes
+# an empty notify_urls (the alerts' apprise URLs, which hold tokens; empty: no alerts) unless it
+# exists: write your URLs into it.
 #
 #   scripts/compose-secrets.sh [DIR]
 set -euo pipefail
@@ -25,3 +27,8 @@ for name in "${names[@]}"; do
   fi
   chmod 644 "$file"
 done
+if [ ! -e "$dir/notify_urls" ]; then
+  : >"$dir/notify_urls"
+  echo "compose-secrets: $dir/notify_urls written (empty: no alerts)" >&2
+fi
+chmod 644 "$dir/notify_urls"

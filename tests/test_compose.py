@@ -25,12 +25,14 @@ REPO = Path(__file__).resolve().parent.parent
 # Passwords are compose secrets (files); the llama file needs its model's name.
 SECRETS = {"AX3L_SECRETS_DIR": "/run/ax3l-test-secrets", "AX3L_LLAMA_MODEL": "model.gguf"}
 SECRET_ENDINGS = ("PASSWORD", "PWD", "API_KEY", "SECRET", "_TOKEN")
-SECRET_NAMES = {
+PASSWORD_NAMES = {
     "mysql_root_password",
     "ax3l_db_password",
     "snakelab_db_password",
     "reports_db_password",
 }
+# The alerts' apprise URLs hold tokens too: a secret file, empty for no alerts.
+SECRET_NAMES = PASSWORD_NAMES | {"notify_urls"}
 COMBINATIONS = {
     "host": ["compose.yaml"],
     "llama": ["compose.yaml", "compose.llama.yaml"],
@@ -126,6 +128,25 @@ def test_passwords_are_secret_files_never_environment_values(merged):
                 assert value.startswith("/run/secrets/"), (service_name, key, value)
                 named.add(value.removeprefix("/run/secrets/"))
         assert named == mounted, (service_name, named, mounted)
+
+
+def test_only_the_orchestrator_gets_the_notification_urls_and_only_as_a_file(merged):
+    """AX3L_NOTIFY_URLS holds tokens: the orchestrator reads it from the notify_urls secret
+    file; no service has the value in its environment, no compose file interpolates it, and
+    no other service mounts the file."""
+    for name in ("compose.yaml", "compose.demo.yaml", "compose.llama.yaml"):
+        assert "AX3L_NOTIFY_URLS}" not in (REPO / name).read_text(), name
+        assert "${AX3L_NOTIFY_URLS" not in (REPO / name).read_text(), name
+    for service_name, service in merged["services"].items():
+        environment = service.get("environment", {})
+        mounted = {secret["source"] for secret in service.get("secrets", [])}
+        assert "AX3L_NOTIFY_URLS" not in environment, service_name
+        if service_name == "orchestrator":
+            assert environment["AX3L_NOTIFY_URLS_FILE"] == "/run/secrets/notify_urls"
+            assert "notify_urls" in mounted
+        else:
+            assert "AX3L_NOTIFY_URLS_FILE" not in environment, service_name
+            assert "notify_urls" not in mounted, service_name
 
 
 def test_every_container_is_hardened(merged):
@@ -366,15 +387,20 @@ def test_image_entry_point_starts_and_passes_its_healthcheck(
 
 
 def test_compose_secrets_script_writes_each_secret_once(tmp_path):
-    """scripts/compose-secrets.sh writes the four secrets compose.yaml names, random and
-    distinct, in a 0700 folder; a second run keeps them (the volume was initialised with them)."""
+    """scripts/compose-secrets.sh writes the four passwords compose.yaml names, random and
+    distinct, and an empty notify_urls (no alerts), in a 0700 folder; a second run keeps them
+    (the volume was initialised with them; the URLs are the user's)."""
     folder = tmp_path / "secrets"
     script = str(REPO / "scripts" / "compose-secrets.sh")
     subprocess.run([script, str(folder)], check=True, capture_output=True)
     values = {path.name: path.read_text() for path in folder.iterdir()}
     assert set(values) == SECRET_NAMES
-    assert all(re.fullmatch(r"[0-9a-f]{32}", value) for value in values.values())
-    assert len(set(values.values())) == 4
+    passwords = [values[name] for name in PASSWORD_NAMES]
+    assert all(re.fullmatch(r"[0-9a-f]{32}", value) for value in passwords)
+    assert len(set(passwords)) == 4
+    assert values["notify_urls"] == ""
     assert folder.stat().st_mode & 0o777 == 0o700
+    (folder / "notify_urls").write_text("ntfy://ntfy.sh/my-topic\n")
+    values["notify_urls"] = "ntfy://ntfy.sh/my-topic\n"
     subprocess.run([script, str(folder)], check=True, capture_output=True)
     assert {path.name: path.read_text() for path in folder.iterdir()} == values

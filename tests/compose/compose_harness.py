@@ -195,6 +195,9 @@ def write_secrets(folder: Path) -> dict[str, str]:
     for name, value in values.items():
         (folder / name).write_text(value + "\n")
         (folder / name).chmod(0o644)
+    # The alerts' apprise URLs, empty (no alerts) as scripts/compose-secrets.sh leaves them.
+    (folder / "notify_urls").write_text("")
+    (folder / "notify_urls").chmod(0o644)
     return values
 
 

@@ -152,3 +152,26 @@ def test_the_orchestrator_refuses_notification_urls_apprise_does_not_know(
     assert main(["--proposer", "random"]) == 2
     err = capsys.readouterr().err
     assert "AX3L_NOTIFY_URLS" in err and "secret-token-9" not in err
+
+
+@pytest.mark.parametrize("contents", ["", "\n", "  \n"])
+def test_empty_notification_urls_mean_no_alerts(
+    contents: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An empty ``AX3L_NOTIFY_URLS`` (compose's empty ``notify_urls`` secret file, or the
+    variable set to nothing) means no alerts, not a refusal; a file with a URL is read."""
+    from ax3l.shared.alerts import notifier_from
+    from ax3l.shared.settings import Settings
+
+    for name in ("AX3L_NOTIFY_URLS", "AX3L_NOTIFY_URLS_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    assert notifier_from(Settings(AX3L_NOTIFY_URLS=contents)) is None
+    secret = tmp_path / "notify_urls"
+    secret.write_text(contents)
+    monkeypatch.setenv("AX3L_NOTIFY_URLS_FILE", str(secret))
+    assert notifier_from(Settings()) is None
+    alert = Alert("golden:1", "new_golden", "Ax3l: new golden", "run r1")
+    assert send_once_blocking(Settings(), alert) is None
+    secret.write_text("json://127.0.0.1:9/hook\n")
+    notifier = notifier_from(Settings())
+    assert notifier is not None and notifier.services == 1

@@ -88,8 +88,9 @@ class Notifier:
 
 
 def notifier_from(settings: Settings) -> Notifier | None:
-    """The notifier of ``AX3L_NOTIFY_URLS``, None when unset; raises ``NotifyUrlsInvalid``."""
-    if settings.notify_urls is None:
+    """The notifier of ``AX3L_NOTIFY_URLS``, None when unset or blank (an empty secret file:
+    no alerts); raises ``NotifyUrlsInvalid``."""
+    if settings.notify_urls is None or not settings.notify_urls.get_secret_value().strip():
         return None
     return Notifier(settings.notify_urls.get_secret_value())
 

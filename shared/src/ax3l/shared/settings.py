@@ -221,7 +221,7 @@ class Settings(BaseSettings):
     """seconds after its submission a run that is not terminal counts as failed"""
     notify_urls: SecretStr | None = setting(None, "AX3L_NOTIFY_URLS")
     """apprise URLs (space or comma separated: ntfy, mailto, tgram, slack, json webhooks...)
-    that alerts go to; unset: no alerts"""
+    that alerts go to; unset or empty: no alerts"""
     stall_factor: float = setting(3.0, "AX3L_STALL_FACTOR", gt=0)
     """a stall alert goes out when no run has completed for this many median run times"""
     alert_poll_interval: float = setting(30.0, "AX3L_ALERT_POLL_INTERVAL", gt=0)
