@@ -3,17 +3,20 @@ the replayed history in MariaDB, and its incremental refresh on a private databa
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import json
 import re
 from typing import Any
 
+import httpx
 import polars as pl
 import pytest
 from reports_history import HOSTILE, expected_rows, insert_runs, read_runs
 from reports_testing import app_client, reports_settings
 
+from ax3l.reports.app import create_app
 from ax3l.reports.models.runs import TUNED_COLUMNS
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
@@ -313,3 +316,40 @@ async def test_dashboard_shows_golden_last_runs_and_turn(client, experiment):
     refreshing = await client.get("/?refresh=30")  # the dashboard's own selector: no redirect
     assert refreshing.status_code == 200 and '<body data-refresh="30">' in refreshing.text
     assert (await client.get("/?refresh=7")).status_code == 422
+
+
+async def test_the_table_is_read_at_startup_once_and_a_request_meanwhile_shares_that_read(
+    databases, snakelab_tables
+):
+    """The report server reads the runs table in the background as soon as it starts, with no
+    request (the first visitor does not wait); a request that arrives during that read waits
+    for it and the whole table is read once, not twice."""
+    connection = databases.connect("snakelab", databases.snakelab_db)
+    try:
+        insert_runs(connection, read_runs(limit=5), episodes_for=0)
+    finally:
+        connection.close()
+    settings = reports_settings(databases)
+    for requested in (False, True):
+        app = create_app(settings)
+        async with app.router.lifespan_context(app):
+            table = app.state.resources.runs
+            assert table.full_reads == 0  # started in the background, not before readiness
+            if requested:
+                transport = httpx.ASGITransport(app=app)
+                async with httpx.AsyncClient(
+                    transport=transport, base_url="http://reports"
+                ) as client:
+                    body = (await client.get("/api/runs")).json()
+                assert [run["id"] for run in body["runs"]] == [5, 4, 3, 2, 1]
+            else:
+                for _ in range(400):
+                    if table.full_reads:
+                        break
+                    await asyncio.sleep(0.05)
+                assert table.full_reads == 1  # read with no request
+                async with Database(databases.settings()) as db:
+                    # Filled without a request: this call only checks for changes.
+                    frame = await table.frame(db, app.state.resources.schema)
+                assert frame["id"].to_list() == [1, 2, 3, 4, 5]
+            assert table.full_reads == 1

@@ -16,6 +16,7 @@ from ax3l.reports.rendering import make_templates
 from ax3l.reports.resources import Resources
 from ax3l.reports.settings import ReportsSettings, get_settings
 from ax3l.reports.snakelab_status import SnakeLabMonitor
+from ax3l.reports.warming import Warmer
 from ax3l.shared.config_schema import cached_schema
 from ax3l.shared.cycles import CycleTracker
 from ax3l.shared.db.database import Database
@@ -67,9 +68,14 @@ def create_app(settings: ReportsSettings | None = None) -> FastAPI:
             interval=chosen.status_interval,
         )
         cycles = CycleTracker()
-        database = DatabaseWatch(db, chosen.db_wait_max, lambda: cycles.refresh(db))
+
+        async def available() -> None:
+            await cycles.refresh(db)
+            warmer.start()  # in the background: readiness does not wait for it
+
+        database = DatabaseWatch(db, chosen.db_wait_max, available)
         app.state.database_watch = database
-        app.state.resources = Resources(
+        app.state.resources = resources = Resources(
             db=db,
             monitor=monitor,
             cycles=cycles,
@@ -78,6 +84,7 @@ def create_app(settings: ReportsSettings | None = None) -> FastAPI:
             templates=make_templates(),
             orchestrator=orchestrator,
         )
+        warmer = Warmer(resources, chosen.llm_model)
         monitor.start()
         orchestrator.start()
         try:
@@ -86,6 +93,7 @@ def create_app(settings: ReportsSettings | None = None) -> FastAPI:
             await database.start()
             yield
         finally:
+            await warmer.stop()
             await database.stop()
             await monitor.stop()
             await orchestrator.stop()

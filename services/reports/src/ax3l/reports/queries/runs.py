@@ -176,9 +176,13 @@ class Provenance:
 
 
 class RunsTable:
-    """Every run with its provenance as one polars frame (``frame``), refreshed per request."""
+    """Every run with its provenance as one polars frame (``frame``), refreshed per request.
+
+    The report server reads it once in the background at startup (``reports/warming.py``); a
+    request meanwhile waits on the lock for that same read, then reads only what changed."""
 
     def __init__(self) -> None:
+        self.full_reads = 0  # whole-table reads: one after a start, one more after each wipe
         self._schema: dict[str, pl.DataType] = {}
         self._runs = pl.DataFrame()
         self._first: str | None = None  # the first run's id: another one means another history
@@ -266,6 +270,7 @@ class RunsTable:
                 changed = True
         if self._newest == 0 and count:
             self._runs = await self._read_everything(db)
+            self.full_reads += 1
             if self._runs.height:
                 self._newest = int(self._runs["id"].max())  # type: ignore[arg-type]
             changed = True
