@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from functools import partial
 
 import pytest
 
-from ax3l.orchestrator.mcp_session import BoundSession
-from ax3l.orchestrator.session_pool import SessionPool
+from ax3l.orchestrator.mcp_session import BoundSession, bound_session
+from ax3l.orchestrator.session_pool import Opener, SessionPool
 from ax3l.shared.registry import BY_NAME, ENTRIES
 from ax3l.shared.settings import Settings
 from ax3l.testing.mcp_children import mcp_children as children_of
@@ -32,28 +33,30 @@ async def until(condition, what: str) -> None:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def settings() -> Settings:
-    return Settings(AX3L_ZMQ_ENDPOINT=f"tcp://127.0.0.1:{free_port()}")
+def opener() -> Opener:
+    return partial(
+        bound_session, settings=Settings(AX3L_ZMQ_ENDPOINT=f"tcp://127.0.0.1:{free_port()}")
+    )
 
 
-def test_upcoming_names_the_next_turns_in_round_robin_order(settings: Settings) -> None:
+def test_upcoming_names_the_next_turns_in_round_robin_order(opener: Opener) -> None:
     """``ahead`` turns after the index (wrapping), the current one first when asked for."""
-    pool = SessionPool(settings, ahead=2)
+    pool = SessionPool(opener, ahead=2)
     assert [e.name for e in pool.upcoming(5)] == [ENTRIES[6].name, ENTRIES[0].name]
     assert [e.name for e in pool.upcoming(6, include_current=True)] == [
         ENTRIES[6].name,
         ENTRIES[0].name,
         ENTRIES[1].name,
     ]
-    assert SessionPool(settings, ahead=0).upcoming(3, include_current=True) == []
-    assert len(SessionPool(settings, ahead=6).upcoming(0)) == 6
+    assert SessionPool(opener, ahead=0).upcoming(3, include_current=True) == []
+    assert len(SessionPool(opener, ahead=6).upcoming(0)) == 6
 
 
 async def test_a_prepared_session_is_handed_to_its_conversation_and_closed_after(
-    settings: Settings,
+    opener: Opener,
 ) -> None:
     """The session started in advance is the one the conversation gets, bound to its entry."""
-    pool = SessionPool(settings, ahead=1)
+    pool = SessionPool(opener, ahead=1)
     entry = ENTRIES[1]
     pool.prepare(pool.upcoming(0))
     await until(lambda: list(mcp_children().values()) == [entry.name], "one child for the entry")
@@ -73,11 +76,11 @@ async def test_a_prepared_session_is_handed_to_its_conversation_and_closed_after
 
 
 async def test_an_unprepared_entry_gets_a_fresh_session_and_the_guess_is_closed(
-    settings: Settings,
+    opener: Opener,
 ) -> None:
     """A conversation for another entry than predicted spawns its own; the unused one closes
     at the next prepare, and no child is left."""
-    pool = SessionPool(settings, ahead=1)
+    pool = SessionPool(opener, ahead=1)
     try:
         pool.prepare([BY_NAME["gamma"]])
         async with pool.session(BY_NAME["hidden_size"]) as session:
@@ -92,18 +95,18 @@ async def test_an_unprepared_entry_gets_a_fresh_session_and_the_guess_is_closed(
     assert not mcp_children()
 
 
-async def test_close_stops_sessions_still_starting(settings: Settings) -> None:
+async def test_close_stops_sessions_still_starting(opener: Opener) -> None:
     """Closing the pool while its sessions start (a shutdown mid-wait) leaves no child."""
-    pool = SessionPool(settings, ahead=3)
+    pool = SessionPool(opener, ahead=3)
     pool.prepare(pool.upcoming(2, include_current=True))
     await asyncio.sleep(0.05)
     await pool.close()
     assert not mcp_children()
 
 
-async def test_a_cancelled_conversation_still_closes_its_session(settings: Settings) -> None:
+async def test_a_cancelled_conversation_still_closes_its_session(opener: Opener) -> None:
     """A conversation cancelled while it holds the session (SIGTERM) does not leak the child."""
-    pool = SessionPool(settings, ahead=1)
+    pool = SessionPool(opener, ahead=1)
     entered = asyncio.Event()
 
     async def conversation() -> None:
@@ -120,9 +123,9 @@ async def test_a_cancelled_conversation_still_closes_its_session(settings: Setti
     assert not mcp_children()
 
 
-async def test_a_dead_prepared_session_is_replaced(settings: Settings) -> None:
+async def test_a_dead_prepared_session_is_replaced(opener: Opener) -> None:
     """A prepared child that died while idle is not handed over: a fresh one is started."""
-    pool = SessionPool(settings, ahead=1)
+    pool = SessionPool(opener, ahead=1)
     try:
         pool.prepare([BY_NAME["gamma"]])
         await until(lambda: len(mcp_children()) == 1, "the prepared child")

@@ -33,6 +33,7 @@ import uvicorn
 
 from ax3l.orchestrator.alerts import AlertWatcher
 from ax3l.orchestrator.loop import FATAL, ExperimentLoop
+from ax3l.orchestrator.mcp_session import bound_session
 from ax3l.orchestrator.proposers import ProposerDeps, make_proposer
 from ax3l.orchestrator.raw_capture import RawCapture
 from ax3l.orchestrator.services import Runs
@@ -200,7 +201,7 @@ def _wire(settings: Settings, schema: ConfigSchema, proposer_name: str) -> _Proc
         baseline_max_attempts=settings.baseline_max_attempts,
         infra_retry_max=settings.infra_retry_max,
     )
-    sessions = SessionPool(settings)
+    sessions = SessionPool(partial(bound_session, settings=settings), settings.mcp_prepared_ahead)
     deps = ProposerDeps(db, log, schema, status, capture, index, sessions)
     proposer = make_proposer(proposer_name, deps, settings)
     server = _Server(

@@ -20,28 +20,30 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager, suppress
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 
-from ax3l.orchestrator.mcp_session import BoundSession, ToolSessionFailed, bound_session
+from ax3l.orchestrator.mcp_session import BoundSession, ToolSessionFailed
 from ax3l.shared.registry import ENTRIES, Entry
-from ax3l.shared.settings import Settings
 
 logger = logging.getLogger(__name__)
+
+# How a session for an entry is opened: ``mcp_session.bound_session`` with the MCP settings.
+Opener = Callable[[Entry], AbstractAsyncContextManager[BoundSession]]
 
 
 class PreparedSession:
     """One bound MCP session, opened, held and closed by a task of its own."""
 
-    def __init__(self, entry: Entry, settings: Settings):
+    def __init__(self, entry: Entry, open_session: Opener):
         self.entry = entry
         self._ready: asyncio.Future[BoundSession] = asyncio.get_running_loop().create_future()
         self._release = asyncio.Event()
-        self.task = asyncio.create_task(self._own(settings), name=f"mcp-session-{entry.name}")
+        self.task = asyncio.create_task(self._own(open_session), name=f"mcp-session-{entry.name}")
 
-    async def _own(self, settings: Settings) -> None:
+    async def _own(self, open_session: Opener) -> None:
         try:
-            async with bound_session(self.entry, settings) as session:
+            async with open_session(self.entry) as session:
                 self._ready.set_result(session)
                 await self._release.wait()
         except BaseException as exc:
@@ -93,13 +95,14 @@ class PreparedSession:
 class SessionPool:
     """Bound MCP sessions for the next turns, and the handover to each conversation.
 
-    ``ahead`` is how many turns after the current one get a session in advance (0: every
-    conversation starts its own, as without a pool).
+    ``open_session`` starts one; ``ahead`` (``AX3L_MCP_PREPARED_AHEAD``) is how many turns after
+    the current one get a session in advance (0: every conversation starts its own, as without
+    a pool).
     """
 
-    def __init__(self, settings: Settings, ahead: int | None = None):
-        self.settings = settings
-        self.ahead = settings.mcp_prepared_ahead if ahead is None else ahead
+    def __init__(self, open_session: Opener, ahead: int):
+        self.open_session = open_session
+        self.ahead = ahead
         self._prepared: list[PreparedSession] = []
         self._closing: set[PreparedSession] = set()
 
@@ -126,7 +129,7 @@ class SessionPool:
                 self._retire(prepared)
         for entry in entries:
             if entry.name in wanted:
-                keep.append(PreparedSession(entry, self.settings))
+                keep.append(PreparedSession(entry, self.open_session))
                 wanted.discard(entry.name)
         self._prepared = keep
 
@@ -171,7 +174,7 @@ class SessionPool:
             if session is None:
                 if current is not None:
                     self._retire(current)
-                current = PreparedSession(entry, self.settings)
+                current = PreparedSession(entry, self.open_session)
                 session = await current.session()
             else:
                 session.prepared = True

@@ -6,6 +6,9 @@ validation, dedupe and submission path is the same whoever proposes.
 
 from __future__ import annotations
 
+import dataclasses
+from typing import TYPE_CHECKING
+
 from ax3l.orchestrator.proposers.base import (
     ConversationFailed,
     Proposer,
@@ -14,20 +17,44 @@ from ax3l.orchestrator.proposers.base import (
 )
 from ax3l.shared.settings import PROPOSER_NAMES, Settings
 
+if TYPE_CHECKING:
+    from ax3l.orchestrator.proposers.llm import LlmOptions
+
+
+def llm_options(settings: Settings) -> LlmOptions:
+    """The settings the LLM proposer reads (its fields' names); it needs ``AX3L_LLM_URL``."""
+    from ax3l.orchestrator.proposers.llm import LlmOptions
+
+    if not settings.llm_url:
+        raise ValueError("the llm proposer needs a model server URL (--url or AX3L_LLM_URL)")
+    return LlmOptions(**{f.name: getattr(settings, f.name) for f in dataclasses.fields(LlmOptions)})
+
 
 def make_proposer(name: str, deps: ProposerDeps, settings: Settings) -> Proposer:
-    """The proposer called ``name`` (``llm`` and ``llm+tpe`` need ``settings.llm_url``)."""
+    """The proposer called ``name`` (``llm`` and ``llm+tpe`` need ``settings.llm_url``): the one
+    place that reads the proposers' settings (the external proposer's own excepted)."""
     fallback = settings.llm_fallback
-    if name == "llm":
-        from ax3l.orchestrator.proposers.llm import LlmProposer
-
-        model = LlmProposer(deps, settings)
-        if fallback == "none":
-            return model
+    corrections, seed = settings.max_corrections, settings.proposer_seed
+    if name in ("llm", "llm+tpe"):
         from ax3l.orchestrator.proposers.fallback import ModelWithFallback
 
-        after = settings.llm_fallback_after
-        return ModelWithFallback(deps, model, make_proposer(fallback, deps, settings), after)
+        options = llm_options(settings)
+        if name == "llm":
+            from ax3l.orchestrator.proposers.llm import LlmProposer
+
+            model: Proposer = LlmProposer(deps, options)
+        else:
+            from ax3l.orchestrator.proposers.hybrid import AdvisedLlmProposer, HybridProposer
+            from ax3l.orchestrator.proposers.tpe import TpeProposer
+
+            model = AdvisedLlmProposer(deps, options, TpeProposer(deps, corrections, seed))
+        if fallback != "none":
+            other = make_proposer(fallback, deps, settings)
+            model = ModelWithFallback(deps, model, other, settings.llm_fallback_after)
+        if name == "llm":
+            return model
+        tpe = TpeProposer(deps, corrections, seed)
+        return HybridProposer(deps, model, tpe, settings.hybrid_model_share)
     if name == "external":
         from ax3l.orchestrator.proposers.external import ExternalProposer, ExternalWithFallback
 
@@ -36,19 +63,14 @@ def make_proposer(name: str, deps: ProposerDeps, settings: Settings) -> Proposer
             return seats
         other = make_proposer(fallback, deps, settings)
         return ExternalWithFallback(deps, seats, other, settings.external_deadline)
-    if name == "llm+tpe":
-        from ax3l.orchestrator.proposers.hybrid import HybridProposer
-
-        backup = None if fallback == "none" else make_proposer(fallback, deps, settings)
-        return HybridProposer(deps, settings, backup)
     if name == "random":
         from ax3l.orchestrator.proposers.random_search import RandomProposer
 
-        return RandomProposer(deps, settings.max_corrections, settings.proposer_seed)
+        return RandomProposer(deps, corrections, seed)
     if name == "tpe":
         from ax3l.orchestrator.proposers.tpe import TpeProposer
 
-        return TpeProposer(deps, settings.max_corrections, settings.proposer_seed)
+        return TpeProposer(deps, corrections, seed)
     raise ValueError(f"unknown proposer {name!r}; choose one of {', '.join(PROPOSER_NAMES)}")
 
 

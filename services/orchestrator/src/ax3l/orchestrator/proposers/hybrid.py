@@ -24,13 +24,11 @@ from typing import Any
 from ax3l.orchestrator.comparable_history import ComparableHistory
 from ax3l.orchestrator.prompts import Prompt, PromptContext
 from ax3l.orchestrator.proposers.base import Proposer, ProposerDeps, TurnAhead, TurnContext
-from ax3l.orchestrator.proposers.fallback import ModelWithFallback
-from ax3l.orchestrator.proposers.llm import LlmProposer
+from ax3l.orchestrator.proposers.llm import LlmOptions, LlmProposer
 from ax3l.orchestrator.proposers.search_space import Key, Value, dimensions, key_of
 from ax3l.orchestrator.proposers.tpe import TpeProposer
 from ax3l.shared.db.event_reads import count
 from ax3l.shared.event_models import ProposalAccepted
-from ax3l.shared.settings import Settings
 
 SUGGESTIONS = 3
 BEST = 5
@@ -106,8 +104,8 @@ class AdvisedLlmProposer(LlmProposer):
 
     name = "llm+tpe"
 
-    def __init__(self, deps: ProposerDeps, settings: Settings, tpe: TpeProposer):
-        super().__init__(deps, settings)
+    def __init__(self, deps: ProposerDeps, options: LlmOptions, tpe: TpeProposer):
+        super().__init__(deps, options)
         self.tpe = tpe
         self.last_state: dict[str, Any] | None = None
 
@@ -125,19 +123,12 @@ class HybridProposer(Proposer):
 
     name = "llm+tpe"
 
-    def __init__(self, deps: ProposerDeps, settings: Settings, fallback: Proposer | None = None):
-        """``fallback`` (``AX3L_LLM_FALLBACK``'s proposer, None for ``none``) takes the model's
-        turns that it keeps failing."""
+    def __init__(self, deps: ProposerDeps, model: Proposer, tpe: TpeProposer, share: float):
+        """``model``: the ``AdvisedLlmProposer``, with ``AX3L_LLM_FALLBACK``'s proposer taking
+        the turns it keeps failing (``ModelWithFallback``); ``share``:
+        ``AX3L_HYBRID_MODEL_SHARE``."""
         super().__init__(deps)
-        self.share = settings.hybrid_model_share
-        seed = settings.proposer_seed
-        self.tpe = TpeProposer(deps, settings.max_corrections, seed)
-        advised = AdvisedLlmProposer(
-            deps, settings, TpeProposer(deps, settings.max_corrections, seed)
-        )
-        self.model: Proposer = advised
-        if fallback is not None:
-            self.model = ModelWithFallback(deps, advised, fallback, settings.llm_fallback_after)
+        self.model, self.tpe, self.share = model, tpe, share
 
     async def close(self) -> None:
         try:

@@ -46,7 +46,6 @@ from ax3l.shared.crash_points import crash_point
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.event_models import LlmRequestFailed, PromptSent, ReplyReceived
 from ax3l.shared.metrics import MODEL_FAILURES, MODEL_REQUEST_SECONDS, MODEL_REQUESTS
-from ax3l.shared.settings import Settings
 
 CORRECTION_NAMES = {"invalid_value": "InvalidValue", "duplicate_config": "NoDupes"}
 # Prose fed back to the model is bounded: it only needs to see what it said.
@@ -57,16 +56,30 @@ SHRINK_RETRIES = 1
 PROPS_TIMEOUT = 5.0
 
 
+@dataclasses.dataclass(frozen=True)
+class LlmOptions:
+    """The settings the LLM proposer reads, named as in ``Settings`` (``proposers.llm_options``
+    builds it): the model server's, the conversation's bounds and ``AX3L_PIPELINE``."""
+
+    llm_url: str
+    llm_timeout: float
+    llm_model: str | None
+    llm_max_tokens: int
+    llm_context_tokens: int | None
+    conversation_timeout: float
+    llm_constrained: bool
+    max_corrections: int
+    pipeline: bool
+
+
 class LlmProposer(Proposer):
     name = "llm"
 
-    def __init__(self, deps: ProposerDeps, settings: Settings):
+    def __init__(self, deps: ProposerDeps, options: LlmOptions):
         super().__init__(deps)
-        self.settings = settings  # the model server's, the conversation's bounds, AX3L_PIPELINE
-        if not settings.llm_url:
-            raise ValueError("the llm proposer needs a model server URL (--url or AX3L_LLM_URL)")
+        self.options = options
         self.model = ModelClient(
-            settings.llm_url, settings.llm_timeout, settings.llm_model, settings.llm_max_tokens
+            options.llm_url, options.llm_timeout, options.llm_model, options.llm_max_tokens
         )
         self._context_tokens: int | None = None
         self.pipeline = Pipeline(self, self._converse)
@@ -89,7 +102,7 @@ class LlmProposer(Proposer):
         return await super().propose(ctx, note)
 
     async def speculate(self, ahead: TurnAhead, note: dict[str, Any] | None = None) -> None:
-        if self.settings.pipeline:
+        if self.options.pipeline:
             await self.pipeline.start(ahead, note)
 
     def held_entry(self) -> str | None:
@@ -102,12 +115,12 @@ class LlmProposer(Proposer):
     async def context_tokens(self) -> int:
         """The model's context per request: the setting, else llama-server's /props (asked once
         it answers), else 16,384."""
-        settings = self.settings
+        options = self.options
         if self._context_tokens is None:
             found = await context_tokens(
-                settings.llm_context_tokens, settings.llm_url, PROPS_TIMEOUT, self.model.http
+                options.llm_context_tokens, options.llm_url, PROPS_TIMEOUT, self.model.http
             )
-            if settings.llm_context_tokens is not None or found != DEFAULT_CONTEXT_TOKENS:
+            if options.llm_context_tokens is not None or found != DEFAULT_CONTEXT_TOKENS:
                 self._context_tokens = found
             return found
         return self._context_tokens
@@ -180,12 +193,12 @@ class _Conversation:
     ):
         self.proposer = proposer
         self.gate = gate  # a pipelined conversation's first tool call waits for its turn
-        self.deps, self.settings = proposer.deps, proposer.settings
+        self.deps, self.options = proposer.deps, proposer.options
         self.session = session
         self.conversation_id = conversation_id
         self.prompt_ctx = prompt_ctx
         self.parameter = prompt_ctx.entry.name
-        self.deadline = time.monotonic() + self.settings.conversation_timeout
+        self.deadline = time.monotonic() + self.options.conversation_timeout
         self.messages: list[dict[str, Any]] = []
         self.corrections = 0
         self.shrink = 0  # context overflows so far: the opening prompts are that much smaller
@@ -193,7 +206,7 @@ class _Conversation:
 
     async def _open_values(self) -> OpenValues | None:
         """The entry's untested values now (None when constrained proposals are off)."""
-        if not self.settings.llm_constrained:
+        if not self.options.llm_constrained:
             return None
         ctx = self.prompt_ctx
         tested = await self.deps.index.existing_values(ctx.entry, ctx.golden.config)
@@ -202,7 +215,7 @@ class _Conversation:
     async def _open(self, parent: int, shrink: int) -> int:
         """Send the opening prompts, fitted to the model's context (smaller for each ``shrink``
         after a context overflow); the last prompt's event id."""
-        settings = self.settings
+        options = self.options
         self.messages = []
         values = await self._open_values()
         open_line = "" if values is None else values.describe()
@@ -210,9 +223,9 @@ class _Conversation:
             self.tool = constrained_tool(self.session.tool, values)
         budget = prompt_token_budget(
             await self.proposer.context_tokens(),
-            settings.llm_max_tokens,
+            options.llm_max_tokens,
             self.tool.for_model(),
-            settings.max_corrections,
+            options.max_corrections,
         ) - estimate_tokens(open_line)
         advice = await self.proposer.advice(self.prompt_ctx)
         if advice is not None:
@@ -232,7 +245,7 @@ class _Conversation:
     async def _request(self) -> dict[str, Any]:
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
-            limit = self.settings.conversation_timeout
+            limit = self.options.conversation_timeout
             raise ModelFailure(
                 "timeout",
                 f"the conversation ran past its {limit:g} s deadline",
@@ -249,7 +262,7 @@ class _Conversation:
 
     def _count_correction(self, what: str) -> None:
         self.corrections += 1
-        limit = self.settings.max_corrections
+        limit = self.options.max_corrections
         if self.corrections > limit:
             raise ConversationFailed(
                 f"{self.corrections} replies needed a correction, more than the {limit}"
