@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, TypedDict, TypeVar, Unpack, overload
 
 from ax3l.shared.event_models import EventContent, read_content
 
@@ -134,20 +134,26 @@ async def _rows(source: Any, sql: str, args: list[Any], doing: str) -> list[dict
     return list(await source.fetchall(sql, args, doing=doing))
 
 
+class Filters(TypedDict, total=False):
+    """``select``'s filters: each given one must match (None: no filter)."""
+
+    after: int | None
+    before: int | None
+    process_id: str | None
+    process_ids: Sequence[str] | None
+    parent: int | None
+    source_name: str | None
+    level: str | None
+
+
 @overload
 async def select(
     source: Any,
     names: type[C],
     *,
-    after: int | None = None,
-    before: int | None = None,
-    process_id: str | None = None,
-    process_ids: Sequence[str] | None = None,
-    parent: int | None = None,
-    source_name: str | None = None,
-    level: str | None = None,
-    newest: int | None = None,
-    oldest: int | None = None,
+    newest: int | None = ...,
+    oldest: int | None = ...,
+    **filters: Unpack[Filters],
 ) -> list[StoredEvent[C]]: ...
 
 
@@ -156,15 +162,9 @@ async def select(
     source: Any,
     names: Names,
     *,
-    after: int | None = None,
-    before: int | None = None,
-    process_id: str | None = None,
-    process_ids: Sequence[str] | None = None,
-    parent: int | None = None,
-    source_name: str | None = None,
-    level: str | None = None,
-    newest: int | None = None,
-    oldest: int | None = None,
+    newest: int | None = ...,
+    oldest: int | None = ...,
+    **filters: Unpack[Filters],
 ) -> list[StoredEvent[Any]]: ...
 
 
@@ -172,33 +172,16 @@ async def select(
     source: Any,
     names: type[C] | Names,
     *,
-    after: int | None = None,
-    before: int | None = None,
-    process_id: str | None = None,
-    process_ids: Sequence[str] | None = None,
-    parent: int | None = None,
-    source_name: str | None = None,
-    level: str | None = None,
     newest: int | None = None,
     oldest: int | None = None,
+    **filters: Unpack[Filters],
 ) -> list[StoredEvent[C]]:
     """Events of ``names`` matching the filters, oldest first (only the ``oldest`` n, or the
     ``newest`` n).
 
     ``source`` is the ``Database`` or a cursor of the caller's transaction.
     """
-    where, args = _where(
-        names,
-        {
-            "after": after,
-            "before": before,
-            "process_id": process_id,
-            "process_ids": process_ids,
-            "parent": parent,
-            "source_name": source_name,
-            "level": level,
-        },
-    )
+    where, args = _where(names, dict(filters))
     sql = _SELECT + where
     if newest is not None:
         sql += " ORDER BY e.event_id DESC LIMIT %s"
