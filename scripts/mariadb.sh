@@ -4,7 +4,9 @@
 #   scripts/mariadb.sh start|stop|status|env
 # Settings: AX3L_RUN_DIR (default <repo>/.run), AX3L_DEV_DB_PORT (default 33306).
 # Users: ax3l (ALL on ax3l, SELECT on snakelab), snakelab (ALL on snakelab), ax3l_reports
-# (SELECT on both: the report server's login) and ax3l_admin (tests only: throwaway databases).
+# (SELECT on both: the report server's login), ax3l_seats (the seats' endpoint: SELECT on
+# snakelab here, its few grants on ax3l's tables from `ax3l-db create`) and ax3l_admin (tests
+# only: throwaway databases).
 # `start` is idempotent: on a running server or an existing data directory it (re)applies the
 # users and grants, so a data directory made by an older version gains the newer users.
 set -euo pipefail
@@ -71,7 +73,7 @@ load_secrets() {
   umask 077
   touch "$base/secrets"
   local name
-  for name in ax3l_pw snakelab_pw admin_pw reports_pw; do
+  for name in ax3l_pw snakelab_pw admin_pw reports_pw seats_pw; do
     grep -q "^$name=" "$base/secrets" || echo "$name=$(random_secret)" >>"$base/secrets"
   done
   # shellcheck disable=SC1090,SC1091
@@ -98,6 +100,8 @@ SNAKELAB_DB_PASSWORD=$snakelab_pw
 SNAKELAB_DB_NAME=snakelab
 AX3L_REPORTS_DB_USER=ax3l_reports
 AX3L_REPORTS_DB_PASSWORD=$reports_pw
+AX3L_SEATS_DB_USER=ax3l_seats
+AX3L_SEATS_DB_PASSWORD=$seats_pw
 AX3L_DB_ADMIN_USER=ax3l_admin
 AX3L_DB_ADMIN_PASSWORD=$admin_pw
 ENV
@@ -107,7 +111,7 @@ ENV
 apply_users() {
   load_secrets
   {
-    ax3l_users_sql ax3l_reports "$ax3l_pw" "$snakelab_pw" "$reports_pw"
+    ax3l_users_sql ax3l_reports "$ax3l_pw" "$snakelab_pw" "$reports_pw" ax3l_seats "$seats_pw"
     echo "CREATE USER IF NOT EXISTS 'ax3l_admin'@'%' IDENTIFIED BY '$admin_pw';"
     echo "GRANT ALL PRIVILEGES ON *.* TO 'ax3l_admin'@'%' WITH GRANT OPTION;"
     echo "FLUSH PRIVILEGES;"

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,16 +24,17 @@ import httpx2
 import pytest
 
 from ax3l.orchestrator.seat_limits import Buckets, HostCheck, client_address, parse_networks
-from ax3l.orchestrator.seat_server import MAX_BODY, SeatEndpoint, SeatReads
+from ax3l.orchestrator.seat_server import MAX_BODY, SeatEndpoint, SeatReads, turn_payload
 from ax3l.orchestrator.seat_turns import OpenTurn, TurnBoard
 from ax3l.orchestrator.seats import SeatDirectory, SeatError, add_seat, revoke_seat
 from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import load_schema
+from ax3l.shared.db.cli import ensure_schema, seats_grants
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import GoldenConfigCreated
 from ax3l.shared.registry import BY_NAME
-from ax3l.testing.databases import TestDatabases
+from ax3l.testing.databases import TestDatabases, mysql_connection
 from ax3l.testing.mcp_wire import initialize
 from ax3l.testing.plugin import free_port
 from ax3l.testing.zmq_peer import ScriptedPeer, broker_reply
@@ -425,64 +427,169 @@ async def test_the_event_writer_caps_an_events_content(databases: TestDatabases)
 async def test_the_endpoint_process_shares_the_board_and_is_restarted_when_it_died(
     snakelab_tables: TestDatabases,
 ) -> None:
-    """AX3L_SEATS_PROCESS: the endpoint serves from a child process; a turn opened on the
-    orchestrator's board is offered there, a seat's accepted submission wakes the proposer and
-    names the winner at the close, and a killed endpoint is started again at the next turn."""
+    """AX3L_SEATS_PROCESS: the endpoint serves from a child process logged in as its own
+    database user (AX3L_SEATS_DB_USER); a turn opened on the orchestrator's board is offered
+    there with the payload the orchestrator built, a history between turns is relative to the
+    golden the orchestrator sent, a seat's accepted submission wakes the proposer and names the
+    winner at the close, its events name the client's address, and a killed endpoint is started
+    again at the next turn."""
     import os
     import signal
 
     from ax3l.orchestrator.seat_process import SeatProcess
 
+    async def read_golden() -> GoldenConfigCreated:
+        return golden()
+
     peer = ScriptedPeer(lambda request: broker_reply(request, {"status": "ok", "run_id": "r-9"}))
     port = free_port()
-    settings = snakelab_tables.settings(
-        AX3L_SEATS_PORT=port, AX3L_ZMQ_ENDPOINT=peer.endpoint, AX3L_SEAT_TOKEN_REFRESH=0.1
-    )
-    db = await Database(settings).open()
-    process = SeatProcess(settings)
-    url = f"http://127.0.0.1:{port}/mcp"
-    conn = snakelab_tables.connect("ax3l", snakelab_tables.ax3l_db)
-    try:
-        token = add_seat(conn, "ivy")
-        await process.start()
-        first = process.pid()
-        assert first is not None and first != os.getpid()
-        log, board = EventLog(db), process.board
-        async with httpx2.AsyncClient(timeout=10) as http:
-            turn = await open_turn(log, board, 0)
-            for _ in range(100):  # the open reaches the endpoint's process
-                body = tool_result(await post(http, url, tool_call("current_turn", {}), token))
-                if body["structuredContent"]["open"]:
-                    break
-                await asyncio.sleep(0.05)
-            assert body["structuredContent"]["entry"] == "gamma"
-            submit = tool_call("submit_single_value", {"value": 0.95})
-            accepted = tool_result(await post(http, url, submit, token=token))
-            assert json.loads(accepted["content"][0]["text"])["run_id"] == "r-9"
-            await asyncio.wait_for(turn.answered.wait(), 10)
-            await process.board.close(turn)
-            assert (turn.winner, turn.run_id) == ("ivy", "r-9")
-
-            os.kill(first, signal.SIGKILL)
-            await asyncio.sleep(0.5)
-            second_turn = await open_turn(log, board, 1)
-            for _ in range(200):
-                try:
-                    answer = await post(http, url, tool_call("current_turn", {}), token)
-                    if answer.status_code == 200 and answer.json()["result"].get(
-                        "structuredContent", {}
-                    ).get("open"):
+    with seats_login(snakelab_tables) as (user, password):
+        settings = snakelab_tables.settings(
+            AX3L_SEATS_PORT=port,
+            AX3L_ZMQ_ENDPOINT=peer.endpoint,
+            AX3L_SEAT_TOKEN_REFRESH=0.1,
+            AX3L_SEATS_DB_USER=user,
+            AX3L_SEATS_DB_PASSWORD=password,
+        )
+        db = await Database(settings).open()
+        index = ConfigIndex(db, SCHEMA)
+        process = SeatProcess(settings, lambda turn: turn_payload(SCHEMA, index, turn), read_golden)
+        url = f"http://127.0.0.1:{port}/mcp"
+        conn = snakelab_tables.connect("ax3l", snakelab_tables.ax3l_db)
+        try:
+            token = add_seat(conn, "ivy")
+            await process.start()
+            first = process.pid()
+            assert first is not None and first != os.getpid()
+            logins = snakelab_tables.query(
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = %s", (user,)
+            )
+            assert logins[0][0] >= 1  # the endpoint's pool, as its own user
+            log, board = EventLog(db), process.board
+            async with httpx2.AsyncClient(timeout=10) as http:
+                idle = tool_result(
+                    await post(http, url, tool_call("history", {"entry": "gamma"}), token)
+                )
+                assert idle["structuredContent"]["golden_run_id"] == "golden-1", idle
+                turn = await open_turn(log, board, 0)
+                for _ in range(100):  # the open reaches the endpoint's process
+                    body = tool_result(await post(http, url, tool_call("current_turn", {}), token))
+                    if body["structuredContent"]["open"]:
                         break
-                except httpx2.HTTPError:
-                    pass
-                await asyncio.sleep(0.05)
-            else:
-                raise AssertionError("the endpoint was not started again")
-            assert process.pid() not in (None, first)
-            await process.board.close(second_turn)
+                    await asyncio.sleep(0.05)
+                assert body["structuredContent"]["entry"] == "gamma"
+                assert body["structuredContent"]["open_values"]["text"]
+                submit = tool_call("submit_single_value", {"value": 0.95})
+                accepted = tool_result(await post(http, url, submit, token=token))
+                assert json.loads(accepted["content"][0]["text"])["run_id"] == "r-9"
+                await asyncio.wait_for(turn.answered.wait(), 10)
+                await process.board.close(turn)
+                assert (turn.winner, turn.run_id) == ("ivy", "r-9")
+
+                os.kill(first, signal.SIGKILL)
+                await asyncio.sleep(0.5)
+                second_turn = await open_turn(log, board, 1)
+                for _ in range(200):
+                    try:
+                        answer = await post(http, url, tool_call("current_turn", {}), token)
+                        if answer.status_code == 200 and answer.json()["result"].get(
+                            "structuredContent", {}
+                        ).get("open"):
+                            break
+                    except httpx2.HTTPError:
+                        pass
+                    await asyncio.sleep(0.05)
+                else:
+                    raise AssertionError("the endpoint was not started again")
+                assert process.pid() not in (None, first)
+                await process.board.close(second_turn)
+        finally:
+            await process.stop()
+            conn.close()
+            await db.close()
+            peer.close()
+        assert process.pid() is None
+        rows = snakelab_tables.query(
+            "SELECT e.source_name, m.content FROM events e JOIN event_messages m USING (event_id)"
+            " WHERE e.name = 'seat_call' ORDER BY e.event_id"
+        )
+    calls = [(seat, json.loads(content)) for seat, content in rows]
+    assert [c["tool"] for _, c in calls] == [
+        "history", "current_turn", "submit_single_value", "current_turn"
+    ]  # fmt: skip
+    assert {(seat, c["client"]) for seat, c in calls} == {("ivy", "127.0.0.1")}
+    assert calls[2][1]["outcome"] == "accepted"
+
+
+@contextmanager
+def seats_login(databases: TestDatabases) -> Iterator[tuple[str, str]]:
+    """A seats' endpoint user of its own for these databases, made as ``make run`` makes it: the
+    administrator creates it with SELECT on SnakeLab's database (``ax3l_users_sql``), and
+    ``ax3l-db create``, as Ax3l's user holding its database WITH GRANT OPTION, gives it its
+    tables. Dropped after."""
+    user, password = f"seats_{secrets.token_hex(4)}", f"p'w\\{secrets.token_hex(8)}"
+    settings = databases.settings(AX3L_SEATS_DB_USER=user, AX3L_SEATS_DB_PASSWORD=password)
+    ax3l = f"`{databases.ax3l_db}`.* TO '{databases.ax3l_user}'@'%'"
+    admin = databases.connect("admin")
+    try:
+        with admin.cursor() as cur:
+            for statement in seats_grants(settings, user, password)[:2]:
+                cur.execute(statement)
+            cur.execute(f"GRANT ALL PRIVILEGES ON {ax3l} WITH GRANT OPTION")
+        summary = ensure_schema(settings)
+        assert summary.endswith(f"the seats' endpoint user {user} may read seats and insert events")
+        yield user, password
     finally:
-        await process.stop()
-        conn.close()
-        await db.close()
-        peer.close()
-    assert process.pid() is None
+        with admin.cursor() as cur:
+            cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+            cur.execute(f"REVOKE GRANT OPTION ON {ax3l.replace(' TO ', ' FROM ')}")
+        admin.close()
+
+
+def test_the_seats_user_may_read_seats_and_snakelab_and_insert_events_nothing_more(
+    snakelab_tables: TestDatabases,
+) -> None:
+    """The endpoint's own login: it reads seats and SnakeLab's tables and inserts events; an
+    UPDATE or DELETE of events, reading events, and any write to another table are refused by
+    MariaDB itself."""
+    import pymysql
+
+    databases = snakelab_tables
+    with seats_login(databases) as (user, password):
+        conn = mysql_connection(databases.host, databases.port, user, password, databases.ax3l_db)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT name, token_hash FROM seats")
+                cur.execute(f"SELECT COUNT(*) FROM `{databases.snakelab_db}`.simulation_runs")
+                cur.execute(
+                    "INSERT INTO events (occurred_at, name, category, log_level)"
+                    " VALUES (NOW(), 'seat_call', 'proposer', 'INFO')"
+                )
+                event_id = cur.lastrowid
+                cur.execute(
+                    "INSERT INTO event_messages (event_id, content) VALUES (%s, '{}')", (event_id,)
+                )
+                refused = [
+                    "UPDATE events SET name = 'forged'",
+                    "DELETE FROM events",
+                    "UPDATE event_messages SET content = '{}'",
+                    "DELETE FROM event_messages",
+                    "SELECT COUNT(*) FROM events",
+                    "UPDATE seats SET revoked_at = NULL",
+                    "INSERT INTO seats (name, token_hash, created_at) VALUES ('x', 'y', NOW())",
+                    "DELETE FROM seats",
+                    "INSERT INTO config_index_state (name, last_id) VALUES ('x', 0)",
+                    "DELETE FROM config_index_runs",
+                    "CREATE TABLE forged (id INT)",
+                    "DROP TABLE events",
+                    f"DELETE FROM `{databases.snakelab_db}`.simulation_runs",
+                    f"UPDATE `{databases.snakelab_db}`.configurations SET seed = 1",
+                ]
+                for statement in refused:
+                    with pytest.raises(pymysql.err.OperationalError) as denied:
+                        cur.execute(statement)
+                    assert denied.value.args[0] in (1142, 1143), (statement, denied.value)
+        finally:
+            conn.close()
+        assert databases.query("SELECT COUNT(*) FROM events") == [(1,)]
+        assert databases.query("SELECT COUNT(*) FROM seats") == [(0,)]

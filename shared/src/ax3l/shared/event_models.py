@@ -278,6 +278,7 @@ class SeatCall(EventContent):
     code: Any = None
     reason: Any = None
     error: Any = None
+    client: str | None = None  # the client's address, as the endpoint saw it
 
 
 class SeatCallRefused(EventContent):
@@ -290,6 +291,7 @@ class SeatCallRefused(EventContent):
     message: str | None = None
     values: dict[str, Any] | None = None
     checkpoint_event_id: int | None = None
+    client: str | None = None  # the client's address, as the endpoint saw it
 
 
 # -- SnakeLab -------------------------------------------------------------------------------

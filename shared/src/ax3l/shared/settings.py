@@ -186,6 +186,11 @@ class Settings(BaseSettings):
     seats_process: bool = setting(True, "AX3L_SEATS_PROCESS")
     """run the seats' endpoint in a process of its own, so a flood at it costs the loop's
     process nothing (false: inside the orchestrator)"""
+    seats_db_user: str | None = setting(None, "AX3L_SEATS_DB_USER")
+    """the seats' endpoint process's own database user: it may read seats and SnakeLab's
+    tables and insert events, nothing more (``ax3l-db grant-seats``); unset: DB_USER"""
+    seats_db_password: SecretStr = setting(SecretStr(""), "AX3L_SEATS_DB_PASSWORD")
+    """its password (set both or neither)"""
     seat_turn_share: float = setting(1.0, "AX3L_SEAT_TURN_SHARE", gt=0, le=1)
     """largest share of the last 10 turns won by seats that one seat may win; a seat over it
     is refused with a reason (1: no quota, the first accepted submission wins)"""

@@ -6,9 +6,10 @@ CPU priority (``NICE`` more than the orchestrator), so on a busy machine the loo
 first. The two share it over a local
 socket pair (no address, no port: the child inherits its end), one JSON message a line:
 
-* orchestrator -> endpoint: ``{"op": "open", "turn": {...}}`` (the turn: entry, checkpoint,
-  golden, prompts, deadline; the endpoint builds what ``current_turn`` answers once, when a
-  seat first asks, so a turn no seat looks at costs nothing) and
+* orchestrator -> endpoint: first the settings and the golden configuration as it is, then
+  ``{"op": "open", "turn": {...}}`` (the turn: entry, checkpoint, golden, prompts, deadline,
+  and ``payload``, what ``current_turn`` answers: built here when the turn opens, because its
+  open values refresh Ax3l's config index, a write the endpoint may not make) and
   ``{"op": "close", "checkpoint_event_id": N}``;
 * endpoint -> orchestrator: ``{"ready": true}`` once it listens (or ``{"error": ...}``),
   ``{"answered": N}`` when a seat's submission for turn N was accepted (a wake-up: the
@@ -16,10 +17,13 @@ socket pair (no address, no port: the child inherits its end), one JSON message 
   "run_id": ...}`` once a close has waited for a submission being forwarded.
 
 The settings reach the child pickled over the socket (never on a command line or in its
-environment). The child opens a database pool of its own (Ax3l's user, as the orchestrator:
-a user of its own with fewer grants is not done yet). The child exits when its socket closes
-(the orchestrator stopped, or died); an endpoint that died is started again when the next turn
-opens.
+environment). The child opens a database pool of its own with the endpoint's own login,
+``AX3L_SEATS_DB_USER`` (``ax3l-db grant-seats``: SELECT on ``seats`` and SnakeLab's tables,
+INSERT on ``events`` and ``event_messages``, nothing more; unset, it logs a warning and uses
+Ax3l's). So it reads no events: a history asked for while no turn is open is relative to the
+golden configuration the orchestrator last sent (at the start, and with each turn). The child
+exits when its socket closes (the orchestrator stopped, or died); an endpoint that died is
+started again when the next turn opens.
 
     python -m ax3l.orchestrator.seat_process CONTROL_FD
 """
@@ -38,6 +42,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ax3l.orchestrator.prompts import Prompt
@@ -60,6 +65,25 @@ CLOSE_TIMEOUT = 30.0
 LINE_LIMIT = 16 * 1024 * 1024
 # How much nicer than the orchestrator the endpoint's process runs.
 NICE = 10
+
+# What current_turn answers for a turn (built on the orchestrator's side), and the golden
+# configuration as it is now (None before seeding).
+PayloadBuilder = Callable[[OpenTurn], Awaitable[dict[str, Any]]]
+GoldenReader = Callable[[], Awaitable[GoldenConfigCreated | None]]
+
+
+def endpoint_login(settings: Settings) -> Settings:
+    """``settings`` with the endpoint's own database login (``AX3L_SEATS_DB_USER``), or as they
+    are when none is configured (a warning: Ax3l's own login has every grant on its database)."""
+    if not settings.seats_db_user:
+        logger.warning(
+            "no AX3L_SEATS_DB_USER: the seats' endpoint uses Ax3l's own database login"
+            " (see ax3l-db grant-seats)"
+        )
+        return settings
+    return settings.model_copy(
+        update={"db_user": settings.seats_db_user, "db_password": settings.seats_db_password}
+    )
 
 
 def turn_message(turn: OpenTurn) -> dict[str, Any]:
@@ -114,6 +138,8 @@ class RemoteBoard(TurnBoard):
 
     async def _publish(self, turn: OpenTurn) -> None:
         try:
+            if turn.payload is None:
+                turn.payload = await self.process.payload(turn)
             await self.process.send({"op": "open", "turn": turn_message(turn)})
         except Exception:  # the seats will not see this turn; the deadline still holds
             logger.exception("could not offer the turn to the seats' endpoint")
@@ -132,10 +158,17 @@ class RemoteBoard(TurnBoard):
 
 
 class SeatProcess:
-    """Starts, feeds and stops the endpoint's process; ``board`` is the proposer's board."""
+    """Starts, feeds and stops the endpoint's process; ``board`` is the proposer's board.
 
-    def __init__(self, settings: Settings):
+    ``payload`` builds what ``current_turn`` answers for a turn and ``golden`` reads the golden
+    configuration, both with the orchestrator's database access."""
+
+    def __init__(
+        self, settings: Settings, payload: PayloadBuilder, golden: GoldenReader | None = None
+    ):
         self.settings = settings
+        self.payload = payload
+        self.golden = golden
         self.board = RemoteBoard(self)
         self.process: asyncio.subprocess.Process | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -163,7 +196,20 @@ class SeatProcess:
             theirs.close()
         reader, writer = await asyncio.open_unix_connection(sock=ours, limit=LINE_LIMIT)
         settings = base64.b64encode(pickle.dumps(self.settings)).decode()
-        writer.write(_line({"settings": settings}))
+        golden = None
+        if self.golden is not None:
+            try:
+                golden = await self.golden()
+            except Exception:  # the next turn brings it; a history meanwhile says no golden
+                logger.exception("could not read the golden configuration for the seats")
+        writer.write(
+            _line(
+                {
+                    "settings": settings,
+                    "golden": None if golden is None else golden.model_dump(mode="json"),
+                }
+            )
+        )
         await writer.drain()
         try:
             async with asyncio.timeout(START_TIMEOUT):
@@ -259,8 +305,9 @@ async def serve(control: socket.socket) -> int:
     reader, writer = await asyncio.open_unix_connection(sock=control, limit=LINE_LIMIT)
     first = json.loads(await reader.readline() or b"{}")
     settings: Settings = pickle.loads(base64.b64decode(first["settings"]))
+    golden = first.get("golden")
     try:
-        db = await Database(settings).open()
+        db = await Database(endpoint_login(settings)).open()
         schema = cached_schema(settings.schema_file())
     except Exception as exc:
         writer.write(_line({"error": str(exc)}))
@@ -268,7 +315,14 @@ async def serve(control: socket.socket) -> int:
         return 2
     board = TurnBoard()
     reads = SeatReads(db, schema, ConfigIndex(db, schema), SeatDirectory(db))
-    endpoint = SeatEndpoint(reads, EventLog(db), settings, board)
+    endpoint = SeatEndpoint(
+        reads,
+        EventLog(db),
+        settings,
+        board,
+        read_golden=False,
+        idle_golden=None if golden is None else GoldenConfigCreated.model_validate(golden),
+    )
     try:
         await endpoint.start()
     except OSError as exc:
@@ -292,6 +346,7 @@ async def serve(control: socket.socket) -> int:
             message = json.loads(line)
             if message.get("op") == "open":
                 turn = turn_from_message(message["turn"])
+                endpoint.idle_golden = turn.golden
                 board.open(turn)
                 task = asyncio.create_task(watch(turn))
                 watchers.add(task)

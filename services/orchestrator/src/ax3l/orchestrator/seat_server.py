@@ -67,7 +67,7 @@ from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.db.reads import current_golden
-from ax3l.shared.event_models import SeatCall, SeatCallRefused
+from ax3l.shared.event_models import GoldenConfigCreated, SeatCall, SeatCallRefused
 from ax3l.shared.registry import Entry, EntryKind, EntryName
 from ax3l.shared.settings import Settings
 from ax3l.shared.tool_channel import ToolChannelError, ZMQClient, client_endpoint
@@ -140,6 +140,11 @@ class SeatEndpoint:
     _told: set[str] = field(default_factory=set, init=False)
     _server: uvicorn.Server | None = field(default=None, init=False)
     _task: asyncio.Task[None] | None = field(default=None, init=False)
+    # Where a history asked for while no turn is open gets its golden configuration: read from
+    # the events (inside the orchestrator), or the last one the orchestrator sent (apart: the
+    # endpoint's own database user may not read events).
+    read_golden: bool = True
+    idle_golden: GoldenConfigCreated | None = None
 
     def __post_init__(self) -> None:
         settings = self.settings
@@ -164,6 +169,7 @@ class SeatEndpoint:
         turn = self.board.turn
         if turn is not None:
             content.setdefault("checkpoint_event_id", turn.checkpoint_event_id)
+        content.setdefault("client", CURRENT_ADDRESS.get())
         await self.log.log(
             model.model_validate({"seat": seat, **content}),
             level=level,
@@ -288,15 +294,13 @@ class SeatEndpoint:
         cached = self._histories.get(key)
         if cached is not None and (turn is not None or now - cached[0] < IDLE_HISTORY_SECONDS):
             return cached[1]
-        golden = turn.golden if turn is not None else None
-        if golden is None:
+        golden = turn.golden if turn is not None else self.idle_golden
+        if golden is None and self.read_golden:
             found = await current_golden(self.reads.db)
-            if found is None:
-                await self._refuse(
-                    seat, "history", "no_golden", "there is no golden configuration yet"
-                )
-            assert found is not None
-            golden = found[1]
+            golden = found[1] if found is not None else None
+        if golden is None:
+            await self._refuse(seat, "history", "no_golden", "there is no golden configuration yet")
+        assert golden is not None
         found_history = await load_history(self.reads.db, self.reads.schema, entry, golden.config)
         body = {
             "entry": entry.name,

@@ -89,7 +89,8 @@ def check_user_tables(cur: Any) -> list[str]:
 
 def ensure_schema(settings: Settings) -> str:
     """Create what is missing at this Ax3l's schema revision; refuse a database at another one
-    (``upgrades.SchemaBehind`` names ``ax3l-db upgrade``); returns a summary."""
+    (``upgrades.SchemaBehind`` names ``ax3l-db upgrade``); returns a summary. A configured
+    seats' endpoint user (``AX3L_SEATS_DB_USER``) gets its grants on the tables then."""
     conn = connect(settings)
     try:
         with conn.cursor() as cur, upgrades.schema_lock(cur, lock_wait(settings)):
@@ -97,11 +98,13 @@ def ensure_schema(settings: Settings) -> str:
             revision = upgrades.stored_revision(cur, present)
             if revision is not None:
                 upgrades.require_current(revision, settings.db_name)
-            return _create_missing(cur, settings, present, stamp=revision is None)
+            summary = _create_missing(cur, settings, present, stamp=revision is None)
     except pymysql.err.MySQLError as exc:
         raise translate(exc, "creating the schema") from exc
     finally:
         conn.close()
+    granted = grant_seats_tables(settings)
+    return summary if granted is None else f"{summary}; {granted}"
 
 
 def lock_wait(settings: Settings) -> float:
@@ -265,6 +268,80 @@ def reports_grants(
     return statements
 
 
+SEATS_USER_ENV = "AX3L_SEATS_DB_USER"
+SEATS_PASSWORD_ENV = "AX3L_SEATS_DB_PASSWORD"
+DEFAULT_SEATS_USER = "ax3l_seats"
+# What the seats' endpoint process may do in Ax3l's database, table by table: read the seats'
+# token hashes, insert its events (an event's row and its message). In SnakeLab's: SELECT.
+SEATS_TABLE_GRANTS = (("SELECT", "seats"), ("INSERT", "events"), ("INSERT", "event_messages"))
+
+
+def seats_table_grants(settings: Settings, user: str, host: str = "%") -> list[str]:
+    """The grants of the seats' endpoint on Ax3l's tables (they must exist: ``ax3l-db create``
+    first)."""
+    account = f"{_sql_string(user)}@{_sql_string(host)}"
+    database = quote_identifier(settings.db_name)
+    return [
+        f"GRANT {privilege} ON {database}.{quote_identifier(table)} TO {account}"
+        for privilege, table in SEATS_TABLE_GRANTS
+    ]
+
+
+def seats_grants(
+    settings: Settings, user: str, password: str | None = None, host: str = "%"
+) -> list[str]:
+    """The statements that give the seats' endpoint its login: SELECT on ``seats`` and on
+    SnakeLab's database, INSERT on ``events`` and ``event_messages``, nothing more.
+
+    With a password the user is created when missing; without one it must exist already.
+    """
+    account = f"{_sql_string(user)}@{_sql_string(host)}"
+    statements = []
+    if password is not None:
+        statements.append(
+            f"CREATE USER IF NOT EXISTS {account} IDENTIFIED BY {_sql_string(password)}"
+        )
+    snakelab = quote_identifier(settings.snakelab_db_name)
+    statements.append(f"GRANT SELECT ON {snakelab}.* TO {account}")
+    return statements + seats_table_grants(settings, user, host)
+
+
+def grant_seats_tables(settings: Settings) -> str | None:
+    """Give the configured seats' user (``AX3L_SEATS_DB_USER``) its grants on Ax3l's tables,
+    as Ax3l's user (it holds them WITH GRANT OPTION where ``scripts/mariadb.sh`` or compose made
+    it); a sentence saying so, or why not (None: no seats' user configured)."""
+    user = settings.seats_db_user
+    if not user:
+        return None
+    conn = connect(settings)
+    try:
+        with conn.cursor() as cur:
+            for statement in seats_table_grants(settings, user):
+                cur.execute(statement)
+    except pymysql.err.MySQLError as exc:
+        return (
+            f"the seats' endpoint user {user} could not be granted its tables ({exc.args[-1]});"
+            " run `ax3l-db grant-seats | mariadb -uroot -p` as an administrator"
+        )
+    finally:
+        conn.close()
+    return f"the seats' endpoint user {user} may read seats and insert events"
+
+
+def print_grants(settings: Settings, command: str, user: str | None, host: str) -> None:
+    """``ax3l-db grant-reports`` or ``grant-seats``: print the statements."""
+    if command == "grant-reports":
+        user = user or os.environ.get(REPORTS_USER_ENV) or DEFAULT_REPORTS_USER
+        password = os.environ.get(REPORTS_PASSWORD_ENV)
+        statements = reports_grants(settings, user, password, host)
+    else:
+        user = user or os.environ.get(SEATS_USER_ENV) or DEFAULT_SEATS_USER
+        password = os.environ.get(SEATS_PASSWORD_ENV)
+        statements = seats_grants(settings, user, password, host)
+    for statement in statements:
+        print(statement + ";")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="ax3l-db", description="Create or check Ax3l's database schema."
@@ -305,6 +382,19 @@ def main(argv: list[str] | None = None) -> int:
         f" comes from ${REPORTS_PASSWORD_ENV} (unset: the user must exist)",
     )
     grant.add_argument("--host", default="%", help="the account's host part (default %%)")
+    grant_seats = sub.add_parser(
+        "grant-seats",
+        help="print the SQL that creates the seats' endpoint's user (SELECT on seats and on"
+        " SnakeLab's tables, INSERT on events; run it as an administrator after `ax3l-db"
+        " create`, e.g. `ax3l-db grant-seats | mysql -uroot -p`)",
+    )
+    grant_seats.add_argument(
+        "user",
+        nargs="?",
+        help=f"the user (default ${SEATS_USER_ENV}, else {DEFAULT_SEATS_USER}); its password"
+        f" comes from ${SEATS_PASSWORD_ENV} (unset: the user must exist)",
+    )
+    grant_seats.add_argument("--host", default="%", help="the account's host part (default %%)")
     export = sub.add_parser(
         "export", help="write the experiment's runs elsewhere (Optuna: ax3l-shared[optuna])"
     )
@@ -341,11 +431,8 @@ def main(argv: list[str] | None = None) -> int:
         from ax3l.shared.db.export_optuna import run_export
 
         return run_export(settings, args.optuna, args.study, connect)
-    if args.command == "grant-reports":
-        user = args.user or os.environ.get(REPORTS_USER_ENV) or DEFAULT_REPORTS_USER
-        password = os.environ.get(REPORTS_PASSWORD_ENV)
-        for statement in reports_grants(settings, user, password, args.host):
-            print(statement + ";")
+    if args.command in ("grant-reports", "grant-seats"):
+        print_grants(settings, args.command, args.user, args.host)
         return 0
     try:
         if args.command == "reset-events":

@@ -40,6 +40,8 @@ SNAKELAB_KEYS = (
 )  # fmt: skip
 DB_LOGIN = ("DB_USER", "DB_PASSWORD")
 REPORTS_LOGIN = ("AX3L_REPORTS_DB_USER", "AX3L_REPORTS_DB_PASSWORD")
+# The seats' endpoint's login: the orchestrator hands it to the endpoint's process.
+SEATS_LOGIN = ("AX3L_SEATS_DB_USER", "AX3L_SEATS_DB_PASSWORD")
 DEFAULT_PORTS = {
     "SNAKELAB_PORT": "41970",
     "AX3L_TOOLBROKER_PORT": "28872",
@@ -151,6 +153,7 @@ def services(env: Mapping[str, str]) -> list[Service]:
     ax3l_keys = _ax3l_keys(
         Settings, "AX3L_TEST_CRASH_AT", without=(*REPORTS_LOGIN, "AX3L_CONVERSATION_PARAMETER")
     )
+    broker_keys = tuple(k for k in ax3l_keys if k not in with_files(SEATS_LOGIN))
     # The report server reads its own SELECT-only login; Ax3l's read-write one only when no
     # reports login is configured (a database set up by hand).
     reports_without = ("AX3L_CONVERSATION_PARAMETER",) + (
@@ -168,7 +171,7 @@ def services(env: Mapping[str, str]) -> list[Service]:
             "toolbroker",
             ["ax3l-toolbroker"],
             "ax3l.toolbroker",
-            ax3l_keys,
+            broker_keys,
             *urls("AX3L_TOOLBROKER_PORT"),
         ),
         Service(

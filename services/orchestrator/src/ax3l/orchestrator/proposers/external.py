@@ -31,10 +31,12 @@ from ax3l.orchestrator.proposers.base import (
 )
 from ax3l.orchestrator.proposers.fallback import WithFallback
 from ax3l.orchestrator.seat_process import SeatProcess
-from ax3l.orchestrator.seat_server import SeatEndpoint, SeatReads
+from ax3l.orchestrator.seat_server import SeatEndpoint, SeatReads, turn_payload
 from ax3l.orchestrator.seat_turns import OpenTurn, TurnBoard
 from ax3l.orchestrator.seats import SeatDirectory
 from ax3l.shared.crash_points import crash_point
+from ax3l.shared.db.reads import current_golden
+from ax3l.shared.event_models import GoldenConfigCreated
 from ax3l.shared.settings import Settings
 from ax3l.shared.turn_state import turn_proposals
 
@@ -54,7 +56,16 @@ class ExternalProposer(Proposer):
         super().__init__(deps)
         self.endpoint: SeatEndpoint | SeatProcess
         if settings.seats_process:  # the endpoint in its own process; the board stays here
-            self.endpoint = SeatProcess(settings)
+            schema, index, db = deps.schema, deps.index, deps.db
+
+            async def payload(turn: OpenTurn) -> dict[str, Any]:
+                return await turn_payload(schema, index, turn)
+
+            async def golden() -> GoldenConfigCreated | None:
+                found = await current_golden(db)
+                return found[1] if found is not None else None
+
+            self.endpoint = SeatProcess(settings, payload, golden)
             self.board: TurnBoard = self.endpoint.board
         else:
             self.board = TurnBoard()
