@@ -297,6 +297,12 @@ def test_a_seat_call_names_the_seat_and_what_it_did():
     assert "claude" in said("seat_call", accepted, "gamma")
     rejected = {**accepted, "outcome": "rejected", "reason": "already stored"}
     assert said("seat_call", rejected, "gamma").endswith(": rejected (already stored)")
+    # The client's address as the endpoint saw it (a proxy's header: any text, escaped by the
+    # page's autoescaping like every sentence).
+    addressed = {**accepted, "client": "203.0.113.7"}
+    assert said("seat_call", addressed, "gamma").startswith("Seat claude (from 203.0.113.7) ")
+    refused = {"seat": "bot", "tool": "history", "reason": "no_golden", "client": "::1"}
+    assert said("seat_call_refused", refused).startswith("Seat bot (from ::1) was refused")
 
 
 def test_a_refused_seat_call_says_why_and_never_shows_a_token():

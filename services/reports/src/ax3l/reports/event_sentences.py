@@ -459,8 +459,14 @@ def promotion_confirmation_decided(
 # -- Seats (outside agents) ---------------------------------------------------------------
 
 
+def _client(c: ev.SeatCall | ev.SeatCallRefused) -> str:
+    """`` (from 203.0.113.7)``: the client's address as the endpoint saw it, if recorded."""
+    client = _text(c.client)
+    return f" (from {_short(client, 64)})" if client else ""
+
+
 def seat_call(c: ev.SeatCall, parameter: str | None) -> str | None:
-    seat, tool = _text(c.seat) or "A seat", _text(c.tool)
+    seat, tool = (_text(c.seat) or "A seat") + _client(c), _text(c.tool)
     if tool is None:
         return None
     if tool == "current_turn":
@@ -484,7 +490,7 @@ def seat_call(c: ev.SeatCall, parameter: str | None) -> str | None:
 
 def seat_call_refused(c: ev.SeatCallRefused, parameter: str | None) -> str | None:
     seat, tool = _text(c.seat), _text(c.tool)
-    who = f"Seat {seat}" if seat else "A request without a valid seat token"
+    who = (f"Seat {seat}" if seat else "A request without a valid seat token") + _client(c)
     what = f" calling {tool}" if tool else ""
     why = _text(c.message) or _text(c.reason)
     return f"{who} was refused{what}" + (f": {_short(why)}" if why else "")
