@@ -6,8 +6,6 @@ import asyncio
 import json
 import signal
 import subprocess
-import sys
-from typing import Any
 
 import pytest
 
@@ -17,7 +15,7 @@ from ax3l.shared.db.adopt import refusal
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
 from ax3l.shared.event_models import GoldenConfigCreated
-from ax3l.testing.databases import TestDatabases
+from ax3l.testing.databases import TestDatabases, run_module
 from ax3l.testing.snakelab_export import ExportedRun, load_history
 from ax3l.testing.snakelab_rows import insert_runs
 
@@ -33,23 +31,11 @@ def expected_golden(runs: list[ExportedRun]) -> ExportedRun:
 
 
 def adopt_cli(databases: TestDatabases, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ax3l.shared.db.cli", "adopt", *args],
-        env={**databases.env(), "PATH": "/usr/bin:/bin", **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    env = {**databases.env(), "PATH": "/usr/bin:/bin", **env}
+    return run_module("ax3l.shared.db.cli", "adopt", *args, env=env, timeout=60)
 
 
-def rows(databases: TestDatabases, sql: str) -> list[tuple[Any, ...]]:
-    conn = databases.connect("admin", databases.ax3l_db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql)
-            return list(cur.fetchall())
-    finally:
-        conn.close()
+rows = TestDatabases.query  # rows(databases, sql): as the admin, in Ax3l's database
 
 
 def test_adopt_takes_the_best_run_of_the_newest_seed_once_and_survives_a_kill(

@@ -4,7 +4,6 @@ keeps every row and leaves the same tables a fresh database gets."""
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import pytest
 
@@ -14,15 +13,7 @@ from ax3l.shared.db.errors import SchemaMismatch
 from ax3l.testing.databases import TestDatabases, scratch_databases
 from ax3l.testing.release_1 import create_release_1, release_1_tables
 
-
-def query(databases: TestDatabases, sql: str) -> list[tuple[Any, ...]]:
-    conn = databases.connect("admin", databases.ax3l_db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql)
-            return list(cur.fetchall())
-    finally:
-        conn.close()
+query = TestDatabases.query  # query(databases, sql): as the admin, in Ax3l's database
 
 
 def table_definitions(databases: TestDatabases) -> dict[str, str]:

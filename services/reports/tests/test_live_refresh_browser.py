@@ -10,6 +10,7 @@ import asyncio
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 from headless_browser import Watched, have_chromium, headless_chromium
@@ -18,8 +19,8 @@ from reports_history import RealRun, insert_runs, read_runs
 from reports_testing import private_databases, reports_server
 
 from ax3l.shared.db.database import Database
-from ax3l.shared.db.event_log import EventLog
-from ax3l.shared.event_models import SimulationSubmitted
+from ax3l.shared.db.event_log import EventLog, HighscoreRow
+from ax3l.shared.event_models import ConversationStarted, ProposalAccepted, SimulationSubmitted
 from ax3l.testing.databases import TestDatabases
 
 pytestmark = pytest.mark.skipif(not have_chromium(), reason="Debian's chromium is needed")
@@ -208,3 +209,131 @@ def test_refresh_updates_the_event_log_in_place(dbs, browser, tmp_path, test_out
         assert navigations == [url]
         p.screenshot(path=str(test_output_dir / "refresh-failed.png"))
         context.close()
+
+
+def write_events(dbs: TestDatabases, *events: tuple[Any, dict[str, Any]]) -> None:
+    """Events (a model or a name with its content, and ``EventLog.log``'s fields), each in its
+    own transaction, from a thread of its own (Playwright's sync API runs a loop in this one)."""
+
+    async def write() -> None:
+        async with Database(dbs.settings()) as db:
+            log = EventLog(db)
+            for event, fields in events:
+                if isinstance(event, tuple):
+                    await log.log(*event, **fields)
+                else:
+                    await log.log(event, **fields)
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, write()).result()
+
+
+def golden(run: RealRun, simulations: int, score: int) -> tuple[Any, dict[str, Any]]:
+    """A ``golden_config_created`` of ``run`` with its ``experiment_highscores`` row."""
+    content = {"run_id": run.run_id, "high_score": score, "seed": 1970, "reason": f"got {score}"}
+    return ("golden_config_created", content), {
+        "highscore": HighscoreRow(simulations, score, 1970),
+        "process_id": run.run_id,
+    }
+
+
+def test_golden_highscores_proposers_and_simulation_pages_refresh_in_place(
+    db_env, browser, tmp_path
+):
+    """The golden configurations, high scores, proposers and simulation pages with ``refresh``
+    show what arrived (a golden, a proposer, a run's new state) in place: the document (a
+    marker on ``window``) survives, nothing navigates, the selector keeps its value."""
+    runs = read_runs(limit=4)
+    runs[3].status = "running"
+    with private_databases(db_env) as mine:
+        add_runs(mine, runs)
+        write_events(mine, golden(runs[0], 1, 30))
+        with reports_server(mine, tmp_path / "reports.log") as server:
+            context = browser.new_context(viewport={"width": 1200, "height": 800})
+            watched = Watched(context.new_page())
+            p = watched.page
+            navigations: list[str] = []
+            p.on("framenavigated", lambda frame: navigations.append(frame.url))
+            p.clock.install()
+
+            def refreshed(url: str, change: Any, arrived: str) -> None:
+                """At ``url``: mark the document, make ``change``, let one period pass, wait
+                for ``arrived``; the same document, no navigation, the setting kept."""
+                p.goto(url)
+                navigations.clear()
+                p.evaluate("() => { window.__sameDocument = 'kept'; }")
+                change()
+                with p.expect_response(lambda r: r.url == url):
+                    p.clock.run_for(PERIOD_MS)
+                p.wait_for_selector(arrived, state="attached", timeout=15000)
+                assert p.evaluate("() => window.__sameDocument") == "kept", url
+                assert navigations == [] and p.url == url
+                assert p.input_value("#filter-refresh") == "5"
+
+            # The selector itself: choosing 5 s reloads with the page's other values kept.
+            p.goto(server.url + "/golden-configurations?limit=50")
+            with p.expect_navigation():
+                p.select_option("#filter-refresh", "5")
+            assert p.url == server.url + "/golden-configurations?limit=50&refresh=5"
+
+            rows = "#golden-table tbody tr[data-event-id]"
+            assert p.locator(rows).count() == 1
+            refreshed(
+                server.url + "/golden-configurations?limit=50&refresh=5",
+                lambda: write_events(mine, golden(runs[1], 2, 41)),
+                f"#golden-table a[href='/simulations/{runs[1].run_id}']",
+            )
+            assert p.locator(rows).count() == 2
+
+            url = server.url + "/experiment-highscores?refresh=5"
+            p.goto(url)
+            p.wait_for_selector("#highscores-plot[data-ready=true]", timeout=15000)
+            p.evaluate("() => { document.getElementById('highscores-plot').__old = true; }")
+            refreshed(
+                url,
+                lambda: write_events(mine, golden(runs[2], 3, 52)),
+                f"#highscores-table a[href='/simulations/{runs[2].run_id}']",
+            )
+            p.wait_for_function(
+                "() => { const d = document.getElementById('highscores-plot');"
+                " return !d.__old && d.dataset.ready === 'true'; }",
+                timeout=15000,
+            )
+            assert p.locator("#highscores-table tbody tr").count() == 3
+
+            url = server.url + "/proposers?refresh=5"
+            p.goto(url)
+            assert p.locator("#no-proposers").count() == 1
+            refreshed(
+                url,
+                lambda: write_events(
+                    mine,
+                    (ConversationStarted(parameter="gamma", proposer="tpe"), {"process_id": "c1"}),
+                    (
+                        ProposalAccepted(run_id=runs[3].run_id, parameter="gamma"),
+                        {"process_id": "c1"},
+                    ),
+                ),
+                "#proposers-table tr[data-proposer=tpe]",
+            )
+
+            def finish() -> None:
+                connection = mine.connect("snakelab", mine.snakelab_db)
+                try:
+                    with connection.cursor() as cur:
+                        cur.execute(
+                            "UPDATE simulation_runs SET status = 'completed', high_score = 77"
+                            " WHERE run_id = %s",
+                            (runs[3].run_id,),
+                        )
+                    connection.commit()
+                finally:
+                    connection.close()
+
+            url = server.url + f"/simulations/{runs[3].run_id}?refresh=5"
+            p.goto(url)
+            assert p.inner_text("#run-status") == "running"
+            refreshed(url, finish, "#run-status:text-is('completed')")
+            assert p.inner_text("#run-score") == "77"
+            assert watched.problems == []
+            context.close()

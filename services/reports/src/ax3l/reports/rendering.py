@@ -10,6 +10,7 @@ import jinja2
 from starlette.templating import Jinja2Templates
 
 from ax3l.reports.event_contents import label, parse, pretty
+from ax3l.reports.models.events import REFRESH_CHOICES
 from ax3l.reports.routes.assets import static_url
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -79,4 +80,6 @@ def make_templates() -> Jinja2Templates:
         value=value,
     )
     env.globals["static_url"] = static_url
+    # The refresh selector's periods (``_filters.refresh_select``) on every page that has one.
+    env.globals["refresh_choices"] = REFRESH_CHOICES
     return Jinja2Templates(env=env)

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ax3l.reports.models.events import RefreshQuery
 from ax3l.reports.models.parameters import QueryModel
 from ax3l.shared import comparison_stats as stats
 
@@ -21,6 +22,10 @@ class ComparisonQuery(QueryModel):
         le=1_000_000,
         description="the score for 'simulations to reach' (default: random's median best)",
     )
+
+
+class ComparisonPageQuery(ComparisonQuery, RefreshQuery):
+    """The comparison page adds its refresh selector."""
 
 
 class ComparisonRow(BaseModel):

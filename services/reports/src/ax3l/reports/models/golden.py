@@ -7,12 +7,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ax3l.reports.models.events import RefreshQuery
 from ax3l.reports.models.parameters import QueryModel
 
 
 class GoldenQuery(QueryModel):
     before: int | None = Field(None, ge=1, le=2**63 - 1, description="older than this event_id")
     limit: int = Field(100, ge=1, le=500, description="configurations per page")
+
+
+class GoldenPageQuery(GoldenQuery, RefreshQuery):
+    """The golden configurations page adds its refresh selector."""
 
 
 class ConfirmationRun(BaseModel):

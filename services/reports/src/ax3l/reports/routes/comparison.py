@@ -21,7 +21,7 @@ from fastapi.responses import HTMLResponse
 
 from ax3l.reports.deps import DatabaseDep, PageDep
 from ax3l.reports.figures import comparison_figure, paired_figure, retest_curve_figure
-from ax3l.reports.models.comparison import ComparisonOut, ComparisonQuery
+from ax3l.reports.models.comparison import ComparisonOut, ComparisonPageQuery, ComparisonQuery
 from ax3l.reports.queries.comparison import (
     default_target,
     has_retests,
@@ -89,9 +89,10 @@ async def get_comparison(
 
 @pages.get("/comparison", response_class=HTMLResponse, summary="Proposer comparison page")
 async def comparison_page(
-    query: Annotated[ComparisonQuery, Query()], db: DatabaseDep, page: PageDep
+    query: Annotated[ComparisonPageQuery, Query()], db: DatabaseDep, page: PageDep
 ) -> HTMLResponse:
-    """Repeated experiments per proposer: curves with their band, and the table."""
+    """Repeated experiments per proposer: curves with their band, and the table; ``refresh``
+    updates them in place every so many seconds (a comparison under way)."""
     found = await read_comparison(db, query)
     figure = pairs_plot = curves_plot = None
     if found.comparison is not None:
@@ -113,5 +114,6 @@ async def comparison_page(
             "pairs_plot": pairs_plot,
             "curves_plot": curves_plot,
             "query": query,
+            "refresh": query.refresh,
         },
     )

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse
 
 from ax3l.reports.deps import DatabaseDep, PageDep
-from ax3l.reports.models.golden import GoldenPage, GoldenQuery
+from ax3l.reports.models.golden import GoldenPage, GoldenPageQuery, GoldenQuery
 from ax3l.reports.queries.golden import golden_configurations
 
 router = APIRouter(prefix="/api/golden-configurations", tags=["golden configurations"])
@@ -24,8 +24,9 @@ async def list_golden(query: Annotated[GoldenQuery, Query()], db: DatabaseDep) -
 
 @pages.get("/golden-configurations", response_class=HTMLResponse, summary="Golden page")
 async def golden_page(
-    query: Annotated[GoldenQuery, Query()], db: DatabaseDep, page: PageDep
+    query: Annotated[GoldenPageQuery, Query()], db: DatabaseDep, page: PageDep
 ) -> HTMLResponse:
-    """Each golden configuration with its score, seed, the change that produced it and why."""
+    """Each golden configuration with its score, seed, the change that produced it and why;
+    ``refresh`` updates the table in place every so many seconds."""
     found = await golden_configurations(db, limit=query.limit, before=query.before)
-    return page.render("golden.html", {"page": found, "query": query})
+    return page.render("golden.html", {"page": found, "query": query, "refresh": query.refresh})

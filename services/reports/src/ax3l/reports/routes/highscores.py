@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse
 
 from ax3l.reports.deps import DatabaseDep, HighscoresDep, PageDep
 from ax3l.reports.figures import highscore_figure, seed_changes
+from ax3l.reports.models.events import RefreshQuery
 from ax3l.reports.models.highscores import Highscores
 from ax3l.reports.queries.highscores import highscore_series
 
@@ -23,9 +26,12 @@ async def list_highscores(db: DatabaseDep, reader: HighscoresDep) -> Highscores:
 
 
 @pages.get("/experiment-highscores", response_class=HTMLResponse, summary="High score page")
-async def highscores_page(db: DatabaseDep, reader: HighscoresDep, page: PageDep) -> HTMLResponse:
+async def highscores_page(
+    query: Annotated[RefreshQuery, Query()], db: DatabaseDep, reader: HighscoresDep, page: PageDep
+) -> HTMLResponse:
     """A step line of accepted golden scores against the total simulation count, flat through
-    unsuccessful or pending submissions up to the current count, seed changes marked."""
+    unsuccessful or pending submissions up to the current count, seed changes marked;
+    ``refresh`` updates the plot and table in place every so many seconds."""
     found = await highscore_series(db, reader)
     points, current = found.points, found.current_simulations
     return page.render(
@@ -36,5 +42,6 @@ async def highscores_page(db: DatabaseDep, reader: HighscoresDep, page: PageDep)
             "current": current,
             "figure": highscore_figure(points, current),
             "seed_changes": {p.event_id for p in seed_changes(points)},
+            "refresh": query.refresh,
         },
     )

@@ -5,10 +5,13 @@ The leaderboards are folded from the events once and then from the new events on
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse
 
 from ax3l.reports.deps import DatabaseDep, PageDep, ProposerBoardDep, SettingsDep
+from ax3l.reports.models.events import RefreshQuery
 from ax3l.reports.models.proposers import ProposersOut
 from ax3l.reports.queries.proposer_board import ProposerBoard
 from ax3l.reports.settings import ReportsSettings
@@ -52,11 +55,13 @@ async def list_proposers(
 
 @pages.get("/proposers", response_class=HTMLResponse, summary="Proposer comparison page")
 async def proposers_page(
+    query: Annotated[RefreshQuery, Query()],
     db: DatabaseDep,
     settings: SettingsDep,
     board: ProposerBoardDep,
     page: PageDep,
 ) -> HTMLResponse:
-    """A table comparing proposers when more than one has been used, and the models."""
+    """A table comparing proposers when more than one has been used, and the models;
+    ``refresh`` updates them in place every so many seconds."""
     found = await read_proposers(db, settings, board)
-    return page.render("proposers.html", {"found": found})
+    return page.render("proposers.html", {"found": found, "refresh": query.refresh})

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Path
+from fastapi import APIRouter, HTTPException, Path, Query
 from fastapi.responses import HTMLResponse
 
 from ax3l.reports.board import SnapshotUnreadable, read_board
 from ax3l.reports.deps import DatabaseDep, PageDep, SchemaDep
 from ax3l.reports.event_contents import label
 from ax3l.reports.figures import episodes_figure
+from ax3l.reports.models.events import RefreshQuery
 from ax3l.reports.models.simulations import Simulation
 from ax3l.reports.queries.simulations import simulation
 
@@ -44,9 +45,14 @@ async def get_simulation(run_id: RunId, db: DatabaseDep, schema: SchemaDep) -> S
 
 @pages.get("/simulations/{run_id}", response_class=HTMLResponse, summary="Simulation page")
 async def simulation_page(
-    run_id: RunId, db: DatabaseDep, schema: SchemaDep, page: PageDep
+    run_id: RunId,
+    query: Annotated[RefreshQuery, Query()],
+    db: DatabaseDep,
+    schema: SchemaDep,
+    page: PageDep,
 ) -> HTMLResponse:
-    """Status, score, episodes, configuration and the board of the run's best game."""
+    """Status, score, episodes, configuration and the board of the run's best game;
+    ``refresh`` updates them in place every so many seconds (a run under way)."""
     found = await read_simulation(db, schema, run_id)
     board, board_problem = None, None
     if found.snapshot is not None:
@@ -68,5 +74,6 @@ async def simulation_page(
                 if found.flat_config is not None and leaf.column in found.flat_config
             ],
             "label": label,
+            "refresh": query.refresh,
         },
     )
