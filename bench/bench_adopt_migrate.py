@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -31,7 +29,7 @@ from ax3l.shared.db.cli import ensure_schema, upgrade_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.testing.big_history import fill_events
-from ax3l.testing.databases import TestDatabases, private_db_env, scratch_databases
+from ax3l.testing.databases import TestDatabases, private_db_env, run_module, scratch_databases
 from ax3l.testing.release_1 import create_release_1
 from ax3l.testing.snakelab_export import load_history
 
@@ -40,13 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def cli(databases: TestDatabases, *args: str) -> tuple[float, str]:
     began = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "ax3l.shared.db.cli", *args],
-        env={**databases.env(), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    env = {**databases.env(), "PATH": "/usr/bin:/bin"}
+    done = run_module("ax3l.shared.db.cli", *args, env=env, timeout=None)
     if done.returncode != 0:
         raise SystemExit(f"ax3l-db {' '.join(args)} failed: {done.stderr}")
     return time.monotonic() - began, done.stdout

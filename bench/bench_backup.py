@@ -14,10 +14,7 @@ counts are compared. Figures: fill time, backup time and size, restore time, and
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,7 +22,13 @@ from pathlib import Path
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.ports import free_port
 from ax3l.testing.big_history import fill_events
-from ax3l.testing.databases import ADMIN_KEYS, TestDatabases, private_db_env, scratch_databases
+from ax3l.testing.databases import (
+    TestDatabases,
+    compare_environment,
+    private_db_env,
+    run_module,
+    scratch_databases,
+)
 from ax3l.testing.snakelab_export import load_history
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,21 +36,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def ax3l_db(databases: TestDatabases, env: dict[str, str], *args: str) -> float:
     """Run ``ax3l-db`` as a command on ``databases`` with the admin login; its seconds."""
-    command_env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("DB_", "AX3L_", "SNAKELAB_"))
-    }
-    command_env.update(databases.env())
-    command_env.update({key: env[key] for key in ADMIN_KEYS})
+    command_env = compare_environment(databases, env)
     command_env["AX3L_ORCHESTRATOR_PORT"] = str(free_port())
     command_env["AX3L_RUN_DIR"] = "/nonexistent"  # not the checkout's make run (restore)
     began = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "ax3l.shared.db.cli", *args],
-        env=command_env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_module("ax3l.shared.db.cli", *args, env=command_env, timeout=None)
     seconds = time.monotonic() - began
     if done.returncode != 0:
         raise SystemExit(f"ax3l-db {' '.join(args)} failed: {done.stderr}")

@@ -36,6 +36,7 @@ from ax3l.shared.config_schema import load_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.event_models import GoldenConfigCreated
 from ax3l.shared.registry import BY_NAME, Entry
+from ax3l.testing.chaos import percentile
 from ax3l.testing.databases import TestDatabases, create_snakelab_tables, scratch_databases
 from ax3l.testing.histories import synthetic_history
 
@@ -187,11 +188,6 @@ def history_load(runs: int = 100_000) -> None:
     assert loaded == again == runs
 
 
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
-
-
 def real_model(
     url: str, turns: int, max_tokens: int = 256, constrained: bool = True
 ) -> dict[str, float]:
@@ -252,7 +248,7 @@ def real_model(
         "model_requests_per_model_proposal": requests / max(1, len(by_model)),
         "fallback_share": len(by_fallback) / max(1, len(ended)),
         "request_seconds_p50": statistics.median(seconds) if seconds else 0.0,
-        "request_seconds_p95": _percentile(seconds, 0.95) if seconds else 0.0,
+        "request_seconds_p95": percentile(seconds, 0.95) if seconds else 0.0,
         "completion_tokens_p50": statistics.median(tokens) if tokens else 0.0,
         "completion_tokens_mean": statistics.fmean(tokens) if tokens else 0.0,
     }

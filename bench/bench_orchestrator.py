@@ -23,14 +23,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import itertools
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -38,8 +35,8 @@ from typing import Any
 from ax3l.orchestrator.mcp_session import bound_session
 from ax3l.shared.registry import ENTRIES
 from ax3l.shared.settings import Settings
-from ax3l.testing.databases import TestDatabases, scratch_databases
-from ax3l.testing.plugin import read_env_file
+from ax3l.testing.chaos import percentile
+from ax3l.testing.databases import throwaway_databases
 from ax3l.testing.stack import Stack, check_history
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,14 +50,6 @@ RANGES = {
     "reward_pair": [[0, 6, 1], [-6, 0, 1]],
 }
 STEP_EVENTS = ("configuration_compared", "parameter_space_exhausted")
-
-
-@contextlib.contextmanager
-def throwaway_databases() -> Iterator[TestDatabases]:
-    """A fresh ax3l/snakelab database pair with the real grants, dropped afterwards."""
-    subprocess.run([str(REPO / "scripts" / "mariadb.sh"), "start"], check=True)
-    with scratch_databases(read_env_file(REPO / ".run" / "db.env"), prefix="b") as dbs:
-        yield dbs
 
 
 def occurred(stack: Stack) -> dict[int, datetime]:
@@ -77,12 +66,6 @@ def run_intervals(stack: Stack) -> list[tuple[datetime, datetime]]:
             " WHERE started_at IS NOT NULL AND completed_at IS NOT NULL ORDER BY id"
         )
         return [(row[0], row[1]) for row in cur.fetchall()]
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
-    return ordered[index]
 
 
 async def _spawns(endpoint: str, count: int, spawn: str) -> list[float]:
@@ -105,7 +88,7 @@ def spawn_seconds(stack: Stack, spawn: str = "exec", count: int = 5) -> float:
 
 def overhead(steps: int, ahead: int, spawn: str) -> dict[str, Any]:
     """Per-step orchestration time with an instant model and 0 s runs."""
-    with throwaway_databases() as dbs, tempfile.TemporaryDirectory() as folder:
+    with throwaway_databases(REPO) as dbs, tempfile.TemporaryDirectory() as folder:
         stack = Stack(dbs, Path(folder))
         try:
             stack.start(surrogate_seconds=0)
@@ -172,7 +155,7 @@ def busy_fraction(
     url: str | None = None,
 ) -> dict[str, Any]:
     """How much of the wall time SnakeLab spends running simulations."""
-    with throwaway_databases() as dbs, tempfile.TemporaryDirectory() as folder:
+    with throwaway_databases(REPO) as dbs, tempfile.TemporaryDirectory() as folder:
         stack = Stack(dbs, Path(folder))
         try:
             stack.start(surrogate_seconds=run)

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import itertools
 import json
 import os
@@ -46,33 +45,21 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import httpx2
 
-from ax3l.testing.databases import TestDatabases, scratch_databases
+from ax3l.testing.chaos import percentile
+from ax3l.testing.databases import throwaway_databases
 from ax3l.testing.mcp_wire import initialize
-from ax3l.testing.plugin import free_port, read_env_file
+from ax3l.testing.plugin import free_port
 from ax3l.testing.stack import Proc, Stack
 
 REPO = Path(__file__).resolve().parents[1]
 STEP = "configuration_compared"
 ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-
-
-@contextlib.contextmanager
-def throwaway_databases() -> Iterator[TestDatabases]:
-    subprocess.run([str(REPO / "scripts" / "mariadb.sh"), "start"], check=True)
-    with scratch_databases(read_env_file(REPO / ".run" / "db.env"), prefix="b") as dbs:
-        yield dbs
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 def rss_mib(pid: int) -> float:
@@ -220,7 +207,7 @@ def main() -> int:
     if not 1 <= args.count <= 100_000 or not 1 <= args.concurrency <= 200:
         parser.error("--count is 1..100000 and --concurrency 1..200")
 
-    with throwaway_databases() as dbs, tempfile.TemporaryDirectory() as folder:
+    with throwaway_databases(REPO) as dbs, tempfile.TemporaryDirectory() as folder:
         stack = Stack(dbs, Path(folder))
         try:
             stack.start(surrogate_seconds=0)

@@ -24,6 +24,7 @@ from ax3l.shared.db.cli import ensure_schema
 from ax3l.shared.stack.mariadb import PrivateMariaDB
 from ax3l.shared.stack.spec import http_get
 from ax3l.shared.waiting import WaitTimeout, wait_until
+from ax3l.testing.chaos import percentile as _percentile
 from ax3l.testing.databases import TestDatabases
 from ax3l.testing.plugin import free_port
 from ax3l.testing.stack import Stack, check_history
@@ -97,11 +98,6 @@ def _wait(condition: Any, timeout: float, what: str, supervisor: Supervisor) -> 
         return wait_until(tended, timeout, what, interval=0.05)
     except WaitTimeout as error:
         pytest.fail(f"{error}\n{supervisor.proc.log_tail()}")
-
-
-def _percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
 @pytest.mark.long  # minutes of the default suite's 15 (make test-long)

@@ -10,7 +10,6 @@ import json
 import os
 import secrets
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,8 +23,10 @@ from ax3l.testing.databases import (
     ADMIN_KEYS,
     TestDatabases,
     admin_connection,
+    compare_environment,
     create_snakelab_tables,
     mysql_connection,
+    run_module,
     scratch_databases,
 )
 
@@ -40,20 +41,11 @@ AWKWARD = 'it\'s "odd" \\ # ; é\nend'
 def ax3l_db(
     databases: TestDatabases, db_env: dict[str, str], *args: str, admin: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DB_", "AX3L_", "SNAKELAB_"))}
-    env.update(databases.env())
-    if admin:
-        env.update({key: db_env[key] for key in ADMIN_KEYS})
+    env = compare_environment(databases, db_env if admin else None)
     env["AX3L_ORCHESTRATOR_PORT"] = str(free_port())  # no orchestrator of another stack
     env["AX3L_RUN_DIR"] = os.environ["AX3L_RUN_DIR"]  # the test's own (run_dir)
     env["MYSQL_PWD"] = "not-the-password"  # never read: the option file speaks
-    return subprocess.run(
-        [sys.executable, "-m", "ax3l.shared.db.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_module("ax3l.shared.db.cli", *args, env=env)
 
 
 def settings(databases: TestDatabases, db_env: dict[str, str]) -> backups.BackupSettings:

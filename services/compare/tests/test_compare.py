@@ -21,7 +21,7 @@ from ax3l.compare.throwaway import RepeatDatabases
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.settings import PROPOSER_NAMES
 from ax3l.shared.waiting import WaitTimeout, wait_until
-from ax3l.testing.databases import ADMIN_KEYS, compare_environment
+from ax3l.testing.databases import ADMIN_KEYS, compare_environment, run_module
 from snakelab.trainers.surrogate import expected_high_score, predict_high_score
 
 
@@ -37,13 +37,8 @@ def test_a_tiny_comparison_runs_every_repeat_through_the_services_and_stores_it(
     out = tmp_path / "out.csv"
     args = ["--proposers", "random,tpe", "--repeats", "2", "--budget", "4", "--parallel", "2"]
     args += ["--retest", "2", "--retest-at", "2"]
-    completed = subprocess.run(
-        [sys.executable, "-m", "ax3l.compare", *args, "--csv", str(out)],
-        env=compare_environment(databases, db_env),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    env = compare_environment(databases, db_env)
+    completed = run_module("ax3l.compare", *args, "--csv", str(out), env=env, timeout=600)
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert "held-out verdict" in completed.stdout and "P(A beats B)" in completed.stdout
     assert "wall time of the whole comparison" in completed.stdout

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from ax3l.testing.databases import compare_environment
+from ax3l.testing.databases import compare_environment, run_module
 from snakelab.trainers.surrogate import predict_high_score
 
 pytestmark = pytest.mark.long  # runs of a second on two hosts per repeat (make test-long)
@@ -22,27 +20,15 @@ def test_each_repeats_retests_spread_over_its_two_hosts(databases, db_env):
     recommendation on its seed."""
     args = ["--proposers", "tpe", "--repeats", "1", "--budget", "3", "--retest", "4"]
     args += ["--surrogate-seconds", "1", "--snakelab-hosts", "2", "--parallel", "2"]
-    completed = subprocess.run(
-        [sys.executable, "-m", "ax3l.compare", *args],
-        env=compare_environment(databases, db_env),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    env = compare_environment(databases, db_env)
+    completed = run_module("ax3l.compare", *args, env=env, timeout=600)
     assert completed.returncode == 0, completed.stdout + completed.stderr
-    conn = databases.connect("ax3l", databases.ax3l_db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT state, content FROM comparisons")
-            [(state, content)] = cur.fetchall()
-            cur.execute(
-                "SELECT proposer, state, runs, content FROM comparison_repeats ORDER BY proposer"
-            )
-            rows = cur.fetchall()
-            cur.execute("SELECT proposer, seed, score FROM comparison_retests")
-            retests = cur.fetchall()
-    finally:
-        conn.close()
+    [(state, content)] = databases.query("SELECT state, content FROM comparisons", user="ax3l")
+    rows = databases.query(
+        "SELECT proposer, state, runs, content FROM comparison_repeats ORDER BY proposer",
+        user="ax3l",
+    )
+    retests = databases.query("SELECT proposer, seed, score FROM comparison_retests", user="ax3l")
     assert state == "finished" and json.loads(content)["snakelab_hosts"] == 2
     assert [(r[0], r[1], r[2]) for r in rows] == [
         ("default", "finished", 1),

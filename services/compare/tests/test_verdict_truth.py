@@ -13,17 +13,13 @@ seeds. The proposers are not seeded, so each run of this test is a fresh draw of
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
 from ax3l.compare.results import ground_truth
 from ax3l.shared import comparison_stats as stats
+from ax3l.testing.databases import compare_environment, run_module
 
 pytestmark = pytest.mark.long  # 30 repeats and 40 held-out seeds: about 80 s (make test-long)
-ADMIN_KEYS = ("AX3L_DB_ADMIN_USER", "AX3L_DB_ADMIN_PASSWORD")
 ARGS = ["--proposers", "random,tpe", "--no-control", "--repeats", "15", "--budget", "15"]
 ARGS += ["--retest", "40"]
 
@@ -33,16 +29,8 @@ def test_held_out_means_rank_recommendations_closer_to_the_truth_than_best_obser
 ):
     """Across the 30 repeats, Spearman(held-out mean, expected score) is higher than
     Spearman(best observed, expected score)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DB_", "AX3L_", "SNAKELAB_"))}
-    env.update(databases.env())
-    env.update({k: db_env[k] for k in ADMIN_KEYS})
-    completed = subprocess.run(
-        [sys.executable, "-m", "ax3l.compare", *ARGS],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    env = compare_environment(databases, db_env)
+    completed = run_module("ax3l.compare", *ARGS, env=env, timeout=900)
     assert completed.returncode == 0, completed.stdout + completed.stderr
     conn = databases.connect("ax3l", databases.ax3l_db)
     try:

@@ -4,13 +4,12 @@ the orchestrator's refusal, ``ax3l-db adopt``, and the loop resuming from the ad
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections import Counter
 from typing import Any
 
 from ax3l.shared.config_schema import ConfigSchema, load_schema
 from ax3l.shared.registry import BY_NAME
-from ax3l.testing.databases import create_snakelab_tables
+from ax3l.testing.databases import create_snakelab_tables, run_module
 from ax3l.testing.snakelab_export import ExportedRun, load_history
 from ax3l.testing.stack import Stack, narrowed_schema
 
@@ -35,18 +34,9 @@ AROUND_THE_GOLDEN = narrowed_schema(
 
 def ax3l_db(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
     assert stack.schema_path is not None
-    env = {
-        **stack.databases.env(),
-        "PATH": "/usr/bin:/bin",
-        "AX3L_SCHEMA_PATH": str(stack.schema_path),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "ax3l.shared.db.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    env = {**stack.databases.env(), "PATH": "/usr/bin:/bin"}
+    env["AX3L_SCHEMA_PATH"] = str(stack.schema_path)
+    return run_module("ax3l.shared.db.cli", *args, env=env, timeout=60)
 
 
 def config_key(run: dict[str, Any], schema: ConfigSchema) -> tuple[float, ...]:

@@ -4,15 +4,18 @@ the loop resuming there from the restored history; a restore refused while that 
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ax3l.shared.ports import free_port
-from ax3l.testing.databases import ADMIN_KEYS, TestDatabases, scratch_databases
+from ax3l.testing.databases import (
+    TestDatabases,
+    compare_environment,
+    run_module,
+    scratch_databases,
+)
 from ax3l.testing.stack import Stack, check_history
 
 
@@ -20,18 +23,10 @@ def ax3l_db(
     databases: TestDatabases, db_env: dict[str, str], *args: str, orchestrator_port: int
 ) -> subprocess.CompletedProcess[str]:
     """``ax3l-db`` on ``databases`` with the admin login, as a user would run it."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DB_", "AX3L_", "SNAKELAB_"))}
-    env.update(databases.env())
-    env.update({key: db_env[key] for key in ADMIN_KEYS})
+    env = compare_environment(databases, db_env)
     env["AX3L_ORCHESTRATOR_PORT"] = str(orchestrator_port)
     env["AX3L_RUN_DIR"] = "/nonexistent"  # not the checkout's make run: no supervisor lock
-    return subprocess.run(
-        [sys.executable, "-m", "ax3l.shared.db.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_module("ax3l.shared.db.cli", *args, env=env)
 
 
 def compared(stack: Stack, count: int) -> bool:

@@ -24,6 +24,7 @@ from mcp.types import CallToolResult
 
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.registry import BY_NAME
+from ax3l.testing.databases import run_module
 from ax3l.testing.mcp_wire import initialize
 from ax3l.testing.plugin import free_port
 from ax3l.testing.stack import Proc, Stack
@@ -32,14 +33,7 @@ SCHEMA = load_schema(None)
 
 
 def seats_cli(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ax3l.orchestrator.seats_cli", *args],
-        env=stack.base_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_module("ax3l.orchestrator.seats_cli", *args, env=stack.base_env(), timeout=60)
 
 
 def add_seat(stack: Stack, name: str) -> str:

@@ -3,8 +3,6 @@ services until ``ax3l-db upgrade``, then resumed by the loop; the spec's reset c
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,7 @@ from ax3l.shared.db.cli import upgrade_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import RoundRobinCheckpoint
-from ax3l.testing.databases import TestDatabases
+from ax3l.testing.databases import TestDatabases, run_module
 from ax3l.testing.release_1 import create_release_1, move_into_release_1
 from ax3l.testing.stack import Stack, check_history
 
@@ -44,13 +42,8 @@ def test_a_release_1_history_is_refused_upgraded_and_resumed(stack: Stack) -> No
     )
     assert broker.wait(60) != 0 and "run `ax3l-db upgrade`" in broker.log_tail(40)
 
-    upgraded = subprocess.run(
-        [sys.executable, "-m", "ax3l.shared.db.cli", "upgrade"],
-        env={**stack.databases.env(), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    env = {**stack.databases.env(), "PATH": "/usr/bin:/bin"}
+    upgraded = run_module("ax3l.shared.db.cli", "upgrade", env=env, timeout=60)
     assert upgraded.returncode == 0 and "from revision 0001" in upgraded.stdout, upgraded.stderr
 
     stack.start_broker()

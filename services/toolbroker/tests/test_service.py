@@ -3,7 +3,6 @@
 import contextlib
 import os
 import signal
-import subprocess
 import sys
 
 import httpx
@@ -14,6 +13,7 @@ import ax3l.shared.intents as intents
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.processes import ManagedProcess
+from ax3l.testing.databases import run_module
 from ax3l.testing.plugin import free_port
 
 
@@ -150,12 +150,6 @@ async def test_ready_is_503_when_snakelab_does_not_answer(databases, lab):
 def test_an_unknown_crash_point_stops_the_broker_at_start():
     """A misspelt AX3L_TEST_CRASH_AT cannot hide a test gap: the broker exits 2 and says so."""
     env = dict(os.environ, AX3L_TEST_CRASH_AT="broker_after_sumbit")
-    result = subprocess.run(
-        [sys.executable, "-m", "ax3l.toolbroker"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = run_module("ax3l.toolbroker", env=env, timeout=60)
     assert result.returncode == 2
     assert "unknown crash point 'broker_after_sumbit'" in result.stderr

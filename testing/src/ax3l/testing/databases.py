@@ -9,6 +9,7 @@ import contextlib
 import os
 import secrets
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -174,6 +175,15 @@ def private_db_env(repo: Path) -> dict[str, str]:
     return read_env_file(env_file)
 
 
+@contextlib.contextmanager
+def throwaway_databases(repo: Path) -> Iterator[TestDatabases]:
+    """A fresh ax3l/snakelab database pair with the real grants on ``repo``'s private MariaDB
+    (started first), dropped afterwards (the benchmarks')."""
+    subprocess.run([str(repo / "scripts" / "mariadb.sh"), "start"], check=True)
+    with scratch_databases(read_env_file(repo / ".run" / "db.env"), prefix="b") as dbs:
+        yield dbs
+
+
 def create_snakelab_tables(databases: TestDatabases) -> None:
     """SnakeLab's tables, as the reference SnakeLab creates them, for tests without a server."""
     from snakelab.tables import ALL_TABLES  # the reference SnakeLab owns these
@@ -228,11 +238,27 @@ def scratch_databases(
 ADMIN_KEYS = ("AX3L_DB_ADMIN_USER", "AX3L_DB_ADMIN_PASSWORD")
 
 
-def compare_environment(databases: TestDatabases, db_env: dict[str, str]) -> dict[str, str]:
-    """``ax3l-compare``'s environment in a test: this process's without any Ax3l, database or
-    SnakeLab setting, the test's databases (results go to its Ax3l database) and the private
-    MariaDB's admin login (``db_env``) for the repeats' throwaway databases."""
+def compare_environment(databases: TestDatabases, db_env: dict[str, str] | None) -> dict[str, str]:
+    """``ax3l-compare``'s (or ``ax3l-db``'s) environment in a test: this process's without any
+    Ax3l, database or SnakeLab setting, the test's databases (results go to its Ax3l database)
+    and the private MariaDB's admin login (``db_env``; None: none) for the repeats' throwaway
+    databases."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DB_", "AX3L_", "SNAKELAB_"))}
     env.update(databases.env())
-    env.update({k: db_env[k] for k in ADMIN_KEYS})
+    if db_env is not None:
+        env.update({k: db_env[k] for k in ADMIN_KEYS})
     return env
+
+
+def run_module(
+    module: str, *args: str, env: dict[str, str], timeout: float | None = 120
+) -> subprocess.CompletedProcess[str]:
+    """``python -m module args`` as a user runs the command, with exactly ``env``; its output
+    as text."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
