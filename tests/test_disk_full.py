@@ -184,16 +184,10 @@ def small_disk_databases(small_disk_mariadb: tuple[PrivateMariaDB, SmallDisk]) -
 
 
 def _counts(dbs: TestDatabases) -> dict[str, int]:
-    conn = dbs.connect("admin", dbs.ax3l_db)
-    try:
-        with conn.cursor() as cur:
-            counts = {}
-            for table in ("events", "event_messages"):
-                cur.execute(f"SELECT COUNT(*) FROM {table}")
-                counts[table] = cur.fetchone()[0]
-            return counts
-    finally:
-        conn.close()
+    return {
+        table: dbs.query(f"SELECT COUNT(*) FROM {table}")[0][0]
+        for table in ("events", "event_messages")
+    }
 
 
 async def test_a_write_on_a_full_disk_fails_whole_and_clearly_until_space_is_freed(

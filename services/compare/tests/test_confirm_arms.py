@@ -197,17 +197,11 @@ def test_a_random_at_confirm_repeat_confirms_and_stores_what_its_database_held(
     assert code == 0, output
     assert "random@confirm confirm       1       1.00" in output, output
     [seen] = snapshots
-    conn = databases.connect("ax3l", databases.ax3l_db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT content FROM comparisons")
-            [(comparison,)] = cur.fetchall()
-            cur.execute("SELECT proposer, state, content FROM comparison_repeats")
-            [(proposer, state, text)] = cur.fetchall()
-            cur.execute("SELECT proposer, seed FROM comparison_retests")
-            retests = cur.fetchall()
-    finally:
-        conn.close()
+    [(comparison,)] = databases.query("SELECT content FROM comparisons", user="ax3l")
+    [(proposer, state, text)] = databases.query(
+        "SELECT proposer, state, content FROM comparison_repeats", user="ax3l"
+    )
+    retests = tuple(databases.query("SELECT proposer, seed FROM comparison_retests", user="ax3l"))
     assert (proposer, state) == ("random@confirm", "finished")
     stored = json.loads(text)["promotion"]
     # Under confirm: the seeding golden was scored on its confirmation seeds, and the first

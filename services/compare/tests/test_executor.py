@@ -111,15 +111,8 @@ def test_a_local_repeat_records_where_it_ran(databases, db_env, capsys):
     argv += ["--retest", "0"]
     env = compare_environment(databases, db_env)
     assert compare_main.run_comparison(compare_main.parse_args(argv), env) == 0, capsys.readouterr()
-    conn = databases.connect("ax3l", databases.ax3l_db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT content FROM comparisons")
-            [(comparison,)] = cur.fetchall()
-            cur.execute("SELECT content FROM comparison_repeats")
-            [(repeat,)] = cur.fetchall()
-    finally:
-        conn.close()
+    [(comparison,)] = databases.query("SELECT content FROM comparisons", user="ax3l")
+    [(repeat,)] = databases.query("SELECT content FROM comparison_repeats", user="ax3l")
     content = json.loads(comparison)
     assert content["executor"] == {"kind": "local", "spawn": "fork"}
     assert content["version"] == ax3l_version()

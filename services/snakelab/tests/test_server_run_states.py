@@ -145,15 +145,9 @@ async def test_snapshot_of_a_completed_run_is_the_stored_best_game(
         run_id = (await client.submit({"epochs": 500})).run_id
         status = await until(client, run_id, lambda s: s.terminal)
         reply = await client.call("simulation.snapshot", {"run_id": run_id})
-    conn = snakelab_tables.connect("snakelab", snakelab_tables.snakelab_db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(
-                "SELECT high_score_snapshot FROM simulation_runs WHERE run_id = %s", (run_id,)
-            )
-            (snapshot_json,) = cur.fetchone()
-    finally:
-        conn.close()
+    [(snapshot_json,)] = snakelab_tables.query(
+        "SELECT high_score_snapshot FROM simulation_runs WHERE run_id = %s", (run_id,), "snakelab"
+    )
     assert reply == {"run_id": run_id, "snapshot": json.loads(snapshot_json)}
     assert reply["snapshot"]["board"]["score"] == status.high_score
 
