@@ -110,24 +110,22 @@ def _pair(text: str) -> tuple[float, float]:
 
 
 @dataclass
-class Kill:
+class Fault:  # what a kill and a freeze both record
     number: int
     at: float
     target: str
     phase: str
     proposer: str
     steps_before: int
+
+
+@dataclass
+class Kill(Fault):
     frozen: bool = False  # the victim was frozen when killed
 
 
 @dataclass
-class Freeze:
-    number: int
-    at: float
-    target: str
-    phase: str
-    proposer: str
-    steps_before: int
+class Freeze(Fault):
     seconds: float
     trigger: str  # "random moment", "tool request", "submission intent" or what was not seen
     processes: int  # how many processes were stopped
