@@ -11,7 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-${AX3L_SECRETS_DIR:-./secrets}}
-names=(mysql_root_password ax3l_db_password snakelab_db_password reports_db_password)
+names=(mysql_root_password ax3l_db_password snakelab_db_password reports_db_password
+  seats_db_password)
 umask 077
 mkdir -p "$dir"
 chmod 700 "$dir"

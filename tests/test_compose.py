@@ -30,6 +30,7 @@ PASSWORD_NAMES = {
     "ax3l_db_password",
     "snakelab_db_password",
     "reports_db_password",
+    "seats_db_password",
 }
 # The alerts' apprise URLs hold tokens too: a secret file, empty for no alerts.
 SECRET_NAMES = PASSWORD_NAMES | {"notify_urls"}
@@ -101,10 +102,16 @@ def test_only_the_reports_port_is_published(merged):
         for name, service in merged["services"].items()
         if service.get("ports")
     }
-    assert list(published) == ["reports"]
+    assert sorted(published) == ["reports", "seats"]
     assert [
         port["target"] if isinstance(port, dict) else port for port in published["reports"]
     ] in ([28870], ["127.0.0.1:28870:28870/tcp"], ["127.0.0.1:28870:28870"])
+    # The seats' endpoint (profile seats) on loopback unless AX3L_SEATS_PUBLISH says otherwise.
+    assert [port["target"] if isinstance(port, dict) else port for port in published["seats"]] in (
+        [28873],
+        ["127.0.0.1:28873:28873/tcp"],
+        ["127.0.0.1:28873:28873"],
+    )
 
 
 def test_passwords_are_secret_files_never_environment_values(merged):
@@ -174,12 +181,12 @@ def test_every_container_logs_to_rotated_files(merged):
 
 def test_only_the_orchestrator_shares_the_tool_network_with_the_broker(merged):
     """The broker's tool channel is bound to its alias on the internal `tools` network, which
-    only the orchestrator (and the model server, a client of nothing) joins; the orchestrator
-    connects there, and the broker's status API listens on loopback only."""
+    only the orchestrator, the seats' endpoint (and the model server, a client of nothing)
+    join; they connect there, and the broker's status API listens on loopback only."""
     assert merged["networks"]["tools"].get("internal") is True
     members = {name for name, s in merged["services"].items() if "tools" in s.get("networks", {})}
-    assert members <= {"toolbroker", "orchestrator", "llama-server"}
-    assert {"toolbroker", "orchestrator"} <= members
+    assert members <= {"toolbroker", "orchestrator", "seats", "llama-server"}
+    assert {"toolbroker", "orchestrator", "seats"} <= members
     broker = merged["services"]["toolbroker"]
     assert broker["networks"]["tools"]["aliases"] == ["toolbroker-tools"]
     assert broker["environment"]["AX3L_ZMQ_ENDPOINT"] == "tcp://toolbroker-tools:61970"
@@ -235,6 +242,51 @@ def test_report_server_gets_only_its_read_only_login():
     init = (REPO / "deploy" / "mysql-init" / "ax3l-users.bash").read_text()
     assert "GRANT SELECT ON ax3l.* TO ${reports}@'%';" in init
     assert "GRANT SELECT ON snakelab.* TO ${reports}@'%';" in init
+
+
+def test_the_seats_endpoint_runs_apart_with_its_own_login(merged):
+    """Compose's seats service (profile seats): the endpoint's own process, hardened, with its
+    own database login from its secret (never Ax3l's user or password), on the tools network
+    for the broker; it shares the turn board with the orchestrator over the unix socket on a
+    volume only the two mount; the database's init creates its user and `ax3l-db create`
+    grants it its tables."""
+    services = merged["services"]
+    seats, orchestrator = services["seats"], services["orchestrator"]
+    assert seats["profiles"] == ["seats"]
+    assert seats["command"] == ["python", "-m", "ax3l.orchestrator.seat_process", "serve"]
+    assert seats["image"] == orchestrator["image"]  # one image, one uid for the socket
+    environment = seats["environment"]
+    assert environment["AX3L_SEATS_DB_USER"] == "ax3l_seats"
+    assert environment["AX3L_SEATS_DB_PASSWORD_FILE"] == "/run/secrets/seats_db_password"
+    assert not {"DB_USER", "DB_PASSWORD", "DB_PASSWORD_FILE"} & set(environment)
+    assert [secret["source"] for secret in seats["secrets"]] == ["seats_db_password"]
+    assert environment["AX3L_ZMQ_ENDPOINT"] == "tcp://toolbroker-tools:61970"
+    assert set(seats["networks"]) == {"internal", "default", "tools"}
+    board = environment["AX3L_SEATS_BOARD_SOCKET"]
+    assert orchestrator["environment"]["AX3L_SEATS_BOARD_SOCKET"] == board
+    folder = board.rsplit("/", 1)[0]
+
+    def board_volumes(service: dict) -> list[str]:
+        found = []
+        for volume in service.get("volumes", []):
+            if isinstance(volume, str):  # docker-compose 1.x: source:target[:mode]
+                source, target, *_ = volume.split(":")
+                volume = {"source": source, "target": target}
+            if volume.get("target") == folder:
+                found.append(volume["source"])
+        return found
+
+    assert board_volumes(seats) == board_volumes(orchestrator) == ["seats-board"]
+    mounted = {name for name, s in services.items() if board_volumes(s)}
+    assert mounted == {"seats", "orchestrator"}
+    assert "seats_db_password" not in {s["source"] for s in orchestrator["secrets"]}
+    mysql = services["mysql"]["environment"]
+    assert mysql["AX3L_SEATS_DB_PASSWORD_FILE"] == "/run/secrets/seats_db_password"
+    assert services["ax3l-db"]["environment"]["AX3L_SEATS_DB_USER"] == "ax3l_seats"
+    assert f"install -d -o ax3l -g ax3l -m 0700 {folder}" in _dockerfile("orchestrator")
+    assert services["seats"]["depends_on"]["ax3l-db"]["condition"] == (
+        "service_completed_successfully"
+    )
 
 
 def _dockerfile(name: str) -> str:
@@ -387,7 +439,7 @@ def test_image_entry_point_starts_and_passes_its_healthcheck(
 
 
 def test_compose_secrets_script_writes_each_secret_once(tmp_path):
-    """scripts/compose-secrets.sh writes the four passwords compose.yaml names, random and
+    """scripts/compose-secrets.sh writes the five passwords compose.yaml names, random and
     distinct, and an empty notify_urls (no alerts), in a 0700 folder; a second run keeps them
     (the volume was initialised with them; the URLs are the user's)."""
     folder = tmp_path / "secrets"
@@ -397,7 +449,7 @@ def test_compose_secrets_script_writes_each_secret_once(tmp_path):
     assert set(values) == SECRET_NAMES
     passwords = [values[name] for name in PASSWORD_NAMES]
     assert all(re.fullmatch(r"[0-9a-f]{32}", value) for value in passwords)
-    assert len(set(passwords)) == 4
+    assert len(set(passwords)) == len(PASSWORD_NAMES)
     assert values["notify_urls"] == ""
     assert folder.stat().st_mode & 0o777 == 0o700
     (folder / "notify_urls").write_text("ntfy://ntfy.sh/my-topic\n")

@@ -1,6 +1,7 @@
 #!/bin/bash
-# Runs once, when the database volume is new: both databases, Ax3l's and SnakeLab's users and
-# the report server's SELECT-only user (the SQL is in ax3l-users.bash, shared with
+# Runs once, when the database volume is new: both databases, Ax3l's and SnakeLab's users,
+# the report server's SELECT-only user and, when its password is given, the seats' endpoint's
+# user (the SQL is in ax3l-users.bash, shared with
 # scripts/mariadb.sh). Passwords come from compose secrets (the *_FILE variables) or, for a
 # hand-made container, the variables themselves; none is ever on a command line: the client
 # reads root's from its environment (MYSQL_PWD).
@@ -25,8 +26,13 @@ root_password=$(secret MARIADB_ROOT_PASSWORD MYSQL_ROOT_PASSWORD)
 ax3l_password=$(secret AX3L_DB_PASSWORD)
 snakelab_password=$(secret SNAKELAB_DB_PASSWORD)
 reports_password=$(secret AX3L_REPORTS_DB_PASSWORD)
+seats_password=
+if [ -n "${AX3L_SEATS_DB_PASSWORD:-}${AX3L_SEATS_DB_PASSWORD_FILE:-}" ]; then
+  seats_password=$(secret AX3L_SEATS_DB_PASSWORD)
+fi
 {
   ax3l_users_sql "${AX3L_REPORTS_DB_USER:-ax3l_reports}" "$ax3l_password" \
-    "$snakelab_password" "$reports_password"
+    "$snakelab_password" "$reports_password" "${AX3L_SEATS_DB_USER:-ax3l_seats}" \
+    "$seats_password"
   echo "FLUSH PRIVILEGES;"
 } | MYSQL_PWD=$root_password mariadb --protocol=socket -uroot

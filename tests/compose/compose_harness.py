@@ -180,7 +180,7 @@ class Compose:
 
 
 SECRET_NAMES = ("mysql_root_password", "ax3l_db_password", "snakelab_db_password",
-                "reports_db_password")  # fmt: skip
+                "reports_db_password", "seats_db_password")  # fmt: skip
 # Characters a careless init script or command line would break on (quotes, a backslash, a
 # dollar, a backtick, a comment and a statement separator): every password carries them.
 AWKWARD = "'\\\"$`#;x"

@@ -593,3 +593,89 @@ def test_the_seats_user_may_read_seats_and_snakelab_and_insert_events_nothing_mo
             conn.close()
         assert databases.query("SELECT COUNT(*) FROM events") == [(1,)]
         assert databases.query("SELECT COUNT(*) FROM seats") == [(0,)]
+
+
+async def test_the_endpoint_as_a_service_shares_the_board_over_its_unix_socket(
+    snakelab_tables: TestDatabases, tmp_path: Any
+) -> None:
+    """AX3L_SEATS_BOARD_SOCKET (compose's seats service): the endpoint runs from its own
+    environment, with its own login and without Ax3l's password, and listens on a 0600 unix
+    socket; the orchestrator connects, offers a turn and learns its winner; a restarted
+    orchestrator connects again; SIGTERM stops the endpoint and removes the socket."""
+    import os
+    import signal
+    import stat
+
+    from ax3l.orchestrator.seat_process import SeatProcess
+
+    peer = ScriptedPeer(lambda request: broker_reply(request, {"status": "ok", "run_id": "r-7"}))
+    port, board_socket = free_port(), str(tmp_path / "board.sock")
+    url = f"http://127.0.0.1:{port}/mcp"
+    with seats_login(snakelab_tables) as (user, password):
+        service_env = {
+            **{
+                k: v
+                for k, v in snakelab_tables.env().items()
+                if k not in ("DB_USER", "DB_PASSWORD")
+            },
+            "PATH": os.environ["PATH"],
+            "AX3L_SEATS_DB_USER": user,
+            "AX3L_SEATS_DB_PASSWORD": password,
+            "AX3L_SEATS_BOARD_SOCKET": board_socket,
+            "AX3L_SEATS_PORT": str(port),
+            "AX3L_ZMQ_ENDPOINT": peer.endpoint,
+            "AX3L_SEAT_TOKEN_REFRESH": "0.1",
+        }
+        service = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "ax3l.orchestrator.seat_process", "serve", env=service_env
+        )
+        settings = snakelab_tables.settings(AX3L_SEATS_BOARD_SOCKET=board_socket)
+        db = await Database(settings).open()
+        index = ConfigIndex(db, SCHEMA)
+        conn = snakelab_tables.connect("ax3l", snakelab_tables.ax3l_db)
+        processes: list[SeatProcess] = []
+        try:
+            token = add_seat(conn, "jay")
+            log = EventLog(db)
+            async with httpx2.AsyncClient(timeout=10) as http:
+                for number in range(2):  # an orchestrator, then the one that replaced it
+                    process = SeatProcess(settings, lambda turn: turn_payload(SCHEMA, index, turn))
+                    processes.append(process)
+                    await process.start()
+                    assert process.pid() is None  # nothing of the orchestrator's
+                    assert stat.S_IMODE(os.stat(board_socket).st_mode) == 0o600
+                    turn = await open_turn(log, process.board, number)
+                    for _ in range(100):
+                        body = tool_result(
+                            await post(http, url, tool_call("current_turn", {}), token)
+                        )
+                        if body["structuredContent"]["open"]:
+                            break
+                        await asyncio.sleep(0.05)
+                    assert body["structuredContent"]["checkpoint_event_id"] == 1000 + number
+                    submit = tool_call("submit_single_value", {"value": 0.9 + number / 100})
+                    accepted = tool_result(await post(http, url, submit, token=token))
+                    assert json.loads(accepted["content"][0]["text"])["run_id"] == "r-7"
+                    await asyncio.wait_for(turn.answered.wait(), 10)
+                    await process.board.close(turn)
+                    assert (turn.winner, turn.run_id) == ("jay", "r-7")
+                    await process.stop()
+        finally:
+            for process in processes:
+                await process.stop()
+            service.send_signal(signal.SIGTERM)
+            try:
+                code = await asyncio.wait_for(service.wait(), 15)
+            finally:
+                if service.returncode is None:
+                    service.kill()
+                    await service.wait()
+            conn.close()
+            await db.close()
+            peer.close()
+        assert code == 0 and not await asyncio.to_thread(os.path.exists, board_socket)
+        rows = snakelab_tables.query(
+            "SELECT m.content FROM events e JOIN event_messages m USING (event_id)"
+            " WHERE e.name = 'seat_call' AND m.content LIKE '%%accepted%%'"
+        )
+    assert len(rows) == 2 and all(json.loads(r[0])["client"] == "127.0.0.1" for r in rows)

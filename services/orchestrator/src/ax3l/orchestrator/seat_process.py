@@ -1,12 +1,23 @@
 """The seats' endpoint in a process of its own (``AX3L_SEATS_PROCESS``, on by default).
 
 A flood at ``/mcp`` then costs the endpoint's process its CPU and event loop, never the
-loop's: the orchestrator's process only keeps the turn board. The endpoint runs at a lower
-CPU priority (``NICE`` more than the orchestrator), so on a busy machine the loop is served
-first. The two share it over a local
-socket pair (no address, no port: the child inherits its end), one JSON message a line:
+loop's: the orchestrator's process only keeps the turn board. Two ways to run it:
 
-* orchestrator -> endpoint: first the settings and the golden configuration as it is, then
+* the orchestrator's child (``make run``): started by the orchestrator at a lower CPU priority
+  (``NICE`` more), so on a busy machine the loop is served first; the two share the board over
+  a socket pair (no address, no port: the child inherits its end);
+* a service of its own (compose's ``seats``: ``python -m ax3l.orchestrator.seat_process
+  serve``), with ``AX3L_SEATS_BOARD_SOCKET`` set on both sides: the endpoint listens on that
+  unix socket (mode 0600, on a volume only the two containers share) and the orchestrator
+  connects to it, waiting up to ``START_TIMEOUT`` at its start and ``RECONNECT_WAIT`` when a
+  turn opens after the endpoint went away. The endpoint's settings are then its own
+  environment's (its password a ``*_FILE`` secret): the orchestrator sends only JSON, never
+  settings, and does not hold the endpoint's password. A new connection replaces the last.
+
+Either way one JSON message a line:
+
+* orchestrator -> endpoint: first the settings (the child only) and the golden
+  configuration as it is, then
   ``{"op": "open", "turn": {...}}`` (the turn: entry, checkpoint, golden, prompts, deadline,
   and ``payload``, what ``current_turn`` answers: built here when the turn opens, because its
   open values refresh Ax3l's config index, a write the endpoint may not make) and
@@ -16,16 +27,18 @@ socket pair (no address, no port: the child inherits its end), one JSON message 
   proposer reads the answer from the events, as always), and ``{"closed": N, "winner": ...,
   "run_id": ...}`` once a close has waited for a submission being forwarded.
 
-The settings reach the child pickled over the socket (never on a command line or in its
-environment). The child opens a database pool of its own with the endpoint's own login,
-``AX3L_SEATS_DB_USER`` (``ax3l-db grant-seats``: SELECT on ``seats`` and SnakeLab's tables,
-INSERT on ``events`` and ``event_messages``, nothing more; unset, it logs a warning and uses
-Ax3l's). So it reads no events: a history asked for while no turn is open is relative to the
-golden configuration the orchestrator last sent (at the start, and with each turn). The child
-exits when its socket closes (the orchestrator stopped, or died); an endpoint that died is
-started again when the next turn opens.
+The settings reach the child pickled over the socket pair (never on a command line or in its
+environment; never over the unix socket of the service form). The endpoint opens a database
+pool of its own with its own login, ``AX3L_SEATS_DB_USER`` (``ax3l-db grant-seats``: SELECT
+on ``seats`` and SnakeLab's tables, INSERT on ``events`` and ``event_messages``, nothing
+more; unset, it logs a warning and uses Ax3l's). So it reads no events: a history asked for
+while no turn is open is relative to the golden configuration the orchestrator last sent (at
+the start, and with each turn). The child exits when its socket closes (the orchestrator
+stopped, or died); an endpoint that died is started again when the next turn opens (a
+service: restarted by compose, reconnected then).
 
     python -m ax3l.orchestrator.seat_process CONTROL_FD
+    python -m ax3l.orchestrator.seat_process serve
 """
 
 from __future__ import annotations
@@ -62,6 +75,8 @@ logger = logging.getLogger(__name__)
 MODULE = "ax3l.orchestrator.seat_process"
 START_TIMEOUT = 60.0
 CLOSE_TIMEOUT = 30.0
+# Seconds a turn's opening waits for an endpoint service that went away to answer again.
+RECONNECT_WAIT = 5.0
 LINE_LIMIT = 16 * 1024 * 1024
 # How much nicer than the orchestrator the endpoint's process runs.
 NICE = 10
@@ -179,9 +194,12 @@ class SeatProcess:
 
     async def start(self) -> None:
         async with self._lock:
-            await self._start()
+            await self._start(START_TIMEOUT)
 
-    async def _start(self) -> None:
+    async def _start(self, wait: float = RECONNECT_WAIT) -> None:
+        if self.settings.seats_board_socket:
+            await self._connect(self.settings.seats_board_socket, wait)
+            return
         ours, theirs = socket.socketpair()
         try:
             self.process = await asyncio.create_subprocess_exec(
@@ -196,20 +214,36 @@ class SeatProcess:
             theirs.close()
         reader, writer = await asyncio.open_unix_connection(sock=ours, limit=LINE_LIMIT)
         settings = base64.b64encode(pickle.dumps(self.settings)).decode()
+        await self._hello(reader, writer, {"settings": settings})
+
+    async def _connect(self, path: str, wait: float) -> None:
+        """The endpoint as a service of its own: connect to its board socket, waiting for it
+        at most ``wait`` seconds (it may be starting too)."""
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                reader, writer = await asyncio.open_unix_connection(path, limit=LINE_LIMIT)
+                break
+            except OSError as exc:
+                if time.monotonic() > deadline:
+                    raise OSError(
+                        f"the seats' endpoint does not answer at AX3L_SEATS_BOARD_SOCKET={path}"
+                        f" ({exc}); is its service running (compose: --profile seats)?"
+                    ) from None
+                await asyncio.sleep(0.5)
+        await self._hello(reader, writer, {})
+
+    async def _hello(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, first: dict[str, Any]
+    ) -> None:
         golden = None
         if self.golden is not None:
             try:
                 golden = await self.golden()
             except Exception:  # the next turn brings it; a history meanwhile says no golden
                 logger.exception("could not read the golden configuration for the seats")
-        writer.write(
-            _line(
-                {
-                    "settings": settings,
-                    "golden": None if golden is None else golden.model_dump(mode="json"),
-                }
-            )
-        )
+        first["golden"] = None if golden is None else golden.model_dump(mode="json")
+        writer.write(_line(first))
         await writer.drain()
         try:
             async with asyncio.timeout(START_TIMEOUT):
@@ -301,37 +335,33 @@ class SeatProcess:
 # -- the endpoint's side ----------------------------------------------------------------------
 
 
-async def serve(control: socket.socket) -> int:
-    reader, writer = await asyncio.open_unix_connection(sock=control, limit=LINE_LIMIT)
-    first = json.loads(await reader.readline() or b"{}")
-    settings: Settings = pickle.loads(base64.b64decode(first["settings"]))
-    golden = first.get("golden")
+def _golden(value: Any) -> GoldenConfigCreated | None:
+    return None if value is None else GoldenConfigCreated.model_validate(value)
+
+
+async def open_endpoint(
+    settings: Settings, golden: GoldenConfigCreated | None
+) -> tuple[Database, SeatEndpoint]:
+    """The endpoint listening, on a pool of its own login (``endpoint_login``)."""
+    db = await Database(endpoint_login(settings)).open()
     try:
-        db = await Database(endpoint_login(settings)).open()
         schema = cached_schema(settings.schema_file())
-    except Exception as exc:
-        writer.write(_line({"error": str(exc)}))
-        await writer.drain()
-        return 2
-    board = TurnBoard()
-    reads = SeatReads(db, schema, ConfigIndex(db, schema), SeatDirectory(db))
-    endpoint = SeatEndpoint(
-        reads,
-        EventLog(db),
-        settings,
-        board,
-        read_golden=False,
-        idle_golden=None if golden is None else GoldenConfigCreated.model_validate(golden),
-    )
-    try:
+        reads = SeatReads(db, schema, ConfigIndex(db, schema), SeatDirectory(db))
+        endpoint = SeatEndpoint(
+            reads, EventLog(db), settings, TurnBoard(), read_golden=False, idle_golden=golden
+        )
         await endpoint.start()
-    except OSError as exc:
-        writer.write(_line({"error": str(exc)}))
-        await writer.drain()
+    except BaseException:
         await db.close()
-        return 2
-    writer.write(_line({"ready": True, "pid": os.getpid()}))
-    await writer.drain()
+        raise
+    return db, endpoint
+
+
+async def follow(
+    endpoint: SeatEndpoint, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    """Keep ``endpoint``'s board as the orchestrator at the other end says, until it goes."""
+    board = endpoint.board
     watchers: set[asyncio.Task[None]] = set()
 
     async def watch(turn: OpenTurn) -> None:
@@ -361,25 +391,122 @@ async def serve(control: socket.socket) -> int:
                     current.answered.set()  # ends its watcher
                 writer.write(_line(closed))
                 await writer.drain()
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, KeyError, TypeError) as exc:
         logger.warning("the seats' endpoint lost its orchestrator: %s", exc)
     finally:
         for task in watchers:
             task.cancel()
+        if board.turn is not None:  # nobody will close it: no more submissions for it
+            await board.close(board.turn)
+        writer.close()
+
+
+async def serve(control: socket.socket) -> int:
+    """The endpoint as the orchestrator's child: its settings come over ``control``."""
+    reader, writer = await asyncio.open_unix_connection(sock=control, limit=LINE_LIMIT)
+    first = json.loads(await reader.readline() or b"{}")
+    settings: Settings = pickle.loads(base64.b64decode(first["settings"]))
+    try:
+        db, endpoint = await open_endpoint(settings, _golden(first.get("golden")))
+    except Exception as exc:
+        writer.write(_line({"error": str(exc)}))
+        await writer.drain()
+        return 2
+    writer.write(_line({"ready": True, "pid": os.getpid()}))
+    await writer.drain()
+    try:
+        await follow(endpoint, reader, writer)
+    finally:
         await endpoint.stop()
         await db.close()
     return 0
 
 
+async def serve_socket(settings: Settings) -> int:
+    """The endpoint as a service of its own (compose's ``seats``): its settings are its
+    environment's; the orchestrator connects to ``AX3L_SEATS_BOARD_SOCKET`` (a unix socket, mode
+    0600, on a volume only the two share) and keeps the board from there, in plain JSON lines. A
+    new connection (the orchestrator restarted) replaces the previous one; until the first, the
+    endpoint answers that no turn is open."""
+    path = settings.seats_board_socket
+    assert path
+    try:
+        db, endpoint = await open_endpoint(settings, None)
+    except Exception as exc:
+        print(f"seats endpoint: {exc}", file=sys.stderr)
+        return 2
+    current: list[asyncio.StreamWriter] = []
+
+    async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for previous in current:
+            previous.close()
+        current[:] = [writer]
+        try:
+            first = json.loads(await reader.readline() or b"{}")
+            golden = _golden(first.get("golden"))
+        except (ValueError, TypeError) as exc:
+            writer.write(_line({"error": f"a malformed first line: {exc}"}))
+            writer.close()
+            return
+        if golden is not None:
+            endpoint.idle_golden = golden
+        if endpoint.board.turn is not None:
+            await endpoint.board.close(endpoint.board.turn)
+        writer.write(_line({"ready": True, "pid": os.getpid()}))
+        await writer.drain()
+        await follow(endpoint, reader, writer)
+
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    old = os.umask(0o177)
+    try:
+        server = await asyncio.start_unix_server(connected, path=path, limit=LINE_LIMIT)
+    finally:
+        os.umask(old)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    logger.warning("seats endpoint: the turn board at %s", path)
+    try:
+        await stop.wait()
+    finally:
+        server.close()
+        for writer in current:
+            writer.close()
+        await endpoint.stop()
+        await db.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    return 0
+
+
+USAGE = (
+    "usage: python -m ax3l.orchestrator.seat_process CONTROL_FD  (the orchestrator's child)\n"
+    "       python -m ax3l.orchestrator.seat_process serve       (on AX3L_SEATS_BOARD_SOCKET)"
+)
+
+
 def run(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    if argv == ["serve"]:
+        from ax3l.shared.settings import get_settings
+
+        settings = get_settings()
+        if not settings.seats_board_socket:
+            print(
+                "seats endpoint: set AX3L_SEATS_BOARD_SOCKET (a unix socket's path)",
+                file=sys.stderr,
+            )
+            return 2
+        return asyncio.run(serve_socket(settings))
     if len(argv) != 1 or not argv[0].isdigit():
-        print("usage: python -m ax3l.orchestrator.seat_process CONTROL_FD", file=sys.stderr)
+        print(USAGE, file=sys.stderr)
         return 2
     # Ctrl-C in a terminal reaches the whole group: the orchestrator stops the endpoint.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(OSError):
         os.nice(NICE)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     control = socket.socket(fileno=int(argv[0]))
     return asyncio.run(serve(control))
 

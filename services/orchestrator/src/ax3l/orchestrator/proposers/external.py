@@ -55,7 +55,9 @@ class ExternalProposer(Proposer):
     def __init__(self, deps: ProposerDeps, settings: Settings):
         super().__init__(deps)
         self.endpoint: SeatEndpoint | SeatProcess
-        if settings.seats_process:  # the endpoint in its own process; the board stays here
+        # The endpoint in its own process (a child, or a service at AX3L_SEATS_BOARD_SOCKET);
+        # the board stays here.
+        if settings.seats_process or settings.seats_board_socket:
             schema, index, db = deps.schema, deps.index, deps.db
 
             async def payload(turn: OpenTurn) -> dict[str, Any]:
