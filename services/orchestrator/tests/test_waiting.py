@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+from ax3l.shared.stack.spec import http_get
 from ax3l.testing.databases import TestDatabases, create_snakelab_tables
 from ax3l.testing.plugin import free_port
 from ax3l.testing.stack import Stack, check_history, http_json
@@ -77,16 +79,8 @@ def test_missing_snakelab_tables_and_an_unreachable_snakelab_are_waited_out(
         stack.close()
 
 
-def _get(url: str) -> tuple[int, dict]:
-    import json
-    import urllib.error
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+def _get(url: str) -> tuple[int | None, Any]:
+    return http_get(url, timeout=5)
 
 
 def _status_with_error(base: str, text: str) -> dict | None:
