@@ -84,7 +84,7 @@ def create_app(settings: ReportsSettings | None = None) -> FastAPI:
             templates=make_templates(),
             orchestrator=orchestrator,
         )
-        warmer = Warmer(resources, chosen.llm_model)
+        warmer = Warmer(resources)
         monitor.start()
         orchestrator.start()
         try:

@@ -1,12 +1,16 @@
-"""The report server's in-memory tables, read once in the background as soon as the database
-answers, so that the first visitor does not wait for them.
+"""The report server's runs table, read once in the background as soon as the database
+answers, so that the first visitor does not wait for it.
 
-At 100,000 runs the first read of the runs table takes seconds (``queries/runs.py``), as does
-the first fold of the proposers' leaderboards (``queries/proposer_board.py``). The server is
-ready (``/health``, ``/ready``) without them: the reads run in a task of their own. A request
-that needs a table while it is being read waits on the table's lock for that same read and then
-reads only what changed since: the table is never read twice. A failed read (the database went
-away) is left to the first request, which reads it as before.
+At 100,000 runs the first read of the runs table takes seconds (``queries/runs.py``), mostly
+waiting for the database. The server is ready (``/health``, ``/ready``) without it: the read
+runs in a task of its own. A request that needs the table while it is being read waits on the
+table's lock for that same read and then reads only what changed since: the table is never
+read twice. A failed read (the database went away) is left to the first request, which reads
+it as before.
+
+The proposers' leaderboards (``queries/proposer_board.py``) are not warmed: their first fold is
+Python work on the event loop (seconds at a million events) that would hold up every other
+request right after each start, visited or not; the first visit to ``/proposers`` pays it.
 """
 
 from __future__ import annotations
@@ -22,11 +26,10 @@ log = logging.getLogger(__name__)
 
 
 class Warmer:
-    """Reads the runs table, then the proposers' leaderboards, in one background task."""
+    """Reads the runs table in a background task."""
 
-    def __init__(self, resources: Resources, configured_model: str | None):
+    def __init__(self, resources: Resources):
         self.resources = resources
-        self.configured_model = configured_model
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -38,9 +41,8 @@ class Warmer:
         resources = self.resources
         try:
             await resources.runs.frame(resources.db, resources.schema)
-            await resources.proposers.read(resources.db, self.configured_model)
         except DatabaseError as exc:
-            log.info("reading the tables at startup failed (%s); the first request reads them", exc)
+            log.info("reading the runs table at startup failed (%s); a request will read it", exc)
 
     async def stop(self) -> None:
         if self._task is not None:
