@@ -56,12 +56,16 @@ class Compose:
     report_port: int
     # The compose secrets (name to value), written as files in the project's secrets folder.
     secrets: dict[str, str] = field(default_factory=dict)
+    # The profiles started besides the services without one (compose.yaml's seats).
+    profiles: list[str] = field(default_factory=list)
 
     @property
     def base(self) -> list[str]:
         args = [*compose_command(), "-p", self.project]
         for name in self.files:
             args += ["-f", str(REPO / name)]
+        for profile in self.profiles:
+            args += ["--profile", profile]
         return args
 
     def run(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
@@ -105,7 +109,16 @@ class Compose:
         return json.loads(out.stdout)[0]
 
     def services(self) -> list[str]:
-        return self.run("config", "--services").stdout.split()
+        """The project's services: those without a profile and those of its profiles (the
+        Python docker-compose's ``config --services`` lists every profile's)."""
+        import yaml
+
+        found = yaml.safe_load(self.run("config").stdout)["services"]
+        return [
+            name
+            for name, service in found.items()
+            if not service.get("profiles") or set(service["profiles"]) & set(self.profiles)
+        ]
 
     def all_healthy(self) -> bool:
         """Every long-running service healthy and every one-off job exited 0."""
@@ -201,9 +214,15 @@ def write_secrets(folder: Path) -> dict[str, str]:
     return values
 
 
-def make_compose(project: str, files: list[str], output_dir: Path, **extra: str) -> Compose:
-    """A project with fresh secret files; the caller's AX3L_/MYSQL_/SNAKELAB_ variables are
-    dropped."""
+def make_compose(
+    project: str,
+    files: list[str],
+    output_dir: Path,
+    profiles: list[str] | None = None,
+    **extra: str,
+) -> Compose:
+    """A project with fresh secret files (and ``profiles`` started); the caller's
+    AX3L_/MYSQL_/SNAKELAB_ variables are dropped."""
     clean = {
         k: v for k, v in os.environ.items() if not k.startswith(("AX3L_", "MYSQL_", "SNAKELAB_"))
     }
@@ -219,7 +238,7 @@ def make_compose(project: str, files: list[str], output_dir: Path, **extra: str)
         "COMPOSE_DOCKER_CLI_BUILD": "0",
         **extra,
     }
-    return Compose(project, files, env, output_dir, port, values)
+    return Compose(project, files, env, output_dir, port, values, list(profiles or []))
 
 
 def step_count(compose: Compose) -> int:

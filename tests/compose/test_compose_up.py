@@ -162,7 +162,7 @@ def test_no_secret_in_inspect_command_lines_or_logs(demo: Compose):
     """No password (nor its random part alone) appears in any container's docker inspect
     (environment, command, healthcheck), in the command line of any process in any container
     or on the host, or in any container's log."""
-    assert len(demo.secrets) == 4
+    assert len(demo.secrets) == 5
     needles = {value.removesuffix(AWKWARD) for value in demo.secrets.values()}
     places: dict[str, str] = {}
     for service in demo.services():
