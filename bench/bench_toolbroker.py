@@ -28,35 +28,35 @@ import hashlib
 import json
 import os
 import random
-import secrets
 import statistics
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pymysql
 import zmq
 import zmq.asyncio
 
 from ax3l.shared import registry
 from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema, cached_schema
-from ax3l.shared.db.cli import ensure_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
 from ax3l.shared.event_models import GoldenConfigCreated, RoundRobinCheckpoint
 from ax3l.shared.ports import free_port
 from ax3l.shared.processes import ManagedProcess
-from ax3l.shared.settings import Settings
 from ax3l.shared.waiting import WaitTimeout, wait_until_async
-from ax3l.testing.databases import ax3l_settings, private_db_env
-from snakelab.tables import ALL_TABLES as SNAKELAB_TABLES  # SnakeLab 2.x's tables, exactly
+from ax3l.testing.databases import (
+    TestDatabases,
+    admin_connection,
+    private_db_env,
+    scratch_databases,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCH = 5000
@@ -65,46 +65,6 @@ TARGET_P99_MS = 10.0
 
 def read_env() -> dict[str, str]:
     return private_db_env(ROOT)
-
-
-def connect(env: dict[str, str], user: str, database: str | None = None) -> Any:
-    credentials = {
-        "admin": (env["AX3L_DB_ADMIN_USER"], env["AX3L_DB_ADMIN_PASSWORD"]),
-        "snakelab": (env["SNAKELAB_DB_USER"], env["SNAKELAB_DB_PASSWORD"]),
-    }[user]
-    return pymysql.connect(
-        host=env["DB_HOST"],
-        port=int(env["DB_PORT"]),
-        user=credentials[0],
-        password=credentials[1],
-        database=database,
-        autocommit=True,
-        charset="utf8mb4",
-    )
-
-
-@contextlib.contextmanager
-def scratch_databases(env: dict[str, str], keep: bool) -> Iterator[tuple[str, str]]:
-    """Fresh ``ax3l_btb*`` and ``snakelab_btb*`` databases with the production grants."""
-    suffix = secrets.token_hex(4)
-    ax3l_db, snakelab_db = f"ax3l_btb{suffix}", f"snakelab_btb{suffix}"
-    admin = connect(env, "admin")
-    try:
-        with admin.cursor() as cur:
-            for name in (ax3l_db, snakelab_db):
-                cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
-            cur.execute(f"GRANT ALL PRIVILEGES ON `{ax3l_db}`.* TO '{env['DB_USER']}'@'%'")
-            cur.execute(f"GRANT SELECT ON `{snakelab_db}`.* TO '{env['DB_USER']}'@'%'")
-            cur.execute(
-                f"GRANT ALL PRIVILEGES ON `{snakelab_db}`.* TO '{env['SNAKELAB_DB_USER']}'@'%'"
-            )
-        yield ax3l_db, snakelab_db
-    finally:
-        if not keep:
-            with admin.cursor() as cur:
-                for name in (ax3l_db, snakelab_db):
-                    cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
-        admin.close()
 
 
 # -- synthetic experiment -----------------------------------------------------------------------
@@ -142,12 +102,12 @@ class Experiment:
         return config
 
 
-def insert_runs(env: dict[str, str], snakelab_db: str, configs: list[dict[str, Any]]) -> None:
+def insert_runs(dbs: TestDatabases, configs: list[dict[str, Any]]) -> None:
     schema = cached_schema(None)
     columns = ", ".join(schema.columns)
     marks = ", ".join(["%s"] * (len(schema.columns) + 1))
     statuses = ["completed"] * 8 + ["failed", "cancelled"]
-    conn = connect(env, "snakelab", snakelab_db)
+    conn = dbs.connect("snakelab", dbs.snakelab_db)
     try:
         with conn.cursor() as cur:
             for start in range(0, len(configs), BATCH):
@@ -202,6 +162,7 @@ class Setup:
     """One size: its own databases, index and the checks to time against it."""
 
     size: int
+    dbs: TestDatabases
     db: Database
     index: ConfigIndex
     candidates: list[dict[str, Any]]
@@ -212,7 +173,7 @@ class Setup:
 async def settle(env: dict[str, str], deadline_seconds: float = 30.0) -> None:
     """Wait (at most ``deadline_seconds``) until InnoDB has flushed most of the bulk load, so
     the checks are timed in the steady state an experiment runs in, not during flushing."""
-    conn = connect(env, "admin")
+    conn = admin_connection(env)
     try:
         with conn.cursor() as cur:
 
@@ -278,17 +239,14 @@ def envelope(value: int) -> bytes:
     ).encode()
 
 
-async def broker_throughput(
-    env: dict[str, str], settings: Settings, snakelab_db: str, requests: int
-) -> dict[str, float]:
+async def broker_throughput(dbs: TestDatabases, requests: int) -> dict[str, float]:
     """Golden = default config; every hidden_size value already stored; all requests are
     rejected duplicates that go through the index."""
+    settings, snakelab_db = dbs.settings(), dbs.snakelab_db
     schema = cached_schema(None)
     golden = schema.with_values(schema.default_config(), {"seed": 999_999})
     choices = [int(v[0]) for v in registry.domain(schema, registry.entry("hidden_size")) or []]
-    insert_runs(
-        env, snakelab_db, [schema.with_values(golden, {"model.hidden_size": v}) for v in choices]
-    )
+    insert_runs(dbs, [schema.with_values(golden, {"model.hidden_size": v}) for v in choices])
     async with Database(settings) as db:
         seed = golden["seed"]
         created = GoldenConfigCreated(
@@ -396,16 +354,11 @@ async def run(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         setups: list[Setup] = []
         for size in sizes:
-            ax3l_db, snakelab_db = stack.enter_context(scratch_databases(env, args.keep))
-            settings = ax3l_settings(env, ax3l_db, snakelab_db)
-            ensure_schema(settings)
-            conn = connect(env, "snakelab", snakelab_db)
-            with conn.cursor() as cur:
-                for _, ddl in SNAKELAB_TABLES:
-                    cur.execute(ddl)
-            conn.close()
+            scratch = scratch_databases(env, "btb", with_snakelab_tables=True, keep=args.keep)
+            dbs = stack.enter_context(scratch)
+            settings = dbs.settings()
             start = time.perf_counter()
-            insert_runs(env, snakelab_db, configs[:size])
+            insert_runs(dbs, configs[:size])
             loaded = time.perf_counter() - start
             db = await Database(settings).open()
             index = ConfigIndex(db, schema, batch_size=5000)
@@ -420,6 +373,7 @@ async def run(args: argparse.Namespace) -> int:
             setups.append(
                 Setup(
                     size=size,
+                    dbs=dbs,
                     db=db,
                     index=index,
                     candidates=[
@@ -453,8 +407,7 @@ async def run(args: argparse.Namespace) -> int:
                 f" target <= x2 and < {TARGET_P99_MS:g} ms: {'met' if ok else 'MISSED'}"
             )
         if args.requests:
-            settings = setups[-1].db.settings
-            rates = await broker_throughput(env, settings, settings.snakelab_db_name, args.requests)
+            rates = await broker_throughput(setups[-1].dbs, args.requests)
             print(f"\nbroker throughput, rejected duplicates at {large:,} stored runs:")
             for name, rate in rates.items():
                 print(f"  {name:<20} {rate:8.0f} requests/s")

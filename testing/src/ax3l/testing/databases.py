@@ -199,9 +199,13 @@ def create_snakelab_tables(databases: TestDatabases) -> None:
 
 @contextlib.contextmanager
 def scratch_databases(
-    db_env: dict[str, str], prefix: str = "t", with_snakelab_tables: bool = False
+    db_env: dict[str, str],
+    prefix: str = "t",
+    with_snakelab_tables: bool = False,
+    keep: bool = False,
 ) -> Iterator[TestDatabases]:
-    """A fresh ``ax3l_*`` database (schema created) and ``snakelab_*`` one, dropped after.
+    """A fresh ``ax3l_*`` database (schema created) and ``snakelab_*`` one, dropped after
+    (unless ``keep``: a benchmark's ``--keep``).
 
     The grants are the real ones: Ax3l's user may only SELECT SnakeLab's tables.
     """
@@ -224,14 +228,17 @@ def scratch_databases(
             create_snakelab_tables(dbs)
         yield dbs
     finally:
-        with admin.cursor() as cur:
-            for name in (dbs.ax3l_db, dbs.snakelab_db):
-                cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
-            cur.execute(f"REVOKE ALL PRIVILEGES ON `{dbs.ax3l_db}`.* FROM '{dbs.ax3l_user}'@'%'")
-            cur.execute(f"REVOKE SELECT ON `{dbs.snakelab_db}`.* FROM '{dbs.ax3l_user}'@'%'")
-            cur.execute(
-                f"REVOKE ALL PRIVILEGES ON `{dbs.snakelab_db}`.* FROM '{dbs.snakelab_user}'@'%'"
-            )
+        if not keep:
+            with admin.cursor() as cur:
+                for name in (dbs.ax3l_db, dbs.snakelab_db):
+                    cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+                cur.execute(
+                    f"REVOKE ALL PRIVILEGES ON `{dbs.ax3l_db}`.* FROM '{dbs.ax3l_user}'@'%'"
+                )
+                cur.execute(f"REVOKE SELECT ON `{dbs.snakelab_db}`.* FROM '{dbs.ax3l_user}'@'%'")
+                cur.execute(
+                    f"REVOKE ALL PRIVILEGES ON `{dbs.snakelab_db}`.* FROM '{dbs.snakelab_user}'@'%'"
+                )
         admin.close()
 
 
