@@ -363,6 +363,7 @@ async def follow(
     """Keep ``endpoint``'s board as the orchestrator at the other end says, until it goes."""
     board = endpoint.board
     watchers: set[asyncio.Task[None]] = set()
+    last: OpenTurn | None = None  # the last turn this orchestrator opened
 
     async def watch(turn: OpenTurn) -> None:
         while board.turn is turn:
@@ -378,6 +379,7 @@ async def follow(
                 turn = turn_from_message(message["turn"])
                 endpoint.idle_golden = turn.golden
                 board.open(turn)
+                last = turn
                 task = asyncio.create_task(watch(turn))
                 watchers.add(task)
                 task.add_done_callback(watchers.discard)
@@ -396,8 +398,8 @@ async def follow(
     finally:
         for task in watchers:
             task.cancel()
-        if board.turn is not None:  # nobody will close it: no more submissions for it
-            await board.close(board.turn)
+        if last is not None and board.turn is last:  # nobody will close it now
+            await board.close(last)
         writer.close()
 
 

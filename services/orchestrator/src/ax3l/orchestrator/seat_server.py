@@ -1,12 +1,14 @@
 """The seats' endpoint: a Streamable HTTP MCP server where outside agents take open turns.
 
-It runs inside the orchestrator while the proposer is ``external``, because the orchestrator is
-the one that opens a turn (writes its checkpoint) and waits for its proposal: the open turn is
-handed over in memory (``seat_turns.TurnBoard``), so the endpoint never guesses which turn is
-open. Authentication (``seat_auth``) and rate limits (``seat_limits``) have modules of their own;
+It serves while the proposer is ``external``, because the orchestrator is the one that opens
+a turn (writes its checkpoint) and waits for its proposal: the open turn is handed over on a
+``seat_turns.TurnBoard``, in memory or, with the endpoint in a process of its own
+(``seat_process``, the default), over a local socket, so the endpoint never guesses which turn
+is open. Authentication (``seat_auth``) and rate limits (``seat_limits``) have modules of their own;
 the two submit tools are the stdio server's, typed once (``register_submit_tools``). It
 holds only what it needs: the seats' hashes (``SeatDirectory``), read access for the turn's
-history and open values, the tool channel to the broker, and the event log. It never talks to
+history (and open values, when the orchestrator did not send the turn's payload), the tool
+channel to the broker, and the event log. It never talks to
 SnakeLab and never decides a proposal: a submission is forwarded to the broker as the very
 envelope the stdio MCP tool sends, so validation, duplicates, turn integrity, submission and
 their events are exactly the local path's.
