@@ -27,7 +27,10 @@ import asyncio
 import json
 import threading
 import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -57,6 +60,8 @@ from ax3l.shared.config_schema import BUNDLED_SCHEMA, ConfigSchema
 TERMINAL = ("completed", "failed", "cancelled")
 POLL_SECONDS = 0.05
 RETEST_POLL_SECONDS = 0.01
+# The SnakeLab runs of a repeat's databases and hosts (``retest.snakelab_runs`` on them).
+OpenRuns = Callable[[], AbstractAsyncContextManager[SnakeLabRuns]]
 NO_SUCH_TABLE = 1146
 
 
@@ -334,14 +339,15 @@ def _run(
         )
         services.append(snakelab)
         endpoints.append(endpoint)
+    open_runs = partial(snakelab_runs, dbs.settings, config_schema, endpoints, RETEST_POLL_SECONDS)
     if job.plan.proposer == CONTROL:
         result.setup_seconds = time.monotonic() - began
-        asyncio.run(_control(job, dbs, config_schema, endpoints, result))
+        asyncio.run(_control(job, open_runs, config_schema.default_config(), result))
     else:
         _tune(job, dbs, services, result, began, endpoints, schema, config_schema)
         if job.plan.retest_seeds:
             ended = time.monotonic()
-            asyncio.run(_retests(job, dbs, config_schema, endpoints, result))
+            asyncio.run(_retests(job, open_runs, result))
             result.retest_seconds = time.monotonic() - ended
     result.state = "finished"
 
@@ -443,16 +449,11 @@ def read_goldens(cur: Any) -> list[Golden]:
 
 
 async def _control(
-    job: _Job,
-    dbs: RepeatDatabases,
-    schema: ConfigSchema,
-    endpoints: list[str],
-    result: RepeatResult,
+    job: _Job, open_runs: OpenRuns, config: dict[str, Any], result: RepeatResult
 ) -> None:
     """The control arm: the seeding run's default configuration, once, then its re-tests."""
     started = time.monotonic()
-    config = schema.default_config()
-    async with snakelab_runs(dbs.settings, schema, endpoints, RETEST_POLL_SECONDS) as runs:
+    async with open_runs() as runs:
         run_id = await runs.reuse_or_submit(config)
         state, score = await _ended(runs, run_id, job)
         result.wall_seconds = time.monotonic() - started
@@ -465,14 +466,8 @@ async def _control(
             result.retest_seconds = time.monotonic() - ended
 
 
-async def _retests(
-    job: _Job,
-    dbs: RepeatDatabases,
-    schema: ConfigSchema,
-    endpoints: list[str],
-    result: RepeatResult,
-) -> None:
-    async with snakelab_runs(dbs.settings, schema, endpoints, RETEST_POLL_SECONDS) as runs:
+async def _retests(job: _Job, open_runs: OpenRuns, result: RepeatResult) -> None:
+    async with open_runs() as runs:
         await runs.cancel_beyond(job.plan.budget)
         await _retest_with(runs, job, result)
 
