@@ -29,7 +29,7 @@ install: uv ## install every package and the dev tools into .venv (from uv.lock)
 # --inexact keeps them when `make install` or `make test` put them there.
 .PHONY: install-run
 install-run: uv ## install what the stack needs to run, no test tools (make run's install)
-	$(UV) sync --frozen --all-packages --no-dev --inexact
+	$(UV) sync --frozen --no-dev --inexact
 
 .PHONY: db-start
 db-start: ## start the private MariaDB (installs mariadb-server when missing)
