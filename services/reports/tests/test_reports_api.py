@@ -157,7 +157,7 @@ async def test_proposers_are_compared(client, experiment):
 async def test_plotly_is_served_by_the_service(client):
     """plotly.js (the strict bundle: no eval, so WebGL plots draw under the CSP) comes from this
     server, gzipped on request; pages link it versioned, cached for a year; only plot pages
-    load it."""
+    load it, and the dashboard (one SVG plot) the basic bundle, a quarter of the size."""
     plain = await client.get("/static/plotly.min.js", headers={"accept-encoding": "identity"})
     assert plain.status_code == 200 and b"plotly.js (strict" in plain.content[:2000]
     assert plain.headers["cache-control"] == "public, max-age=86400"
@@ -176,8 +176,19 @@ async def test_plotly_is_served_by_the_service(client):
     versioned = await client.get(source.group(1))
     assert versioned.headers["cache-control"] == "public, max-age=31536000, immutable"
     assert versioned.headers["etag"] == plain.headers["etag"]
-    for path in ("/plots/slice", "/plots/history", "/plots/parallel", "/"):
+    for path in ("/plots/slice", "/plots/history", "/plots/parallel"):
         assert source.group(1) in (await client.get(path)).text, path
+    dashboard = (await client.get("/")).text
+    assert source.group(1) not in dashboard
+    basic = re.search(
+        r'<script src="(/static/plotly-basic\.min\.js\?v=[0-9a-f]{12})"></script>', dashboard
+    )
+    assert basic is not None
+    small = await client.get(basic.group(1), headers={"accept-encoding": "identity"})
+    assert b"plotly.js (basic" in small.content[:2000]
+    assert b"new Function" not in small.content and b"eval(" not in small.content
+    assert len(small.content) < len(plain.content) / 3
+    assert small.headers["cache-control"] == "public, max-age=31536000, immutable"
     for path in ("/runs", "/events", "/golden-configurations", "/proposers"):
         assert "plotly" not in (await client.get(path)).text, path
 

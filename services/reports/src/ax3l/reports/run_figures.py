@@ -79,9 +79,13 @@ def history_figure(
     *,
     by_time: bool = False,
     height: int | None = None,
+    webgl: bool = True,
 ) -> dict[str, Any]:
     """Every run's high score against its run number (or its submission time), the golden
-    score as a step line and seed changes as dotted lines."""
+    score as a step line and seed changes as dotted lines. ``webgl=False`` draws the runs as
+    SVG: for the dashboard's few thousand points it draws sooner than a WebGL context starts
+    (which is software rendering on a machine without a GPU)."""
+    markers = "scattergl" if webgl else "scatter"
     axis = "created_at" if by_time else "id"
     scored = frame.filter(pl.col("high_score").is_not_null())
     completed = scored.filter(pl.col("status") == "completed")
@@ -94,7 +98,7 @@ def history_figure(
 
     data: list[dict[str, Any]] = [
         {
-            "type": "scattergl",
+            "type": markers,
             "mode": "markers",
             "name": HISTORY_RUNS,
             "x": xs(completed),
@@ -109,7 +113,7 @@ def history_figure(
     if other.height:
         data.append(
             {
-                "type": "scattergl",
+                "type": markers,
                 "mode": "markers",
                 "name": HISTORY_OTHER,
                 "x": xs(other),

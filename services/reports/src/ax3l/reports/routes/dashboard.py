@@ -88,7 +88,7 @@ async def dashboard(
             "last_runs": last,
             "runs": frame.height,
             "completed": frame.filter(pl.col("status") == "completed").height,
-            "figure": history_figure(recent, shown, height=320),
+            "figure": history_figure(recent, shown, height=320, webgl=False),
             "history_runs": recent.height,
             "turn": turn,
             "turn_number": PARAMETER_ORDER.index(turn) + 1 if turn in PARAMETER_ORDER else None,
