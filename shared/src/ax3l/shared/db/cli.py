@@ -250,6 +250,17 @@ def _sql_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
+def _account(user: str, host: str) -> str:
+    return f"{_sql_string(user)}@{_sql_string(host)}"
+
+
+def _create_user(account: str, password: str | None) -> list[str]:
+    """The statement creating ``account`` when missing, if a password is given (else none)."""
+    if password is None:
+        return []
+    return [f"CREATE USER IF NOT EXISTS {account} IDENTIFIED BY {_sql_string(password)}"]
+
+
 def reports_grants(
     settings: Settings, user: str, password: str | None = None, host: str = "%"
 ) -> list[str]:
@@ -257,12 +268,8 @@ def reports_grants(
 
     With a password the user is created when missing; without one it must exist already.
     """
-    account = f"{_sql_string(user)}@{_sql_string(host)}"
-    statements = []
-    if password is not None:
-        statements.append(
-            f"CREATE USER IF NOT EXISTS {account} IDENTIFIED BY {_sql_string(password)}"
-        )
+    account = _account(user, host)
+    statements = _create_user(account, password)
     for database in (settings.db_name, settings.snakelab_db_name):
         statements.append(f"GRANT SELECT ON {quote_identifier(database)}.* TO {account}")
     return statements
@@ -279,7 +286,7 @@ SEATS_TABLE_GRANTS = (("SELECT", "seats"), ("INSERT", "events"), ("INSERT", "eve
 def seats_table_grants(settings: Settings, user: str, host: str = "%") -> list[str]:
     """The grants of the seats' endpoint on Ax3l's tables (they must exist: ``ax3l-db create``
     first)."""
-    account = f"{_sql_string(user)}@{_sql_string(host)}"
+    account = _account(user, host)
     database = quote_identifier(settings.db_name)
     return [
         f"GRANT {privilege} ON {database}.{quote_identifier(table)} TO {account}"
@@ -295,12 +302,8 @@ def seats_grants(
 
     With a password the user is created when missing; without one it must exist already.
     """
-    account = f"{_sql_string(user)}@{_sql_string(host)}"
-    statements = []
-    if password is not None:
-        statements.append(
-            f"CREATE USER IF NOT EXISTS {account} IDENTIFIED BY {_sql_string(password)}"
-        )
+    account = _account(user, host)
+    statements = _create_user(account, password)
     snakelab = quote_identifier(settings.snakelab_db_name)
     statements.append(f"GRANT SELECT ON {snakelab}.* TO {account}")
     return statements + seats_table_grants(settings, user, host)
