@@ -2,10 +2,11 @@
 
 The private MariaDB is started by ``scripts/mariadb.sh`` (the Makefile does it first); this
 script waits for it (bounded), creates the schema and hands the services to a supervisor that
-starts, in order, the reference SnakeLab, the toolbroker, the orchestrator and the report
-server, and restarts any of them that exits, with backoff, the way compose's
-``restart: unless-stopped`` does. It gives up (and stops the stack) only after a service
-crashed ``AX3L_STACK_RESTART_LIMIT`` times in a row within seconds of starting.
+starts, in order, the reference SnakeLab, the toolbroker, the seats' endpoint (only with
+``AX3L_PROPOSER=external``), the orchestrator and the report server, and restarts any of them
+that exits, with backoff, the way compose's ``restart: unless-stopped`` does. It gives up (and
+stops the stack) only after a service crashed ``AX3L_STACK_RESTART_LIMIT`` times in a row within
+seconds of starting.
 
 ``run`` supervises in the foreground (Ctrl-C stops everything); ``start`` leaves the
 supervisor in the background (pid in ``<run dir>/stack/supervisor.pid``, log in
@@ -16,6 +17,12 @@ tier and ``ax3l-compare``'s repeats build from too; this script adds the pid fil
 file ``status`` reads and the stack's log. Every log under ``<run dir>/logs`` (each service's
 and the stack's) is rotated by the supervisor at ``AX3L_STACK_LOG_MAX_MB``, keeping
 ``AX3L_STACK_LOG_KEEP`` older generations (``ax3l.shared.logrotate``).
+
+With ``AX3L_PROPOSER=external`` the seats' MCP endpoint runs as a service of its own, as in
+compose (``python -m ax3l.orchestrator.seat_process serve``, logged in as
+``AX3L_SEATS_DB_USER``): the orchestrator shares the turn board with it over the unix socket
+``<run dir>/seats/board.sock`` (``AX3L_SEATS_BOARD_SOCKET``, mode 0600 in a 0700 folder), and
+holds neither the seats' login nor its password.
 """
 
 from __future__ import annotations
@@ -41,6 +48,8 @@ from ax3l.shared.stack.spec import (
     Service,
     http_get,
     reports_login_configured,
+    seats_apart,
+    seats_login_configured,
     services,
 )
 from ax3l.shared.stack.supervisor import (
@@ -64,6 +73,9 @@ SUPERVISOR_PID = PID_DIR / "supervisor.pid"
 SUPERVISOR_LOCK = PID_DIR / "supervisor.lock"
 STATE_FILE = PID_DIR / "state.json"
 STACK_LOG = LOG_DIR / "stack.log"
+# Where the orchestrator and the seats' endpoint share the turn board (proposer external).
+BOARD_SOCKET = RUN_DIR / "seats" / "board.sock"
+SOCKET_PATH_MAX = 107  # bytes of a unix socket's path (sun_path), its final NUL left out
 
 HEALTH_TIMEOUT = 60.0
 START_TIMEOUT = 300.0
@@ -83,6 +95,8 @@ def stack_env() -> dict[str, str]:
     env.update(os.environ)  # the user's settings win over the defaults above
     env.setdefault("SNAKELAB_PORT", "41970")
     env.setdefault("AX3L_SNAKELAB_ENDPOINT", f"tcp://127.0.0.1:{env['SNAKELAB_PORT']}")
+    if seats_apart(env):
+        env.setdefault("AX3L_SEATS_BOARD_SOCKET", str(BOARD_SOCKET))
     return env
 
 
@@ -192,7 +206,7 @@ def read_pid(path: Path, needle: str) -> int | None:
 
 
 def running_pid(service: Service) -> int | None:
-    return read_pid(pid_path(service.name), Path(service.command[0]).name)
+    return read_pid(pid_path(service.name), service.marker())
 
 
 def supervisor_pid() -> int | None:
@@ -351,23 +365,44 @@ class Supervisor(BaseSupervisor):
 
 
 def urls(env: dict[str, str]) -> str:
-    base = {s.name: str(s.health_url).removesuffix("/health") for s in stack_services(env)}
+    found = {s.name: s for s in stack_services(env)}
+    base = {name: str(s.health_url).removesuffix("/health") for name, s in found.items()}
     reports, orchestrator, toolbroker = base["reports"], base["orchestrator"], base["toolbroker"]
-    return "\n".join(
-        [
-            f"  reports:      {reports}/",
-            f"  highscores:   {reports}/experiment-highscores",
-            f"  orchestrator: {orchestrator}/api/status",
-            f"  toolbroker:   {toolbroker}/api/status",
-            f"  logs:         {LOG_DIR}/",
-        ]
-    )
+    lines = [
+        f"  reports:      {reports}/",
+        f"  highscores:   {reports}/experiment-highscores",
+        f"  orchestrator: {orchestrator}/api/status",
+        f"  toolbroker:   {toolbroker}/api/status",
+    ]
+    if "seats" in found:
+        host = env.get("AX3L_SEATS_HOST", "127.0.0.1")
+        lines.append(f"  seats (MCP):  http://{host}:{env.get('AX3L_SEATS_PORT', '28873')}/mcp")
+    return "\n".join([*lines, f"  logs:         {LOG_DIR}/"])
+
+
+def prepare_board(env: dict[str, str]) -> None:
+    """The turn board's folder (0700) for the seats' endpoint, when it runs apart."""
+    if not seats_apart(env):
+        return
+    board = Path(env["AX3L_SEATS_BOARD_SOCKET"])
+    if len(os.fsencode(board)) > SOCKET_PATH_MAX:
+        sys.exit(
+            f"stack: AX3L_SEATS_BOARD_SOCKET={board} is longer than a unix socket's path may be"
+            f" ({SOCKET_PATH_MAX} bytes); set a shorter one, or a shorter AX3L_RUN_DIR"
+        )
+    board.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    print(f"stack: proposer external: the seats' endpoint runs apart, its turn board at {board}")
+    if not seats_login_configured(env):
+        print("stack: no AX3L_SEATS_DB_USER: the seats' endpoint uses Ax3l's read-write login")
 
 
 def prepare(env: dict[str, str]) -> None:
     log_rotation(env)  # a wrong setting stops here, not in the background supervisor
+    prepare_board(env)
     create_schema(env)
-    if env.get("AX3L_LLM_URL"):
+    if env.get("AX3L_PROPOSER"):
+        print(f"stack: proposer {env['AX3L_PROPOSER']}")
+    elif env.get("AX3L_LLM_URL"):
         print(f"stack: proposer llm at {env['AX3L_LLM_URL']}")
     else:
         print("stack: no AX3L_LLM_URL set: the orchestrator uses the built-in tpe proposer")
@@ -460,8 +495,9 @@ def stop() -> int:
             os.kill(pid, signal.SIGKILL)
         SUPERVISOR_PID.unlink(missing_ok=True)
         print(f"stack: supervisor {pid} stopped")
-    # Services no supervisor looks after any more (it was killed, or never ran).
-    for service in reversed(stack_services(env)):
+    # Services no supervisor looks after any more (it was killed, or never ran); the seats'
+    # endpoint too, whatever the proposer now (it has a pid file only if it ran).
+    for service in reversed(stack_services({**env, "AX3L_PROPOSER": "external"})):
         terminate(service)
     return 0
 

@@ -132,3 +132,82 @@ def test_with_a_snakelab_of_its_own_the_stack_starts_no_reference_snakelab(datab
             assert ping(theirs.endpoint)  # theirs, not the stack's to stop
         finally:
             theirs.close()
+
+
+def test_with_the_external_proposer_the_seats_endpoint_is_a_service_of_its_own(
+    tmp_path, monkeypatch
+):
+    """AX3L_PROPOSER=external: make run's stack gets a ``seats`` service (``seat_process
+    serve``, before the orchestrator) whose environment holds the seats' own login and the
+    board socket in the run directory, never Ax3l's login nor anything else's secrets; the
+    orchestrator and the report server hold no seats' login. Other proposers get no seats
+    service, and the orchestrator that starts the endpoint as its child (no board socket) still
+    gets the login it hands over."""
+    import stack  # scripts/stack.py
+
+    from ax3l.shared.env_files import setting_names
+    from ax3l.shared.settings import Settings
+    from ax3l.shared.stack import spec
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    where = {"DB_HOST": "127.0.0.1", "DB_PORT": "33306", "AX3L_DB_NAME": "ax3l"}
+    secrets = {
+        "DB_USER": "ax3l_rw",
+        "DB_PASSWORD": "ax3l-secret",
+        "AX3L_SEATS_DB_USER": "ax3l_seats",
+        "AX3L_SEATS_DB_PASSWORD": "seats-secret",
+        "AX3L_REPORTS_DB_USER": "ax3l_reports",
+        "AX3L_REPORTS_DB_PASSWORD": "reports-secret",
+        "AX3L_DB_ADMIN_PASSWORD": "admin-secret",
+        "AX3L_NOTIFY_URLS": "json://notify-secret",
+    }
+    db_env = {**where, **secrets}
+    (run_dir / "db.env").write_text("".join(f"{k}={v}\n" for k, v in db_env.items()))
+    monkeypatch.setattr(stack, "RUN_DIR", run_dir)
+    monkeypatch.setattr(stack, "BOARD_SOCKET", run_dir / "seats" / "board.sock")
+    for key in list(os.environ):
+        if key.startswith(("AX3L_", "DB_", "SNAKELAB_")):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("AX3L_PROPOSER", "external")
+    monkeypatch.setenv("AX3L_SEATS_PORT", "28999")
+    env = stack.stack_env()
+    board = str(run_dir / "seats" / "board.sock")
+    assert env["AX3L_SEATS_BOARD_SOCKET"] == board
+
+    found = {service.name: service for service in stack.stack_services(env)}
+    assert list(found) == ["snakelab", "toolbroker", "seats", "orchestrator", "reports"]
+    seats = found["seats"]
+    assert seats.argv("/venv/python") == ["/venv/python", "-m", spec.SEATS_MODULE, "serve"]
+    assert seats.marker() == spec.SEATS_MODULE
+    assert seats.health_url == "http://127.0.0.1:28999/metrics"
+    assert set(seats.env_keys) <= spec.with_files(setting_names(Settings))
+    seats_env = seats.environment(env)
+    assert seats_env["AX3L_SEATS_DB_USER"] == "ax3l_seats"
+    assert seats_env["AX3L_SEATS_DB_PASSWORD"] == "seats-secret"
+    assert seats_env["AX3L_SEATS_BOARD_SOCKET"] == board
+    assert seats_env["AX3L_SEATS_PORT"] == "28999"
+    assert where.items() <= seats_env.items()
+    assert not {"DB_USER", "DB_PASSWORD", "AX3L_PROPOSER"} & set(seats_env)
+    # Of the logins and secrets, its own only.
+    assert set(seats_env.values()) & set(secrets.values()) == {"ax3l_seats", "seats-secret"}
+    for name in ("orchestrator", "reports", "toolbroker"):
+        other = found[name].environment(env)
+        assert not {"AX3L_SEATS_DB_USER", "AX3L_SEATS_DB_PASSWORD"} & set(other), name
+        assert "seats-secret" not in other.values(), name
+    orchestrator = found["orchestrator"].environment(env)
+    assert orchestrator["AX3L_SEATS_BOARD_SOCKET"] == board
+    assert orchestrator["DB_PASSWORD"] == "ax3l-secret"
+    assert "seats (MCP):  http://127.0.0.1:28999/mcp" in stack.urls(env)
+
+    # A database set up by hand, without a seats' login: the endpoint falls back on Ax3l's.
+    bare = {k: v for k, v in env.items() if not k.startswith("AX3L_SEATS_DB_")}
+    assert spec.service("seats", bare).environment(bare)["DB_PASSWORD"] == "ax3l-secret"
+    # Another proposer: no seats service, and nothing of the seats' for anyone.
+    tpe = {**env, "AX3L_PROPOSER": "tpe"}
+    assert "seats" not in [service.name for service in spec.services(tpe)]
+    assert "seats-secret" not in spec.service("orchestrator", tpe).environment(tpe).values()
+    # The endpoint as the orchestrator's child (no board socket): it hands the login over.
+    child = {k: v for k, v in env.items() if k != "AX3L_SEATS_BOARD_SOCKET"}
+    handed = spec.service("orchestrator", child).environment(child)
+    assert handed["AX3L_SEATS_DB_PASSWORD"] == "seats-secret"

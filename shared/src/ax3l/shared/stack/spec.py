@@ -9,6 +9,14 @@ its own overrides (free ports, fast timings, the surrogate trainer) on top of
 ``Service.environment``. A process gets only the settings it reads plus what any Python process
 needs; the private MariaDB's admin login reaches none. ``tests/test_compose.py`` checks
 compose.yaml's environments against these allow-lists.
+
+With ``AX3L_PROPOSER=external`` the seats' MCP endpoint is a service too (``seats``, compose's
+``seats`` service: ``python -m ax3l.orchestrator.seat_process serve``), started before the
+orchestrator, which keeps the turn board and shares it over the unix socket
+``AX3L_SEATS_BOARD_SOCKET`` (the assembly names it: ``make run`` puts it in its run directory).
+The endpoint gets its own database login (``AX3L_SEATS_DB_USER``) and not Ax3l's; the
+orchestrator gets neither the seats' login nor its password (but when it starts the endpoint as
+its child: no board socket, ``ax3l.orchestrator.seat_process``).
 """
 
 from __future__ import annotations
@@ -40,8 +48,18 @@ SNAKELAB_KEYS = (
 )  # fmt: skip
 DB_LOGIN = ("DB_USER", "DB_PASSWORD")
 REPORTS_LOGIN = ("AX3L_REPORTS_DB_USER", "AX3L_REPORTS_DB_PASSWORD")
-# The seats' endpoint's login: the orchestrator hands it to the endpoint's process.
+# The seats' endpoint's login: its service reads it (the orchestrator only when it starts the
+# endpoint as its child, and hands it over).
 SEATS_LOGIN = ("AX3L_SEATS_DB_USER", "AX3L_SEATS_DB_PASSWORD")
+SEATS_MODULE = "ax3l.orchestrator.seat_process"
+# What the seats' endpoint's service reads besides its login and the AX3L_SEAT(S)_* settings:
+# where the databases are and how its pool behaves, the broker's tool channel, the schema.
+SEATS_WHERE = (
+    "DB_HOST", "DB_PORT", "AX3L_DB_NAME", "DB_NAME", "AX3L_SNAKELAB_DB_NAME",
+    "AX3L_DB_POOL_SIZE", "AX3L_DB_POOL_RECYCLE", "AX3L_DB_QUERY_TIMEOUT",
+    "AX3L_DB_ACQUIRE_TIMEOUT", "AX3L_DB_WAIT_MAX", "AX3L_ZMQ_ENDPOINT", "AX3L_ZMQ_TIMEOUT",
+    "AX3L_ZMQ_MAX_MESSAGE_BYTES", "AX3L_CONFIG_FILE", "AX3L_SCHEMA_PATH", "AX3L_VERSION",
+)  # fmt: skip
 DEFAULT_PORTS = {
     "SNAKELAB_PORT": "41970",
     "AX3L_TOOLBROKER_PORT": "28872",
@@ -73,7 +91,14 @@ class Service:
         """The console script's command, or with ``python`` that interpreter's ``-m``."""
         if python is None:
             return list(self.command)
+        if self.command[0] == "python":  # no console script: ``python -m`` already
+            return [python, *self.command[1:]]
         return [python, "-m", self.module, *self.command[1:]]
+
+    def marker(self) -> str:
+        """What its process's command line holds: the console script's name, or the module."""
+        name = self.command[0].rsplit("/", 1)[-1]
+        return self.module if name == "python" else name
 
     def environment(
         self,
@@ -133,6 +158,34 @@ def reports_login_configured(env: Mapping[str, str]) -> bool:
     return bool(env.get("AX3L_REPORTS_DB_USER"))
 
 
+def seats_login_configured(env: Mapping[str, str]) -> bool:
+    return bool(env.get("AX3L_SEATS_DB_USER"))
+
+
+def seats_apart(env: Mapping[str, str]) -> bool:
+    """Whether the seats' endpoint is a service of the stack: with the proposer ``external``."""
+    return env.get("AX3L_PROPOSER") == "external"
+
+
+def seats_service(env: Mapping[str, str], keys: Iterable[str]) -> Service:
+    """The seats' endpoint (``seat_process serve``): it reads its own login, never Ax3l's but
+    when no seats' login is configured (a database set up by hand), and of ``keys`` (Ax3l's
+    settings) the seats' own, where the databases are and the broker's channel. Its health
+    check is ``/metrics``, which answers clients on the same machine."""
+    login = SEATS_LOGIN if seats_login_configured(env) else (*SEATS_LOGIN, *DB_LOGIN)
+    wanted = with_files((*SEATS_WHERE, *login))
+    seats_keys = tuple(k for k in keys if k in wanted or k.startswith("AX3L_SEAT"))
+    host = env.get("AX3L_SEATS_HOST", "127.0.0.1")
+    loopback = {"0.0.0.0": "127.0.0.1", "::": "[::1]", "localhost": "127.0.0.1"}
+    health = None
+    if host in loopback or host.startswith("127.") or host == "::1":
+        where = loopback.get(host, f"[{host}]" if ":" in host else host)
+        health = f"http://{where}:{env.get('AX3L_SEATS_PORT', '28873')}/metrics"
+    return Service(
+        "seats", ["python", "-m", SEATS_MODULE, "serve"], SEATS_MODULE, seats_keys, health
+    )
+
+
 def port(env: Mapping[str, str], key: str) -> str:
     """A service's port setting in ``env``, else ``make run``'s default."""
     return env.get(key, DEFAULT_PORTS[key])
@@ -154,11 +207,16 @@ def services(env: Mapping[str, str]) -> list[Service]:
         Settings, "AX3L_TEST_CRASH_AT", without=(*REPORTS_LOGIN, "AX3L_CONVERSATION_PARAMETER")
     )
     broker_keys = tuple(k for k in ax3l_keys if k not in with_files(SEATS_LOGIN))
+    # The orchestrator hands the seats' login on only to an endpoint it starts as its child
+    # (proposer external, no board socket); the seats' service reads its own.
+    child_endpoint = seats_apart(env) and not env.get("AX3L_SEATS_BOARD_SOCKET")
+    orchestrator_keys = ax3l_keys if child_endpoint else broker_keys
     # The report server reads its own SELECT-only login; Ax3l's read-write one only when no
-    # reports login is configured (a database set up by hand).
-    reports_without = ("AX3L_CONVERSATION_PARAMETER",) + (
+    # reports login is configured (a database set up by hand); never the seats' login.
+    reports_without = ("AX3L_CONVERSATION_PARAMETER", *SEATS_LOGIN) + (
         DB_LOGIN if reports_login_configured(env) else ()
     )
+    seats = [seats_service(env, ax3l_keys)] if seats_apart(env) else []
     return [
         Service(
             "snakelab",
@@ -174,11 +232,12 @@ def services(env: Mapping[str, str]) -> list[Service]:
             broker_keys,
             *urls("AX3L_TOOLBROKER_PORT"),
         ),
+        *seats,
         Service(
             "orchestrator",
             ["ax3l-orchestrator"],
             "ax3l.orchestrator",
-            ax3l_keys,
+            orchestrator_keys,
             *urls("AX3L_ORCHESTRATOR_PORT"),
         ),
         Service(
