@@ -211,3 +211,175 @@ def test_with_the_external_proposer_the_seats_endpoint_is_a_service_of_its_own(
     child = {k: v for k, v in env.items() if k != "AX3L_SEATS_BOARD_SOCKET"}
     handed = spec.service("orchestrator", child).environment(child)
     assert handed["AX3L_SEATS_DB_PASSWORD"] == "seats-secret"
+
+
+def _seats_login(databases) -> tuple[str, str]:
+    """A seats' endpoint user for these databases, as scripts/mariadb.sh makes ``ax3l_seats``:
+    created by the administrator with SELECT on SnakeLab's database; ``ax3l-db create`` (run by
+    stack.py) gives it its tables as Ax3l's user, who holds its database WITH GRANT OPTION."""
+    import secrets
+
+    from ax3l.shared.db.cli import seats_grants
+
+    user, password = f"seats_{secrets.token_hex(4)}", secrets.token_hex(12)
+    settings = databases.settings(AX3L_SEATS_DB_USER=user, AX3L_SEATS_DB_PASSWORD=password)
+    admin = databases.connect("admin")
+    try:
+        with admin.cursor() as cur:
+            for statement in seats_grants(settings, user, password)[:2]:
+                cur.execute(statement)
+            cur.execute(
+                f"GRANT ALL PRIVILEGES ON `{databases.ax3l_db}`.* TO"
+                f" '{databases.ax3l_user}'@'%' WITH GRANT OPTION"
+            )
+    finally:
+        admin.close()
+    return user, password
+
+
+def _drop_seats_login(databases, user: str) -> None:
+    admin = databases.connect("admin")
+    try:
+        with admin.cursor() as cur:
+            cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+            cur.execute(
+                f"REVOKE GRANT OPTION ON `{databases.ax3l_db}`.* FROM '{databases.ax3l_user}'@'%'"
+            )
+    finally:
+        admin.close()
+
+
+def _environ(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes()
+    return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
+
+
+def _seat_call(url: str, token: str, tool: str, arguments: dict) -> dict | None:
+    """A seat's tools/call over plain HTTP; its structured result (None: no answer yet)."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+    body["params"] = {"name": tool, "arguments": arguments}
+    request = urllib.request.Request(
+        url,
+        json.dumps(body).encode(),
+        {
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+            "authorization": f"Bearer {token}",
+        },
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            result = json.loads(reply.read())["result"]
+    except (OSError, ValueError, KeyError):
+        return None
+    if result.get("structuredContent"):
+        return dict(result["structuredContent"])
+    return dict(json.loads(result["content"][0]["text"]))
+
+
+def _take_a_turn(url: str, token: str) -> dict:
+    """Wait for an open turn, answer it with a legal value; the accepted answer."""
+    from ax3l.shared.config_schema import load_schema
+    from ax3l.shared.registry import BY_NAME
+
+    def open_turn() -> dict | None:
+        turn = _seat_call(url, token, "current_turn", {})
+        return turn if turn and turn.get("open") else None
+
+    turn = wait_until(open_turn, timeout=90, interval=0.3, what="an open turn for the seats")
+    choices = turn["open_values"]["choices"]
+    if choices:
+        values = dict(zip(turn["arguments"], choices[0], strict=True))
+    else:
+        schema, entry = load_schema(None), BY_NAME[turn["entry"]]
+        values = {}
+        for argument, path in zip(entry.value_names, entry.paths, strict=True):
+            leaf = schema.by_path[path]
+            values[argument] = (float(leaf.minimum) + float(leaf.maximum)) / 2
+    answer = _seat_call(url, token, turn["tool"], values)
+    assert answer is not None and answer.get("status") == "ok", (turn, answer)
+    return answer
+
+
+@pytest.mark.long  # a whole stack started and stopped once more (make test-long)
+def test_make_run_with_the_external_proposer_runs_the_seats_endpoint_apart(databases, tmp_path):
+    """``AX3L_PROPOSER=external make start``: the seats' endpoint is a supervised service of its
+    own, logged in as its own user (its process holds no Ax3l password, the orchestrator's no
+    seats' password), sharing the turn board over a 0600 socket in the run directory; a seat
+    takes a turn through it, and after the endpoint is killed the supervisor starts it again
+    and a seat takes the next turn; stop ends it and removes the socket."""
+    import signal
+    import stat
+
+    from ax3l.testing.databases import run_module
+
+    ports = {name: free_port() for name in ("reports", "orchestrator", "toolbroker", "snakelab")}
+    env = _stack_env(databases, tmp_path, ports)
+    run_dir = Path(env["AX3L_RUN_DIR"])
+    seats_port = free_port()
+    user, password = _seats_login(databases)
+    with (run_dir / "db.env").open("a") as db_env:
+        db_env.write(f"AX3L_SEATS_DB_USER={user}\nAX3L_SEATS_DB_PASSWORD={password}\n")
+    env |= {
+        "AX3L_PROPOSER": "external",
+        "AX3L_SEATS_PORT": str(seats_port),
+        "AX3L_EXTERNAL_DEADLINE": "120",
+        "AX3L_SEAT_TOKEN_REFRESH": "0.2",
+    }
+    url = f"http://127.0.0.1:{seats_port}/mcp"
+    board = run_dir / "seats" / "board.sock"
+    script = [sys.executable, str(REPO / "scripts" / "stack.py")]
+    try:
+        started = subprocess.run(
+            [*script, "start"], env=env, capture_output=True, text=True, timeout=180
+        )
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert f"seats (MCP):  {url}" in started.stdout
+        pids = {p.stem: int(p.read_text()) for p in (run_dir / "stack").glob("*.pid")}
+        assert {"seats", "orchestrator"} <= set(pids), pids
+        seats_env, orchestrator_env = _environ(pids["seats"]), _environ(pids["orchestrator"])
+        assert seats_env["AX3L_SEATS_DB_USER"] == user
+        assert not {"DB_USER", "DB_PASSWORD"} & set(seats_env)
+        assert databases.ax3l_password not in seats_env.values()
+        assert not {"AX3L_SEATS_DB_USER", "AX3L_SEATS_DB_PASSWORD"} & set(orchestrator_env)
+        assert password not in orchestrator_env.values()
+        assert seats_env["AX3L_SEATS_BOARD_SOCKET"] == str(board)
+        assert orchestrator_env["AX3L_SEATS_BOARD_SOCKET"] == str(board)
+        assert stat.S_IMODE(board.stat().st_mode) == 0o600
+        assert stat.S_IMODE(board.parent.stat().st_mode) == 0o700
+        logins = databases.query(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = %s", (user,)
+        )
+        assert logins[0][0] >= 1  # the endpoint's pool, as its own user
+
+        added = run_module("ax3l.orchestrator.seats_cli", "add", "ivy", env=databases.env())
+        assert added.returncode == 0, added.stderr
+        token = added.stdout.strip().splitlines()[-1]
+        first = _take_a_turn(url, token)
+        assert first["run_id"]
+
+        os.kill(pids["seats"], signal.SIGKILL)
+
+        def restarted() -> int | None:
+            pid_file = run_dir / "stack" / "seats.pid"
+            pid = int(pid_file.read_text()) if pid_file.exists() else None
+            return pid if pid not in (None, pids["seats"]) else None
+
+        wait_until(restarted, timeout=60, interval=0.2, what="the seats' endpoint restarted")
+        second = _take_a_turn(url, token)
+        assert second["run_id"] != first["run_id"]
+        accepted = databases.query(
+            "SELECT COUNT(*) FROM events e JOIN event_messages m USING (event_id)"
+            " WHERE e.name = 'seat_call' AND e.source_name = 'ivy'"
+            " AND m.content LIKE '%%\"accepted\"%%'"
+        )
+        assert accepted[0][0] == 2
+    finally:
+        stopped = subprocess.run(
+            [*script, "stop"], env=env, capture_output=True, text=True, timeout=120
+        )
+        _drop_seats_login(databases, user)
+    assert stopped.returncode == 0, stopped.stderr
+    assert not list((run_dir / "stack").glob("*.pid"))
+    assert not board.exists()
+    assert _get_json(f"http://127.0.0.1:{seats_port}/metrics") is None
