@@ -295,6 +295,7 @@ def _take_a_turn(url: str, token: str) -> dict:
         values = {}
         for argument, path in zip(entry.value_names, entry.paths, strict=True):
             leaf = schema.by_path[path]
+            assert leaf.minimum is not None and leaf.maximum is not None
             values[argument] = (float(leaf.minimum) + float(leaf.maximum)) / 2
     answer = _seat_call(url, token, turn["tool"], values)
     assert answer is not None and answer.get("status") == "ok", (turn, answer)

@@ -598,27 +598,26 @@ def test_the_seats_user_may_read_seats_and_snakelab_and_insert_events_nothing_mo
 async def test_the_endpoint_as_a_service_shares_the_board_over_its_unix_socket(
     snakelab_tables: TestDatabases, tmp_path: Any
 ) -> None:
-    """AX3L_SEATS_BOARD_SOCKET (compose's seats service): the endpoint runs from its own
-    environment, with its own login and without Ax3l's password, and listens on a 0600 unix
-    socket; the orchestrator connects, offers a turn and learns its winner; a restarted
-    orchestrator connects again; SIGTERM stops the endpoint and removes the socket."""
+    """AX3L_SEATS_BOARD_SOCKET (compose's seats service, make run's with the proposer
+    external): the endpoint runs as the stack spec's ``seats`` service, from the environment the
+    spec gives it (its own login, not Ax3l's password), and listens on a 0600 unix socket; the
+    orchestrator connects, offers a turn and learns its winner; a restarted orchestrator
+    connects again; SIGTERM stops the endpoint and removes the socket."""
     import os
     import signal
     import stat
 
     from ax3l.orchestrator.seat_process import SeatProcess
+    from ax3l.shared.stack import spec
 
     peer = ScriptedPeer(lambda request: broker_reply(request, {"status": "ok", "run_id": "r-7"}))
     port, board_socket = free_port(), str(tmp_path / "board.sock")
     url = f"http://127.0.0.1:{port}/mcp"
     with seats_login(snakelab_tables) as (user, password):
-        service_env = {
-            **{
-                k: v
-                for k, v in snakelab_tables.env().items()
-                if k not in ("DB_USER", "DB_PASSWORD")
-            },
-            "PATH": os.environ["PATH"],
+        stack_env = {  # everything a stack knows, Ax3l's login included
+            **os.environ,
+            **snakelab_tables.env(),
+            "AX3L_PROPOSER": "external",
             "AX3L_SEATS_DB_USER": user,
             "AX3L_SEATS_DB_PASSWORD": password,
             "AX3L_SEATS_BOARD_SOCKET": board_socket,
@@ -626,8 +625,12 @@ async def test_the_endpoint_as_a_service_shares_the_board_over_its_unix_socket(
             "AX3L_ZMQ_ENDPOINT": peer.endpoint,
             "AX3L_SEAT_TOKEN_REFRESH": "0.1",
         }
+        seats_service = spec.service("seats", stack_env)
+        service_env = seats_service.environment(stack_env)
+        assert service_env["AX3L_SEATS_DB_PASSWORD"] == password
+        assert not {"DB_USER", "DB_PASSWORD"} & set(service_env)
         service = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "ax3l.orchestrator.seat_process", "serve", env=service_env
+            *seats_service.argv(sys.executable), env=service_env
         )
         settings = snakelab_tables.settings(AX3L_SEATS_BOARD_SOCKET=board_socket)
         db = await Database(settings).open()
@@ -644,6 +647,7 @@ async def test_the_endpoint_as_a_service_shares_the_board_over_its_unix_socket(
                     await process.start()
                     assert process.pid() is None  # nothing of the orchestrator's
                     assert stat.S_IMODE(os.stat(board_socket).st_mode) == 0o600
+                    assert await asyncio.to_thread(seats_service.healthy)  # make run's check
                     turn = await open_turn(log, process.board, number)
                     for _ in range(100):
                         body = tool_result(
