@@ -3,16 +3,19 @@
 A flood at ``/mcp`` then costs the endpoint's process its CPU and event loop, never the
 loop's: the orchestrator's process only keeps the turn board. Two ways to run it:
 
-* the orchestrator's child (``make run``): started by the orchestrator at a lower CPU priority
-  (``NICE`` more), so on a busy machine the loop is served first; the two share the board over
-  a socket pair (no address, no port: the child inherits its end);
-* a service of its own (compose's ``seats``: ``python -m ax3l.orchestrator.seat_process
-  serve``), with ``AX3L_SEATS_BOARD_SOCKET`` set on both sides: the endpoint listens on that
-  unix socket (mode 0600, on a volume only the two containers share) and the orchestrator
-  connects to it, waiting up to ``START_TIMEOUT`` at its start and ``RECONNECT_WAIT`` when a
-  turn opens after the endpoint went away. The endpoint's settings are then its own
-  environment's (its password a ``*_FILE`` secret): the orchestrator sends only JSON, never
-  settings, and does not hold the endpoint's password. A new connection replaces the last.
+* the orchestrator's child (no ``AX3L_SEATS_BOARD_SOCKET``: an ``ax3l-orchestrator`` started
+  by hand, the tests' stack): started by the orchestrator at a lower CPU priority (``NICE``
+  more), so on a busy machine the loop is served first; the two share the board over a socket
+  pair (no address, no port: the child inherits its end);
+* a service of its own (compose's ``seats``, and ``make run``'s with the proposer external:
+  ``python -m ax3l.orchestrator.seat_process serve``, the stack spec's ``seats`` service), with
+  ``AX3L_SEATS_BOARD_SOCKET`` set on both sides: the endpoint listens on that unix socket (mode
+  0600, on a volume only the two containers share, or in make run's ``<run dir>/seats``,
+  0700) and the orchestrator connects to it, waiting up to ``START_TIMEOUT`` at its start and
+  ``RECONNECT_WAIT`` when a turn opens after the endpoint went away. The endpoint's settings
+  are then its own environment's (its password a ``*_FILE`` secret in compose): the
+  orchestrator sends only JSON, never settings, and does not hold the endpoint's password. A
+  new connection replaces the last.
 
 Either way one JSON message a line:
 
@@ -35,7 +38,7 @@ more; unset, it logs a warning and uses Ax3l's). So it reads no events: a histor
 while no turn is open is relative to the golden configuration the orchestrator last sent (at
 the start, and with each turn). The child exits when its socket closes (the orchestrator
 stopped, or died); an endpoint that died is started again when the next turn opens (a
-service: restarted by compose, reconnected then).
+service: restarted by compose or make run's supervisor, reconnected then).
 
     python -m ax3l.orchestrator.seat_process CONTROL_FD
     python -m ax3l.orchestrator.seat_process serve
