@@ -214,10 +214,15 @@ def test_the_init_sql_escapes_its_values():
 
 
 def test_compose_commands_and_environment_agree_with_make_run():
-    """compose.yaml and scripts/stack.py start the same commands with the same settings."""
+    """compose.yaml and scripts/stack.py start the same commands with the same settings (the
+    seats' endpoint too: make run's with the proposer external, compose's profile seats)."""
     result = compose_config(COMBINATIONS["demo"], SECRETS)
     services = yaml.safe_load(result.stdout)["services"]
-    for definition in stack.services({}):
+    external = {"AX3L_PROPOSER": "external", "AX3L_SEATS_DB_USER": "ax3l_seats"}
+    external["AX3L_SEATS_BOARD_SOCKET"] = "/run/ax3l-board/board.sock"
+    definitions = [*stack.services({}), *stack.services(external)]
+    assert "seats" in [definition.name for definition in definitions]
+    for definition in definitions:
         compose_service = services[definition.name]
         assert compose_service["command"][0] == definition.command[0], definition.name
         # A setting's <NAME>_FILE form is the same setting (compose's secrets).
