@@ -187,9 +187,9 @@ class Settings(BaseSettings):
     """run the seats' endpoint in a process of its own, so a flood at it costs the loop's
     process nothing (false: inside the orchestrator)"""
     seats_board_socket: str | None = setting(None, "AX3L_SEATS_BOARD_SOCKET")
-    """a unix socket's path: the seats' endpoint runs as a service of its own (compose's seats)
-    listening there, and the orchestrator keeps the turn board through it; unset: the
-    orchestrator starts the endpoint as its child process"""
+    """a unix socket's path: the seats' endpoint runs as a service of its own (compose's seats,
+    make run's with the proposer external) listening there, and the orchestrator keeps the turn
+    board through it; unset: the orchestrator starts the endpoint as its child process"""
     seats_db_user: str | None = setting(None, "AX3L_SEATS_DB_USER")
     """the seats' endpoint process's own database user: it may read seats and SnakeLab's
     tables and insert events, nothing more (``ax3l-db grant-seats``); unset: DB_USER"""
