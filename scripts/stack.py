@@ -95,8 +95,8 @@ def stack_env() -> dict[str, str]:
     env.update(os.environ)  # the user's settings win over the defaults above
     env.setdefault("SNAKELAB_PORT", "41970")
     env.setdefault("AX3L_SNAKELAB_ENDPOINT", f"tcp://127.0.0.1:{env['SNAKELAB_PORT']}")
-    if seats_apart(env):
-        env.setdefault("AX3L_SEATS_BOARD_SOCKET", str(BOARD_SOCKET))
+    if seats_apart(env) and not env.get("AX3L_SEATS_BOARD_SOCKET"):
+        env["AX3L_SEATS_BOARD_SOCKET"] = str(BOARD_SOCKET)
     return env
 
 
