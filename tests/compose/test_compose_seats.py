@@ -18,13 +18,11 @@ from typing import Any
 import pytest
 from compose_harness import Compose, Timings, make_compose
 
-from ax3l.shared.config_schema import load_schema
-from ax3l.shared.registry import BY_NAME
 from ax3l.testing.plugin import free_port, wait_until
+from ax3l.testing.simple_agent import choose
 
 pytestmark = pytest.mark.timeout(1800)
 FILES = ["compose.yaml", "compose.demo.yaml"]
-SCHEMA = load_schema(None)
 
 
 @pytest.fixture(scope="module")
@@ -73,21 +71,6 @@ def _call(port: int, token: str, tool: str, arguments: dict[str, Any]) -> dict[s
         return dict(json.loads(answer.read())["result"])
 
 
-def _choose(turn: dict[str, Any]) -> dict[str, Any]:
-    """An open choice, else a random legal number (as a simple agent would)."""
-    rng = random.Random(7)
-    choices = turn["open_values"]["choices"]
-    if choices:
-        return dict(zip(turn["arguments"], rng.choice(choices), strict=True))
-    entry = BY_NAME[turn["entry"]]
-    values = {}
-    for argument, path in zip(entry.value_names, entry.paths, strict=True):
-        leaf = SCHEMA.by_path[path]
-        assert leaf.minimum is not None and leaf.maximum is not None
-        values[argument] = round(rng.uniform(float(leaf.minimum), float(leaf.maximum)), 5)
-    return values
-
-
 def test_the_seats_service_runs_apart_with_its_own_login_and_a_seat_takes_a_turn(
     seats: tuple[Compose, int],
 ) -> None:
@@ -125,7 +108,7 @@ def test_the_seats_service_runs_apart_with_its_own_login_and_a_seat_takes_a_turn
         return turn if turn.get("open") else None
 
     turn = wait_until(open_turn, timeout=300, interval=1, what="a turn open to the seats")
-    result = _call(port, token, f"{turn['tool']}", _choose(turn))
+    result = _call(port, token, f"{turn['tool']}", choose(turn, random.Random(7)))
     reply = json.loads(result["content"][0]["text"])
     assert reply["status"] == "ok", reply
     rows = compose.sql(

@@ -27,6 +27,7 @@ from ax3l.shared.registry import BY_NAME
 from ax3l.testing.databases import run_module
 from ax3l.testing.mcp_wire import initialize
 from ax3l.testing.plugin import free_port
+from ax3l.testing.simple_agent import choose
 from ax3l.testing.stack import Proc, Stack
 
 SCHEMA = load_schema(None)
@@ -91,20 +92,6 @@ def wait_for_turn(stack: Stack, url: str, token: str, proc: Proc) -> dict[str, A
         return turn if turn.get("open") else None
 
     return dict(stack.wait_for(open_turn, 60, "an open turn for the seats", proc))
-
-
-def choose(turn: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-    """What a simple agent proposes: an open choice, else a random legal number."""
-    choices = turn["open_values"]["choices"]
-    if choices:
-        return dict(zip(turn["arguments"], rng.choice(choices), strict=True))
-    entry = BY_NAME[turn["entry"]]
-    values = {}
-    for argument, path in zip(entry.value_names, entry.paths, strict=True):
-        leaf = SCHEMA.by_path[path]
-        assert leaf.minimum is not None and leaf.maximum is not None
-        values[argument] = round(rng.uniform(float(leaf.minimum), float(leaf.maximum)), 5)
-    return values
 
 
 def test_a_seat_takes_seven_turns_and_a_racing_seat_is_refused(stack: Stack) -> None:
