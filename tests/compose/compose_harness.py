@@ -101,6 +101,15 @@ class Compose:
         assert len(ids) == 1, (service, ids)
         return ids[0]
 
+    def exec(self, service: str, *command: str) -> subprocess.CompletedProcess[str]:
+        """``docker exec`` ``command`` in ``service``'s container (60 s at most), output as text."""
+        return subprocess.run(
+            ["docker", "exec", self.container(service), *command],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
     def inspect(self, service: str) -> dict[str, Any]:
         out = subprocess.run(
             ["docker", "inspect", self.container(service)], capture_output=True, text=True

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -46,15 +45,6 @@ def seats(base_images: None, output_dir: Path, timings: Timings) -> Iterator[tup
         yield compose, port
 
 
-def _exec(compose: Compose, service: str, *command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["docker", "exec", compose.container(service), *command],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 def _call(port: int, token: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": tool, "arguments": arguments}}  # fmt: skip
@@ -91,12 +81,12 @@ def test_the_seats_service_runs_apart_with_its_own_login_and_a_seat_takes_a_turn
     logins = "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = 'ax3l_seats'"
     assert compose.scalar(logins) >= 1
     for service in ("seats", "orchestrator"):
-        mode = _exec(compose, service, "stat", "-c", "%a %U", "/run/ax3l-board/board.sock")
+        mode = compose.exec(service, "stat", "-c", "%a %U", "/run/ax3l-board/board.sock")
         assert mode.stdout.split() == ["600", "ax3l"], (service, mode)
     environment = compose.inspect("seats")["Config"]["Env"]
     assert not any(line.startswith(("DB_USER=", "DB_PASSWORD")) for line in environment)
 
-    added = _exec(compose, "orchestrator", "ax3l-seats", "add", "alice")
+    added = compose.exec("orchestrator", "ax3l-seats", "add", "alice")
     assert added.returncode == 0, added.stderr
     token = next(w for w in added.stdout.split() if w.startswith("ax3l-seat-"))
 

@@ -83,15 +83,6 @@ def test_the_experiment_seeds_and_advances(demo: Compose):
     check_no_duplicates(demo)
 
 
-def _exec(compose: Compose, service: str, *command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["docker", "exec", compose.container(service), *command],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 # Connects to each host:port given as arguments; prints one line per target: "open" or the error.
 PROBE = """
 import socket, sys
@@ -118,7 +109,7 @@ def test_only_the_orchestrator_reaches_the_broker_tool_port(demo: Compose):
     assert len(addresses) == 3, addresses
     targets = [f"{ip}:61970" for ip in addresses.values()]
     targets += ["toolbroker:61970", "toolbroker-tools:61970"]
-    allowed = _exec(demo, "orchestrator", "python", "-c", PROBE, "toolbroker-tools:61970")
+    allowed = demo.exec("orchestrator", "python", "-c", PROBE, "toolbroker-tools:61970")
     assert _probe_results(allowed.stdout) == {"toolbroker-tools:61970": "open"}, allowed.stderr
     image = demo.inspect("reports")["Config"]["Image"]
     stranger = subprocess.run(
@@ -129,7 +120,7 @@ def test_only_the_orchestrator_reaches_the_broker_tool_port(demo: Compose):
     assert stranger.returncode == 0, stranger.stderr
     results = _probe_results(stranger.stdout)
     assert set(results) == set(targets) and "open" not in results.values(), results
-    reports = _exec(demo, "reports", "python", "-c", PROBE, *targets)
+    reports = demo.exec("reports", "python", "-c", PROBE, *targets)
     results = _probe_results(reports.stdout)
     assert set(results) == set(targets) and "open" not in results.values(), results
 
@@ -147,14 +138,14 @@ def test_every_service_runs_read_only_without_capabilities(demo: Compose):
         assert not host["Privileged"], service
         if service in ONE_OFF:
             continue
-        status = _exec(demo, service, "cat", "/proc/1/status").stdout
+        status = demo.exec(service, "cat", "/proc/1/status").stdout
         capabilities = dict(
             line.split(":\t", 1) for line in status.splitlines() if line.startswith("Cap")
         )
         for kind in ("CapPrm", "CapEff", "CapBnd", "CapAmb"):
             assert int(capabilities[kind], 16) == 0, (service, capabilities)
         assert "NoNewPrivs:\t1" in status, service
-        written = _exec(demo, service, "sh", "-c", "echo x > /probe-written")
+        written = demo.exec(service, "sh", "-c", "echo x > /probe-written")
         assert written.returncode != 0 and "Read-only" in written.stderr, (service, written)
 
 
@@ -172,7 +163,7 @@ def test_no_secret_in_inspect_command_lines_or_logs(demo: Compose):
         )
         places[f"{service}: log"] = log.stdout + log.stderr
         if service not in ONE_OFF:
-            lines = _exec(demo, service, "sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '")
+            lines = demo.exec(service, "sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '")
             assert lines.returncode == 0 and lines.stdout, (service, lines.stderr)
             places[f"{service}: command lines"] = lines.stdout
     host = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)

@@ -8,8 +8,9 @@ import argparse
 import asyncio
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pymysql
 
@@ -331,17 +332,43 @@ def grant_seats_tables(settings: Settings) -> str | None:
     return f"the seats' endpoint user {user} may read seats and insert events"
 
 
+class Login(NamedTuple):
+    """A login ``ax3l-db`` prints the grants of: its user's variable and default, its
+    password's variable, the statements, and what ``--help`` says of it."""
+
+    user_env: str
+    default_user: str
+    password_env: str
+    grants: Callable[[Settings, str, str | None, str], list[str]]
+    help: str
+
+
+LOGINS = {
+    "grant-reports": Login(
+        REPORTS_USER_ENV,
+        DEFAULT_REPORTS_USER,
+        REPORTS_PASSWORD_ENV,
+        reports_grants,
+        "print the SQL that creates the report server's SELECT-only user (run it as an"
+        " administrator, e.g. `ax3l-db grant-reports | mysql -uroot -p`)",
+    ),
+    "grant-seats": Login(
+        SEATS_USER_ENV,
+        DEFAULT_SEATS_USER,
+        SEATS_PASSWORD_ENV,
+        seats_grants,
+        "print the SQL that creates the seats' endpoint's user (SELECT on seats and on"
+        " SnakeLab's tables, INSERT on events; run it as an administrator after `ax3l-db"
+        " create`, e.g. `ax3l-db grant-seats | mysql -uroot -p`)",
+    ),
+}
+
+
 def print_grants(settings: Settings, command: str, user: str | None, host: str) -> None:
     """``ax3l-db grant-reports`` or ``grant-seats``: print the statements."""
-    if command == "grant-reports":
-        user = user or os.environ.get(REPORTS_USER_ENV) or DEFAULT_REPORTS_USER
-        password = os.environ.get(REPORTS_PASSWORD_ENV)
-        statements = reports_grants(settings, user, password, host)
-    else:
-        user = user or os.environ.get(SEATS_USER_ENV) or DEFAULT_SEATS_USER
-        password = os.environ.get(SEATS_PASSWORD_ENV)
-        statements = seats_grants(settings, user, password, host)
-    for statement in statements:
+    login = LOGINS[command]
+    user = user or os.environ.get(login.user_env) or login.default_user
+    for statement in login.grants(settings, user, os.environ.get(login.password_env), host):
         print(statement + ";")
 
 
@@ -373,31 +400,15 @@ def main(argv: list[str] | None = None) -> int:
     reset.add_argument(
         "--recreate", action="store_true", help="drop and recreate the event tables as well"
     )
-    grant = sub.add_parser(
-        "grant-reports",
-        help="print the SQL that creates the report server's SELECT-only user (run it as an"
-        " administrator, e.g. `ax3l-db grant-reports | mysql -uroot -p`)",
-    )
-    grant.add_argument(
-        "user",
-        nargs="?",
-        help=f"the user (default ${REPORTS_USER_ENV}, else {DEFAULT_REPORTS_USER}); its password"
-        f" comes from ${REPORTS_PASSWORD_ENV} (unset: the user must exist)",
-    )
-    grant.add_argument("--host", default="%", help="the account's host part (default %%)")
-    grant_seats = sub.add_parser(
-        "grant-seats",
-        help="print the SQL that creates the seats' endpoint's user (SELECT on seats and on"
-        " SnakeLab's tables, INSERT on events; run it as an administrator after `ax3l-db"
-        " create`, e.g. `ax3l-db grant-seats | mysql -uroot -p`)",
-    )
-    grant_seats.add_argument(
-        "user",
-        nargs="?",
-        help=f"the user (default ${SEATS_USER_ENV}, else {DEFAULT_SEATS_USER}); its password"
-        f" comes from ${SEATS_PASSWORD_ENV} (unset: the user must exist)",
-    )
-    grant_seats.add_argument("--host", default="%", help="the account's host part (default %%)")
+    for command, login in LOGINS.items():
+        grant = sub.add_parser(command, help=login.help)
+        grant.add_argument(
+            "user",
+            nargs="?",
+            help=f"the user (default ${login.user_env}, else {login.default_user}); its password"
+            f" comes from ${login.password_env} (unset: the user must exist)",
+        )
+        grant.add_argument("--host", default="%", help="the account's host part (default %%)")
     export = sub.add_parser(
         "export", help="write the experiment's runs elsewhere (Optuna: ax3l-shared[optuna])"
     )
@@ -434,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
         from ax3l.shared.db.export_optuna import run_export
 
         return run_export(settings, args.optuna, args.study, connect)
-    if args.command in ("grant-reports", "grant-seats"):
+    if args.command in LOGINS:
         print_grants(settings, args.command, args.user, args.host)
         return 0
     try:
