@@ -18,6 +18,17 @@ from snakelab.healthcheck import ping
 REPO = Path(__file__).resolve().parent.parent
 
 
+def _stack(env: dict[str, str], command: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``scripts/stack.py COMMAND`` with exactly ``env``, output as text."""
+    return subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "stack.py"), command],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def _get_json(url: str) -> dict | None:
     try:
         with urllib.request.urlopen(url, timeout=2) as reply:
@@ -58,16 +69,11 @@ def test_stack_starts_runs_the_experiment_and_stops(databases, tmp_path):
     ports = {name: free_port() for name in ("reports", "orchestrator", "toolbroker", "snakelab")}
     env = _stack_env(databases, tmp_path, ports)
     run_dir = Path(env["AX3L_RUN_DIR"])
-    script = [sys.executable, str(REPO / "scripts" / "stack.py")]
     try:
-        started = subprocess.run(
-            [*script, "start"], env=env, capture_output=True, text=True, timeout=180
-        )
+        started = _stack(env, "start", timeout=180)
         assert started.returncode == 0, started.stdout + started.stderr
         assert f"http://127.0.0.1:{ports['reports']}/" in started.stdout
-        again = subprocess.run(
-            [*script, "start"], env=env, capture_output=True, text=True, timeout=60
-        )
+        again = _stack(env, "start", timeout=60)
         assert again.returncode == 0 and "already running" in again.stdout
         wait_until(
             lambda: _count_events(databases, "configuration_compared") >= 3,
@@ -81,9 +87,7 @@ def test_stack_starts_runs_the_experiment_and_stops(databases, tmp_path):
             assert page.status == 200
         assert _count_events(databases, "golden_config_created") >= 1
     finally:
-        stopped = subprocess.run(
-            [*script, "stop"], env=env, capture_output=True, text=True, timeout=120
-        )
+        stopped = _stack(env, "stop", timeout=120)
     assert stopped.returncode == 0, stopped.stderr
     assert not list((run_dir / "stack").glob("*.pid"))
     for port in ports.values():
@@ -100,11 +104,8 @@ def test_with_a_snakelab_of_its_own_the_stack_starts_no_reference_snakelab(datab
     env = _stack_env(databases, tmp_path, ports)
     theirs = SnakeLabProcess(databases.env()).start()
     env["AX3L_SNAKELAB_ENDPOINT"] = theirs.endpoint
-    script = [sys.executable, str(REPO / "scripts" / "stack.py")]
     try:
-        started = subprocess.run(
-            [*script, "start"], env=env, capture_output=True, text=True, timeout=180
-        )
+        started = _stack(env, "start", timeout=180)
         assert started.returncode == 0, started.stdout + started.stderr
         wait_until(
             lambda: _count_events(databases, "configuration_compared") >= 2,
@@ -112,9 +113,7 @@ def test_with_a_snakelab_of_its_own_the_stack_starts_no_reference_snakelab(datab
             interval=0.5,
             what="two compared steps",
         )
-        status = subprocess.run(
-            [*script, "status"], env=env, capture_output=True, text=True, timeout=60
-        )
+        status = _stack(env, "status", timeout=60)
         listed = [line.split()[0] for line in status.stdout.splitlines() if line.strip()]
         assert "snakelab" not in listed, status.stdout
         assert {"toolbroker", "orchestrator", "reports"} <= set(listed), status.stdout
@@ -124,9 +123,7 @@ def test_with_a_snakelab_of_its_own_the_stack_starts_no_reference_snakelab(datab
         runs = databases.query("SELECT COUNT(*) FROM simulation_runs", user="snakelab")[0][0]
         assert runs >= 3  # seeding and two proposals, on their SnakeLab
     finally:
-        stopped = subprocess.run(
-            [*script, "stop"], env=env, capture_output=True, text=True, timeout=120
-        )
+        stopped = _stack(env, "stop", timeout=120)
         try:
             assert stopped.returncode == 0, stopped.stderr
             assert ping(theirs.endpoint)  # theirs, not the stack's to stop
@@ -329,11 +326,8 @@ def test_make_run_with_the_external_proposer_runs_the_seats_endpoint_apart(datab
     }
     url = f"http://127.0.0.1:{seats_port}/mcp"
     board = run_dir / "seats" / "board.sock"
-    script = [sys.executable, str(REPO / "scripts" / "stack.py")]
     try:
-        started = subprocess.run(
-            [*script, "start"], env=env, capture_output=True, text=True, timeout=180
-        )
+        started = _stack(env, "start", timeout=180)
         assert started.returncode == 0, started.stdout + started.stderr
         assert f"seats (MCP):  {url}" in started.stdout
         pids = {p.stem: int(p.read_text()) for p in (run_dir / "stack").glob("*.pid")}
@@ -376,9 +370,7 @@ def test_make_run_with_the_external_proposer_runs_the_seats_endpoint_apart(datab
         )
         assert accepted[0][0] == 2
     finally:
-        stopped = subprocess.run(
-            [*script, "stop"], env=env, capture_output=True, text=True, timeout=120
-        )
+        stopped = _stack(env, "stop", timeout=120)
         _drop_seats_login(databases, user)
     assert stopped.returncode == 0, stopped.stderr
     assert not list((run_dir / "stack").glob("*.pid"))
