@@ -181,3 +181,17 @@ async def history_mark(db: Database) -> tuple[tuple[int, Any] | None, int]:
     )
     history = None if first is None else (int(first["event_id"]), first["occurred_at"])
     return history, int(top["newest"] or 0) if top else 0
+
+
+async def runs_mark(db: Database) -> tuple[int, Any]:
+    """SnakeLab's run count and its first run's id (None when empty): what the in-memory tables
+    compare to notice an emptied or recreated ``simulation_runs``."""
+    runs = db.sl("simulation_runs")
+    summary = await db.fetchone(
+        f"SELECT COUNT(*) AS n, (SELECT run_id FROM {runs} ORDER BY id LIMIT 1) AS first_run"
+        f" FROM {runs}",
+        doing="counting runs",
+    )
+    if summary is None:
+        return 0, None
+    return int(summary["n"]), summary["first_run"]

@@ -34,7 +34,7 @@ from typing import Any
 
 from ax3l.reports.event_contents import parse
 from ax3l.reports.models.proposers import ModelStats, ProposerStats, SeatStats
-from ax3l.reports.queries.events import history_mark
+from ax3l.reports.queries.events import history_mark, runs_mark
 from ax3l.reports.queries.proposers import (
     REJECTIONS,
     UNKNOWN,
@@ -340,13 +340,7 @@ class RunScores:
 
     async def refresh(self, db: Database, retry: bool = True) -> None:
         runs = db.sl("simulation_runs")
-        summary = await db.fetchone(
-            f"SELECT COUNT(*) AS n, (SELECT run_id FROM {runs} ORDER BY id LIMIT 1) AS first_run"
-            f" FROM {runs}",
-            doing="counting runs",
-        )
-        count = int(summary["n"]) if summary else 0
-        first_run = None if summary is None else summary["first_run"]
+        count, first_run = await runs_mark(db)
         if self._first is not None and first_run != self._first:
             self._reset()  # another history: the table was emptied or recreated
         changed = False

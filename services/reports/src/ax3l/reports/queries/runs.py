@@ -31,7 +31,7 @@ from typing import Any
 import polars as pl
 
 from ax3l.reports.models.runs import TUNED_COLUMNS, RunRow, RunsPage, RunsPageQuery, RunsQuery
-from ax3l.reports.queries.events import history_mark
+from ax3l.reports.queries.events import history_mark, runs_mark
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
 from ax3l.shared.wire import TERMINAL_STATES
@@ -242,14 +242,7 @@ class RunsTable:
         return runs.join(configs, on="run_id", how="left").select(list(self._schema))
 
     async def _refresh_runs(self, db: Database, retry: bool = True) -> bool:
-        runs = db.sl("simulation_runs")
-        summary = await db.fetchone(
-            f"SELECT COUNT(*) AS n, (SELECT run_id FROM {runs} ORDER BY id LIMIT 1) AS first_run"
-            f" FROM {runs}",
-            doing="counting runs",
-        )
-        count = int(summary["n"]) if summary else 0
-        first_run = None if summary is None else summary["first_run"]
+        count, first_run = await runs_mark(db)
         changed = False
         if self._first is not None and first_run != self._first:
             self._reset()  # another history: the table was emptied or recreated
