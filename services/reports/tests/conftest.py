@@ -10,6 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
+from headless_browser import have_chromium, headless_chromium
+from playwright.sync_api import Browser
 from reports_history import Replay, insert_runs, read_runs, replay_history
 from reports_testing import (
     Experiment,
@@ -63,3 +65,12 @@ async def client(experiment: Experiment) -> AsyncIterator[httpx.AsyncClient]:
     """An httpx client of the app over the shared experiment."""
     async with app_client(reports_settings(experiment.dbs)) as http:
         yield http
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's Chromium, headless, one per test module (the test is skipped without it)."""
+    if not have_chromium():
+        pytest.skip("Debian's chromium is needed")
+    with headless_chromium() as chromium:
+        yield chromium

@@ -10,8 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from headless_browser import have_chromium, headless_chromium, plotted_traces
-from playwright.sync_api import Browser
+from headless_browser import plotted_traces
 from reports_testing import Server, private_databases, reports_server
 from stored_rows import stored_rows
 
@@ -101,14 +100,6 @@ def server(comparison, tmp_path_factory) -> Iterator[Server]:
     log = tmp_path_factory.mktemp("reports") / "reports.log"
     with reports_server(comparison, log) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not have_chromium():
-        pytest.skip("Debian's chromium is needed")
-    with headless_chromium() as chromium:
-        yield chromium
 
 
 def _stored(dbs: TestDatabases) -> dict[str, list[list[int | None]]]:

@@ -13,8 +13,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from headless_browser import have_chromium, headless_chromium
-from playwright.sync_api import Browser
 from reports_testing import Server, private_databases, reports_server
 from stored_rows import stored_rows
 
@@ -121,14 +119,6 @@ def server(comparison, tmp_path_factory) -> Iterator[Server]:
     log = tmp_path_factory.mktemp("reports") / "reports.log"
     with reports_server(comparison, log) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not have_chromium():
-        pytest.skip("Debian's chromium is needed")
-    with headless_chromium() as chromium:
-        yield chromium
 
 
 # -- the figures, from the stored rows, by the standard library ----------------------------

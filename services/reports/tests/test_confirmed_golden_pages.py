@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from statistics import mean
 
 import pytest
-from headless_browser import have_chromium, headless_chromium
+from headless_browser import have_chromium
 from playwright.sync_api import Browser, Page
 from reports_history import RealRun, insert_runs, read_runs
 from reports_testing import Server, private_databases, reports_server
@@ -227,12 +227,6 @@ def server(confirmed, tmp_path_factory) -> Iterator[Server]:
     log = tmp_path_factory.mktemp("reports") / "reports.log"
     with reports_server(confirmed.dbs, log) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with headless_chromium() as chromium:
-        yield chromium
 
 
 @pytest.fixture

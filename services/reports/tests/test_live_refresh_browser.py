@@ -13,8 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from headless_browser import Watched, have_chromium, headless_chromium
-from playwright.sync_api import Browser
+from headless_browser import Watched, have_chromium
 from reports_history import RealRun, insert_runs, read_runs
 from reports_testing import private_databases, reports_server
 
@@ -59,12 +58,6 @@ def add_runs(dbs: TestDatabases, runs: list[RealRun]) -> None:
 def dbs(db_env: dict[str, str]) -> Iterator[TestDatabases]:
     with private_databases(db_env) as databases:
         yield databases
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with headless_chromium() as chromium:
-        yield chromium
 
 
 def test_dashboard_refresh_swaps_its_data_and_redraws_the_plot(dbs, browser, tmp_path):

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import closing
 
 import pytest
-from headless_browser import Watched, have_chromium, headless_chromium, plotted_traces
+from headless_browser import Watched, have_chromium, plotted_traces
 from playwright.sync_api import Browser, Page
 from reports_testing import FakeSnakeLab, Server, StatusServer, reports_server, running_status
 from stored_rows import stored_rows
@@ -30,12 +30,6 @@ def server(experiment, snakelab, tmp_path_factory) -> Iterator[Server]:
     log = tmp_path_factory.mktemp("reports") / "reports.log"
     with reports_server(experiment.dbs, log, snakelab.endpoint) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with headless_chromium() as chromium:
-        yield chromium
 
 
 @pytest.fixture

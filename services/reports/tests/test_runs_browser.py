@@ -7,8 +7,7 @@ import csv
 from collections.abc import Iterator
 
 import pytest
-from headless_browser import Watched, have_chromium, headless_chromium
-from playwright.sync_api import Browser
+from headless_browser import Watched, have_chromium
 from reports_history import expected_rows
 from reports_testing import Server, reports_server
 
@@ -27,12 +26,6 @@ def server(experiment, tmp_path_factory) -> Iterator[Server]:
     log = tmp_path_factory.mktemp("reports") / "reports.log"
     with reports_server(experiment.dbs, log) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with headless_chromium() as chromium:
-        yield chromium
 
 
 def _ids(page) -> list[int]:
