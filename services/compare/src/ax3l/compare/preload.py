@@ -50,6 +50,7 @@ PRELOADED = (
     "ax3l.toolbroker.main",
     "ax3l.orchestrator.main",
     "ax3l.orchestrator.proposers.tpe",
+    "anyio._backends._asyncio",
 )
 ANSWER_TIMEOUT = 30.0
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -169,6 +170,9 @@ def serve(requests: IO[str], answers: IO[str]) -> None:
     me = os.getpid()
     for module in PRELOADED:
         importlib.import_module(module)
+    # The schema's revisions, read once from alembic's scripts (cached): every service checks
+    # its database against them at start, which otherwise imports alembic in each child.
+    importlib.import_module("ax3l.shared.db.upgrades").revisions()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     for line in requests:
         try:
