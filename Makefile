@@ -64,7 +64,7 @@ test-llm: system-deps install db-start llm-start ## the real-model tier: the sta
 	AX3L_TEST_LLM_URL=http://127.0.0.1:$${AX3L_LLAMA_PORT:-27770} $(UV) run --frozen pytest tests/llm -s $(PYTEST_ARGS)
 
 .PHONY: test-long
-test-long: system-deps install db-start ## the minute-long statistical and multi-host tests (-m long; about 3 min)
+test-long: system-deps install db-start ## the minute-long statistical and multi-host tests and the slower restart tests (-m long; about 11 min)
 	$(UV) run --frozen pytest -m long $(PYTEST_ARGS)
 
 .PHONY: test-chaos

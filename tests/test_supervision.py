@@ -175,6 +175,7 @@ def _assert_least_privilege(run_dir: RunDir, environments: dict[str, dict[str, s
         conn.close()
 
 
+@pytest.mark.long  # ~10-20 s: out of the default suite's 15 minutes
 def test_supervised_stack_restarts_killed_services_with_least_privilege(run_dir):
     """Each process gets only its settings; kill -9 of the orchestrator and the broker: both
     come back, the restarts are logged and `status` shows them; stop leaves nothing behind."""

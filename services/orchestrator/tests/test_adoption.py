@@ -7,6 +7,8 @@ import subprocess
 from collections import Counter
 from typing import Any
 
+import pytest
+
 from ax3l.shared.config_schema import ConfigSchema, load_schema
 from ax3l.shared.registry import BY_NAME
 from ax3l.testing.databases import create_snakelab_tables, run_module
@@ -43,6 +45,7 @@ def config_key(run: dict[str, Any], schema: ConfigSchema) -> tuple[float, ...]:
     return tuple(float(run[column]) for column in schema.columns)
 
 
+@pytest.mark.long  # ~10-20 s: out of the default suite's 15 minutes
 def test_an_adopted_history_resumes_from_its_golden_and_never_repeats_a_configuration(
     stack: Stack,
 ) -> None:

@@ -13,6 +13,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from ax3l.testing.invariants import Ev
 from ax3l.testing.stack import Stack, check_history, tiny_schema
 
@@ -58,6 +60,7 @@ def retries(stack: Stack) -> list[Ev]:
     return [e for e in stack.events("simulation_submitted") if e.get("reason") == "retry"]
 
 
+@pytest.mark.long  # ~10-20 s: out of the default suite's 15 minutes
 def test_a_run_that_never_trained_is_retried_as_the_same_step(stack: Stack) -> None:
     """A proposal run failed before its first episode is resubmitted once, and the retry completes
     the step in its place."""
@@ -86,6 +89,7 @@ def test_a_run_that_never_trained_is_retried_as_the_same_step(stack: Stack) -> N
     assert [r["run_id"] for r in runs_of(stack, failed_run)] == [failed_run, retry.process_id]
 
 
+@pytest.mark.long  # ~10-20 s: out of the default suite's 15 minutes
 def test_a_crash_right_after_the_retry_submit_records_that_run_and_submits_nothing_more(
     stack: Stack,
 ) -> None:
@@ -109,6 +113,7 @@ def test_a_crash_right_after_the_retry_submit_records_that_run_and_submits_nothi
     check_history(stack)
 
 
+@pytest.mark.long  # ~10-20 s: out of the default suite's 15 minutes
 def test_retries_stop_at_the_budget_and_the_step_completes_as_failed(stack: Stack) -> None:
     """With AX3L_INFRA_RETRY_MAX=1 a retry that also never trained completes the step as a
     failed comparison, and nothing is submitted a third time."""
@@ -134,6 +139,7 @@ def test_retries_stop_at_the_budget_and_the_step_completes_as_failed(stack: Stac
     assert summary.steps[:2] == [0, 1]
 
 
+@pytest.mark.long  # ~10-20 s: out of the default suite's 15 minutes
 def test_a_seeding_run_completed_without_a_score_runs_again(stack: Stack) -> None:
     """A seeding run SnakeLab reports completed without a high score counts as failed: the
     defaults run a second time and that run becomes the first golden."""
@@ -155,6 +161,7 @@ def test_a_seeding_run_completed_without_a_score_runs_again(stack: Stack) -> Non
     check_history(stack)
 
 
+@pytest.mark.long  # ~10-20 s: out of the default suite's 15 minutes
 def test_a_seeding_run_that_keeps_failing_stops_the_loop_naming_the_run_and_its_error(
     stack: Stack,
 ) -> None:
@@ -177,6 +184,7 @@ def test_a_seeding_run_that_keeps_failing_stops_the_loop_naming_the_run_and_its_
     assert not stack.events("golden_config_created")
 
 
+@pytest.mark.long  # ~10-20 s: out of the default suite's 15 minutes
 def test_a_seed_baseline_that_keeps_failing_stops_the_loop(stack: Stack) -> None:
     """A rotation's baseline run that failed after training, with no attempts left, stops the
     loop naming that run; the rotation is not submitted again."""

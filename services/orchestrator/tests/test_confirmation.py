@@ -162,6 +162,7 @@ def test_a_switch_to_confirm_takes_effect_at_the_next_step_and_rotations_score_t
     assert status["promotion"] == "confirm"
 
 
+@pytest.mark.long  # ~10-20 s: out of the default suite's 15 minutes
 def test_a_crash_during_a_rotations_confirmation_keeps_the_rotations_own_baseline(
     stack: Stack,
 ) -> None:

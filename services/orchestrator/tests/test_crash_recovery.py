@@ -63,6 +63,7 @@ def test_crash_after_the_checkpoint_resumes_the_same_entry(stack: Stack) -> None
     assert check_history(stack).steps[:2] == [0, 1]
 
 
+@pytest.mark.long  # ~10-20 s: out of the default suite's 15 minutes
 def test_crash_during_the_model_call_retries_the_same_entry(stack: Stack) -> None:
     """Killed while the model is thinking: the prompts are stored, the entry is asked anew."""
     stack.start()
@@ -170,6 +171,7 @@ def rotation_submissions(stack: Stack) -> list[Any]:
     return [e for e in stack.events("simulation_submitted") if e.source_name == "SeedRotation"]
 
 
+@pytest.mark.long  # ~10-20 s: out of the default suite's 15 minutes
 def test_crash_after_the_rotation_started_finishes_that_rotation(stack: Stack) -> None:
     """Killed right after seed_rotation_started: the rotation is completed once."""
     crash_in_rotation(stack, "rotation_started")
@@ -178,6 +180,7 @@ def test_crash_after_the_rotation_started_finishes_that_rotation(stack: Stack) -
     check_rotations(stack)
 
 
+@pytest.mark.long  # ~10-20 s: out of the default suite's 15 minutes
 def test_crash_after_the_rotation_submit_finds_that_run(stack: Stack) -> None:
     """Killed between submitting the baseline and recording it: the run is found, not resent."""
     crash_in_rotation(stack, "rotation_after_submit")
@@ -186,6 +189,7 @@ def test_crash_after_the_rotation_submit_finds_that_run(stack: Stack) -> None:
     check_rotations(stack)
 
 
+@pytest.mark.long  # ~10-20 s: out of the default suite's 15 minutes
 def test_crash_while_waiting_for_the_rotation_run_resumes_it(stack: Stack) -> None:
     """Killed while waiting for the baseline run: the restart waits for the same run."""
     crash_in_rotation(stack, "rotation_waiting")

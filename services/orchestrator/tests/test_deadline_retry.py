@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from ax3l.testing.stack import Stack, check_history
 
 
@@ -27,6 +29,7 @@ def _retries(stack: Stack) -> list[Any]:
     return [e for e in stack.events("simulation_submitted") if e.get("reason") == "retry"]
 
 
+@pytest.mark.long  # ~10-20 s: out of the default suite's 15 minutes
 def test_a_run_failed_at_the_deadline_is_not_its_own_retry(stack: Stack) -> None:
     """The stuck run is failed at the deadline as never trained; its retry is a new run of the
     same configuration, each run has one ``simulation_submitted``, and the history holds."""

@@ -94,6 +94,7 @@ def wait_for_turn(stack: Stack, url: str, token: str, proc: Proc) -> dict[str, A
     return dict(stack.wait_for(open_turn, 60, "an open turn for the seats", proc))
 
 
+@pytest.mark.long  # ~10-20 s: out of the default suite's 15 minutes
 def test_a_seat_takes_seven_turns_and_a_racing_seat_is_refused(stack: Stack) -> None:
     """A seat's SDK client takes a whole cycle of turns; of two seats racing, only one wins."""
     stack.start()

@@ -7,6 +7,8 @@ import json
 import time
 from typing import Any
 
+import pytest
+
 from ax3l.shared.registry import ENTRIES
 from ax3l.testing.scripted_llm import random_call_ranges
 from ax3l.testing.stack import Stack, check_history
@@ -124,6 +126,7 @@ def test_a_turn_the_model_keeps_failing_goes_to_the_fallback_and_the_streak_rese
     check_history(stack)
 
 
+@pytest.mark.long  # ~10-20 s: out of the default suite's 15 minutes
 def test_the_failure_streak_survives_a_restart(stack: Stack) -> None:
     """The streak is read from the events: a restarted orchestrator falls back at once."""
     stack.start()
@@ -203,6 +206,7 @@ def test_a_second_overflow_ends_the_conversation(stack: Stack) -> None:
     assert outcomes == ["failed", "accepted"]
 
 
+@pytest.mark.long  # ~10-20 s: out of the default suite's 15 minutes
 def test_a_conversation_never_outlives_its_deadline(stack: Stack) -> None:
     """The conversation deadline bounds the last request: it times out, it is not waited out."""
     stack.start()

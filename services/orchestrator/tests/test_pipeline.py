@@ -30,6 +30,7 @@ def _by_conversation(events: list[Ev], name: str) -> dict[str, Ev]:
     return {e.process_id: e for e in events if e.name == name and e.process_id}
 
 
+@pytest.mark.long  # ~10-20 s: out of the default suite's 15 minutes
 def test_pipelined_calls_wait_for_their_checkpoint_and_the_history_stays_whole(
     stack: Stack,
 ) -> None:

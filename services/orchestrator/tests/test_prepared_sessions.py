@@ -33,6 +33,7 @@ def prepared_while_waiting(stack: Stack, pid: int) -> dict[int, str] | None:
     return children if list(children.values()) == [ENTRIES[1].name] else None
 
 
+@pytest.mark.long  # ~10-20 s: out of the default suite's 15 minutes
 def test_the_next_entrys_session_is_started_during_the_wait_and_used(stack: Stack) -> None:
     """During the first turn's run a child bound to the second entry runs; the second
     conversation uses that prepared session and no unused child is left behind."""

@@ -6,6 +6,8 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
+
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.snakelab_client import SnakeLabClient
 from ax3l.testing.stack import Stack, http_json
@@ -46,6 +48,7 @@ def run_times(stack: Stack) -> list[dict[str, Any]]:
         conn.close()
 
 
+@pytest.mark.long  # ~10-20 s: out of the default suite's 15 minutes
 async def test_a_foreign_active_run_is_waited_out_before_the_first_submission(
     stack: Stack,
 ) -> None:

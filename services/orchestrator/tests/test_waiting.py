@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ax3l.shared.stack.spec import http_get
 from ax3l.testing.databases import TestDatabases, create_snakelab_tables
 from ax3l.testing.plugin import free_port
@@ -26,6 +28,7 @@ def _trained(stack: Stack) -> bool:
     return bool(row and row[0])
 
 
+@pytest.mark.long  # ~10-20 s: out of the default suite's 15 minutes
 def test_a_run_lost_in_a_snakelab_restart_is_logged_and_the_turn_moves_on(stack: Stack) -> None:
     """SnakeLab forgets a run that trained (run_not_found); its table says failed; no promotion,
     next turn (a run lost before its first episode is retried instead: test_bounded_waiting)."""
