@@ -60,18 +60,25 @@ def dbs(db_env: dict[str, str]) -> Iterator[TestDatabases]:
         yield databases
 
 
+def watched_page(browser: Any, height: int = 800) -> tuple[Any, Watched, list[str]]:
+    """A new browser context's page, watched for problems, with a fake clock installed and the
+    URLs it navigates to collected in the list returned."""
+    context = browser.new_context(viewport={"width": 1200, "height": height})
+    watched = Watched(context.new_page())
+    navigations: list[str] = []
+    watched.page.on("framenavigated", lambda frame: navigations.append(frame.url))
+    watched.page.clock.install()
+    return context, watched, navigations
+
+
 def test_dashboard_refresh_swaps_its_data_and_redraws_the_plot(dbs, browser, tmp_path):
     """/?refresh=5: a new run shows in the last runs, the card and the history plot (drawn
     again from the fetched figure) without a navigation."""
     runs = read_runs(limit=5)
     add_runs(dbs, runs[:3])
     with reports_server(dbs, tmp_path / "reports.log") as server:
-        context = browser.new_context(viewport={"width": 1200, "height": 800})
-        watched = Watched(context.new_page())
+        context, watched, navigations = watched_page(browser)
         p = watched.page
-        navigations: list[str] = []
-        p.on("framenavigated", lambda frame: navigations.append(frame.url))
-        p.clock.install()
         p.goto(server.url + "/")
         with p.expect_navigation():
             p.select_option("#filter-refresh", "5")
@@ -128,14 +135,10 @@ def test_refresh_updates_the_event_log_in_place(dbs, browser, tmp_path, test_out
     setting stay; a hidden tab waits; a stopped server leaves the rows and a notice."""
     submit_runs(dbs, 80)
     with reports_server(dbs, tmp_path / "reports.log") as server:
-        context = browser.new_context(viewport={"width": 1200, "height": 700})
-        watched = Watched(context.new_page())
+        context, watched, navigations = watched_page(browser, height=700)
         p = watched.page
         fetched: list[str] = []
         p.on("request", lambda r: fetched.append(r.url) if "/events" in r.url else None)
-        navigations: list[str] = []
-        p.on("framenavigated", lambda frame: navigations.append(frame.url))
-        p.clock.install()
         url = server.url + "/events?category=SnakeLab&refresh=5"
         p.goto(url)
         first_ids = p.locator("#events tr[data-event-id]").evaluate_all(
@@ -242,12 +245,8 @@ def test_golden_highscores_proposers_and_simulation_pages_refresh_in_place(
         add_runs(mine, runs)
         write_events(mine, golden(runs[0], 1, 30))
         with reports_server(mine, tmp_path / "reports.log") as server:
-            context = browser.new_context(viewport={"width": 1200, "height": 800})
-            watched = Watched(context.new_page())
+            context, watched, navigations = watched_page(browser)
             p = watched.page
-            navigations: list[str] = []
-            p.on("framenavigated", lambda frame: navigations.append(frame.url))
-            p.clock.install()
 
             def refreshed(url: str, change: Any, arrived: str) -> None:
                 """At ``url``: mark the document, make ``change``, let one period pass, wait
