@@ -41,12 +41,18 @@ def plotted_traces(page: Page, plot_id: str) -> dict[str, dict[str, Any]]:
 class Watched:
     """A page whose console errors, page errors and failed requests are collected."""
 
+    def _failed(self, request: Any) -> None:
+        # net::ERR_ABORTED is the browser cancelling its own request (a navigation or the next
+        # load leaving a favicon fetch in flight), not a failure of the server.
+        if request.failure != "net::ERR_ABORTED":
+            self.problems.append(f"request failed: {request.url} ({request.failure})")
+
     def __init__(self, page: Page):
         self.page = page
         self.problems: list[str] = []
         page.on("pageerror", lambda error: self.problems.append(f"page error: {error}"))
         page.on("console", self._console)
-        page.on("requestfailed", lambda r: self.problems.append(f"request failed: {r.url}"))
+        page.on("requestfailed", self._failed)
         page.on(
             "response",
             lambda r: (
