@@ -111,15 +111,13 @@ def test_ax3l_user_cannot_write_to_snakelab(snakelab_tables):
 
 async def test_count_simulations_reads_snakelab(snakelab_tables):
     """The run count is SnakeLab's simulation_runs row count, read with Ax3l's user."""
-    conn = snakelab_tables.connect("snakelab", snakelab_tables.snakelab_db)
-    with conn.cursor() as cur:
-        for i in range(3):
-            cur.execute(
-                "INSERT INTO simulation_runs (run_id, project_version, config_hash, status,"
-                " created_at) VALUES (%s, '2.0', 'h', 'failed', NOW())",
-                (f"run-{i}",),
-            )
-    conn.close()
+    for i in range(3):
+        snakelab_tables.query(
+            "INSERT INTO simulation_runs (run_id, project_version, config_hash, status,"
+            " created_at) VALUES (%s, '2.0', 'h', 'failed', NOW())",
+            (f"run-{i}",),
+            user="snakelab",
+        )
     async with Database(snakelab_tables.settings()) as db:
         assert await count_simulations(db) == 3
 
@@ -136,26 +134,19 @@ def test_schema_check_is_idempotent_and_refuses_other_versions(databases):
     release, is refused with advice."""
     settings = databases.settings()
     assert ensure_schema(settings) == f"schema is up to date (revision {upgrades.head()})"
-    conn = databases.connect("admin", databases.ax3l_db)
-    with conn.cursor() as cur:
-        cur.execute(f"UPDATE {upgrades.VERSION_TABLE} SET version_num = '0099'")
+    databases.query(f"UPDATE {upgrades.VERSION_TABLE} SET version_num = '0099'")
     with pytest.raises(SchemaMismatch, match="a newer Ax3l wrote it"):
         ensure_schema(settings)
-    with conn.cursor() as cur:
-        cur.execute(f"DROP TABLE {upgrades.VERSION_TABLE}")
-        cur.execute("UPDATE ax3l_meta SET value = '99' WHERE name = 'schema_version'")
-    conn.close()
+    databases.query(f"DROP TABLE {upgrades.VERSION_TABLE}")
+    databases.query("UPDATE ax3l_meta SET value = '99' WHERE name = 'schema_version'")
     with pytest.raises(SchemaMismatch, match="schema version 99"):
         ensure_schema(settings)
 
 
 def test_old_event_tables_without_parameter_column_are_refused(databases):
     """Event tables from before the parameter column must be recreated, not migrated."""
-    conn = databases.connect("admin", databases.ax3l_db)
-    with conn.cursor() as cur:
-        cur.execute("DROP TABLE ax3l_meta")
-        cur.execute("ALTER TABLE events DROP COLUMN parameter")
-    conn.close()
+    databases.query("DROP TABLE ax3l_meta")
+    databases.query("ALTER TABLE events DROP COLUMN parameter")
     with pytest.raises(SchemaMismatch, match="no column parameter"):
         ensure_schema(databases.settings())
     reset_events(databases.settings(), recreate=True)
@@ -164,22 +155,15 @@ def test_old_event_tables_without_parameter_column_are_refused(databases):
 
 def test_existing_user_tables_are_adopted_without_migration(databases):
     """A database holding only the user's three tables (and rows) is adopted as it is."""
-    conn = databases.connect("admin", databases.ax3l_db)
-    with conn.cursor() as cur:
-        cur.execute("DROP TABLE ax3l_meta")
-        cur.execute("DROP INDEX idx_events_name_id ON events")
-        cur.execute(
-            "INSERT INTO events (occurred_at, name, category, log_level)"
-            " VALUES (NOW(), 'prompt_sent', 'Conversation', 'INFO')"
-        )
-    conn.close()
+    databases.query("DROP TABLE ax3l_meta")
+    databases.query("DROP INDEX idx_events_name_id ON events")
+    databases.query(
+        "INSERT INTO events (occurred_at, name, category, log_level)"
+        " VALUES (NOW(), 'prompt_sent', 'Conversation', 'INFO')"
+    )
     assert ensure_schema(databases.settings()).startswith("created tables: ax3l_meta ")
     assert _count(databases, "events") == 1
-    conn = databases.connect("admin", databases.ax3l_db)
-    with conn.cursor() as cur:
-        cur.execute("SHOW INDEX FROM events WHERE Key_name = 'idx_events_name_id'")
-        assert cur.fetchall()
-    conn.close()
+    assert databases.query("SHOW INDEX FROM events WHERE Key_name = 'idx_events_name_id'")
 
 
 def test_reset_events_cli_needs_confirmation_and_wipes_history(databases):

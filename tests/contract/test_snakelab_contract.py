@@ -128,33 +128,28 @@ class Lab:
             pytest.fail(f"run {run_id} never reached the condition; last status {seen[0]}")
         return found
 
-    def row(self, run_id: str) -> dict[str, Any] | None:
-        assert self.database is not None, "the scripted SnakeLab has no database"
-        conn = self.database.connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute(
-                    "SELECT r.*, c.* FROM simulation_runs r"
-                    " JOIN configurations c ON c.run_id = r.run_id WHERE r.run_id = %s",
-                    (run_id,),
-                )
-                values = cur.fetchone()
-                if values is None:
-                    return None
-                names = [d[0] for d in cur.description]
-                return dict(zip(names, values, strict=True))
-        finally:
-            conn.close()
-
-    def scalar(self, sql: str, *args: Any) -> Any:
+    def rows(self, sql: str, *args: Any) -> list[dict[str, Any]]:
+        """The rows of ``sql`` in this SnakeLab's database, each by column name."""
         assert self.database is not None, "the scripted SnakeLab has no database"
         conn = self.database.connect()
         try:
             with conn.cursor() as cur:
                 cur.execute(sql, args)
-                return cur.fetchone()[0]
+                names = [d[0] for d in cur.description]
+                return [dict(zip(names, values, strict=True)) for values in cur.fetchall()]
         finally:
             conn.close()
+
+    def row(self, run_id: str) -> dict[str, Any] | None:
+        found = self.rows(
+            "SELECT r.*, c.* FROM simulation_runs r"
+            " JOIN configurations c ON c.run_id = r.run_id WHERE r.run_id = %s",
+            run_id,
+        )
+        return found[0] if found else None
+
+    def scalar(self, sql: str, *args: Any) -> Any:
+        return next(iter(self.rows(sql, *args)[0].values()))
 
 
 @pytest.fixture(scope="module")
@@ -193,6 +188,12 @@ async def lab(lab_process: Lab) -> AsyncIterator[Lab]:
     await wait_until_async(idle, 30, "SnakeLab to become idle after the test", interval=0.01)
 
 
+def envelope(request_id: Any, **fields: Any) -> dict[str, Any]:
+    """A health request with ``request_id``, ``fields`` replacing or adding envelope keys."""
+    request = {"protocol_version": 1, "request_id": request_id, "method": "health", "payload": {}}
+    return {**request, **fields}
+
+
 def labs(*kinds: str) -> pytest.MarkDecorator:
     return pytest.mark.parametrize("lab_process", kinds, indirect=True)
 
@@ -219,14 +220,10 @@ async def test_health_names_the_service(lab: Lab) -> None:
 @labs(*ALL, SCRIPTED)
 async def test_replies_have_the_exact_envelope(lab: Lab) -> None:
     """Success and error replies carry exactly their four keys and echo the request id."""
-    ok = await lab.raw(
-        {"protocol_version": 1, "request_id": "r-ok", "method": "health", "payload": {}}
-    )
+    ok = await lab.raw(envelope("r-ok"))
     assert set(ok) == {"protocol_version", "request_id", "status", "payload"}
     assert (ok["protocol_version"], ok["request_id"], ok["status"]) == (1, "r-ok", "ok")
-    error = await lab.raw(
-        {"protocol_version": 1, "request_id": "r-err", "method": "nope", "payload": {}}
-    )
+    error = await lab.raw(envelope("r-err", method="nope"))
     assert set(error) == {"protocol_version", "request_id", "status", "error"}
     assert (error["request_id"], error["status"]) == ("r-err", "error")
     assert set(error["error"]) == {"code", "message"}
@@ -235,15 +232,7 @@ async def test_replies_have_the_exact_envelope(lab: Lab) -> None:
 @labs(*ALL)
 async def test_an_extra_envelope_key_is_an_invalid_request(lab: Lab) -> None:
     """A fifth key such as "sender" is refused with invalid_request."""
-    reply = await lab.raw(
-        {
-            "protocol_version": 1,
-            "request_id": "r1",
-            "method": "health",
-            "payload": {},
-            "sender": "ax3l",
-        }
-    )
+    reply = await lab.raw(envelope("r1", sender="ax3l"))
     assert reply["error"]["code"] == "invalid_request"
     assert reply["request_id"] == "r1"
     assert "sender" in reply["error"]["message"]
@@ -255,9 +244,7 @@ async def test_a_protocol_version_that_is_not_the_integer_1_is_refused(
     lab: Lab, version: Any
 ) -> None:
     """protocol_version true, "1", 1.0 or null is not the integer 1: invalid_request."""
-    reply = await lab.raw(
-        {"protocol_version": version, "request_id": "r2", "method": "health", "payload": {}}
-    )
+    reply = await lab.raw(envelope("r2", protocol_version=version))
     assert reply["status"] == "error"
     assert reply["error"]["code"] == "invalid_request"
     assert reply["request_id"] == "r2"
@@ -266,9 +253,7 @@ async def test_a_protocol_version_that_is_not_the_integer_1_is_refused(
 @labs(*ALL)
 async def test_another_protocol_version_is_unsupported(lab: Lab) -> None:
     """protocol_version 2 is a well-formed request of a protocol this server does not speak."""
-    reply = await lab.raw(
-        {"protocol_version": 2, "request_id": "r3", "method": "health", "payload": {}}
-    )
+    reply = await lab.raw(envelope("r3", protocol_version=2))
     assert reply["error"]["code"] == "unsupported_protocol"
     assert reply["request_id"] == "r3"
 
@@ -277,9 +262,7 @@ async def test_another_protocol_version_is_unsupported(lab: Lab) -> None:
 @pytest.mark.parametrize("payload", [[], "config", None, 5])
 async def test_a_payload_that_is_not_an_object_is_refused(lab: Lab, payload: Any) -> None:
     """A payload that is a list, string, null or number is an invalid_request."""
-    reply = await lab.raw(
-        {"protocol_version": 1, "request_id": "r4", "method": "health", "payload": payload}
-    )
+    reply = await lab.raw(envelope("r4", payload=payload))
     assert reply["error"]["code"] == "invalid_request"
     assert reply["request_id"] == "r4"
 
@@ -310,14 +293,8 @@ async def test_unreadable_messages_get_invalid_request_with_a_null_id(lab: Lab, 
 async def test_a_huge_message_is_refused_and_the_server_keeps_serving(lab: Lab) -> None:
     """A 1 MiB request gets invalid_request, and the next request is served normally."""
     padding = "x" * (1024 * 1024)
-    reply = await lab.raw(
-        {
-            "protocol_version": 1,
-            "request_id": "big",
-            "method": "simulation.submit",
-            "payload": {"config": {"padding": padding}},
-        }
-    )
+    payload = {"config": {"padding": padding}}
+    reply = await lab.raw(envelope("big", method="simulation.submit", payload=payload))
     assert reply["error"]["code"] == "invalid_request"
     assert (await lab.client.health()).service == "snake-lab"
 
@@ -326,9 +303,7 @@ async def test_a_huge_message_is_refused_and_the_server_keeps_serving(lab: Lab) 
 @pytest.mark.parametrize("request_id", ["", 7, None])
 async def test_a_request_id_must_be_a_non_empty_string(lab: Lab, request_id: Any) -> None:
     """An empty, numeric or null request_id is an invalid_request (and is not echoed)."""
-    reply = await lab.raw(
-        {"protocol_version": 1, "request_id": request_id, "method": "health", "payload": {}}
-    )
+    reply = await lab.raw(envelope(request_id))
     assert reply["error"]["code"] == "invalid_request"
     assert reply["request_id"] is None
 
