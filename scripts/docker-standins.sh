@@ -12,7 +12,7 @@
 #                                        contract (deploy/standins/mariadb-entrypoint.sh)
 #   ghcr.io/ggml-org/llama.cpp:server-*  scripts/llama-server.sh's binary (only with --llama)
 #
-# Versions are read from services/*/Dockerfile and compose*.yaml. Idempotent: an image that
+# Versions are read from Dockerfile and compose*.yaml. Idempotent: an image that
 # exists is kept, unless it is a stand-in whose inputs changed; a missing one is pulled first
 # and built only when the pull fails. Each stand-in is labelled org.ax3l.standin=<inputs hash>.
 #   scripts/docker-standins.sh [--llama] [--rebuild]
@@ -52,8 +52,8 @@ only() { # the one distinct match of a pattern in files, or fail
   [ "$(wc -l <<<"$found")" = 1 ] && [ -n "$found" ] || { log "expected one '$1', got: $found"; exit 1; }
   echo "$found"
 }
-PYTHON_IMAGE=$(only 'python:[0-9.]+-slim-bookworm' services/*/Dockerfile)
-UV_IMAGE=$(only 'ghcr.io/astral-sh/uv:[0-9.]+' services/*/Dockerfile)
+PYTHON_IMAGE=$(only 'python:[0-9.]+-slim-bookworm' Dockerfile)
+UV_IMAGE=$(only 'ghcr.io/astral-sh/uv:[0-9.]+' Dockerfile)
 UV_VERSION=${UV_IMAGE##*:}
 DB_IMAGE=$(only 'mariadb:[0-9.]+' compose.yaml)
 LLAMA_IMAGE=$(only 'ghcr.io/ggml-org/llama.cpp:server-[A-Za-z0-9.]+' compose.llama.yaml)

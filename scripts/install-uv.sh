@@ -11,9 +11,9 @@
 # takes the two binaries out of it. Needs python3, which every Debian 12 system has.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-version=$(grep -hoE 'ghcr.io/astral-sh/uv:[0-9.]+' services/*/Dockerfile | sort -u)
+version=$(grep -hoE 'ghcr.io/astral-sh/uv:[0-9.]+' Dockerfile | sort -u)
 [ "$(wc -l <<<"$version")" = 1 ] && [ -n "$version" ] || {
-  echo "install-uv: expected one uv version in services/*/Dockerfile, got: $version" >&2
+  echo "install-uv: expected one uv version in Dockerfile, got: $version" >&2
   exit 1
 }
 version=${version##*:}

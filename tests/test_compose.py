@@ -295,7 +295,19 @@ def test_the_seats_endpoint_runs_apart_with_its_own_login(merged):
 
 
 def _dockerfile(name: str) -> str:
-    return (REPO / "services" / name / "Dockerfile").read_text()
+    """The lines of the one Dockerfile that build service ``name``'s image: its target stage
+    and the stages it builds on or copies from, in file order. A ``FROM`` naming one of those
+    stages is left out, so every ``FROM`` left names a base image."""
+    parts = re.split(r"^(?=FROM )", (REPO / "Dockerfile").read_text(), flags=re.M)
+    stages = {part.split()[3]: part for part in parts if part.startswith("FROM ")}
+    wanted, todo = set(), [name]
+    while todo:
+        stage = todo.pop()
+        wanted.add(stage)
+        used = re.findall(r"(?:^FROM |--from=)(\S+)", stages[stage], flags=re.M)
+        todo += [s for s in used if s in stages and s not in wanted]
+    local = re.compile(rf"^FROM (?:{'|'.join(map(re.escape, stages))}) .*\n", flags=re.M)
+    return "".join(local.sub("", part) for stage, part in stages.items() if stage in wanted)
 
 
 @pytest.mark.parametrize("name", SERVICE_DIRS)
