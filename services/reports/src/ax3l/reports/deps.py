@@ -25,40 +25,13 @@ from ax3l.shared.readiness import app_resources
 ResourcesDep = Annotated[Resources, Depends(app_resources)]
 
 
-def get_db(resources: ResourcesDep) -> Database:
-    return resources.db
+def _resource(name: str) -> Any:
+    """A dependency handing out the lifespan's resource ``name``."""
 
+    def get(resources: ResourcesDep) -> Any:
+        return getattr(resources, name)
 
-def get_monitor(resources: ResourcesDep) -> SnakeLabMonitor:
-    return resources.monitor
-
-
-def get_orchestrator(resources: ResourcesDep) -> OrchestratorMonitor | None:
-    return resources.orchestrator
-
-
-def get_cycles(resources: ResourcesDep) -> CycleTracker:
-    return resources.cycles
-
-
-def get_highscores(resources: ResourcesDep) -> HighscoreReader:
-    return resources.highscores
-
-
-def get_runs(resources: ResourcesDep) -> RunsTable:
-    return resources.runs
-
-
-def get_importance(resources: ResourcesDep) -> ImportanceCache:
-    return resources.importance
-
-
-def get_proposers(resources: ResourcesDep) -> ProposerBoard:
-    return resources.proposers
-
-
-def get_schema(resources: ResourcesDep) -> ConfigSchema:
-    return resources.schema
+    return Depends(get)
 
 
 @dataclass(frozen=True)
@@ -78,13 +51,13 @@ def get_page(request: Request, resources: ResourcesDep) -> Page:
 
 
 SettingsDep = Annotated[ReportsSettings, Depends(get_settings)]
-DatabaseDep = Annotated[Database, Depends(get_db)]
-MonitorDep = Annotated[SnakeLabMonitor, Depends(get_monitor)]
-OrchestratorDep = Annotated[OrchestratorMonitor | None, Depends(get_orchestrator)]
-CyclesDep = Annotated[CycleTracker, Depends(get_cycles)]
-HighscoresDep = Annotated[HighscoreReader, Depends(get_highscores)]
-RunsTableDep = Annotated[RunsTable, Depends(get_runs)]
-ImportanceDep = Annotated[ImportanceCache, Depends(get_importance)]
-ProposerBoardDep = Annotated[ProposerBoard, Depends(get_proposers)]
-SchemaDep = Annotated[ConfigSchema, Depends(get_schema)]
+DatabaseDep = Annotated[Database, _resource("db")]
+MonitorDep = Annotated[SnakeLabMonitor, _resource("monitor")]
+OrchestratorDep = Annotated[OrchestratorMonitor | None, _resource("orchestrator")]
+CyclesDep = Annotated[CycleTracker, _resource("cycles")]
+HighscoresDep = Annotated[HighscoreReader, _resource("highscores")]
+RunsTableDep = Annotated[RunsTable, _resource("runs")]
+ImportanceDep = Annotated[ImportanceCache, _resource("importance")]
+ProposerBoardDep = Annotated[ProposerBoard, _resource("proposers")]
+SchemaDep = Annotated[ConfigSchema, _resource("schema")]
 PageDep = Annotated[Page, Depends(get_page)]

@@ -35,20 +35,35 @@ LAYOUT_BASE: dict[str, Any] = {
 }
 
 
-def _escape(text: str) -> str:
+def vertical_line(x: Any, width: int = 1, dash: str = "dot") -> dict[str, Any]:
+    """A line at ``x`` across the plot's height."""
+    line = {"color": SEED_COLOUR, "width": width, "dash": dash}
+    return {
+        "type": "line",
+        "xref": "x",
+        "yref": "paper",
+        "x0": x,
+        "x1": x,
+        "y0": 0,
+        "y1": 1,
+        "line": line,
+    }
+
+
+def escape(text: str) -> str:
     return html.escape(text, quote=True)
 
 
 def _wrapped(text: str, width: int = 70) -> str:
-    return "<br>".join(_escape(line) for line in textwrap.wrap(text, width) or [""])
+    return "<br>".join(escape(line) for line in textwrap.wrap(text, width) or [""])
 
 
 @lru_cache(maxsize=50_000)
 def highscore_hover(point: HighscorePoint) -> str:
     lines = [
         f"<b>Score {point.score}</b> at {point.simulations:,} simulations",
-        f"Seed: {_escape(str(point.seed)) if point.seed is not None else '–'}",
-        f"Run: {_escape(point.run_id) if point.run_id else '–'}",
+        f"Seed: {escape(str(point.seed)) if point.seed is not None else '–'}",
+        f"Run: {escape(point.run_id) if point.run_id else '–'}",
     ]
     if point.confirmation is not None:
         lines.append(_confirmation_hover(point.confirmation))
@@ -119,18 +134,7 @@ def highscore_figure(points: Sequence[HighscorePoint], current: int) -> dict[str
             }
         )
         for point in changes if len(changes) <= MAX_SEED_LINES else []:
-            shapes.append(
-                {
-                    "type": "line",
-                    "xref": "x",
-                    "yref": "paper",
-                    "x0": point.simulations,
-                    "x1": point.simulations,
-                    "y0": 0,
-                    "y1": 1,
-                    "line": {"color": SEED_COLOUR, "width": 1, "dash": "dot"},
-                }
-            )
+            shapes.append(vertical_line(point.simulations))
             annotations.append(
                 {
                     "x": point.simulations,
@@ -139,7 +143,7 @@ def highscore_figure(points: Sequence[HighscorePoint], current: int) -> dict[str
                     "yref": "paper",
                     "yanchor": "bottom",
                     "showarrow": False,
-                    "text": f"seed {_escape(str(point.seed))}",
+                    "text": f"seed {escape(str(point.seed))}",
                     "font": {"color": SEED_COLOUR, "size": 11},
                 }
             )
@@ -225,9 +229,36 @@ def _rgba(colour: str, alpha: float) -> str:
     return f"rgba({red}, {green}, {blue}, {alpha})"
 
 
-def comparison_trace_names(proposer: str) -> tuple[str, str, str]:
-    """The median, lower-band and upper-band trace names of a proposer."""
-    return f"{proposer} median", f"{proposer} 2.5%", f"{proposer} 97.5%"
+def _band(
+    group: str, x: list[Any], points: Sequence[Any], line: dict[str, Any], hover: bool
+) -> list[dict[str, Any]]:
+    """A proposer's 95% band: its 97.5% edge (``high``), then its 2.5% edge (``low``) with the
+    area between them filled; ``hover`` names each edge's value on hover, else none shows."""
+    filled = {"fill": "tonexty", "fillcolor": _rgba(line["color"], 0.15)}
+    edges: list[dict[str, Any]] = []
+    for edge, y, fill in (
+        ("97.5%", [p.high for p in points], {}),
+        ("2.5%", [p.low for p in points], filled),
+    ):
+        edges.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": f"{group} {edge}",
+                "legendgroup": group,
+                "showlegend": False,
+                "x": x,
+                "y": y,
+                **fill,
+                "line": line,
+                **(
+                    {"hovertemplate": f"{group} {edge}: %{{y}} after %{{x}} runs<extra></extra>"}
+                    if hover
+                    else {"hoverinfo": "skip"}
+                ),
+            }
+        )
+    return edges
 
 
 def comparison_figure(
@@ -242,42 +273,14 @@ def comparison_figure(
     data: list[dict[str, Any]] = []
     for number, (proposer, points) in enumerate(curves):
         colour = PROPOSER_COLOURS[number % len(PROPOSER_COLOURS)]
-        name = _escape(proposer)
-        median_name, low_name, high_name = comparison_trace_names(name)
+        name = escape(proposer)
         x = [p.simulations for p in points]
+        data += _band(name, x, points, {"width": 0, "shape": "hv", "color": colour}, hover=True)
         data.append(
             {
                 "type": "scatter",
                 "mode": "lines",
-                "name": high_name,
-                "legendgroup": name,
-                "showlegend": False,
-                "x": x,
-                "y": [p.high for p in points],
-                "line": {"width": 0, "shape": "hv", "color": colour},
-                "hovertemplate": f"{name} 97.5%: %{{y}} after %{{x}} runs<extra></extra>",
-            }
-        )
-        data.append(
-            {
-                "type": "scatter",
-                "mode": "lines",
-                "name": low_name,
-                "legendgroup": name,
-                "showlegend": False,
-                "x": x,
-                "y": [p.low for p in points],
-                "fill": "tonexty",
-                "fillcolor": _rgba(colour, 0.15),
-                "line": {"width": 0, "shape": "hv", "color": colour},
-                "hovertemplate": f"{name} 2.5%: %{{y}} after %{{x}} runs<extra></extra>",
-            }
-        )
-        data.append(
-            {
-                "type": "scatter",
-                "mode": "lines",
-                "name": median_name,
+                "name": f"{name} median",
                 "legendgroup": name,
                 "x": x,
                 "y": [p.median for p in points],
@@ -330,7 +333,7 @@ def paired_figure(pairs: Sequence[Any]) -> dict[str, Any]:
     ``pairs`` have ``a``, ``b``, ``repeats``, ``median_difference``, ``low``, ``high`` and
     ``p_a_beats_b`` (``comparison_stats.PairedDifference``).
     """
-    labels = [_escape(pair_label(p.a, p.b)) for p in pairs]
+    labels = [escape(pair_label(p.a, p.b)) for p in pairs]
     data = [
         {
             "type": "scatter",
@@ -361,18 +364,7 @@ def paired_figure(pairs: Sequence[Any]) -> dict[str, Any]:
         "showlegend": False,
         "xaxis": {"title": {"text": "Held-out mean high score, A − B (median over repeats)"}},
         "yaxis": {"autorange": "reversed", "automargin": True},
-        "shapes": [
-            {
-                "type": "line",
-                "xref": "x",
-                "yref": "paper",
-                "x0": 0,
-                "x1": 0,
-                "y0": 0,
-                "y1": 1,
-                "line": {"color": SEED_COLOUR, "width": 1, "dash": "dot"},
-            }
-        ],
+        "shapes": [vertical_line(0)],
     }
     return {"data": data, "layout": layout}
 
@@ -385,36 +377,9 @@ def retest_curve_figure(curves: Sequence[tuple[str, Sequence[Any]]], budget: int
     data: list[dict[str, Any]] = []
     for number, (proposer, points) in enumerate(curves):
         colour = PROPOSER_COLOURS[number % len(PROPOSER_COLOURS)]
-        name = _escape(proposer)
+        name = escape(proposer)
         x = [p.at_runs for p in points]
-        data.append(
-            {
-                "type": "scatter",
-                "mode": "lines",
-                "name": f"{name} 97.5%",
-                "legendgroup": name,
-                "showlegend": False,
-                "x": x,
-                "y": [p.high for p in points],
-                "line": {"width": 0, "color": colour},
-                "hoverinfo": "skip",
-            }
-        )
-        data.append(
-            {
-                "type": "scatter",
-                "mode": "lines",
-                "name": f"{name} 2.5%",
-                "legendgroup": name,
-                "showlegend": False,
-                "x": x,
-                "y": [p.low for p in points],
-                "fill": "tonexty",
-                "fillcolor": _rgba(colour, 0.15),
-                "line": {"width": 0, "color": colour},
-                "hoverinfo": "skip",
-            }
-        )
+        data += _band(name, x, points, {"width": 0, "color": colour}, hover=False)
         data.append(
             {
                 "type": "scatter",

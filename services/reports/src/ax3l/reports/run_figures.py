@@ -13,7 +13,6 @@ carry no untrusted text: only numbers, the proposer and the entry, escaped here.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,7 +23,9 @@ from ax3l.reports.figures import (
     LINE_COLOUR,
     MAX_SEED_LINES,
     SEED_COLOUR,
+    escape,
     seed_changes,
+    vertical_line,
 )
 from ax3l.reports.models.highscores import HighscorePoint
 
@@ -50,27 +51,11 @@ SEED_PALETTE = (
 SLICE_GOLDEN = "Golden configuration"
 
 
-def _escape(text: str) -> str:
-    return html.escape(text, quote=True)
-
-
 def _seed_lines(points: Sequence[HighscorePoint], by_time: bool) -> list[dict[str, Any]]:
     changes = seed_changes(points)
     if len(changes) > MAX_SEED_LINES:
         return []
-    return [
-        {
-            "type": "line",
-            "xref": "x",
-            "yref": "paper",
-            "x0": p.occurred_at.isoformat() if by_time else p.simulations,
-            "x1": p.occurred_at.isoformat() if by_time else p.simulations,
-            "y0": 0,
-            "y1": 1,
-            "line": {"color": SEED_COLOUR, "width": 1, "dash": "dot"},
-        }
-        for p in changes
-    ]
+    return [vertical_line(p.occurred_at.isoformat() if by_time else p.simulations) for p in changes]
 
 
 def history_figure(
@@ -192,26 +177,14 @@ def slice_figure(
             "customdata": part["id"].to_list(),
             "marker": {"size": 5, "opacity": 0.75, "color": colour},
             "hovertemplate": (
-                f"{_escape(path)} %{{x}}: score %{{y}}<br>{name}, run %{{customdata}}"
-                "<extra></extra>"
+                f"{escape(path)} %{{x}}: score %{{y}}<br>{name}, run %{{customdata}}<extra></extra>"
             ),
         }
         for name, part, colour in groups
     ]
     shapes: list[dict[str, Any]] = []
     if golden_value is not None:
-        shapes.append(
-            {
-                "type": "line",
-                "xref": "x",
-                "yref": "paper",
-                "x0": golden_value,
-                "x1": golden_value,
-                "y0": 0,
-                "y1": 1,
-                "line": {"color": SEED_COLOUR, "width": 2, "dash": "dash"},
-            }
-        )
+        shapes.append(vertical_line(golden_value, width=2, dash="dash"))
         data.append(
             {
                 "type": "scatter",
@@ -225,7 +198,7 @@ def slice_figure(
         )
     layout = {
         **LAYOUT_BASE,
-        "xaxis": {"title": {"text": _escape(path)}},
+        "xaxis": {"title": {"text": escape(path)}},
         "yaxis": {"title": {"text": "High score"}},
         "shapes": shapes,
         "annotations": []
@@ -252,7 +225,7 @@ def parallel_figure(
     """Parallel coordinates of the tuned values and the score, lines coloured by score."""
     done = frame.filter(pl.col("status") == "completed").drop_nulls([*columns, "high_score"])
     dimensions = [
-        {"label": _escape(paths[column].rsplit(".", 1)[-1]), "values": done[column].to_list()}
+        {"label": escape(paths[column].rsplit(".", 1)[-1]), "values": done[column].to_list()}
         for column in columns
     ]
     scores = done["high_score"].to_list()
@@ -285,7 +258,7 @@ def bar_figure(
                 "orientation": "h",
                 "name": axis_title,
                 "x": list(values),
-                "y": [_escape(label) for label in labels],
+                "y": [escape(label) for label in labels],
                 "marker": {"color": LINE_COLOUR},
                 "hovertemplate": hover,
             }

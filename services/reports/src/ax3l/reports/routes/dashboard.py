@@ -21,7 +21,7 @@ from ax3l.reports.deps import (
     SchemaDep,
     SettingsDep,
 )
-from ax3l.reports.models.events import REFRESH_CHOICES, EventPageQuery, RefreshQuery
+from ax3l.reports.models.events import EventPageQuery, RefreshQuery
 from ax3l.reports.models.runs import TUNED_COLUMNS, RunRow
 from ax3l.reports.queries.golden import flatten, golden_configurations
 from ax3l.reports.run_figures import history_figure
@@ -94,7 +94,6 @@ async def dashboard(
             "turn_number": PARAMETER_ORDER.index(turn) + 1 if turn in PARAMETER_ORDER else None,
             "entries": len(PARAMETER_ORDER),
             "refresh": query.refresh,
-            "refresh_choices": REFRESH_CHOICES,
         },
         headers={"Cache-Control": "no-store"},
     )

@@ -19,7 +19,6 @@ from ax3l.reports.deps import (
     SettingsDep,
 )
 from ax3l.reports.models.events import (
-    REFRESH_CHOICES,
     EventDetail,
     EventPage,
     EventPageQuery,
@@ -127,7 +126,6 @@ async def event_log_page(
             "all_event_choices": event_contents.event_choices(),
             "parameters": parameters,
             "show_parameter": query.event == "prompt_sent" or query.parameter is not None,
-            "refresh_choices": REFRESH_CHOICES,
             "newest_url": page_links(request, query),
             "newer_url": page_links(request, query, after=found.newer_after)
             if found.newer_after

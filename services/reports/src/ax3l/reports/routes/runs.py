@@ -10,7 +10,6 @@ from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import HTMLResponse, Response
 
 from ax3l.reports.deps import DatabaseDep, PageDep, RunsTableDep, SchemaDep
-from ax3l.reports.models.events import REFRESH_CHOICES
 from ax3l.reports.models.runs import (
     RUN_STATES,
     SORT_COLUMNS,
@@ -149,7 +148,6 @@ async def runs_page(
             "entries": entries,
             "proposers": _choices(frame, "proposer"),
             "seeds": _choices(frame, "seed"),
-            "refresh_choices": REFRESH_CHOICES,
             "sort_links": sort_links,
             "csv_url": runs_url("/api/runs/export.csv", query, limit=None, refresh=None),
             "parquet_url": runs_url("/api/runs/export.parquet", query, limit=None, refresh=None),
