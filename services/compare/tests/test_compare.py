@@ -43,27 +43,21 @@ def test_a_tiny_comparison_runs_every_repeat_through_the_services_and_stores_it(
     assert "held-out verdict" in completed.stdout and "P(A beats B)" in completed.stdout
     assert "wall time of the whole comparison" in completed.stdout
 
-    conn = databases.connect("ax3l", databases.ax3l_db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(
-                "SELECT comparison_id, state, proposers, repeats, budget, content FROM comparisons"
-            )
-            [(comparison_id, state, proposers, repeats, budget, content)] = cur.fetchall()
-            assert (state, proposers, repeats, budget) == ("finished", "default,random,tpe", 2, 4)
-            cur.execute(
-                "SELECT proposer, repeat_index, seed, state, runs, best_so_far, content,"
-                " accepted_proposals, wasted_turns FROM comparison_repeats"
-                " ORDER BY proposer, repeat_index"
-            )
-            rows = cur.fetchall()
-            cur.execute(
-                "SELECT proposer, repeat_index, at_runs, seed, run_id, score, failed_run_ids"
-                " FROM comparison_retests ORDER BY proposer, repeat_index, at_runs, seed"
-            )
-            retests = cur.fetchall()
-    finally:
-        conn.close()
+    [(comparison_id, state, proposers, repeats, budget, content)] = databases.query(
+        "SELECT comparison_id, state, proposers, repeats, budget, content FROM comparisons",
+        user="ax3l",
+    )
+    assert (state, proposers, repeats, budget) == ("finished", "default,random,tpe", 2, 4)
+    rows = databases.query(
+        "SELECT proposer, repeat_index, seed, state, runs, best_so_far, content,"
+        " accepted_proposals, wasted_turns FROM comparison_repeats ORDER BY proposer, repeat_index",
+        user="ax3l",
+    )
+    retests = databases.query(
+        "SELECT proposer, repeat_index, at_runs, seed, run_id, score, failed_run_ids"
+        " FROM comparison_retests ORDER BY proposer, repeat_index, at_runs, seed",
+        user="ax3l",
+    )
     assert [(r[0], r[1], r[2], r[3], r[4]) for r in rows] == [
         ("default", 0, 1970, "finished", 1),
         ("default", 1, 1971, "finished", 1),
@@ -240,10 +234,4 @@ def test_sigterm_stops_every_repeat_service_and_drops_its_databases(databases, d
     with contextlib.suppress(WaitTimeout):
         wait_until(lambda: not _children_of_the_comparison(str(logs)), 15, interval=0.2)
     assert _children_of_the_comparison(str(logs)) == []
-    conn = databases.connect("ax3l", databases.ax3l_db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT state FROM comparisons")
-            assert [row[0] for row in cur.fetchall()] != ["running"]
-    finally:
-        conn.close()
+    assert databases.query("SELECT state FROM comparisons", user="ax3l") != [("running",)]

@@ -15,7 +15,7 @@ import pytest
 from ax3l.compare import main as compare_main
 from ax3l.compare import processes
 from ax3l.compare.executor import node_env, settings_env
-from ax3l.compare.repeat import schema_document
+from ax3l.compare.repeat import write_schema
 from ax3l.compare.settings import load_settings
 from ax3l.compare.throwaway import (
     comparison_token,
@@ -95,13 +95,7 @@ def test_ray_without_the_extra_is_refused_before_anything_runs(databases, db_env
     env = compare_environment(databases, db_env)
     with pytest.raises(compare_main.UsageError, match=re.escape("ax3l-compare[ray]")):
         compare_main.run_comparison(compare_main.parse_args(argv), env)
-    conn = databases.connect("ax3l", databases.ax3l_db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT COUNT(*) FROM comparisons")
-            assert cur.fetchone()[0] == 0
-    finally:
-        conn.close()
+    assert databases.query("SELECT COUNT(*) FROM comparisons", user="ax3l") == [(0,)]
 
 
 def test_a_local_repeat_records_where_it_ran(databases, db_env, capsys):
@@ -132,9 +126,8 @@ def test_a_service_whose_port_was_taken_starts_again_on_another(
     in use" and starts again on the next port drawn, which answers. Another failure is not
     retried."""
     settings = load_settings(compare_environment(databases, db_env))
-    document = schema_document(settings, 1970)
     schema_path = tmp_path / "schema.json"
-    schema_path.write_text(json.dumps(document))
+    write_schema(settings, 1970, schema_path)
     drawn: list[int] = []
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

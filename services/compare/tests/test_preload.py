@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+from contextlib import closing
 
-from ax3l.compare.preload import preloader
+from ax3l.compare.preload import Preloader
 from ax3l.shared.waiting import wait_until
 
 SERVICE = """
@@ -26,7 +27,7 @@ def test_a_forked_service_runs_with_only_its_request_and_stops_with_its_group(tm
     exits reads as exited."""
     (tmp_path / "envdump.py").write_text(SERVICE)
     base = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path), "PRELOADER_ONLY": "x"}
-    with preloader(base) as spawner:
+    with closing(Preloader(base)) as spawner:
         log = tmp_path / "logs" / "service.log"
         service = spawner.launch(
             "envdump", [sys.executable, "-m", "envdump", "--flag"], {"ONLY_MINE": "1"}, log

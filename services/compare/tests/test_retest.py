@@ -4,7 +4,6 @@ or is killed (run again, never dropped, never counted twice)."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import threading
@@ -14,7 +13,7 @@ import pytest
 
 from ax3l.compare import main as compare_main
 from ax3l.compare import processes
-from ax3l.compare.repeat import schema_document
+from ax3l.compare.repeat import write_schema
 from ax3l.compare.retest import (
     HELD_OUT_OFFSET,
     RETEST_ATTEMPTS,
@@ -31,11 +30,10 @@ from ax3l.compare.retest import (
 )
 from ax3l.compare.settings import load_settings
 from ax3l.compare.throwaway import repeat_databases
-from ax3l.shared.config_schema import ConfigSchema, load_schema
+from ax3l.shared.config_schema import load_schema
 from ax3l.shared.waiting import wait_until
+from ax3l.testing.databases import ADMIN_KEYS
 from snakelab.trainers.surrogate import expected_high_score, predict_high_score
-
-ADMIN_KEYS = ("AX3L_DB_ADMIN_USER", "AX3L_DB_ADMIN_PASSWORD")
 
 
 def test_held_out_seeds_are_the_same_for_every_repeat_and_never_a_tuning_seed():
@@ -150,10 +148,8 @@ def test_a_retest_run_killed_with_snakelab_is_run_again_on_the_real_snakelab(
     two counted with the surrogate's score of the recommendation on their seed."""
     env = {**databases.env(), **{k: db_env[k] for k in ADMIN_KEYS}}
     settings = load_settings(env)
-    document = schema_document(settings, 1970)
     schema_path = tmp_path / "schema.json"
-    schema_path.write_text(json.dumps(document))
-    schema = ConfigSchema(document, str(schema_path))
+    schema = write_schema(settings, 1970, schema_path)
     config = schema.default_config()
     seeds = held_out_seeds(1970, 2)
     base = processes.base_env(dict(os.environ))

@@ -48,33 +48,27 @@ class _Conversation:
         self.process_id = f"conversation-{number}"
         self.started = {"proposer": "llm+tpe", "parameter": parameter, **started}
 
-    async def start(self) -> None:
+    async def _log(self, content: Any, source_name: str, process_id: str | None = None) -> None:
         await self.log.log(
-            ConversationStarted(**self.started),
-            process_id=self.process_id,
-            parameter=self.parameter,
-            source_name=self.started["proposer"],
-        )
-
-    async def prompt(self, source_name: str, text: str) -> None:
-        await self.log.log(
-            PromptSent(text=text),
-            process_id=self.process_id,
+            content,
+            process_id=process_id or self.process_id,
             parameter=self.parameter,
             source_name=source_name,
         )
+
+    async def start(self) -> None:
+        await self._log(ConversationStarted(**self.started), self.started["proposer"])
+
+    async def prompt(self, source_name: str, text: str) -> None:
+        await self._log(PromptSent(text=text), source_name)
 
     async def reply(self) -> None:
         reply = ReplyReceived.model_validate({"content": "x" * 50})
         await self.log.log(reply, process_id=self.process_id)
 
     async def accepted(self, run_id: str, changes: dict[str, Any]) -> None:
-        await self.log.log(
-            ProposalAccepted(parameter=self.parameter, changes=changes, run_id=run_id),
-            process_id=run_id,
-            parameter=self.parameter,
-            source_name=self.started["proposer"],
-        )
+        accepted = ProposalAccepted(parameter=self.parameter, changes=changes, run_id=run_id)
+        await self._log(accepted, self.started["proposer"], run_id)
 
     async def rejected(self, name: str, parameter: str | None) -> None:
         rejection = model_of(name).model_validate({"parameter": parameter, "reason": "no"})
@@ -162,11 +156,9 @@ async def test_hybrid_turns_split_by_entry_kind_and_by_who_proposed(databases):
         result = RepeatResult(RepeatPlan("llm+tpe", 0, 1970, 6), "finished", turns=turns)
         comparison_id = create_comparison(conn, ["llm+tpe"], 1, 6, {})
         store_repeat(conn, comparison_id, result)
-        with conn.cursor() as cur:
-            cur.execute("SELECT wasted_turns, content FROM comparison_repeats")
-            [(wasted, text)] = cur.fetchall()
     finally:
         conn.close()
+    [(wasted, text)] = databases.query("SELECT wasted_turns, content FROM comparison_repeats")
     content = json.loads(text)
     assert wasted == 3
     assert content["by_kind"] == turns.by_kind and content["proposed_by"] == turns.proposed_by

@@ -32,11 +32,9 @@ def test_held_out_means_rank_recommendations_closer_to_the_truth_than_best_obser
     env = compare_environment(databases, db_env)
     completed = run_module("ax3l.compare", *ARGS, env=env, timeout=900)
     assert completed.returncode == 0, completed.stdout + completed.stderr
+    [(comparison_id,)] = databases.query("SELECT MAX(comparison_id) FROM comparisons", user="ax3l")
     conn = databases.connect("ax3l", databases.ax3l_db)
     try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT MAX(comparison_id) FROM comparisons")
-            (comparison_id,) = cur.fetchone()
         found = ground_truth(conn, comparison_id)
     finally:
         conn.close()

@@ -128,29 +128,23 @@ class Executor(Protocol):
     def prepare(self) -> None:
         """Check, before the comparison is recorded, that the repeats can run
         (``ExecutorUnavailable`` otherwise)."""
-        ...
 
     def describe(self) -> str:
         """Where the repeats run, for the comparison's first line."""
-        ...
 
     def submit(self, work: Sequence[RepeatPlan], job: RepeatJob) -> None:
         """Start running ``work`` (repeat ``i`` of the plan is slot ``i``)."""
-        ...
 
     def completed(self) -> Iterator[RepeatResult]:
         """Each repeat's result once, as it ends (a repeat that could not run is a failed
         result); raises ``version.VersionMismatch`` when a machine runs another version."""
-        ...
 
     def cancel(self) -> None:
         """Stop the repeats: those not started never start, the running ones stop their
         services and drop their databases."""
-        ...
 
     def close(self) -> None:
         """Wait for the repeats and release what the executor holds."""
-        ...
 
 
 class LocalExecutor:

@@ -317,8 +317,7 @@ def _curve_lines(done: list[RepeatResult], proposers: list[str]) -> list[str]:
         for b in points:
             means = [
                 m
-                for r in finished
-                if r.plan.proposer == proposer
+                for r in _finished(done, proposer)
                 for p in r.retests
                 if p.recommendation.at_runs == b and (m := p.mean) is not None
             ]
@@ -331,13 +330,15 @@ def _curve_lines(done: list[RepeatResult], proposers: list[str]) -> list[str]:
     return lines
 
 
+def _finished(done: list[RepeatResult], proposer: str) -> list[RepeatResult]:
+    """The arm's repeats that finished (a failed one has no figures)."""
+    return [r for r in done if r.plan.proposer == proposer and r.state == "finished"]
+
+
 def _verdicts(
     done: list[RepeatResult], proposers: list[str]
 ) -> dict[str, list[stats.RepeatVerdict]]:
-    return {
-        p: [r.verdict() for r in done if r.plan.proposer == p and r.state == "finished"]
-        for p in proposers
-    }
+    return {p: [r.verdict() for r in _finished(done, p)] for p in proposers}
 
 
 def _width(proposers: list[str]) -> int:
@@ -351,18 +352,15 @@ def _interval(low: float, high: float, *, signed: bool = True) -> str:
 
 def summary_lines(done: list[RepeatResult], proposers: list[str], budget: int) -> list[str]:
     """The observed-best table printed after the verdict (the report's second table)."""
-    finals: dict[str, list[int | None]] = {}
+    mine_of = {p: _finished(done, p) for p in proposers}
+    finals = {p: [stats.final_best(r.curve, budget) for r in mine_of[p]] for p in proposers}
     w = _width(proposers)
     lines = [
         "best observed while tuning (secondary: the luckiest run, not the recommendation):",
         f"{'proposer':<{w}} {'repeats':>7} {'median best':>11} {'95% band':>13}"
         f" {'P(beats random)':>15} {'wasted/accepted':>15} {'wall/repeat':>11}",
     ]
-    for proposer in proposers:
-        mine = [r for r in done if r.plan.proposer == proposer and r.state == "finished"]
-        finals[proposer] = [stats.final_best(r.curve, budget) for r in mine]
-    for proposer in proposers:
-        mine = [r for r in done if r.plan.proposer == proposer and r.state == "finished"]
+    for proposer, mine in mine_of.items():
         values = [float(v) for v in finals[proposer] if v is not None]
         beat = (
             stats.probability_of_beating(finals[proposer], finals[BASELINE])
@@ -397,11 +395,7 @@ def promotion_lines(done: list[RepeatResult], proposers: list[str]) -> list[str]
         f" {'raised expected*':>17} {'confirmation runs':>17} {'not confirmed':>13}",
     ]
     for proposer in tuned:
-        figures = [
-            r.promotions
-            for r in done
-            if r.plan.proposer == proposer and r.state == "finished" and r.promotions is not None
-        ]
+        figures = [r.promotions for r in _finished(done, proposer) if r.promotions is not None]
         if not figures:
             lines.append(f"{proposer:<{w}} {parse_arm(proposer).promotion:>7} {0:>7}")
             continue
@@ -579,14 +573,12 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
                 results.export_csv(conn, comparison_id, args.csv)
         conn.close()
     failed = [r for r in done if r.state != "finished"]
-    if seeds:
-        for line in verdict_lines(done, proposers, pairs):
-            print(line)
-    for line in summary_lines(done, proposers, args.budget):
-        print(line)
-    for line in promotion_lines(done, proposers):
-        print(line)
-    for line in placement_lines(done):
+    for line in [
+        *(verdict_lines(done, proposers, pairs) if seeds else []),
+        *summary_lines(done, proposers, args.budget),
+        *promotion_lines(done, proposers),
+        *placement_lines(done),
+    ]:
         print(line)
     print(f"wall time of the whole comparison: {wall:.1f} s")
     if args.csv is not None:

@@ -37,7 +37,7 @@ import subprocess
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -151,15 +151,6 @@ class Preloader:
             self._process.wait()
         if self._process.stdout is not None:
             self._process.stdout.close()
-
-
-@contextlib.contextmanager
-def preloader(environ: Mapping[str, str]) -> Iterator[Preloader]:
-    found = Preloader(environ)
-    try:
-        yield found
-    finally:
-        found.close()
 
 
 # -- the preloader process ---------------------------------------------------------------------

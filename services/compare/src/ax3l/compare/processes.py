@@ -128,46 +128,27 @@ def start_snakelab(
     """The reference SnakeLab on the surrogate trainer; returns it and its control endpoint
     (``port``: a given one, to restart a SnakeLab where it was; default a free one, another
     when it was taken before SnakeLab bound it)."""
-    if port is None:
-        return on_free_ports(
-            lambda: _start_snakelab(env, folder, surrogate_seconds, schema, free_port(), launcher)
+
+    def start() -> tuple[Service, str]:
+        service = spec.service(
+            "snakelab", {"SNAKELAB_PORT": str(free_port() if port is None else port)}
         )
-    return _start_snakelab(env, folder, surrogate_seconds, schema, port, launcher)
+        full = service.environment(
+            env,
+            {
+                "SNAKELAB_TRAINER": "surrogate",
+                "SNAKELAB_SURROGATE_SECONDS": f"{surrogate_seconds:g}",
+                "SNAKELAB_SCHEMA_PATH": str(schema),
+                "SNAKELAB_LOG_LEVEL": "WARNING",
+                "SNAKELAB_DB_WAIT_SECONDS": "10",
+            },
+        )
+        args = [*service.argv(sys.executable), "--events-port", "0"]
+        started = _ready(launcher("snakelab", args, full, folder / "snakelab.log"), service)
+        assert service.zmq_health is not None
+        return started, service.zmq_health
 
-
-def _start_snakelab(
-    env: dict[str, str],
-    folder: Path,
-    surrogate_seconds: float,
-    schema: Path,
-    port: int,
-    launcher: Launcher,
-) -> tuple[Service, str]:
-    service = spec.service("snakelab", {"SNAKELAB_PORT": str(port)})
-    full = service.environment(
-        env,
-        {
-            "SNAKELAB_TRAINER": "surrogate",
-            "SNAKELAB_SURROGATE_SECONDS": f"{surrogate_seconds:g}",
-            "SNAKELAB_SCHEMA_PATH": str(schema),
-            "SNAKELAB_LOG_LEVEL": "WARNING",
-            "SNAKELAB_DB_WAIT_SECONDS": "10",
-        },
-    )
-    args = [*service.argv(sys.executable), "--events-port", "0"]
-    started = _ready(launcher("snakelab", args, full, folder / "snakelab.log"), service)
-    assert service.zmq_health is not None
-    return started, service.zmq_health
-
-
-def start_toolbroker(
-    env: dict[str, str], folder: Path, zmq_endpoint: str, launcher: Launcher = launch
-) -> Service:
-    overrides = {"AX3L_TOOLBROKER_PORT": str(free_port()), "AX3L_ZMQ_ENDPOINT": zmq_endpoint}
-    service = spec.service("toolbroker", {**env, **overrides})
-    full = service.environment(env, overrides)
-    log = folder / "toolbroker.log"
-    return _ready(launcher("toolbroker", service.argv(sys.executable), full, log), service)
+    return on_free_ports(start) if port is None else start()
 
 
 def start_toolbroker_on_free_ports(
@@ -178,7 +159,12 @@ def start_toolbroker_on_free_ports(
 
     def start() -> tuple[Service, str]:
         endpoint = f"tcp://127.0.0.1:{free_port()}"
-        return start_toolbroker(env, folder, endpoint, launcher), endpoint
+        overrides = {"AX3L_TOOLBROKER_PORT": str(free_port()), "AX3L_ZMQ_ENDPOINT": endpoint}
+        service = spec.service("toolbroker", {**env, **overrides})
+        full = service.environment(env, overrides)
+        log = folder / "toolbroker.log"
+        started = launcher("toolbroker", service.argv(sys.executable), full, log)
+        return _ready(started, service), endpoint
 
     return on_free_ports(start)
 

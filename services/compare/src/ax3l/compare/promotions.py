@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ax3l.compare.retest import Golden
@@ -60,23 +60,11 @@ class PromotionFigures:
 
     def content(self) -> dict[str, Any]:
         """What a repeat row's ``content`` keeps of them (under ``promotion``)."""
-        found: dict[str, Any] = {
-            "policy": self.policy,
-            "promotions": self.promotions,
-            "confirmation_runs": self.confirmation_runs,
-            "confirmations": self.confirmations,
-        }
-        if self.checks is not None:
+        found = asdict(self)
+        if self.checks is None:
+            del found["checks"]
+        else:
             found["improved"] = self.improved
-            found["checks"] = [
-                {
-                    "run_id": c.run_id,
-                    "replaced_run_id": c.replaced_run_id,
-                    "expected_score": c.expected_score,
-                    "replaced_expected_score": c.replaced_expected_score,
-                }
-                for c in self.checks
-            ]
         return found
 
 

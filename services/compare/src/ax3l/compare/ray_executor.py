@@ -61,7 +61,6 @@ from ax3l.compare.preload import Forked, Preloader
 from ax3l.compare.repeat import RepeatPlan, RepeatResult
 from ax3l.compare.version import VersionMismatch
 
-DEFAULT_RESOURCE = "CPU=1"
 DEFAULT_RETRIES = 2
 CANCEL_GRACE = 60.0  # seconds cancelled repeats get to stop their services and drop databases
 WAIT_SECONDS = 1.0  # ray.wait's timeout: Ctrl-C is seen at least this often

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from importlib import resources
 from pathlib import Path
@@ -94,9 +94,6 @@ class Placement:
     node_id: str | None = None
     dropped_earlier: int = 0
 
-    def content(self) -> dict[str, Any]:
-        return {"host": self.host, "node_id": self.node_id, "dropped_earlier": self.dropped_earlier}
-
 
 @dataclass
 class RepeatResult:
@@ -147,32 +144,26 @@ class RepeatResult:
             found["retest_seconds"] = round(self.retest_seconds, 3)
             if self.retest_hosts:
                 found["retest_hosts"] = self.retest_hosts
-            found["recommendations"] = [
-                {
-                    "at_runs": p.recommendation.at_runs,
-                    "golden_run_id": p.recommendation.golden_run_id,
-                    "config": p.recommendation.config,
-                    "expected_score": p.recommendation.expected_score,
-                }
-                for p in self.retests
-            ]
+            found["recommendations"] = [asdict(p.recommendation) for p in self.retests]
         if self.placement is not None:
-            found["placement"] = self.placement.content()
+            found["placement"] = asdict(self.placement)
         if self.error:
             found["error"] = self.error
         return found
 
 
-def schema_document(settings: CompareSettings, seed: int) -> dict[str, Any]:
+def write_schema(settings: CompareSettings, seed: int, path: Path) -> ConfigSchema:
     """The schema the services use (``AX3L_SCHEMA_PATH`` or the bundled copy) with the seed's
-    default replaced: seeding then runs the default configuration on the repeat's seed."""
+    default replaced, written to ``path``: seeding then runs the default configuration on the
+    repeat's seed."""
     if settings.schema_path is not None:
         text = Path(settings.schema_path).read_text("utf-8")
     else:
         text = resources.files("ax3l.shared.schema").joinpath(BUNDLED_SCHEMA).read_text("utf-8")
     document = dict(json.loads(text))
     document["properties"]["seed"]["default"] = seed
-    return document
+    path.write_text(json.dumps(document))
+    return ConfigSchema(document, str(path))
 
 
 def _runs(cur: Any, snakelab_db: str, limit: int) -> list[tuple[str, str, int | None]]:
@@ -266,6 +257,9 @@ def run_repeat(
     re-tests, a confirmation's, a rotation's baseline) train side by side."""
     began = time.monotonic()
     result = RepeatResult(plan, "failed", placement=placement)
+    job = _Job(
+        plan, settings, environ, folder, url, surrogate_seconds, timeout, stop, launcher, hosts
+    )
     folder.mkdir(parents=True, exist_ok=True)
     services: list[Service] = []
     try:
@@ -275,18 +269,6 @@ def run_repeat(
             if placement is not None:
                 result.placement = replace(placement, dropped_earlier=dbs.dropped_earlier)
             try:
-                job = _Job(
-                    plan,
-                    settings,
-                    environ,
-                    folder,
-                    url,
-                    surrogate_seconds,
-                    timeout,
-                    stop,
-                    launcher,
-                    hosts,
-                )
                 _run(job, dbs, services, result, began)
             finally:
                 for service in reversed(services):
@@ -323,9 +305,7 @@ def _run(
     began: float,
 ) -> None:
     schema = job.folder / "schema.json"
-    document = schema_document(job.settings, job.plan.seed)
-    schema.write_text(json.dumps(document))
-    config_schema = ConfigSchema(document, str(schema))
+    config_schema = write_schema(job.settings, job.plan.seed, schema)
     base = processes.base_env(job.environ)
     endpoints = []
     for host in range(job.hosts):
@@ -397,21 +377,21 @@ def _tune(
     try:
         with conn.cursor() as cur:
             while _run_count(cur, dbs.snakelab_db) < job.plan.budget:
-                _check(orchestrator, services, deadline, job.stop, job.timeout)
+                _check(job, orchestrator, services, deadline)
                 time.sleep(POLL_SECONDS)
             # The budget is spent. The step of its last run is finished (compared, promoted or
             # retained) before the orchestrator stops, so the final recommendation never
             # depends on how fast it was stopped; a run of the step after it is cancelled
             # before the re-tests.
             while not _last_step_settled(cur, dbs.snakelab_db, job.plan.budget):
-                _check(orchestrator, services, deadline, job.stop, job.timeout)
+                _check(job, orchestrator, services, deadline)
                 time.sleep(POLL_SECONDS)
             orchestrator.stop(processes.STOP_TIMEOUT)
             while True:
                 runs = _runs(cur, dbs.snakelab_db, job.plan.budget)
                 if all(status in TERMINAL for _, status, _ in runs):
                     break
-                _check(None, services[:-1], deadline, job.stop, job.timeout)
+                _check(job, None, services[:-1], deadline)
                 time.sleep(POLL_SECONDS)
             result.wall_seconds = time.monotonic() - started
             result.scores = [score if status == "completed" else None for _, status, score in runs]
@@ -508,17 +488,13 @@ def _still_wanted(job: _Job, deadline: float) -> None:
 
 
 def _check(
-    orchestrator: Service | None,
-    services: list[Service],
-    deadline: float,
-    stop: threading.Event,
-    timeout: float,
+    job: _Job, orchestrator: Service | None, services: list[Service], deadline: float
 ) -> None:
-    if stop.is_set():
+    if job.stop.is_set():
         raise RepeatStopped("the comparison was interrupted")
     for service in services:
         if (exited := service.exited()) is not None:
             raise service.failure(exited)
     if time.monotonic() > deadline:
         what = orchestrator.log_tail(10) if orchestrator else ""
-        raise TimeoutError(f"the budget was not reached within {timeout:g} s\n{what}")
+        raise TimeoutError(f"the budget was not reached within {job.timeout:g} s\n{what}")

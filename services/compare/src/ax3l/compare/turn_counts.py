@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ax3l.compare.tpe_advice import ADVICE_SOURCE, advice_suggestions, matches_a_suggestion
@@ -64,14 +64,10 @@ class TurnCounts:
 
     def content(self) -> dict[str, Any]:
         """What a repeat row's ``content`` keeps of them (the three totals have columns)."""
-        found: dict[str, Any] = {
-            "wasted_kinds": self.wasted_kinds,
-            "conversations": self.conversations,
-            "fallback_turns": self.fallback_turns,
-            "by_kind": self.by_kind,
-        }
-        if self.proposed_by:
-            found["proposed_by"] = self.proposed_by
+        found = asdict(self)
+        del found["accepted_proposals"], found["model_turns"]
+        if not self.proposed_by:
+            del found["proposed_by"]
         return found
 
 
