@@ -95,14 +95,12 @@ def test_adopt_refuses_without_runs_and_beside_an_experiment_of_ax3l(
         asyncio.run(adopt.run(snakelab_tables.settings(), SCHEMA, False))
     defaults = SCHEMA.validate(SCHEMA.default_config())
     (run_id,) = insert_runs(snakelab_tables, SCHEMA, defaults)
-    conn = snakelab_tables.connect("admin", snakelab_tables.ax3l_db)
-    with conn.cursor() as cur:
-        cur.execute(
-            "INSERT INTO events (occurred_at, name, category, log_level, process_id)"
-            " VALUES (NOW(), 'golden_config_created', 'Configuration', 'INFO', %s)",
-            (run_id,),
-        )
-    conn.close()
+    rows(
+        snakelab_tables,
+        "INSERT INTO events (occurred_at, name, category, log_level, process_id)"
+        " VALUES (NOW(), 'golden_config_created', 'Configuration', 'INFO', %s)",
+        (run_id,),
+    )
     beside = adopt_cli(snakelab_tables)
     assert beside.returncode == 1 and beside.stderr.startswith("ax3l-db: adopt: ")
     assert "already has an experiment" in beside.stderr and "reset-events" in beside.stderr

@@ -14,11 +14,6 @@ from ax3l.testing import snakelab_rows
 SCHEMA = load_schema()
 
 
-def _insert_run(cur, config, **fields):
-    """Insert one run the way SnakeLab does (run row and configuration row together)."""
-    return snakelab_rows.insert_run(cur, SCHEMA, config, **fields)
-
-
 def insert_runs(dbs, *configs, **fields):
     return snakelab_rows.insert_runs(dbs, SCHEMA, *configs, **fields)
 
@@ -78,7 +73,7 @@ async def test_a_lower_id_committed_late_is_still_found(snakelab_tables):
     slow.autocommit(False)
     try:
         with slow.cursor() as cur:
-            slow_run = _insert_run(cur, with_values({"training.gamma": 0.91}))
+            slow_run = snakelab_rows.insert_run(cur, SCHEMA, with_values({"training.gamma": 0.91}))
         insert_runs(dbs, with_values({"training.gamma": 0.92}))
         async with Database(dbs.settings()) as db:
             index = ConfigIndex(db, SCHEMA)
