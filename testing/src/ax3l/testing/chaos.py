@@ -19,7 +19,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,9 +27,8 @@ from typing import Any
 import pymysql
 
 from ax3l.shared.waiting import WaitTimeout, wait_until
-from ax3l.testing.databases import TestDatabases
-
-STEP_EVENTS = ("configuration_compared", "parameter_space_exhausted")
+from ax3l.testing.databases import TestDatabases, mysql_connection
+from ax3l.testing.invariants import STEP_EVENTS as STEP_EVENTS  # also bench_soak's
 
 
 def _pid_state(pid: int) -> str | None:
@@ -51,6 +50,15 @@ def _start_time(pid: int) -> int | None:
     return int(text.rpartition(")")[2].split()[19])
 
 
+def came_true(condition: Callable[[], object], timeout: float, interval: float = 0.1) -> bool:
+    """Whether ``condition`` came true within ``timeout`` (if not, a finding, not an error)."""
+    try:
+        wait_until(condition, timeout, interval=interval)
+    except WaitTimeout:
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class Stopped:
     """One SIGSTOPped process: its pid and start time (a reused pid is another process)."""
@@ -63,9 +71,9 @@ class Freezer:
     """Freezes services with SIGSTOP and resumes them with SIGCONT ``seconds`` later.
 
     Every stopped process is remembered before it is stopped and forgotten only once resumed,
-    so ``resume_all`` (called by the driver's ``finally``, by the context manager's exit and by
-    the stack's teardown) leaves nothing stopped, whatever failed. A process killed while frozen
-    is simply gone; a resume skips it. One freeze per victim at a time.
+    so ``resume_all`` (called by the driver's ``finally`` and by the stack's teardown) leaves
+    nothing stopped, whatever failed. A process killed while frozen is simply gone; a resume
+    skips it. One freeze per victim at a time.
     """
 
     def __init__(self) -> None:
@@ -73,12 +81,6 @@ class Freezer:
         self._stopped: dict[str, list[Stopped]] = {}
         self._threads: list[threading.Thread] = []
         self._closing = threading.Event()
-
-    def __enter__(self) -> Freezer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.resume_all()
 
     def frozen(self) -> list[str]:
         with self._lock:
@@ -129,11 +131,7 @@ class Freezer:
 
     def wait_thawed(self, timeout: float) -> bool:
         """Whether every freeze ended by itself within ``timeout``."""
-        try:
-            wait_until(lambda: not self.frozen(), timeout, interval=0.05)
-        except WaitTimeout:
-            return False
-        return True
+        return came_true(lambda: not self.frozen(), timeout, interval=0.05)
 
     def resume_all(self) -> None:
         """Resume everything still stopped now, and end the freezes' threads."""
@@ -142,6 +140,9 @@ class Freezer:
             self.resume(name)
         for thread in self._threads:
             thread.join(5)
+
+
+TIMEOUTS = {"connect_timeout": 1, "read_timeout": 1, "write_timeout": 1}
 
 
 class Probe:
@@ -158,47 +159,37 @@ class Probe:
                 self._conn.close()
             self._conn = None
 
-    def scalar(self, sql: str, args: tuple[Any, ...] = ()) -> Any:
-        """The first column of the first row, or None (no row, or no answer)."""
+    def number(self, sql: str, args: tuple[Any, ...] = ()) -> int | None:
+        """The first column of the first row as an int, or None (no row, or no answer)."""
         try:
             if self._conn is None:
-                self._conn = pymysql.connect(
-                    host=self.databases.host,
-                    port=self.databases.port,
-                    user=self.databases.admin_user,
-                    password=self.databases.admin_password,
-                    database=self.databases.ax3l_db,
-                    autocommit=True,
-                    connect_timeout=1,
-                    read_timeout=1,
-                    write_timeout=1,
+                db = self.databases
+                self._conn = mysql_connection(
+                    db.host, db.port, db.admin_user, db.admin_password, db.ax3l_db, **TIMEOUTS
                 )
             with self._conn.cursor() as cur:
                 cur.execute(sql, args)
                 row = cur.fetchone()
-                return None if row is None else row[0]
+                return None if row is None else int(row[0])
         except pymysql.err.MySQLError:
             self.close()
             return None
 
     def steps(self) -> int | None:
         """Completed steps (comparisons and exhausted turns)."""
-        value = self.scalar("SELECT COUNT(*) FROM events WHERE name IN (%s, %s)", STEP_EVENTS)
-        return None if value is None else int(value)
+        return self.number("SELECT COUNT(*) FROM events WHERE name IN (%s, %s)", STEP_EVENTS)
 
     def last_tool_request(self) -> int | None:
         """The newest ``tool_request_received`` event: the broker's first write for a proposal,
         just before its checks, its intent and ``simulation.submit``."""
-        value = self.scalar(
+        return self.number(
             "SELECT COALESCE(MAX(event_id), 0) FROM events WHERE name = 'tool_request_received'"
         )
-        return None if value is None else int(value)
 
     def last_intent(self) -> int | None:
         """The newest submission intent: the broker's last write before ``simulation.submit``
         (SnakeLab stores the run a few milliseconds later)."""
-        value = self.scalar("SELECT COALESCE(MAX(intent_id), 0) FROM submission_intents")
-        return None if value is None else int(value)
+        return self.number("SELECT COALESCE(MAX(intent_id), 0) FROM submission_intents")
 
     def wait_for_submission(self, timeout: float, *, intent: bool) -> str:
         """Wait for the broker's next proposal: its ``tool_request_received`` (polled every 10
@@ -250,12 +241,9 @@ class ProgressMonitor:
         self._thread.join(30)
         self._probe.close()
 
-    def count(self) -> int | None:
-        return self._probe.steps()
-
     def _run(self) -> None:
         while not self._stop.is_set():
-            value = self.count()
+            value = self._probe.steps()
             if value is not None:
                 self.samples.append((time.monotonic(), value))
             self._stop.wait(self.interval)
@@ -265,10 +253,7 @@ class ProgressMonitor:
 
     def first_above(self, after: float, value: int) -> float | None:
         """When the count first exceeded ``value`` at or after time ``after``."""
-        for at, count in self.samples:
-            if at >= after and count > value:
-                return at
-        return None
+        return next((at for at, count in self.samples if at >= after and count > value), None)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -276,10 +261,6 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-@contextlib.contextmanager
-def admin_connection(databases: TestDatabases) -> Iterator[Any]:
-    conn = databases.connect("admin", databases.ax3l_db)
-    try:
-        yield conn
-    finally:
-        conn.close()
+def admin_connection(databases: TestDatabases) -> Any:
+    """An admin connection to Ax3l's database (``with`` closes it)."""
+    return databases.connect("admin", databases.ax3l_db)

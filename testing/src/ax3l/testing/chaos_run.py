@@ -45,7 +45,6 @@ from ax3l.shared.processes import ManagedProcess
 from ax3l.shared.stack import spec
 from ax3l.shared.stack.mariadb import PrivateMariaDB
 from ax3l.shared.stack.supervisor import Child, Death, Restart, RestartPolicy, Supervisor
-from ax3l.shared.waiting import WaitTimeout, wait_until
 from ax3l.testing import chaos
 from ax3l.testing.chaos import ProgressMonitor
 from ax3l.testing.databases import TestDatabases
@@ -84,13 +83,12 @@ class ChaosConfig:
     @classmethod
     def from_env(cls) -> ChaosConfig:
         env = os.environ
-        interval = _pair(env.get("AX3L_CHAOS_INTERVAL", "1.5,6.5"))
         return cls(
             seed=int(env.get("AX3L_CHAOS_SEED", "11")),
             kills=int(env.get("AX3L_CHAOS_KILLS", "52")),
             freezes=int(env.get("AX3L_CHAOS_FREEZES", "24")),
             freeze_seconds=_pair(env.get("AX3L_CHAOS_FREEZE_SECONDS", "1,8")),
-            interval=interval,
+            interval=_pair(env.get("AX3L_CHAOS_INTERVAL", "1.5,6.5")),
             run_seconds=float(env.get("AX3L_CHAOS_RUN_SECONDS", "1.5")),
             stagnant_rounds=int(env.get("AX3L_CHAOS_STAGNANT_ROUNDS", "2")),
             recovery_deadline=float(env.get("AX3L_CHAOS_RECOVERY_DEADLINE", "90")),
@@ -257,26 +255,20 @@ class ChaosReport:
                     f"  {death.service} exit {death.returncode}: " + " | ".join(tail)[-400:]
                 )
         if self.mariadb_restart_seconds:
-            lines.append(
-                "MariaDB down (kill -> back up): p50 "
-                f"{chaos.percentile(self.mariadb_restart_seconds, 0.5):.1f} s, p95"
-                f" {chaos.percentile(self.mariadb_restart_seconds, 0.95):.1f} s"
-            )
+            lines.append(f"MariaDB down (kill -> back up): {_spread(self.mariadb_restart_seconds)}")
         if self.mariadb_recovery:
             lines.append(
                 f"recovery after a MariaDB restart (back up -> next completed step,"
-                f" {len(self.mariadb_recovery)} measured): p50"
-                f" {chaos.percentile(self.mariadb_recovery, 0.5):.1f} s, p95"
-                f" {chaos.percentile(self.mariadb_recovery, 0.95):.1f} s, max"
+                f" {len(self.mariadb_recovery)} measured): {_spread(self.mariadb_recovery)}, max"
                 f" {max(self.mariadb_recovery):.1f} s"
             )
-        lines.append(
-            f"  not recovered before the next MariaDB kill or the end: {self.mariadb_unrecovered}"
-        )
-        lines.append(f"progress during the chaos: {self.progress}")
-        lines.append(f"after the last disturbance: {self.advance_detail}")
-        lines.append("history: " + json.dumps(self.counts, default=str))
-        lines.append("invariants:")
+        lines += [
+            f"  not recovered before the next MariaDB kill or the end: {self.mariadb_unrecovered}",
+            f"progress during the chaos: {self.progress}",
+            f"after the last disturbance: {self.advance_detail}",
+            "history: " + json.dumps(self.counts, default=str),
+            "invariants:",
+        ]
         for invariant in self.invariants:
             verdict = "ok  " if invariant.passed else "FAIL"
             lines.append(
@@ -297,17 +289,20 @@ def _clock() -> str:
     return time.strftime("%H:%M:%S", time.localtime(now)) + f",{int(now % 1 * 1000):03d}"
 
 
+def _spread(values: list[float]) -> str:
+    """``p50 1.2 s, p95 3.4 s``: the median and the 95th percentile of ``values``."""
+    return f"p50 {chaos.percentile(values, 0.5):.1f} s, p95 {chaos.percentile(values, 0.95):.1f} s"
+
+
 def _tally(values: Any) -> str:
     """``a 3, b 1``: how often each value occurs, by name."""
     return ", ".join(f"{k} {v}" for k, v in sorted(Counter(values).items()))
 
 
-def _clean_environ() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(("AX3L_", "SNAKELAB_", "DB_"))}
-
-
 # make run's restart policy with the chaos tier's timings; it never gives up (deaths are findings).
 POLICY = RestartPolicy(backoff_max=8.0, quick_crash_seconds=30.0, give_up_after=None)
+# The caller's own stack settings, never inherited: the chaos stack's are its own.
+FOREIGN = ("AX3L_", "SNAKELAB_", "DB_")
 STOP_ORDER = ("orchestrator", "toolbroker", "scripted-model", "snakelab", SECOND_HOST)
 
 
@@ -339,7 +334,7 @@ class ChaosStack:
         """What make run's stack_env would hold for this stack: the database, ports, endpoints."""
         assert self.databases is not None
         env = {
-            **_clean_environ(),
+            **{k: v for k, v in os.environ.items() if not k.startswith(FOREIGN)},
             **self.databases.env(),
             "SNAKELAB_PORT": str(self.ports["snakelab"]),
             "SNAKELAB_EVENTS_PORT": str(self.ports["snakelab_events"]),
@@ -389,26 +384,19 @@ class ChaosStack:
         return Child(name, launch, log_path=log, rng=random.Random(self.rng.random()))
 
     def _service_child(self, name: str) -> Child:
-        service = spec.service(name, self._stack_env())
+        """``name`` as the stack's specification runs it; ``SECOND_HOST`` is another reference
+        SnakeLab on the same database, on ports of its own."""
+        ports: dict[str, str] = {}
+        kind = name
+        if name == SECOND_HOST:
+            kind = "snakelab"
+            ports["SNAKELAB_PORT"] = str(self.ports["snakelab2"])
+            ports["SNAKELAB_EVENTS_PORT"] = str(self.ports["snakelab2_events"])
+        service = spec.service(kind, {**self._stack_env(), **ports})
         return self._child(
             name,
             service.argv(sys.executable),
-            lambda: service.environment(self._stack_env(), self._overrides(name)),
-        )
-
-    def _second_host(self) -> Child:
-        """Another reference SnakeLab on the same database, on ports of its own."""
-        ports = {
-            "SNAKELAB_PORT": str(self.ports["snakelab2"]),
-            "SNAKELAB_EVENTS_PORT": str(self.ports["snakelab2_events"]),
-        }
-        service = spec.service("snakelab", {**self._stack_env(), **ports})
-        return self._child(
-            SECOND_HOST,
-            service.argv(sys.executable),
-            lambda: service.environment(
-                {**self._stack_env(), **ports}, self._overrides(SECOND_HOST)
-            ),
+            lambda: service.environment({**self._stack_env(), **ports}, self._overrides(name)),
         )
 
     def start(self) -> None:
@@ -426,7 +414,7 @@ class ChaosStack:
         ]
         children = [
             self._service_child("snakelab"),
-            *([self._second_host()] if self.config.hosts > 1 else []),
+            *([self._service_child(SECOND_HOST)] if self.config.hosts > 1 else []),
             self._service_child("toolbroker"),
             self._child("scripted-model", model, lambda: spec.process_env(os.environ)),
             self._service_child("orchestrator"),
@@ -457,15 +445,6 @@ class ChaosStack:
         self.mariadb.destroy()
 
 
-def _wait(condition: Any, timeout: float) -> bool:
-    """Whether ``condition`` came true within ``timeout`` (if not, a finding, not an error)."""
-    try:
-        wait_until(condition, timeout, interval=0.1)
-    except WaitTimeout:
-        return False
-    return True
-
-
 def run_chaos(repo: Path, log_dir: Path, config: ChaosConfig | None = None) -> ChaosReport:
     """Start the stack, kill, freeze and restart at random, check the databases; never raises
     for a finding (the report lists them), only for a harness that failed (its error then
@@ -485,12 +464,12 @@ def run_chaos(repo: Path, log_dir: Path, config: ChaosConfig | None = None) -> C
         stack.start()
         assert stack.databases is not None
         monitor = ProgressMonitor(stack.databases).start()
-        if not _wait(lambda: monitor.latest() >= 1, 120):
+        if not chaos.came_true(lambda: monitor.latest() >= 1, 120):
             raise RuntimeError(
                 "the stack did not complete a first step within 120 s:\n"
                 + stack.processes["orchestrator"].output_since_start(30)
             )
-        _drive(stack, monitor, config, report)
+        Driver(stack, monitor, config, report).run()
         _await_progress(stack, monitor, config, report)
     except Exception as exc:
         exc.add_note(f"chaos: seed {config.seed} (AX3L_CHAOS_SEED); logs in {log_dir}")
@@ -577,7 +556,7 @@ class Driver:
             self.probe.close()
 
     def _some_up(self) -> list[str]:
-        if not _wait(lambda: bool(self.up()), 60):
+        if not chaos.came_true(lambda: bool(self.up()), 60):
             raise RuntimeError("no service came back within 60 s")
         return self.up()
 
@@ -610,11 +589,9 @@ class Driver:
             f"{' (frozen)' if was_frozen else ''} steps={kill.steps_before}",
             flush=True,
         )
-        if was_frozen:
-            for freeze in reversed(self.report.freezes):
-                if freeze.target == target:
-                    freeze.killed = True
-                    break
+        frozen_by = next((f for f in reversed(self.report.freezes) if f.target == target), None)
+        if was_frozen and frozen_by is not None:
+            frozen_by.killed = True
         self.services[target].kill9()
 
     def freeze(self, number: int, total: int, planned: Planned) -> None:
@@ -622,7 +599,7 @@ class Driver:
         assert target is not None
         freezer = self.stack.freezer
         # One freeze of a service at a time; it must be up (it restarts within seconds).
-        ready = _wait(lambda: target in self.up() and not freezer.is_frozen(target), 60)
+        ready = chaos.came_true(lambda: target in self.up() and not freezer.is_frozen(target), 60)
         if not ready:
             raise RuntimeError(f"{target} was not up (and unfrozen) within 60 s to freeze it")
         seconds = self.rng.uniform(*self.config.freeze_seconds)
@@ -657,28 +634,18 @@ class Driver:
             print(f"chaos: {target} went down before the freeze; not counted", flush=True)
 
 
-def _drive(
-    stack: ChaosStack, monitor: ProgressMonitor, config: ChaosConfig, report: ChaosReport
-) -> None:
-    Driver(stack, monitor, config, report).run()
-
-
-def _disturbances(report: ChaosReport) -> list[Kill | Freeze]:
-    return sorted([*report.kills, *report.freezes], key=lambda d: d.at)
-
-
 def _await_progress(
     stack: ChaosStack, monitor: ProgressMonitor, config: ChaosConfig, report: ChaosReport
 ) -> None:
     last = time.monotonic()
-    if not _wait(stack.supervisor.all_up, 60):
+    if not chaos.came_true(stack.supervisor.all_up, 60):
         down = [n for n, s in stack.supervisor.services.items() if not s.alive()]
         report.advance_detail = f"services still down 60 s after the last disturbance: {down}"
         return
     up_after = time.monotonic() - last
     start = monitor.latest()
     goal = start + config.recovery_steps
-    reached = _wait(lambda: monitor.latest() >= goal, config.recovery_deadline)
+    reached = chaos.came_true(lambda: monitor.latest() >= goal, config.recovery_deadline)
     waited = time.monotonic() - last
     report.advancing = reached
     report.advance_detail = (
@@ -711,7 +678,7 @@ def _recovery_times(monitor: ProgressMonitor, report: ChaosReport) -> None:
 
 def _progress(monitor: ProgressMonitor, report: ChaosReport) -> str:
     """Steps completed during the chaos, and the longest time without a new one."""
-    disturbances = _disturbances(report)
+    disturbances = sorted([*report.kills, *report.freezes], key=lambda d: d.at)
     if not disturbances or not monitor.samples:
         return "no disturbances"
     first, last = disturbances[0], disturbances[-1]

@@ -1,9 +1,10 @@
 """The history invariants: what every Ax3l history keeps, whatever crashed or froze where.
 
-One small function per invariant, each over a ``History`` read from the databases alone
-(``read_history``) and returning an ``Invariant`` (how often it was checked, each violation)
-instead of stopping at the first failed assertion. They are built on the product's own rules:
-a run that never trained is ``ax3l.orchestrator.attempts.never_trained``, terminal states are
+One small function per invariant, registered in ``INVARIANTS`` by ``@invariant(name)``, each
+over a ``History`` read from the databases alone (``read_history``) and returning an
+``Invariant`` (how often it was checked, each violation) instead of stopping at the first failed
+assertion. They are built on the product's own rules: a run that never trained is
+``ax3l.orchestrator.attempts.never_trained``, terminal states are
 ``ax3l.shared.wire.TERMINAL_STATES``, a proposal belongs to the checkpoint it names, else to the
 latest before it (``ax3l.shared.turn_state``), and step completions are ``ax3l.shared.cycles``'s.
 
@@ -14,13 +15,14 @@ The chaos tier, the soak (``check_invariants``) and every end-to-end test (throu
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ax3l.orchestrator.attempts import never_trained
 from ax3l.shared.cycles import COMPLETIONS, count_cycles
@@ -31,6 +33,7 @@ from ax3l.shared.wire import TERMINAL_STATES
 STEP_EVENTS = tuple(sorted(COMPLETIONS))
 RUN_ENDS = tuple(f"simulation_{state}" for state in sorted(TERMINAL_STATES))
 DECISIONS = ("golden_config_created", "golden_config_retained")
+T = TypeVar("T")
 
 
 @dataclass
@@ -75,6 +78,14 @@ class Ev:
         return read_content(self.name, self.content)
 
 
+def _records(conn: Any, sql: str) -> list[dict[str, Any]]:
+    """The rows of ``sql`` as dicts by column name."""
+    with conn.cursor() as cur:
+        cur.execute(sql)
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
 def read_events(conn: Any) -> list[Ev]:
     """Every event with its content (JSON parsed, else the text), oldest first."""
     with conn.cursor() as cur:
@@ -95,46 +106,39 @@ def read_events(conn: Any) -> list[Ev]:
 
 
 CONFIG_SKIP = ("run_id",)
+Run = dict[str, Any]  # a SnakeLab run as ``read_runs`` reads it
 
 
-def read_runs(conn: Any, snakelab_db: str) -> list[dict[str, Any]]:
+def read_runs(conn: Any, snakelab_db: str) -> list[Run]:
     """SnakeLab's runs in submission order, with their configuration tuple and episode count."""
-    with conn.cursor() as cur:
-        cur.execute(f"SELECT * FROM `{snakelab_db}`.configurations")
-        columns = [d[0] for d in cur.description]
-        configs = {}
-        for row in cur.fetchall():
-            record = dict(zip(columns, row, strict=True))
-            configs[record["run_id"]] = tuple(
-                (c, float(record[c])) for c in columns if c not in CONFIG_SKIP
-            )
-        cur.execute(
-            f"SELECT run_id, COUNT(*) FROM `{snakelab_db}`.simulation_episodes GROUP BY run_id"
-        )
-        episodes = {run_id: int(n) for run_id, n in cur.fetchall()}
-        cur.execute(
-            "SELECT id, run_id, status, high_score, episode_count, started_at, error_message"
-            f" FROM `{snakelab_db}`.simulation_runs ORDER BY id"
-        )
-        runs = []
-        for sid, run_id, status, high_score, episode_count, started_at, error in cur.fetchall():
-            runs.append(
-                {
-                    "id": int(sid),
-                    "run_id": run_id,
-                    "status": status,
-                    "high_score": high_score,
-                    "started": started_at is not None,
-                    "episodes": episodes.get(run_id, 0),
-                    "episode_count": episode_count,
-                    "error": error,
-                    "config": configs.get(run_id),
-                }
-            )
-        return runs
+    configs = {
+        r["run_id"]: tuple((c, float(v)) for c, v in r.items() if c not in CONFIG_SKIP)
+        for r in _records(conn, f"SELECT * FROM `{snakelab_db}`.configurations")
+    }
+    counted = f"SELECT run_id, COUNT(*) AS n FROM `{snakelab_db}`.simulation_episodes GROUP BY 1"
+    episodes = {r["run_id"]: int(r["n"]) for r in _records(conn, counted)}
+    runs = _records(
+        conn,
+        "SELECT id, run_id, status, high_score, episode_count, started_at, error_message"
+        f" FROM `{snakelab_db}`.simulation_runs ORDER BY id",
+    )
+    return [
+        {
+            "id": int(r["id"]),
+            "run_id": r["run_id"],
+            "status": r["status"],
+            "high_score": r["high_score"],
+            "started": r["started_at"] is not None,
+            "episodes": episodes.get(r["run_id"], 0),
+            "episode_count": r["episode_count"],
+            "error": r["error_message"],
+            "config": configs.get(r["run_id"]),
+        }
+        for r in runs
+    ]
 
 
-def never_started(run: dict[str, Any]) -> bool:
+def never_started(run: Run) -> bool:
     """A run SnakeLab failed (or lost) before its first episode: the product's rule."""
     return never_trained(run["status"], run["high_score"], run["episode_count"] or run["episodes"])
 
@@ -144,13 +148,13 @@ class History:
     """What the databases hold: events, SnakeLab's runs, score snapshots, submission intents."""
 
     events: list[Ev]
-    runs: list[dict[str, Any]]
+    runs: list[Run]
     snapshots: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # golden: score, seed
     simulations: dict[int, Any] = field(default_factory=dict)  # golden: run count at the time
     intents: list[dict[str, Any]] = field(default_factory=list)
 
     @property
-    def by_run_id(self) -> dict[str, dict[str, Any]]:
+    def by_run_id(self) -> dict[str, Run]:
         return {run["run_id"]: run for run in self.runs}
 
     def named(self, *names: str) -> list[Ev]:
@@ -159,24 +163,51 @@ class History:
 
 def read_history(conn: Any, snakelab_db: str) -> History:
     """The whole history, read through ``conn`` (an admin connection to Ax3l's database)."""
-    with conn.cursor() as cur:
-        cur.execute(
-            "SELECT event_id, score, seed, simulations FROM experiment_highscores ORDER BY event_id"
-        )
-        rows = cur.fetchall()
-    snapshots = {int(r[0]): (r[1], r[2]) for r in rows}
-    simulations = {int(r[0]): r[3] for r in rows}
+    scores = _records(conn, "SELECT * FROM experiment_highscores ORDER BY event_id")
     return History(
         read_events(conn),
         read_runs(conn, snakelab_db),
-        snapshots,
-        simulations,
+        {int(r["event_id"]): (r["score"], r["seed"]) for r in scores},
+        {int(r["event_id"]): r["simulations"] for r in scores},
         read_intents(conn),
     )
 
 
+Check = Callable[[History], Invariant]
+INVARIANTS: list[Check] = []
+
+
+def invariant(name: str) -> Callable[[Callable[[History, Invariant], None]], Check]:
+    """Registers an invariant in ``INVARIANTS``: the decorated function checks a history into
+    a fresh ``Invariant`` called ``name``, which the registered function returns."""
+
+    def register(body: Callable[[History, Invariant], None]) -> Check:
+        @functools.wraps(body)
+        def checked(history: History) -> Invariant:
+            found = Invariant(name)
+            body(history, found)
+            return found
+
+        INVARIANTS.append(checked)
+        return checked
+
+    return register
+
+
+def _grouped(items: Iterable[T], key: Callable[[T], Any]) -> dict[Any, list[T]]:
+    """``items`` by ``key``, in order."""
+    found: dict[Any, list[T]] = {}
+    for item in items:
+        found.setdefault(key(item), []).append(item)
+    return found
+
+
 def _run_of(event: Ev) -> Any:
     return event.get("run_id") or event.process_id
+
+
+def _is_retry(event: Ev) -> bool:
+    return "retry" in (event.get("reason"), event.get("purpose"))
 
 
 def _proposal_runs(events: list[Ev]) -> dict[int, list[str]]:
@@ -184,11 +215,7 @@ def _proposal_runs(events: list[Ev]) -> dict[int, list[str]]:
     orchestrator's ``simulation_submitted`` children of the proposal with reason ``retry``)."""
     runs = {e.event_id: [_run_of(e)] for e in events if e.name == "proposal_accepted"}
     for event in events:
-        if (
-            event.name == "simulation_submitted"
-            and event.parent in runs
-            and (event.get("reason") == "retry" or event.get("purpose") == "retry")
-        ):
+        if event.name == "simulation_submitted" and event.parent in runs and _is_retry(event):
             runs[event.parent].append(_run_of(event))
     return runs
 
@@ -241,47 +268,6 @@ def _run_of_compared(event: Ev) -> Any:
     return event.get("latest_run_id") or event.process_id
 
 
-def check_completed_runs_compared_once(events: list[Ev], runs: list[dict[str, Any]]) -> Invariant:
-    """Every accepted proposal whose run completed in SnakeLab is compared exactly once: one
-    ``configuration_compared`` naming that run as ``latest_run_id``. The newest accepted
-    proposal may still be pending (no comparison yet); a comparison twice is never allowed. A
-    retried proposal's runs are its own and its retries'; each of them that completed counts.
-    """
-    invariant = Invariant(
-        "every accepted proposal whose SnakeLab run completed compared exactly once"
-        " (the newest may be pending)"
-    )
-    by_run_id = {run["run_id"]: run for run in runs}
-    comparisons: dict[Any, list[int]] = {}
-    for event in events:
-        if event.name == "configuration_compared":
-            comparisons.setdefault(_run_of_compared(event), []).append(event.event_id)
-    proposals = {e.event_id: e for e in events if e.name == "proposal_accepted"}
-    newest = max(proposals, default=None)
-    for proposal_id, run_ids in _proposal_runs(events).items():
-        proposal = proposals[proposal_id]
-        for run_id in run_ids:
-            run = by_run_id.get(run_id)
-            if run is None or run["status"] != "completed":
-                continue
-            made = comparisons.get(run_id, [])
-            pending = not made and proposal_id == newest
-            invariant.check(
-                len(made) == 1 or pending,
-                (
-                    f"run {run_id} (SnakeLab id {run['id']}, completed, high score"
-                    f" {run['high_score']}) of proposal_accepted #{proposal_id}"
-                    f" ({proposal.get('parameter')}"
-                    + (", adopted" if proposal.get("adopted") else "")
-                    + f", checkpoint #{proposal.get('checkpoint_event_id')})"
-                    f" compared {len(made)}x"
-                    + (f" (#{', #'.join(str(m) for m in made)})" if made else "")
-                    + f"; that turn: {_turn_story(events, proposal.get('checkpoint_event_id'))}"
-                ),
-            )
-    return invariant
-
-
 BASELINE_PURPOSES = ("seeding", "seed_rotation")
 CONFIRMATION_PURPOSE = "confirmation"
 
@@ -297,57 +283,14 @@ def run_roles(events: list[Ev]) -> dict[Any, str]:
         if event.name == "proposal_accepted":
             roles.setdefault(_run_of(event), "proposal")
         elif event.name == "simulation_submitted":
-            retry = event.get("reason") == "retry" or event.get("purpose") == "retry"
             of_proposal = event.parent in proposals or event.get("proposal_event_id") in proposals
             if event.get("purpose") in BASELINE_PURPOSES:
                 roles.setdefault(_run_of(event), "baseline")
             elif event.get("purpose") == CONFIRMATION_PURPOSE:
                 roles.setdefault(_run_of(event), "confirmation")
-            elif retry and of_proposal:
+            elif _is_retry(event) and of_proposal:
                 roles.setdefault(_run_of(event), "retry")
     return roles
-
-
-def check_every_run_has_a_role(
-    events: list[Ev], runs: list[dict[str, Any]], intents: list[dict[str, Any]] | None = None
-) -> Invariant:
-    """No SnakeLab run, whatever its status, is left unaccounted for: each is a proposal's run,
-    a seeding or seed-rotation baseline or a retry of a proposal's step, as Ax3l recorded it
-    (``run_roles``). A violation names the events that do mention the run, and the submission
-    intents whose configuration it has (``intents``: rows with a flattened ``columns`` dict)."""
-    invariant = Invariant(
-        "every SnakeLab run is a proposal's, a baseline's or a retry's (no run unaccounted for)"
-    )
-    roles = run_roles(events)
-    for run in runs:
-        run_id = run["run_id"]
-        if run_id in roles:
-            invariant.check(True, "")
-            continue
-        naming = [
-            f"{e.name} #{e.event_id}"
-            + (f" (purpose {e.get('purpose')})" if e.get("purpose") else "")
-            + (f" parent #{e.parent}" if e.parent else "")
-            for e in events
-            if run_id in (e.process_id, e.get("run_id"), e.get("latest_run_id"))
-        ]
-        config = dict(run["config"] or ())
-        matching = [
-            f"intent {i['intent_id']} ({i['state']}, {i['entry']}, run {i['run_id']},"
-            f" created {i['created_at']})"
-            for i in intents or []
-            if i.get("columns") and _same_columns(config, i["columns"])
-        ]
-        invariant.check(
-            False,
-            (
-                f"run {run_id} (SnakeLab id {run['id']}, {run['status']}, high score"
-                f" {run['high_score']}, {run['episodes']} episodes) has no role in Ax3l;"
-                f" events naming it: {', '.join(naming) or 'none'};"
-                f" intents with its configuration: {', '.join(matching) or 'none'}"
-            ),
-        )
-    return invariant
 
 
 def _same_columns(config: dict[str, float], columns: dict[str, float]) -> bool:
@@ -363,28 +306,17 @@ def read_intents(conn: Any) -> list[dict[str, Any]]:
     from ax3l.shared.config_schema import cached_schema
 
     schema = cached_schema()
-    with conn.cursor() as cur:
-        cur.execute(
-            "SELECT intent_id, state, entry, run_id, created_at, content FROM submission_intents"
-            " ORDER BY intent_id"
-        )
-        rows = cur.fetchall()
-    intents = []
-    for intent_id, state, entry, run_id, created_at, content in rows:
-        columns: dict[str, float] = {}
+    intents = _records(
+        conn,
+        "SELECT intent_id, state, entry, run_id, created_at, content FROM submission_intents"
+        " ORDER BY intent_id",
+    )
+    for intent in intents:
+        intent["intent_id"] = int(intent["intent_id"])
+        content, intent["columns"] = intent.pop("content"), {}
         with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError):
             flat = schema.flatten(json.loads(content)["config"])
-            columns = {c: float(v) for c, v in flat.items()}
-        intents.append(
-            {
-                "intent_id": int(intent_id),
-                "state": state,
-                "entry": entry,
-                "run_id": run_id,
-                "created_at": created_at,
-                "columns": columns,
-            }
-        )
+            intent["columns"] = {c: float(v) for c, v in flat.items()}
     return intents
 
 
@@ -395,48 +327,39 @@ def _attempts(history: History) -> dict[Any, Any]:
     return {_run_of(e): e.get("attempt") for e in history.named("simulation_submitted")}
 
 
-def _repeat_kind(earlier: list[dict[str, Any]], run: dict[str, Any], attempt: Any) -> str:
-    position = len(earlier)
+def _repeat_kind(earlier: list[Run], run: Run, attempt: Any) -> str:
     if all(never_started(r) for r in earlier):
         return "after a never-started run"
     scoreless = all(
         r["status"] in ("failed", "cancelled") or r["high_score"] is None for r in earlier
     )
-    if scoreless and attempt == position + 1:
+    if scoreless and attempt == len(earlier) + 1:
         return "recorded attempt after a failed run"
     return "VIOLATION"
 
 
-def no_configuration_stored_twice(history: History) -> Invariant:
+@invariant(
+    "no configuration stored twice in SnakeLab (retry after a never-started run, or a"
+    " recorded baseline attempt after a failed one, excepted)"
+)
+def no_configuration_stored_twice(history: History, unique: Invariant) -> None:
     """No configuration stored twice, except the loop's own rerun after a run that failed: the
     retry of a run that never trained, or a baseline run again after a failure, recorded as
     ``attempt`` n on its submission."""
-    unique = Invariant(
-        "no configuration stored twice in SnakeLab (retry after a never-started run, or a"
-        " recorded baseline attempt after a failed one, excepted)"
-    )
     attempts = _attempts(history)
-    by_config: dict[Any, list[dict[str, Any]]] = {}
-    for run in history.runs:
-        by_config.setdefault(run["config"], []).append(run)
-    for group in by_config.values():
+    for group in _grouped(history.runs, lambda run: run["config"]).values():
         if len(group) == 1:
             unique.check(True, "")
+            continue
+        stored = ", ".join(
+            f"{r['run_id'][:8]} {r['status']} started={r['started']}"
+            f" episodes={r['episodes']} attempt={attempts.get(r['run_id'])}"
+            f" error={(r['error'] or '')[:80]!r}"
+            for r in group
+        )
         for position, run in enumerate(group[1:], start=1):
             kind = _repeat_kind(group[:position], run, attempts.get(run["run_id"]))
-            unique.check(
-                kind != "VIOLATION",
-                "config stored {}x: {}".format(
-                    len(group),
-                    ", ".join(
-                        f"{r['run_id'][:8]} {r['status']} started={r['started']}"
-                        f" episodes={r['episodes']} attempt={attempts.get(r['run_id'])}"
-                        f" error={(r['error'] or '')[:80]!r}"
-                        for r in group
-                    ),
-                ),
-            )
-    return unique
+            unique.check(kind != "VIOLATION", f"config stored {len(group)}x: {stored}")
 
 
 def _checkpoint_of(history: History) -> dict[int, Ev]:
@@ -465,10 +388,10 @@ def _proposals_by_checkpoint(history: History) -> dict[int, list[Ev]]:
     return found
 
 
-def no_run_submitted_twice(history: History) -> Invariant:
+@invariant("no run submitted twice")
+def no_run_submitted_twice(history: History, once: Invariant) -> None:
     """One ``simulation_submitted`` per run; one accepted proposal per checkpoint (a second one
     only after a never-started run)."""
-    once = Invariant("no run submitted twice")
     submitted = Counter(_run_of(e) for e in history.named("simulation_submitted"))
     for run_id, n in submitted.items():
         once.check(n == 1, f"run {run_id} has {n} simulation_submitted events")
@@ -477,30 +400,23 @@ def no_run_submitted_twice(history: History) -> Invariant:
         earlier_runs = [by_run_id.get(_run_of(a)) for a in accepted[:-1]]
         once.check(
             all(r is not None and never_started(r) for r in earlier_runs),
-            (
-                f"checkpoint {checkpoint_id} has {len(accepted)} accepted proposals: "
-                + ", ".join(
-                    f"{a.event_id}:{(a.get('run_id') or '')[:8]}:{a.get('parameter')}"
-                    for a in accepted
-                )
+            f"checkpoint {checkpoint_id} has {len(accepted)} accepted proposals: "
+            + ", ".join(
+                f"{a.event_id}:{(a.get('run_id') or '')[:8]}:{a.get('parameter')}" for a in accepted
             ),
         )
-    return once
 
 
-def every_run_accounted_for(history: History) -> Invariant:
+@invariant("every SnakeLab run accounted for by an Ax3l event")
+def every_run_accounted_for(history: History, accounted: Invariant) -> None:
     """Every SnakeLab run has its ``simulation_submitted`` event."""
-    accounted = Invariant("every SnakeLab run accounted for by an Ax3l event")
     known = {_run_of(e) for e in history.named("simulation_submitted")}
     for run in history.runs:
         accounted.check(
             run["run_id"] in known,
-            (
-                f"run {run['run_id']} ({run['status']}, SnakeLab id {run['id']})"
-                " has no simulation_submitted event"
-            ),
+            f"run {run['run_id']} ({run['status']}, SnakeLab id {run['id']})"
+            " has no simulation_submitted event",
         )
-    return accounted
 
 
 def _completions_after(history: History) -> dict[int, list[Ev]]:
@@ -512,27 +428,22 @@ def _completions_after(history: History) -> dict[int, list[Ev]]:
     return found
 
 
-def one_completed_step_per_checkpoint(history: History) -> Invariant:
+@invariant("each checkpoint followed by at most one completed step (its own)")
+def one_completed_step_per_checkpoint(history: History, at_most_one: Invariant) -> None:
     """Each checkpoint is followed by at most one completed step, of its own index."""
-    at_most_one = Invariant("each checkpoint followed by at most one completed step (its own)")
     completions = _completions_after(history)
     for checkpoint in history.named("round_robin_checkpoint"):
         done = completions[checkpoint.event_id]
         at_most_one.check(
             len(done) <= 1 and all(d.get("index") == checkpoint.get("index") for d in done),
-            (
-                f"checkpoint {checkpoint.event_id} (index {checkpoint.get('index')}) followed by "
-                + ", ".join(f"{d.name}#{d.event_id}(index {d.get('index')})" for d in done)
-            ),
+            f"checkpoint {checkpoint.event_id} (index {checkpoint.get('index')}) followed by "
+            + ", ".join(f"{d.name}#{d.event_id}(index {d.get('index')})" for d in done),
         )
-    return at_most_one
 
 
-def checkpoints_advance_after_a_step(history: History) -> Invariant:
+@invariant("consecutive checkpoints advance by one entry after a completed step, else not")
+def checkpoints_advance_after_a_step(history: History, advance: Invariant) -> None:
     """The next checkpoint is one entry further after a completed step, the same otherwise."""
-    advance = Invariant(
-        "consecutive checkpoints advance by one entry after a completed step, else not"
-    )
     completions = _completions_after(history)
     entries = len(PARAMETER_ORDER)
     for first, second in itertools.pairwise(history.named("round_robin_checkpoint")):
@@ -540,21 +451,18 @@ def checkpoints_advance_after_a_step(history: History) -> Invariant:
         expected = (first.get("index") + 1) % entries if completed else first.get("index")
         advance.check(
             second.get("index") == expected,
-            (
-                f"checkpoint {first.event_id} index {first.get('index')} ->"
-                f" {second.event_id} index {second.get('index')}"
-                f" ({'after' if completed else 'without'} a completed step)"
-            ),
+            f"checkpoint {first.event_id} index {first.get('index')} ->"
+            f" {second.event_id} index {second.get('index')}"
+            f" ({'after' if completed else 'without'} a completed step)",
         )
-    return advance
 
 
-def proposals_compared_once(history: History) -> Invariant:
+@invariant("every accepted proposal compared exactly once")
+def proposals_compared_once(history: History, compared_exactly_once: Invariant) -> None:
     """Every accepted proposal whose run SnakeLab holds is compared exactly once (the last may
     still be pending; a never-started run that was retried is not compared). A proposal whose
     run SnakeLab does not hold (a run that vanished, a stray event) has nothing to compare: the
     loop logs it as vanished and retries it, or ignores it."""
-    compared_exactly_once = Invariant("every accepted proposal compared exactly once")
     comparisons = Counter(_run_of_compared(e) for e in history.named("configuration_compared"))
     by_run_id = history.by_run_id
     last_completion = max((e.event_id for e in history.named(*STEP_EVENTS)), default=0)
@@ -572,19 +480,16 @@ def proposals_compared_once(history: History) -> Invariant:
         )
         compared_exactly_once.check(
             n == 1 or pending or skipped_retry or (n == 0 and proposal_run is None),
-            (
-                f"proposal for run {run_id}"
-                f" ({proposal_run['status'] if proposal_run else 'no SnakeLab run'}) compared {n}x"
-            ),
+            f"proposal for run {run_id}"
+            f" ({proposal_run['status'] if proposal_run else 'no SnakeLab run'}) compared {n}x",
         )
-    return compared_exactly_once
 
 
-def goldens_rise_within_a_seed(history: History) -> Invariant:
+@invariant("golden scores strictly increasing within a seed")
+def goldens_rise_within_a_seed(history: History, increasing: Invariant) -> None:
     """Golden scores strictly increase within a seed, and so do golden means over the same
     confirmation seeds (``AX3L_PROMOTION=confirm``); a seed never comes back, and each golden
     has its matching score snapshot."""
-    increasing = Invariant("golden scores strictly increasing within a seed")
     previous: Ev | None = None
     seen_seeds: list[Any] = []
     for golden in history.named("golden_config_created"):
@@ -592,24 +497,19 @@ def goldens_rise_within_a_seed(history: History) -> Invariant:
         snapshot = history.snapshots.get(golden.event_id)
         increasing.check(
             snapshot == (golden.get("high_score"), seed),
-            (
-                f"golden {golden.event_id} score/seed {golden.get('high_score')}/"
-                f"{golden.get('seed')} but snapshot {snapshot}"
-            ),
+            f"golden {golden.event_id} score/seed {golden.get('high_score')}/"
+            f"{golden.get('seed')} but snapshot {snapshot}",
         )
         if previous is not None and previous.get("seed") == seed:
             increasing.check(
                 golden.get("high_score") > previous.get("high_score"),
-                (
-                    f"seed {golden.get('seed')}: golden {golden.event_id}"
-                    f" ({golden.get('kind')}) score {golden.get('high_score')} after"
-                    f" {previous.event_id} score {previous.get('high_score')}"
-                ),
+                f"seed {golden.get('seed')}: golden {golden.event_id}"
+                f" ({golden.get('kind')}) score {golden.get('high_score')} after"
+                f" {previous.event_id} score {previous.get('high_score')}",
             )
             means = (golden.get("mean_high_score"), previous.get("mean_high_score"))
-            if None not in means and golden.get("confirmation_seeds") == previous.get(
-                "confirmation_seeds"
-            ):
+            same_seeds = golden.get("confirmation_seeds") == previous.get("confirmation_seeds")
+            if None not in means and same_seeds:
                 increasing.check(
                     means[0] > means[1],
                     f"seed {seed}: golden {golden.event_id} mean {means[0]} after"
@@ -621,27 +521,85 @@ def goldens_rise_within_a_seed(history: History) -> Invariant:
             )
         seen_seeds.append(seed)
         previous = golden
-    return increasing
 
 
-def completed_runs_compared_once(history: History) -> Invariant:
-    return check_completed_runs_compared_once(history.events, history.runs)
+@invariant(
+    "every accepted proposal whose SnakeLab run completed compared exactly once"
+    " (the newest may be pending)"
+)
+def completed_runs_compared_once(history: History, compared_once: Invariant) -> None:
+    """Every accepted proposal whose run completed in SnakeLab is compared exactly once: one
+    ``configuration_compared`` naming that run as ``latest_run_id``. The newest accepted
+    proposal may still be pending (no comparison yet); a comparison twice is never allowed. A
+    retried proposal's runs are its own and its retries'; each of them that completed counts.
+    """
+    events, by_run_id = history.events, history.by_run_id
+    comparisons = _grouped(history.named("configuration_compared"), _run_of_compared)
+    proposals = {e.event_id: e for e in events if e.name == "proposal_accepted"}
+    newest = max(proposals, default=None)
+    for proposal_id, run_ids in _proposal_runs(events).items():
+        proposal = proposals[proposal_id]
+        for run_id in run_ids:
+            run = by_run_id.get(run_id)
+            if run is None or run["status"] != "completed":
+                continue
+            made = [c.event_id for c in comparisons.get(run_id, [])]
+            pending = not made and proposal_id == newest
+            compared_once.check(
+                len(made) == 1 or pending,
+                f"run {run_id} (SnakeLab id {run['id']}, completed, high score"
+                f" {run['high_score']}) of proposal_accepted #{proposal_id}"
+                f" ({proposal.get('parameter')}"
+                + (", adopted" if proposal.get("adopted") else "")
+                + f", checkpoint #{proposal.get('checkpoint_event_id')})"
+                f" compared {len(made)}x"
+                + (f" (#{', #'.join(str(m) for m in made)})" if made else "")
+                + f"; that turn: {_turn_story(events, proposal.get('checkpoint_event_id'))}",
+            )
 
 
-def every_run_has_a_role(history: History) -> Invariant:
-    return check_every_run_has_a_role(history.events, history.runs, history.intents)
+@invariant("every SnakeLab run is a proposal's, a baseline's or a retry's (no run unaccounted for)")
+def every_run_has_a_role(history: History, has_role: Invariant) -> None:
+    """No SnakeLab run, whatever its status, is left unaccounted for: each is a proposal's run,
+    a seeding or seed-rotation baseline or a retry of a proposal's step, as Ax3l recorded it
+    (``run_roles``). A violation names the events that do mention the run, and the submission
+    intents whose configuration it has (rows with a flattened ``columns`` dict)."""
+    events, roles = history.events, run_roles(history.events)
+    for run in history.runs:
+        run_id = run["run_id"]
+        if run_id in roles:
+            has_role.check(True, "")
+            continue
+        naming = [
+            f"{e.name} #{e.event_id}"
+            + (f" (purpose {e.get('purpose')})" if e.get("purpose") else "")
+            + (f" parent #{e.parent}" if e.parent else "")
+            for e in events
+            if run_id in (e.process_id, e.get("run_id"), e.get("latest_run_id"))
+        ]
+        config = dict(run["config"] or ())
+        matching = [
+            f"intent {i['intent_id']} ({i['state']}, {i['entry']}, run {i['run_id']},"
+            f" created {i['created_at']})"
+            for i in history.intents
+            if i.get("columns") and _same_columns(config, i["columns"])
+        ]
+        has_role.check(
+            False,
+            f"run {run_id} (SnakeLab id {run['id']}, {run['status']}, high score"
+            f" {run['high_score']}, {run['episodes']} episodes) has no role in Ax3l;"
+            f" events naming it: {', '.join(naming) or 'none'};"
+            f" intents with its configuration: {', '.join(matching) or 'none'}",
+        )
 
 
-def stages_logged_once_per_run(history: History) -> Invariant:
+@invariant("each run's stages logged once (submitted, started, ended, compared)")
+def stages_logged_once_per_run(history: History, once: Invariant) -> None:
     """Each run: one ``simulation_submitted``, at most one start, one end, one comparison and
     one accepted proposal."""
-    once = Invariant("each run's stages logged once (submitted, started, ended, compared)")
-    by_run: dict[Any, list[str]] = {}
-    for event in history.events:
-        if event.process_id:
-            by_run.setdefault(event.process_id, []).append(event.name)
+    by_run = _grouped((e for e in history.events if e.process_id), lambda e: e.process_id)
     for run in history.runs:
-        names = by_run.get(run["run_id"], [])
+        names = [e.name for e in by_run.get(run["run_id"], [])]
         once.check(
             names.count("simulation_submitted") == 1
             and names.count("simulation_started") <= 1
@@ -650,19 +608,16 @@ def stages_logged_once_per_run(history: History) -> Invariant:
             and names.count("proposal_accepted") <= 1,
             f"run {run['run_id']}: {names}",
         )
-    return once
 
 
-def decisions_follow_the_strictly_higher_rule(history: History) -> Invariant:
+@invariant("each comparison decided once, by the strictly-higher rule")
+def decisions_follow_the_strictly_higher_rule(history: History, rule: Invariant) -> None:
     """Every comparison but the newest is decided once; only a completed run with a strictly
     higher score than the golden it was compared with is promoted (under confirm, with a
     strictly higher mean over the confirmation's seeds too); that golden is the latest before
     the comparison."""
-    rule = Invariant("each comparison decided once, by the strictly-higher rule")
     compared = history.named("configuration_compared")
-    decisions: dict[Any, list[Ev]] = {}
-    for event in history.named(*DECISIONS):
-        decisions.setdefault(event.parent, []).append(event)
+    decisions = _grouped(history.named(*DECISIONS), lambda e: e.parent)
     goldens = history.named("golden_config_created")
     for position, compare in enumerate(compared):
         made = decisions.get(compare.event_id, [])
@@ -678,8 +633,7 @@ def decisions_follow_the_strictly_higher_rule(history: History) -> Invariant:
         elif compare.get("candidate_mean") is not None:
             wins = wins and compare.get("candidate_mean") > compare.get("golden_mean")
         expected = "golden_config_created" if wins else "golden_config_retained"
-        before = [g for g in goldens if g.event_id < compare.event_id]
-        golden = before[-1] if before else None
+        golden = next((g for g in reversed(goldens) if g.event_id < compare.event_id), None)
         rule.check(
             (len(made) == 1 or (newest and not made))
             and all(d.name == expected for d in made)
@@ -689,13 +643,12 @@ def decisions_follow_the_strictly_higher_rule(history: History) -> Invariant:
             f"comparison #{compare.event_id} {compare.content}: decisions"
             f" {[d.name for d in made]}, expected {expected}",
         )
-    return rule
 
 
-def steps_in_round_robin_order(history: History) -> Invariant:
+@invariant("steps completed in round-robin order; cycles counted from them")
+def steps_in_round_robin_order(history: History, order: Invariant) -> None:
     """Completed steps follow the round robin: indices 0, 1, ..., 6, 0, ... without a gap or a
     repeat, and the cycles counted from them are the complete passes."""
-    order = Invariant("steps completed in round-robin order; cycles counted from them")
     steps = [e.get("index") for e in history.named(*STEP_EVENTS) if isinstance(e.get("index"), int)]
     entries = len(PARAMETER_ORDER)
     order.check(steps == [i % entries for i in range(len(steps))], f"steps out of order: {steps}")
@@ -704,13 +657,12 @@ def steps_in_round_robin_order(history: History) -> Invariant:
         cycles.complete == len(steps) // entries,
         f"{cycles.complete} cycles counted from {len(steps)} steps",
     )
-    return order
 
 
-def proposals_match_their_turn(history: History) -> Invariant:
+@invariant("each accepted proposal is for its turn's entry and completes it")
+def proposals_match_their_turn(history: History, match: Invariant) -> None:
     """An accepted proposal is for the entry of the checkpoint before it, and its comparison
     completes that checkpoint's index."""
-    match = Invariant("each accepted proposal is for its turn's entry and completes it")
     checkpoint_of = _checkpoint_of(history)
     compared = {_run_of_compared(e): e for e in history.named("configuration_compared")}
     for proposal in history.named("proposal_accepted"):
@@ -725,13 +677,12 @@ def proposals_match_their_turn(history: History) -> Invariant:
             f" index {index}"
             + (f", compared as index {comparison.get('index')}" if comparison else ""),
         )
-    return match
 
 
-def goldens_have_their_snapshots(history: History) -> Invariant:
+@invariant("each golden has its score snapshot, matching its run")
+def goldens_have_their_snapshots(history: History, snapshot: Invariant) -> None:
     """Every golden has exactly its ``experiment_highscores`` row (score, seed, run count), and
     its run has that score and seed."""
-    snapshot = Invariant("each golden has its score snapshot, matching its run")
     goldens = history.named("golden_config_created")
     snapshot.check(
         sorted(history.snapshots) == [g.event_id for g in goldens],
@@ -750,19 +701,16 @@ def goldens_have_their_snapshots(history: History) -> Invariant:
             f"golden #{golden.event_id} {golden.content} snapshot"
             f" {history.snapshots.get(golden.event_id)} run {run and run['high_score']}",
         )
-    return snapshot
 
 
-def confirmations_decided_by_their_means(history: History) -> Invariant:
+@invariant("each confirmation decided once, by the strictly-higher mean on shared seeds")
+def confirmations_decided_by_their_means(history: History, rule: Invariant) -> None:
     """Under ``AX3L_PROMOTION=confirm``: each confirmation is decided at most once (only the
     newest may be undecided), over 1 + R scores per side that are its runs' high scores on its
     seeds, and promotes exactly when the candidate's mean is strictly higher; each comparison
     that follows it says the same."""
-    rule = Invariant("each confirmation decided once, by the strictly-higher mean on shared seeds")
     started = history.named("promotion_confirmation_started")
-    decided: dict[Any, list[Ev]] = {}
-    for event in history.named("promotion_confirmation_decided"):
-        decided.setdefault(event.parent, []).append(event)
+    decided = _grouped(history.named("promotion_confirmation_decided"), lambda e: e.parent)
     by_run_id = history.by_run_id
     compared = {e.process_id: e for e in history.named("configuration_compared")}
     for position, start in enumerate(started):
@@ -772,11 +720,8 @@ def confirmations_decided_by_their_means(history: History) -> Invariant:
             len(made) == 1 or (newest and not made), f"confirmation #{start.event_id}: {made}"
         )
         for decision in made[:1]:
-            rule.check(
-                _confirmation_problem(decision, start, by_run_id) is None,
-                f"confirmation #{start.event_id}: "
-                f"{_confirmation_problem(decision, start, by_run_id)}",
-            )
+            problem = _confirmation_problem(decision, start, by_run_id)
+            rule.check(problem is None, f"confirmation #{start.event_id}: {problem}")
             comparison = compared.get(start.process_id)
             if comparison is not None:
                 rule.check(
@@ -784,12 +729,9 @@ def confirmations_decided_by_their_means(history: History) -> Invariant:
                     f"comparison #{comparison.event_id} decided {comparison.get('decision')},"
                     f" its confirmation {decision.get('decision')}",
                 )
-    return rule
 
 
-def _confirmation_problem(
-    decision: Ev, start: Ev, by_run_id: dict[str, dict[str, Any]]
-) -> str | None:
+def _confirmation_problem(decision: Ev, start: Ev, by_run_id: dict[str, Run]) -> str | None:
     if decision.get("problem"):
         return None if decision.get("decision") == "retained" else "promoted despite a problem"
     seeds = [start.get("seed"), *(start.get("seeds") or [])]
@@ -809,25 +751,6 @@ def _confirmation_problem(
     return None
 
 
-INVARIANTS: tuple[Callable[[History], Invariant], ...] = (
-    no_configuration_stored_twice,
-    no_run_submitted_twice,
-    every_run_accounted_for,
-    one_completed_step_per_checkpoint,
-    checkpoints_advance_after_a_step,
-    proposals_compared_once,
-    goldens_rise_within_a_seed,
-    completed_runs_compared_once,
-    every_run_has_a_role,
-    stages_logged_once_per_run,
-    decisions_follow_the_strictly_higher_rule,
-    steps_in_round_robin_order,
-    proposals_match_their_turn,
-    goldens_have_their_snapshots,
-    confirmations_decided_by_their_means,
-)
-
-
 def check(history: History) -> list[Invariant]:
     """Every invariant over ``history``."""
     return [invariant(history) for invariant in INVARIANTS]
@@ -836,9 +759,10 @@ def check(history: History) -> list[Invariant]:
 def counts(history: History) -> dict[str, Any]:
     """Figures about a history, for the chaos and soak reports."""
     events, runs = history.events, history.runs
+    roles = Counter(run_roles(events).values())
     attempts = _attempts(history)
     repeats: Counter[str] = Counter()
-    by_config: dict[Any, list[dict[str, Any]]] = {}
+    by_config: dict[Any, list[Run]] = {}
     for run in runs:
         group = by_config.setdefault(run["config"], [])
         if group:
@@ -867,13 +791,11 @@ def counts(history: History) -> dict[str, Any]:
         "seeds": sorted({g.get("seed") for g in goldens if g.get("seed") is not None}),
         "seed_rotations": len(history.named("seed_rotation_started")),
         "adopted_proposals": sum(1 for e in history.named("proposal_accepted") if e.get("adopted")),
-        "retries": sum(1 for role in run_roles(events).values() if role == "retry"),
+        "retries": roles["retry"],
         "confirmations_by_decision": dict(
             Counter(e.get("decision") for e in history.named("promotion_confirmation_decided"))
         ),
-        "confirmation_runs": sum(
-            1 for role in run_roles(events).values() if role == "confirmation"
-        ),
+        "confirmation_runs": roles["confirmation"],
         "intents_by_state": dict(Counter(i["state"] for i in history.intents)),
     }
 
