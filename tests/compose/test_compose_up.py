@@ -1,5 +1,5 @@
 """The demo deployment (``compose.yaml`` + ``compose.demo.yaml``) on a real Docker engine: built
-with the project's Dockerfiles, started with generated secrets, healthy, advancing, crashed
+from the project's Dockerfile, started with generated secrets, healthy, advancing, crashed
 and restarted by its restart policy, taken down and brought up again on the same volume."""
 
 from __future__ import annotations
