@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from reports_testing import private_databases
 
 from ax3l.shared import event_models as ev
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.registry import PARAMETER_ORDER
-from ax3l.testing.databases import TestDatabases
 
 MODEL = "gemma-3-270m-it-Q4_K_M.gguf"
-
-
-@pytest.fixture
-def model_history(db_env) -> Iterator[TestDatabases]:
-    with private_databases(db_env) as dbs:
-        yield dbs
 
 
 def _reply(model: str | None, tokens: int, prompt_ms: float, predicted_ms: float) -> dict:
@@ -77,14 +68,14 @@ class History:
 
 
 async def test_leaderboard_counts_a_models_turns_waste_timings_tokens_and_goldens(
-    model_history, make_client
+    snakelab_tables, make_client
 ):
     """Per model: its conversations, accepted proposals, wasted turns by kind (failed requests
     and the broker's rejections in its conversations), the fallback turns it lost, median/p95
     seconds per request from llama-server's timings, tokens per accepted proposal, new goldens;
     a classical proposer's turns count for no model."""
     run_1, run_2, run_3 = (f"00000000-0000-4000-8000-00000000000{i}" for i in (1, 2, 3))
-    async with Database(model_history.settings()) as db:
+    async with Database(snakelab_tables.settings()) as db:
         history = History(EventLog(db))
         await history.turn(0)
         first = await history.conversation("llm")
@@ -113,7 +104,7 @@ async def test_leaderboard_counts_a_models_turns_waste_timings_tokens_and_golden
         await history.broker(ev.ProposalAccepted, run_3)
         await history.log.log("golden_config_created", {"run_id": run_3, "high_score": 48})
 
-    async with make_client(model_history, AX3L_LLM_MODEL="configured-model") as http:
+    async with make_client(snakelab_tables, AX3L_LLM_MODEL="configured-model") as http:
         found = (await http.get("/api/proposers")).json()
         models = {m["model"]: m for m in found["models"]}
         # The failing conversation's model server never named a model: the configured one.

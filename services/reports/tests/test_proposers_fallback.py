@@ -2,22 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-from reports_testing import private_databases
-
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import ConversationStarted, ProposalAccepted, RoundRobinCheckpoint
 from ax3l.shared.registry import PARAMETER_ORDER
-from ax3l.testing.databases import TestDatabases
-
-
-@pytest.fixture
-def fallback_history(db_env) -> Iterator[TestDatabases]:
-    with private_databases(db_env) as dbs:
-        yield dbs
 
 
 async def _turn(log: EventLog, index: int, conversations: list[dict], run_id: str) -> None:
@@ -42,20 +30,20 @@ async def _turn(log: EventLog, index: int, conversations: list[dict], run_id: st
 
 
 async def test_fallback_turns_count_for_the_fallback_and_against_the_model(
-    fallback_history, make_client
+    snakelab_tables, make_client
 ):
     """Turns the fallback took count once per turn (a retried fallback too) for it, with its
     proposals, and as lost for the model; normal turns count for neither."""
     llm = {"proposer": "llm"}
     fallback = {"proposer": "tpe", "fallback_for": "llm", "failure_streak": 3}
-    async with Database(fallback_history.settings()) as db:
+    async with Database(snakelab_tables.settings()) as db:
         log = EventLog(db)
         await _turn(log, 0, [llm, llm, llm, fallback], "00000000-0000-4000-8000-000000000001")
         await _turn(log, 1, [llm], "00000000-0000-4000-8000-000000000002")
         await _turn(
             log, 2, [llm, llm, llm, fallback, fallback], "00000000-0000-4000-8000-000000000003"
         )
-    async with make_client(fallback_history) as http:
+    async with make_client(snakelab_tables) as http:
         found = (await http.get("/api/proposers")).json()
         by_name = {p["proposer"]: p for p in found["proposers"]}
         assert {k: by_name["tpe"][k] for k in ("conversations", "proposals")} == {

@@ -3,23 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from reports_testing import private_databases
 
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import RoundRobinCheckpoint, SeatCall, SeatCallRefused
 from ax3l.shared.registry import PARAMETER_ORDER
-from ax3l.testing.databases import TestDatabases
-
-
-@pytest.fixture
-def seat_history(db_env) -> Iterator[TestDatabases]:
-    with private_databases(db_env) as dbs:
-        yield dbs
 
 
 async def _seat(
@@ -54,13 +45,13 @@ async def _submitted(
     )
 
 
-async def test_seats_count_turns_accepted_wasted_seconds_and_goldens(seat_history, make_client):
+async def test_seats_count_turns_accepted_wasted_seconds_and_goldens(snakelab_tables, make_client):
     """Per seat: turns it submitted in, accepted and wasted submissions by kind, the median
     seconds from a turn's opening to its accepted submission and new goldens; calls without a
     seat (a bad token) count for nobody."""
     run_1, run_2 = "00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000002"
     order = list(PARAMETER_ORDER)
-    async with Database(seat_history.settings()) as db:
+    async with Database(snakelab_tables.settings()) as db:
         log = EventLog(db)
         first = await log.log(RoundRobinCheckpoint(parameter_order=order, index=0))
         await _seat(log, SeatCallRefused, "", None, tool=None, reason="unknown_token")
@@ -88,7 +79,7 @@ async def test_seats_count_turns_accepted_wasted_seconds_and_goldens(seat_histor
         await _submitted(log, "alice", second, "accepted", 7.0, run_id=run_2)
         await _seat(log, SeatCallRefused, "bob", None, tool="submit_single_value", reason="no_turn")
 
-    async with make_client(seat_history) as http:
+    async with make_client(snakelab_tables) as http:
         seats = {s["seat"]: s for s in (await http.get("/api/proposers")).json()["seats"]}
         assert set(seats) == {"alice", "bob"}
         alice, bob = seats["alice"], seats["bob"]
