@@ -38,7 +38,21 @@ router = APIRouter(prefix="/api/comparison", tags=["comparison"])
 pages = APIRouter(tags=["pages"])
 
 
-async def read_comparison(db: DatabaseDep, query: ComparisonQuery) -> ComparisonOut:
+@router.get("", response_model=ComparisonOut)
+async def get_comparison(
+    query: Annotated[ComparisonQuery, Query()], db: DatabaseDep
+) -> ComparisonOut:
+    """A comparison (`comparison`, default the latest) of `ax3l-compare`. First the held-out
+    verdict (`has_retests`; false for a comparison from before the re-tests): `verdict`, per
+    proposer the IQM of its repeats' held-out means with its 95% bootstrap interval, their mean
+    and median, the best observed, the optimism gap and (surrogate only) the expected score;
+    `pairs`, the median paired difference of held-out means against `default` and `tpe` with
+    its interval and P(A beats B); `retests`, every re-test row. Then per proposer the
+    median best-so-far curve with its 95% band over repeats, the median best at the budget,
+    P(beats random), the median runs to reach `target`, wasted turns per accepted proposal (in
+    all, on finite and on continuous entries) and, for `llm+tpe`, the model's accepted
+    proposals and how many matched a TPE suggestion; every repeat with its curve. Without any
+    comparison, `comparison` is null."""
     found = await list_comparisons(db)
     ids = [c.comparison_id for c in found]
     if not found:
@@ -69,31 +83,13 @@ async def read_comparison(db: DatabaseDep, query: ComparisonQuery) -> Comparison
     )
 
 
-@router.get("", response_model=ComparisonOut)
-async def get_comparison(
-    query: Annotated[ComparisonQuery, Query()], db: DatabaseDep
-) -> ComparisonOut:
-    """A comparison (`comparison`, default the latest) of `ax3l-compare`. First the held-out
-    verdict (`has_retests`; false for a comparison from before the re-tests): `verdict`, per
-    proposer the IQM of its repeats' held-out means with its 95% bootstrap interval, their mean
-    and median, the best observed, the optimism gap and (surrogate only) the expected score;
-    `pairs`, the median paired difference of held-out means against `default` and `tpe` with
-    its interval and P(A beats B); `retests`, every re-test row. Then per proposer the
-    median best-so-far curve with its 95% band over repeats, the median best at the budget,
-    P(beats random), the median runs to reach `target`, wasted turns per accepted proposal (in
-    all, on finite and on continuous entries) and, for `llm+tpe`, the model's accepted
-    proposals and how many matched a TPE suggestion; every repeat with its curve. Without any
-    comparison, `comparison` is null."""
-    return await read_comparison(db, query)
-
-
 @pages.get("/comparison", response_class=HTMLResponse, summary="Proposer comparison page")
 async def comparison_page(
     query: Annotated[ComparisonPageQuery, Query()], db: DatabaseDep, page: PageDep
 ) -> HTMLResponse:
     """Repeated experiments per proposer: curves with their band, and the table; ``refresh``
     updates them in place every so many seconds (a comparison under way)."""
-    found = await read_comparison(db, query)
+    found = await get_comparison(query, db)
     figure = pairs_plot = curves_plot = None
     if found.comparison is not None:
         figure = comparison_figure(

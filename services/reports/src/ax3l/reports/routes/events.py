@@ -35,18 +35,6 @@ pages = APIRouter(tags=["pages"])
 EventId = Annotated[int, Path(ge=1, le=2**63 - 1, description="the event's id")]
 
 
-async def read_page(db: DatabaseDep, query: EventQuery, default_limit: int) -> EventPage:
-    where = EventFilter(
-        category=None if query.category is None else str(query.category),
-        name=query.event,
-        parameter=query.parameter,
-        process_id=query.process,
-    )
-    return await event_page(
-        db, where, limit=query.limit or default_limit, before=query.before, after=query.after
-    )
-
-
 @router.get("", response_model=EventPage)
 async def list_events(
     query: Annotated[EventQuery, Query()], db: DatabaseDep, settings: SettingsDep
@@ -57,21 +45,25 @@ async def list_events(
     given), `parameter` (prompts record theirs) and `process`. Page with the returned
     cursors: `before=older_before` for older events, `after=newer_after` for newer ones.
     """
-    return await read_page(db, query, settings.page_size)
-
-
-async def read_detail(db: DatabaseDep, event_id: int) -> EventDetail:
-    detail = await event_detail(db, event_id)
-    if detail is None:
-        raise HTTPException(404, f"there is no event {event_id}")
-    return detail
+    where = EventFilter(
+        category=None if query.category is None else str(query.category),
+        name=query.event,
+        parameter=query.parameter,
+        process_id=query.process,
+    )
+    return await event_page(
+        db, where, limit=query.limit or settings.page_size, before=query.before, after=query.after
+    )
 
 
 @router.get("/{event_id}", response_model=EventDetail)
 async def get_event(event_id: EventId, db: DatabaseDep) -> EventDetail:
     """One event with its whole content; replies also come parsed (tool calls, reasoning,
     token usage, llama-server timings). `parent` and `children` link prompts and replies."""
-    return await read_detail(db, event_id)
+    detail = await event_detail(db, event_id)
+    if detail is None:
+        raise HTTPException(404, f"there is no event {event_id}")
+    return detail
 
 
 def page_links(request: Request, query: EventPageQuery, **changes: Any) -> str:
@@ -101,7 +93,7 @@ async def event_log_page(
 ) -> HTMLResponse:
     """The event log, newest first, with the status bar, filters and refresh selector."""
     found, status = await asyncio.gather(
-        read_page(db, query, settings.page_size),
+        list_events(query, db, settings),
         build_status(db, monitor, cycles, settings.status_timeout, orchestrator),
     )
     category = None if query.category is None else Category(query.category)
@@ -142,7 +134,7 @@ async def event_log_page(
 async def event_page_detail(event_id: EventId, db: DatabaseDep, page: PageDep) -> HTMLResponse:
     """A prompt (source, parameter, the exact text sent), a reply (tool call, reasoning,
     usage, timings) or any other event's content."""
-    detail = await read_detail(db, event_id)
+    detail = await get_event(event_id, db)
     return page.render(
         "event_detail.html",
         {

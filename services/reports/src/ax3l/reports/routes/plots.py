@@ -155,12 +155,6 @@ async def parallel_page(
     )
 
 
-async def read_importance(
-    db: DatabaseDep, table: RunsTableDep, schema: SchemaDep, cache: ImportanceDep
-) -> Importance:
-    return await cache.importance(await table.frame(db, schema), schema)
-
-
 @router.get("/importance", response_model=Importance)
 async def get_importance(
     db: DatabaseDep, table: RunsTableDep, schema: SchemaDep, cache: ImportanceDep
@@ -168,7 +162,7 @@ async def get_importance(
     """Per round-robin entry its runs and the new golden configurations they produced, and
     Optuna's PED-ANOVA importances of the tuned values for the high score (the most recent
     completed runs). One-at-a-time data limits what importances can say: see the page."""
-    return await read_importance(db, table, schema, cache)
+    return await cache.importance(await table.frame(db, schema), schema)
 
 
 @pages.get("/plots/importance", response_class=HTMLResponse, summary="Importance page")
@@ -176,7 +170,7 @@ async def importance_page(
     db: DatabaseDep, table: RunsTableDep, schema: SchemaDep, cache: ImportanceDep, page: PageDep
 ) -> HTMLResponse:
     """Which entries produced improvements, and Optuna's importances, with their caveat."""
-    found = await read_importance(db, table, schema, cache)
+    found = await get_importance(db, table, schema, cache)
     entries = found.entries
     figure = bar_figure(
         [e.entry for e in entries],

@@ -13,26 +13,9 @@ from fastapi.responses import HTMLResponse
 from ax3l.reports.deps import DatabaseDep, PageDep, ProposerBoardDep, SettingsDep
 from ax3l.reports.models.events import RefreshQuery
 from ax3l.reports.models.proposers import ProposersOut
-from ax3l.reports.queries.proposer_board import ProposerBoard
-from ax3l.reports.settings import ReportsSettings
-from ax3l.shared.db.database import Database
 
 router = APIRouter(prefix="/api/proposers", tags=["proposers"])
 pages = APIRouter(tags=["pages"])
-
-
-async def read_proposers(
-    db: Database,
-    settings: ReportsSettings,
-    board: ProposerBoard,
-) -> ProposersOut:
-    found = await board.read(db, settings.llm_model)
-    return ProposersOut(
-        proposers=found.proposers,
-        compared=len([s for s in found.proposers if s.proposer != "unknown"]) > 1,
-        models=found.models,
-        seats=found.seats,
-    )
 
 
 @router.get("", response_model=ProposersOut)
@@ -50,7 +33,13 @@ async def list_proposers(
     proposal and new goldens. `seats` is the seat leaderboard (outside agents of the
     `external` proposer): per seat its turns taken, accepted proposals, wasted submissions by
     kind, median seconds from a turn's opening to its accepted submission and new goldens."""
-    return await read_proposers(db, settings, board)
+    found = await board.read(db, settings.llm_model)
+    return ProposersOut(
+        proposers=found.proposers,
+        compared=len([s for s in found.proposers if s.proposer != "unknown"]) > 1,
+        models=found.models,
+        seats=found.seats,
+    )
 
 
 @pages.get("/proposers", response_class=HTMLResponse, summary="Proposer comparison page")
@@ -63,5 +52,5 @@ async def proposers_page(
 ) -> HTMLResponse:
     """A table comparing proposers when more than one has been used, and the models;
     ``refresh`` updates them in place every so many seconds."""
-    found = await read_proposers(db, settings, board)
+    found = await list_proposers(db, settings, board)
     return page.render("proposers.html", {"found": found, "refresh": query.refresh})

@@ -19,17 +19,13 @@ pages = APIRouter(tags=["pages"])
 STATES = ("completed", "failed", "cancelled", "queued", "running", "paused", "cancelling")
 
 
-async def read_scores(db: DatabaseDep, query: ScoreQuery) -> ScoreDistribution:
-    return await score_distribution(db, status=query.status, seed=query.seed)
-
-
 @router.get("", response_model=ScoreDistribution)
 async def get_score_distribution(
     query: Annotated[ScoreQuery, Query()], db: DatabaseDep
 ) -> ScoreDistribution:
     """How many runs reached each high score; `status` (default completed, empty for any)
     and `seed` narrow the runs."""
-    return await read_scores(db, query)
+    return await score_distribution(db, status=query.status, seed=query.seed)
 
 
 @pages.get("/score-distribution", response_class=HTMLResponse, summary="Score histogram page")
@@ -37,7 +33,7 @@ async def scores_page(
     query: Annotated[ScoreQuery, Query()], db: DatabaseDep, page: PageDep
 ) -> HTMLResponse:
     """A histogram of run high scores with summary figures."""
-    found = await read_scores(db, query)
+    found = await get_score_distribution(query, db)
     return page.render(
         "scores.html",
         {

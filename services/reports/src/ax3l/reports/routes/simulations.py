@@ -29,18 +29,14 @@ RunId = Annotated[
 ]
 
 
-async def read_simulation(db: DatabaseDep, schema: SchemaDep, run_id: str) -> Simulation:
-    found = await simulation(db, schema, run_id)
-    if found is None:
-        raise HTTPException(404, f"SnakeLab has no run {run_id}")
-    return found
-
-
 @router.get("/{run_id}", response_model=Simulation)
 async def get_simulation(run_id: RunId, db: DatabaseDep, schema: SchemaDep) -> Simulation:
     """A run's row, its configuration (nested and as SnakeLab's columns), the best game's
     snapshot, its episodes and the Ax3l events of the run."""
-    return await read_simulation(db, schema, run_id)
+    found = await simulation(db, schema, run_id)
+    if found is None:
+        raise HTTPException(404, f"SnakeLab has no run {run_id}")
+    return found
 
 
 @pages.get("/simulations/{run_id}", response_class=HTMLResponse, summary="Simulation page")
@@ -53,7 +49,7 @@ async def simulation_page(
 ) -> HTMLResponse:
     """Status, score, episodes, configuration and the board of the run's best game;
     ``refresh`` updates them in place every so many seconds (a run under way)."""
-    found = await read_simulation(db, schema, run_id)
+    found = await get_simulation(run_id, db, schema)
     board, board_problem = None, None
     if found.snapshot is not None:
         try:
