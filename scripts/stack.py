@@ -44,9 +44,11 @@ from ax3l.shared.env_files import read_env_file
 from ax3l.shared.logrotate import LogRotation
 from ax3l.shared.processes import ManagedProcess, end_group, process_alive
 from ax3l.shared.stack.spec import (
+    DEFAULT_PORTS,
     NEVER_PASSED,
     Service,
     http_get,
+    port,
     reports_login_configured,
     seats_apart,
     seats_login_configured,
@@ -93,24 +95,19 @@ def stack_env() -> dict[str, str]:
     env = read_env_file(db_env)
     env.setdefault("SNAKELAB_TRAINER", "drqn")
     env.update(os.environ)  # the user's settings win over the defaults above
-    env.setdefault("SNAKELAB_PORT", "41970")
+    env.setdefault("SNAKELAB_PORT", DEFAULT_PORTS["SNAKELAB_PORT"])
     env.setdefault("AX3L_SNAKELAB_ENDPOINT", f"tcp://127.0.0.1:{env['SNAKELAB_PORT']}")
     if seats_apart(env) and not env.get("AX3L_SEATS_BOARD_SOCKET"):
         env["AX3L_SEATS_BOARD_SOCKET"] = str(BOARD_SOCKET)
     return env
 
 
-def own_snakelab() -> bool:
-    """Whether the stack starts the reference SnakeLab: not when the user named a SnakeLab of
-    their own (``AX3L_SNAKELAB_ENDPOINT`` or ``AX3L_SNAKELAB_ENDPOINTS`` in the environment)."""
-    return not any(os.environ.get(k) for k in ("AX3L_SNAKELAB_ENDPOINT", "AX3L_SNAKELAB_ENDPOINTS"))
-
-
 def stack_services(env: dict[str, str]) -> list[Service]:
     """The services this stack supervises: ``spec.services`` without the reference SnakeLab
-    when the user runs their own."""
-    found = services(env)
-    return found if own_snakelab() else [s for s in found if s.name != "snakelab"]
+    when the user named a SnakeLab of their own (``AX3L_SNAKELAB_ENDPOINT`` or
+    ``AX3L_SNAKELAB_ENDPOINTS`` in the environment)."""
+    theirs = any(os.environ.get(k) for k in ("AX3L_SNAKELAB_ENDPOINT", "AX3L_SNAKELAB_ENDPOINTS"))
+    return [s for s in services(env) if not (theirs and s.name == "snakelab")]
 
 
 def ax3l_settings(env: dict[str, str]) -> Settings:
@@ -181,26 +178,19 @@ def pid_path(name: str) -> Path:
     return PID_DIR / f"{name}.pid"
 
 
-def _runs(pid: int, needle: str) -> bool:
-    """Whether process ``pid`` runs ``needle`` (a recycled pid must not be taken for ours)."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return True  # no /proc to ask: trust the pid file
-    return needle.encode() in cmdline
-
-
 def read_pid(path: Path, needle: str) -> int | None:
-    """The live process a pid file names, or None (a stale file is removed)."""
-    if not path.exists():
-        return None
+    """The live process a pid file names, or None (a stale file is removed). A recycled pid is
+    not taken for ours: the process's command line must hold ``needle``."""
     try:
         pid = int(path.read_text())
     except (ValueError, OSError):
-        path.unlink(missing_ok=True)
-        return None
-    if process_alive(pid) and _runs(pid, needle):
-        return pid
+        pid = 0  # no file, or no pid in it
+    if pid > 0 and process_alive(pid):
+        try:
+            if needle.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return pid
+        except OSError:
+            return pid  # no /proc to ask: trust the pid file
     path.unlink(missing_ok=True)
     return None
 
@@ -376,7 +366,7 @@ def urls(env: dict[str, str]) -> str:
     ]
     if "seats" in found:
         host = env.get("AX3L_SEATS_HOST", "127.0.0.1")
-        lines.append(f"  seats (MCP):  http://{host}:{env.get('AX3L_SEATS_PORT', '28873')}/mcp")
+        lines.append(f"  seats (MCP):  http://{host}:{port(env, 'AX3L_SEATS_PORT')}/mcp")
     return "\n".join([*lines, f"  logs:         {LOG_DIR}/"])
 
 
@@ -534,7 +524,8 @@ def status() -> int:
         gone = state.get("message") or state.get("state") or "never started"
         print(f"supervisor    not running  ({gone})")
     everything = pid is not None
-    for service in stack_services(env):
+    found = stack_services(env)
+    for service in found:
         service_pid = running_pid(service)
         record = records.get(service.name, {})
         if service_pid is not None:
@@ -551,7 +542,7 @@ def status() -> int:
         if record.get("last_exit"):
             line += f"; last exit: {record['last_exit']}"
         print(line)
-    orchestrator = next(s for s in stack_services(env) if s.name == "orchestrator")
+    orchestrator = next(s for s in found if s.name == "orchestrator")
     assert orchestrator.health_url is not None
     _, body = http_get(orchestrator.health_url.replace("/health", "/api/status"))
     if isinstance(body, dict):

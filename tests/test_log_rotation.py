@@ -4,21 +4,18 @@ goes on writing to the same open file (``ax3l.shared.logrotate``: copy, then tru
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+import stack  # scripts/stack.py (pyproject's pytest pythonpath)
 
 from ax3l.shared import logrotate
 from ax3l.shared.logrotate import LogRotation, generation
 from ax3l.shared.processes import ManagedProcess
 from ax3l.shared.stack import supervisor
 from ax3l.shared.stack.supervisor import Child, RestartPolicy, Supervisor
-
-REPO = Path(__file__).resolve().parent.parent
 
 # A service that writes numbered lines, one write each, as fast as a busy service logs.
 CHATTY = (
@@ -111,18 +108,9 @@ def test_rotation_below_the_bound_and_without_generations(tmp_path: Path) -> Non
     assert logrotate.rotate_all(None, [log]) == []
 
 
-def stack_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("ax3l_stack_script", REPO / "scripts/stack.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_make_run_reads_the_rotation_settings() -> None:
     """make run's defaults are 10 MiB and 5 generations; the settings change them; a wrong
     value stops the stack before it starts, naming both settings."""
-    stack = stack_script()
     assert stack.log_rotation({}) == LogRotation(10 * 1024 * 1024, 5)
     assert stack.log_rotation(
         {"AX3L_STACK_LOG_MAX_MB": "0.5", "AX3L_STACK_LOG_KEEP": "2"}

@@ -40,20 +40,13 @@ class RunDir:
         self.server = PrivateMariaDB(REPO, self.path)
         self.db_port = self.server.port
 
-    def mariadb(self, action: str) -> None:
-        {"start": self.server.start, "stop": self.server.stop}[action](180)
-
-    @staticmethod
-    def _clean() -> dict[str, str]:
-        prefixes = ("AX3L_", "SNAKELAB_", "DB_")
-        return {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
-
     def stack_env(self, **extra: str) -> dict[str, str]:
         self.zmq_port = free_port()
         self.ports = {name: free_port() for name in ("reports", "orchestrator", "toolbroker")}
         self.snakelab_port = free_port()
+        prefixes = ("AX3L_", "SNAKELAB_", "DB_")
         return {
-            **self._clean(),
+            **{k: v for k, v in os.environ.items() if not k.startswith(prefixes)},
             "AX3L_RUN_DIR": str(self.path),
             "SNAKELAB_PORT": str(self.snakelab_port),
             "SNAKELAB_EVENTS_PORT": "0",
@@ -82,11 +75,11 @@ class RunDir:
 @pytest.fixture(scope="module")
 def run_dir() -> Iterator[RunDir]:
     folder = RunDir()
-    folder.mariadb("start")
+    folder.server.start(180)
     try:
         yield folder
     finally:
-        folder.mariadb("stop")
+        folder.server.stop(180)
         shutil.rmtree(folder.path, ignore_errors=True)
 
 
@@ -233,8 +226,8 @@ def test_start_waits_for_the_database_and_gives_up_on_a_crash_loop(run_dir):
     blocker = socket.socket()
     blocker.bind(("127.0.0.1", run_dir.snakelab_port))  # SnakeLab cannot bind its socket
     blocker.listen()
-    run_dir.mariadb("stop")
-    comeback = threading.Timer(2.0, run_dir.mariadb, args=("start",))
+    run_dir.server.stop(180)
+    comeback = threading.Timer(2.0, run_dir.server.start, args=(180,))
     comeback.start()
     try:
         began = time.monotonic()

@@ -10,7 +10,7 @@ import os
 import secrets
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,16 +78,11 @@ class TestDatabases:
 
     def settings(self, **overrides: Any) -> Settings:
         """Ax3l settings pointing at these databases."""
+        # Any: the values are validated by Settings, as they would be from the environment.
         values: dict[str, Any] = {
-            "DB_HOST": self.host,
-            "DB_PORT": self.port,
-            "DB_USER": self.ax3l_user,
-            "DB_PASSWORD": self.ax3l_password,
-            "AX3L_DB_NAME": self.ax3l_db,
-            "AX3L_SNAKELAB_DB_NAME": self.snakelab_db,
+            key: value for key, value in self.env().items() if not key.startswith("SNAKELAB_")
         }
-        values.update(overrides)
-        return Settings(**values)
+        return Settings(**{**values, **overrides})
 
     def env(self) -> dict[str, str]:
         """Environment variables for a subprocess (any service) using these databases."""
@@ -197,6 +192,37 @@ def create_snakelab_tables(databases: TestDatabases) -> None:
         conn.close()
 
 
+# A grant of ``created_databases``: privileges, database, user (from any host).
+Grant = tuple[str, str, str]
+
+
+@contextlib.contextmanager
+def created_databases(
+    db_env: dict[str, str], names: Sequence[str], grants: Sequence[Grant], keep: bool = False
+) -> Iterator[None]:
+    """Empty databases ``names`` on the private MariaDB (``db.env`` values) with ``grants``;
+    dropped and the grants revoked afterwards, unless ``keep``."""
+    admin = admin_connection(db_env)
+    try:
+        with admin.cursor() as cur:
+            for name in names:
+                cur.execute(
+                    f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
+                )
+            for privileges, database, user in grants:
+                cur.execute(f"GRANT {privileges} ON `{database}`.* TO '{user}'@'%'")
+        yield
+    finally:
+        if not keep:
+            with admin.cursor() as cur:
+                for name in names:
+                    cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+                for privileges, database, user in grants:
+                    with contextlib.suppress(pymysql.err.MySQLError):  # never granted
+                        cur.execute(f"REVOKE {privileges} ON `{database}`.* FROM '{user}'@'%'")
+        admin.close()
+
+
 @contextlib.contextmanager
 def scratch_databases(
     db_env: dict[str, str],
@@ -211,35 +237,16 @@ def scratch_databases(
     """
     suffix = f"{prefix}{secrets.token_hex(4)}"
     dbs = TestDatabases.from_env(db_env, f"ax3l_{suffix}", f"snakelab_{suffix}")
-    admin = admin_connection(db_env)
-    try:
-        with admin.cursor() as cur:
-            for name in (dbs.ax3l_db, dbs.snakelab_db):
-                cur.execute(
-                    f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
-                )
-            cur.execute(f"GRANT ALL PRIVILEGES ON `{dbs.ax3l_db}`.* TO '{dbs.ax3l_user}'@'%'")
-            cur.execute(f"GRANT SELECT ON `{dbs.snakelab_db}`.* TO '{dbs.ax3l_user}'@'%'")
-            cur.execute(
-                f"GRANT ALL PRIVILEGES ON `{dbs.snakelab_db}`.* TO '{dbs.snakelab_user}'@'%'"
-            )
+    grants = [
+        ("ALL PRIVILEGES", dbs.ax3l_db, dbs.ax3l_user),
+        ("SELECT", dbs.snakelab_db, dbs.ax3l_user),
+        ("ALL PRIVILEGES", dbs.snakelab_db, dbs.snakelab_user),
+    ]
+    with created_databases(db_env, (dbs.ax3l_db, dbs.snakelab_db), grants, keep):
         ensure_schema(dbs.settings())
         if with_snakelab_tables:
             create_snakelab_tables(dbs)
         yield dbs
-    finally:
-        if not keep:
-            with admin.cursor() as cur:
-                for name in (dbs.ax3l_db, dbs.snakelab_db):
-                    cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
-                cur.execute(
-                    f"REVOKE ALL PRIVILEGES ON `{dbs.ax3l_db}`.* FROM '{dbs.ax3l_user}'@'%'"
-                )
-                cur.execute(f"REVOKE SELECT ON `{dbs.snakelab_db}`.* FROM '{dbs.ax3l_user}'@'%'")
-                cur.execute(
-                    f"REVOKE ALL PRIVILEGES ON `{dbs.snakelab_db}`.* FROM '{dbs.snakelab_user}'@'%'"
-                )
-        admin.close()
 
 
 ADMIN_KEYS = ("AX3L_DB_ADMIN_USER", "AX3L_DB_ADMIN_PASSWORD")

@@ -13,7 +13,6 @@ shown when it fails to start.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import subprocess
@@ -26,12 +25,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import pymysql
-
 from ax3l.shared.ports import free_port
 from ax3l.shared.processes import ManagedProcess, ProcessFailed
 from ax3l.shared.stack import spec
-from ax3l.testing.databases import admin_connection, mysql_connection
+from ax3l.testing.databases import created_databases, mysql_connection
 from snakelab.healthcheck import ping
 
 
@@ -178,19 +175,6 @@ def scratch_snakelab_database(db_env: Mapping[str, str]) -> Iterator[ScratchData
         user=db_env["SNAKELAB_DB_USER"],
         password=db_env["SNAKELAB_DB_PASSWORD"],
     )
-    admin = admin_connection(dict(db_env))
-    grant_target = f"`{database.name}`.* TO '{database.user}'@'%'"
-    try:
-        with admin.cursor() as cur:
-            cur.execute(
-                f"CREATE DATABASE `{database.name}`"
-                " CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
-            )
-            cur.execute(f"GRANT ALL PRIVILEGES ON {grant_target}")
+    grant = ("ALL PRIVILEGES", database.name, database.user)
+    with created_databases(dict(db_env), [database.name], [grant]):
         yield database
-    finally:
-        with admin.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS `{database.name}`")
-            with contextlib.suppress(pymysql.err.MySQLError):  # the grant was never made
-                cur.execute(f"REVOKE ALL PRIVILEGES ON {grant_target.replace(' TO ', ' FROM ')}")
-        admin.close()

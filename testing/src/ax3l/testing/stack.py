@@ -11,7 +11,6 @@ must keep. Test-only: it starts the reference SnakeLab, which Ax3l itself never 
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import os
@@ -24,14 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from ax3l.shared.config_schema import BUNDLED_SCHEMA
+from ax3l.shared.config_schema import load_schema
 from ax3l.shared.ports import free_port
 from ax3l.shared.processes import ManagedProcess, http_ok
 from ax3l.shared.stack import spec
 from ax3l.shared.stack.spec import Service
 from ax3l.shared.waiting import WaitTimeout, wait_until
 from ax3l.testing.databases import TestDatabases
-from ax3l.testing.invariants import STEP_EVENTS, Ev, check, read_history
+from ax3l.testing.invariants import STEP_EVENTS, Ev, check, read_events, read_history
 from ax3l.testing.snakelab_process import SnakeLabProcess
 from ax3l.testing.zmq_peer import ScriptedPeer
 
@@ -72,18 +71,11 @@ class ModelServer:
         return [e["body"] for e in entries if since is None or e["received_at"] > since]
 
 
-def bundled_schema() -> dict[str, Any]:
-    from importlib import resources
-
-    text = resources.files("ax3l.shared.schema").joinpath(BUNDLED_SCHEMA).read_text("utf-8")
-    return dict(json.loads(text))
-
-
 def narrowed_schema(changes: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The bundled schema with some leaves' rules replaced, e.g.
     ``{"model.hidden_size": {"minimum": 208, "maximum": 240}}`` or ``{"training.gamma":
     {"const": 0.96}}`` (a const leaf has one legal value, so its entry is exhausted at once)."""
-    document = copy.deepcopy(bundled_schema())
+    document = copy.deepcopy(load_schema().document)
     for path, keywords in changes.items():
         node = document
         for part in path.split("."):
@@ -108,6 +100,8 @@ class Stack:
         self.snakelab: SnakeLabProcess | None = None
         self.front: ScriptedPeer | None = None  # what the services reach SnakeLab through
         self.extra_hosts: list[SnakeLabProcess] = []  # start(hosts=n): the other hosts
+        self.hosts = 1
+        self.surrogate_seconds = 0.0
         self.broker_env: dict[str, str] = {}  # the broker's own settings (set before start)
         self.broker: Proc | None = None
         self.broker_port = 0  # the latest broker's REST port
@@ -156,23 +150,9 @@ class Stack:
         h0, h1, ...; ``extra_hosts`` are all but the first), named to the services by
         ``AX3L_SNAKELAB_ENDPOINTS``.
         """
-        extra = {"SNAKELAB_SCHEMA_PATH": str(self.schema_path)} if self.schema_path else {}
-        extra["SNAKELAB_LOG_LEVEL"] = "WARNING"
-        named = hosts > 1
-
-        def host(number: int) -> SnakeLabProcess:
-            folder = self.folder / f"host-{number}" if number else self.folder
-            folder.mkdir(exist_ok=True)
-            return SnakeLabProcess(
-                self.databases.env(),
-                trainer="surrogate",
-                seconds=surrogate_seconds,
-                extra_env={**extra, **({"SNAKELAB_HOST_ID": f"h{number}"} if named else {})},
-                log_dir=folder,
-            )
-
-        self.snakelab = host(0)
-        self.extra_hosts = [host(number) for number in range(1, hosts)]
+        self.hosts, self.surrogate_seconds = hosts, surrogate_seconds
+        self.snakelab = self._snakelab_host(0)
+        self.extra_hosts = [self._snakelab_host(number) for number in range(1, hosts)]
         if front is not None:
             self.front = front(self.snakelab.endpoint)
         broker = self._spawn_broker()
@@ -183,21 +163,33 @@ class Stack:
         self.broker.wait_ready(broker.healthy, 30)
         return self
 
+    def _snakelab_host(
+        self, number: int, port: int | None = None, events_port: int | None = None
+    ) -> SnakeLabProcess:
+        """SnakeLab host ``number`` as ``start`` makes it, not yet started: host 0 logs in
+        ``folder``, each other host in ``host-<number>``."""
+        extra = {"SNAKELAB_SCHEMA_PATH": str(self.schema_path)} if self.schema_path else {}
+        if self.hosts > 1:
+            extra["SNAKELAB_HOST_ID"] = f"h{number}"
+        folder = self.folder / f"host-{number}" if number else self.folder
+        folder.mkdir(exist_ok=True)
+        return SnakeLabProcess(
+            self.databases.env(),
+            trainer="surrogate",
+            seconds=self.surrogate_seconds,
+            port=port,
+            events_port=events_port,
+            extra_env={**extra, "SNAKELAB_LOG_LEVEL": "WARNING"},
+            log_dir=folder,
+        )
+
     def restart_snakelab(self) -> SnakeLabProcess:
         """SIGKILL SnakeLab and start it again on the same ports (it fails its lost runs)."""
         old = self.snakelab
         assert old is not None
         old.kill()
         old.close()
-        self.snakelab = SnakeLabProcess(
-            self.databases.env(),
-            trainer="surrogate",
-            seconds=float(old.env["SNAKELAB_SURROGATE_SECONDS"]),
-            port=old.port,
-            events_port=old.events_port,
-            extra_env={k: v for k, v in old.env.items() if k.startswith("SNAKELAB_")},
-            log_dir=self.folder,
-        ).start()
+        self.snakelab = self._snakelab_host(0, old.port, old.events_port).start()
         return self.snakelab
 
     def spawn(
@@ -232,22 +224,10 @@ class Stack:
         script_path = self.folder / f"model-script-{number}.json"
         script_path.write_text(json.dumps(script))
         record = self.folder / f"model-requests-{number}.jsonl"
-        proc = Proc(
-            "scripted-model",
-            [
-                sys.executable,
-                "-m",
-                "ax3l.testing.scripted_llm",
-                "--port",
-                str(port),
-                "--script",
-                str(script_path),
-                "--record",
-                str(record),
-            ],
-            dict(os.environ),
-            self.folder / f"model-{number}.log",
-        )
+        command = [sys.executable, "-m", "ax3l.testing.scripted_llm", "--port", str(port)]
+        command += ["--script", str(script_path), "--record", str(record)]
+        log = self.folder / f"model-{number}.log"
+        proc = Proc("scripted-model", command, dict(os.environ), log)
         self.procs.append(proc)
         proc.wait_ready(lambda: http_ok(f"http://127.0.0.1:{port}/health"), 20)
         model = ModelServer(proc, port, record)
@@ -319,28 +299,7 @@ class Stack:
 
     def events(self, *names: str) -> list[Ev]:
         """Events (all, or with one of ``names``), oldest first."""
-        where = ""
-        args: tuple[Any, ...] = ()
-        if names:
-            where = f"WHERE e.name IN ({', '.join(['%s'] * len(names))})"
-            args = names
-        with self._cursor() as cur:
-            cur.execute(
-                "SELECT e.event_id, e.name, e.log_level, e.process_id, e.parent_event_id,"
-                " e.source_name, e.parameter, m.content FROM events e"
-                f" LEFT JOIN event_messages m ON m.event_id = e.event_id {where}"
-                " ORDER BY e.event_id",
-                args,
-            )
-            rows = cur.fetchall()
-        found = []
-        for row in rows:
-            content = row[7]
-            if content is not None:
-                with contextlib.suppress(ValueError):
-                    content = json.loads(content)
-            found.append(Ev(int(row[0]), row[1], row[2], row[3], row[4], row[5], row[6], content))
-        return found
+        return [e for e in read_events(self.connection()) if not names or e.name in names]
 
     def count(self, *names: str) -> int:
         """How many events have one of ``names`` (cheap enough to poll)."""

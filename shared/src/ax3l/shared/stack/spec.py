@@ -65,6 +65,7 @@ DEFAULT_PORTS = {
     "AX3L_TOOLBROKER_PORT": "28872",
     "AX3L_ORCHESTRATOR_PORT": "28871",
     "AX3L_REPORTS_PORT": "28870",
+    "AX3L_SEATS_PORT": "28873",
 }
 
 
@@ -180,7 +181,7 @@ def seats_service(env: Mapping[str, str], keys: Iterable[str]) -> Service:
     health = None
     if host in loopback or host.startswith("127.") or host == "::1":
         where = loopback.get(host, f"[{host}]" if ":" in host else host)
-        health = f"http://{where}:{env.get('AX3L_SEATS_PORT', '28873')}/metrics"
+        health = f"http://{where}:{port(env, 'AX3L_SEATS_PORT')}/metrics"
     return Service(
         "seats", ["python", "-m", SEATS_MODULE, "serve"], SEATS_MODULE, seats_keys, health
     )

@@ -200,7 +200,6 @@ class Supervisor:
         self.policy = policy or RestartPolicy()
         self.deaths: list[Death] = []
         self.restarts: list[Restart] = []
-        self.restart_listeners: list[Callable[[Restart], None]] = []
         self.stopping = False
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -304,8 +303,6 @@ class Supervisor:
             self.note(f"{child.name} restarted (pid {pid}, restart {child.restarts})", child)
         with self._lock:
             self.restarts.append(restart)
-        for listener in self.restart_listeners:
-            listener(restart)
         self.changed()
 
     def watch_all(self) -> None:
