@@ -30,11 +30,8 @@ def experiment(db_env: dict[str, str]) -> Iterator[Experiment]:
     """All of the user's real runs as SnakeLab rows plus a replayed event history (read-only)."""
     with private_databases(db_env) as dbs:
         runs = read_runs()
-        connection = dbs.connect("snakelab", dbs.snakelab_db)
-        try:
+        with closing(dbs.connect("snakelab", dbs.snakelab_db)) as connection:
             insert_runs(connection, runs)
-        finally:
-            connection.close()
 
         async def fill() -> Replay:
             async with Database(dbs.settings()) as db:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +24,11 @@ def have_chromium() -> bool:
 @contextmanager
 def headless_chromium() -> Iterator[Browser]:
     """Chromium, headless, closed on the way out."""
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with (
+        sync_playwright() as playwright,
+        closing(playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)) as chromium,
+    ):
+        yield chromium
 
 
 def plotted_traces(page: Page, plot_id: str) -> dict[str, dict[str, Any]]:
@@ -53,12 +52,7 @@ class Watched:
         page.on("pageerror", lambda error: self.problems.append(f"page error: {error}"))
         page.on("console", self._console)
         page.on("requestfailed", self._failed)
-        page.on(
-            "response",
-            lambda r: (
-                self.problems.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None
-            ),
-        )
+        page.on("response", self._response)
 
     def _response(self, response: Any) -> None:
         if response.status >= 400:

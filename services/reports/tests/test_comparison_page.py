@@ -6,6 +6,7 @@ import json
 import statistics
 import urllib.request
 from collections.abc import Iterator
+from contextlib import closing
 from datetime import UTC, datetime
 from typing import Any
 
@@ -59,39 +60,35 @@ def comparison(db_env) -> Iterator[TestDatabases]:
     """One finished comparison (random and tpe, four repeats each, a failed tpe repeat; two
     repeats of llm+tpe)."""
     with private_databases(db_env) as dbs:
-        conn = dbs.connect("ax3l", dbs.ax3l_db)
         now = datetime.now(UTC).replace(tzinfo=None)
-        try:
-            with conn.cursor() as cur:
+        with closing(dbs.connect("ax3l", dbs.ax3l_db)) as conn, conn.cursor() as cur:
+            cur.execute(
+                "INSERT INTO comparisons (started_at, finished_at, state, proposers, repeats,"
+                " budget, wall_seconds, content) VALUES (%s, %s, 'partial',"
+                " 'random,tpe,llm+tpe', 5, %s, 321.5, %s)",
+                (now, now, BUDGET, json.dumps({"seeds": [1970, 1974]})),
+            )
+            comparison_id = cur.lastrowid
+            for proposer, index, curve in CURVES:
                 cur.execute(
-                    "INSERT INTO comparisons (started_at, finished_at, state, proposers, repeats,"
-                    " budget, wall_seconds, content) VALUES (%s, %s, 'partial',"
-                    " 'random,tpe,llm+tpe', 5, %s, 321.5, %s)",
-                    (now, now, BUDGET, json.dumps({"seeds": [1970, 1974]})),
-                )
-                comparison_id = cur.lastrowid
-                for proposer, index, curve in CURVES:
-                    cur.execute(
-                        "INSERT INTO comparison_repeats (comparison_id, proposer, repeat_index,"
-                        " seed, state, runs, best_score, best_so_far, accepted_proposals,"
-                        " model_turns, wasted_turns, wall_seconds, finished_at, content)"
-                        " VALUES (%s, %s, %s, %s, 'finished', %s, %s, %s, 5, 0, %s, 10.5, %s,"
-                        " %s)",
-                        (
-                            comparison_id, proposer, index, 1970 + index, len(curve), curve[-1],
-                            json.dumps(curve), 0 if proposer == "random" else index, now,
-                            json.dumps(_content(proposer, index, curve)),
-                        ),
-                    )  # fmt: skip
-                cur.execute(
-                    "INSERT INTO comparison_repeats (comparison_id, proposer, repeat_index, seed,"
-                    " state, runs, best_score, best_so_far, accepted_proposals, model_turns,"
-                    " wasted_turns, wall_seconds, finished_at, content) VALUES (%s, 'tpe', 4,"
-                    " 1974, 'failed', 0, NULL, '[]', 0, 0, 0, 1.0, %s, %s)",
-                    (comparison_id, now, json.dumps({"error": HOSTILE})),
-                )
-        finally:
-            conn.close()
+                    "INSERT INTO comparison_repeats (comparison_id, proposer, repeat_index,"
+                    " seed, state, runs, best_score, best_so_far, accepted_proposals,"
+                    " model_turns, wasted_turns, wall_seconds, finished_at, content)"
+                    " VALUES (%s, %s, %s, %s, 'finished', %s, %s, %s, 5, 0, %s, 10.5, %s,"
+                    " %s)",
+                    (
+                        comparison_id, proposer, index, 1970 + index, len(curve), curve[-1],
+                        json.dumps(curve), 0 if proposer == "random" else index, now,
+                        json.dumps(_content(proposer, index, curve)),
+                    ),
+                )  # fmt: skip
+            cur.execute(
+                "INSERT INTO comparison_repeats (comparison_id, proposer, repeat_index, seed,"
+                " state, runs, best_score, best_so_far, accepted_proposals, model_turns,"
+                " wasted_turns, wall_seconds, finished_at, content) VALUES (%s, 'tpe', 4,"
+                " 1974, 'failed', 0, NULL, '[]', 0, 0, 0, 1.0, %s, %s)",
+                (comparison_id, now, json.dumps({"error": HOSTILE})),
+            )
         yield dbs
 
 

@@ -8,6 +8,7 @@ import json
 import statistics
 import urllib.request
 from collections.abc import Iterator
+from contextlib import closing
 from datetime import UTC, datetime
 from typing import Any
 
@@ -49,46 +50,42 @@ def comparison(db_env) -> Iterator[TestDatabases]:
     re-test of random's repeat 2 failed once and ran again; and an older comparison (the
     first) without any re-test."""
     with private_databases(db_env) as dbs:
-        conn = dbs.connect("ax3l", dbs.ax3l_db)
         now = datetime.now(UTC).replace(tzinfo=None)
-        try:
-            with conn.cursor() as cur:
-                cur.execute(
-                    "INSERT INTO comparisons (started_at, finished_at, state, proposers, repeats,"
-                    " budget, wall_seconds, content) VALUES (%s, %s, 'finished', 'random,tpe', 1,"
-                    " %s, 10, %s)",
-                    (now, now, BUDGET, json.dumps({"seeds": [1970, 1970]})),
-                )
-                old = cur.lastrowid
-                for proposer in ("random", "tpe"):
-                    _repeat(cur, old, proposer, 0, 44, None, now)
-                retest = {"seeds": SEEDS, "at": [3, BUDGET], "control": True}
-                cur.execute(
-                    "INSERT INTO comparisons (started_at, finished_at, state, proposers, repeats,"
-                    " budget, wall_seconds, content) VALUES (%s, %s, 'finished', %s, 5, %s, 60,"
-                    " %s)",
-                    (now, now, ",".join(PROPOSERS), BUDGET, json.dumps({"retest": retest})),
-                )
-                comparison_id = cur.lastrowid
-                for (proposer, index), (best, early, final) in REPEATS.items():
-                    _repeat(cur, comparison_id, proposer, index, best, proposer, now)
-                    for at_runs, scores in ((3, early), (BUDGET, final)):
-                        for seed, score in zip(SEEDS, scores, strict=True):
-                            failed = ["f" * 36] if (proposer, index, seed) == (
-                                "random", 2, SEEDS[0]
-                            ) else []  # fmt: skip
-                            cur.execute(
-                                "INSERT INTO comparison_retests (comparison_id, proposer,"
-                                " repeat_index, at_runs, seed, run_id, score, failed_run_ids)"
-                                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                                (
-                                    comparison_id, proposer, index, at_runs, seed,
-                                    f"{index:08d}-0000-0000-0000-{seed:012d}", score,
-                                    json.dumps(failed),
-                                ),
-                            )  # fmt: skip
-        finally:
-            conn.close()
+        with closing(dbs.connect("ax3l", dbs.ax3l_db)) as conn, conn.cursor() as cur:
+            cur.execute(
+                "INSERT INTO comparisons (started_at, finished_at, state, proposers, repeats,"
+                " budget, wall_seconds, content) VALUES (%s, %s, 'finished', 'random,tpe', 1,"
+                " %s, 10, %s)",
+                (now, now, BUDGET, json.dumps({"seeds": [1970, 1970]})),
+            )
+            old = cur.lastrowid
+            for proposer in ("random", "tpe"):
+                _repeat(cur, old, proposer, 0, 44, None, now)
+            retest = {"seeds": SEEDS, "at": [3, BUDGET], "control": True}
+            cur.execute(
+                "INSERT INTO comparisons (started_at, finished_at, state, proposers, repeats,"
+                " budget, wall_seconds, content) VALUES (%s, %s, 'finished', %s, 5, %s, 60,"
+                " %s)",
+                (now, now, ",".join(PROPOSERS), BUDGET, json.dumps({"retest": retest})),
+            )
+            comparison_id = cur.lastrowid
+            for (proposer, index), (best, early, final) in REPEATS.items():
+                _repeat(cur, comparison_id, proposer, index, best, proposer, now)
+                for at_runs, scores in ((3, early), (BUDGET, final)):
+                    for seed, score in zip(SEEDS, scores, strict=True):
+                        failed = ["f" * 36] if (proposer, index, seed) == (
+                            "random", 2, SEEDS[0]
+                        ) else []  # fmt: skip
+                        cur.execute(
+                            "INSERT INTO comparison_retests (comparison_id, proposer,"
+                            " repeat_index, at_runs, seed, run_id, score, failed_run_ids)"
+                            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                            (
+                                comparison_id, proposer, index, at_runs, seed,
+                                f"{index:08d}-0000-0000-0000-{seed:012d}", score,
+                                json.dumps(failed),
+                            ),
+                        )  # fmt: skip
         yield dbs
 
 
@@ -329,15 +326,12 @@ def test_a_comparison_without_retests_still_renders_marked_as_such(server, brows
         found = json.loads(reply.read())
     assert found["has_retests"] is False and found["verdict"] == [] and found["pairs"] == []
     assert [p["final_median"] for p in found["proposers"]] == [44.0, 44.0]
-    context = browser.new_context()
-    try:
+    with closing(browser.new_context()) as context:
         page = context.new_page()
         page.goto(server.url + "/comparison?comparison=1")
         assert "No held-out verdict" in (page.locator("#no-retests").text_content() or "")
         assert page.locator("#verdict-table").count() == 0
         assert page.locator("#comparison-table tr[data-proposer='tpe']").count() == 1
-    finally:
-        context.close()
 
 
 def test_one_quantile_implementation_serves_the_model_leaderboard_too():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from statistics import mean
 
@@ -152,11 +153,8 @@ async def _write_history(dbs: TestDatabases, runs: list[RealRun]) -> Confirmed:
 def confirmed(db_env) -> Iterator[Confirmed]:
     with private_databases(db_env) as dbs:
         runs = read_runs(6)
-        connection = dbs.connect("snakelab", dbs.snakelab_db)
-        try:
+        with closing(dbs.connect("snakelab", dbs.snakelab_db)) as connection:
             insert_runs(connection, runs, episodes_for=0)
-        finally:
-            connection.close()
         yield asyncio.run(_write_history(dbs, runs))
 
 

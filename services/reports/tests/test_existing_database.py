@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import closing
 
 from ax3l.shared.db import tables
 
@@ -13,87 +14,79 @@ USER_DDL = [ddl for _, ddl in tables.USER_TABLES]
 
 
 def _recreate_as_the_user_has_it(dbs) -> None:
-    conn = dbs.connect("admin", dbs.ax3l_db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SET FOREIGN_KEY_CHECKS = 0")
-            cur.execute("SHOW TABLES")
-            for (table,) in cur.fetchall():
-                cur.execute(f"DROP TABLE `{table}`")
-            cur.execute("SET FOREIGN_KEY_CHECKS = 1")
-            for ddl in USER_DDL:
-                cur.execute(ddl)
-            rows = [
-                ("2026-09-15 08:50:00", "conversation_started", "Conversation", None, None, None),
-                (
-                    "2026-09-15 08:50:01",
-                    "prompt_sent",
-                    "Conversation",
-                    None,
-                    "ProjectContext",
-                    "gamma",
-                ),
-                ("2026-09-15 08:50:30", "reply_received", "Conversation", 2, None, None),
-                ("2026-09-15 08:55:24", "golden_config_created", "Configuration", None, None, None),
-            ]
-            for occurred, name, category, parent, source, parameter in rows:
-                cur.execute(
-                    "INSERT INTO events (occurred_at, name, category, log_level, process_id,"
-                    " parent_event_id, source_name, parameter, ax3l_version)"
-                    " VALUES (%s, %s, %s, 'INFO', 'c-1', %s, %s, %s, 'ax3l-0.9')",
-                    (occurred, name, category, parent, source, parameter),
-                )
-            contents = {
-                1: json.dumps({"parameter": "gamma"}),
-                2: "Tune gamma, please.",
-                3: json.dumps(
-                    {
-                        "choices": [
-                            {
-                                "message": {
-                                    "tool_calls": [
-                                        {
-                                            "function": {
-                                                "name": "submit_single_value",
-                                                "arguments": '{"value": 0.97}',
-                                            }
-                                        }
-                                    ]
-                                }
-                            }
-                        ]
-                    }
-                ),
-                # An older golden content: fewer fields than today's.
-                4: json.dumps({"run_id": "r-1", "high_score": 38, "reason": "initial"}),
-            }
-            for event_id, content in contents.items():
-                cur.execute(
-                    "INSERT INTO event_messages (event_id, content) VALUES (%s, %s)",
-                    (event_id, content),
-                )
+    with closing(dbs.connect("admin", dbs.ax3l_db)) as conn, conn.cursor() as cur:
+        cur.execute("SET FOREIGN_KEY_CHECKS = 0")
+        cur.execute("SHOW TABLES")
+        for (table,) in cur.fetchall():
+            cur.execute(f"DROP TABLE `{table}`")
+        cur.execute("SET FOREIGN_KEY_CHECKS = 1")
+        for ddl in USER_DDL:
+            cur.execute(ddl)
+        rows = [
+            ("2026-09-15 08:50:00", "conversation_started", "Conversation", None, None, None),
+            (
+                "2026-09-15 08:50:01",
+                "prompt_sent",
+                "Conversation",
+                None,
+                "ProjectContext",
+                "gamma",
+            ),
+            ("2026-09-15 08:50:30", "reply_received", "Conversation", 2, None, None),
+            ("2026-09-15 08:55:24", "golden_config_created", "Configuration", None, None, None),
+        ]
+        for occurred, name, category, parent, source, parameter in rows:
             cur.execute(
-                "INSERT INTO experiment_highscores (event_id, simulations, score, seed)"
-                " VALUES (4, 1, 38, 1970)"
+                "INSERT INTO events (occurred_at, name, category, log_level, process_id,"
+                " parent_event_id, source_name, parameter, ax3l_version)"
+                " VALUES (%s, %s, %s, 'INFO', 'c-1', %s, %s, %s, 'ax3l-0.9')",
+                (occurred, name, category, parent, source, parameter),
             )
-    finally:
-        conn.close()
+        contents = {
+            1: json.dumps({"parameter": "gamma"}),
+            2: "Tune gamma, please.",
+            3: json.dumps(
+                {
+                    "choices": [
+                        {
+                            "message": {
+                                "tool_calls": [
+                                    {
+                                        "function": {
+                                            "name": "submit_single_value",
+                                            "arguments": '{"value": 0.97}',
+                                        }
+                                    }
+                                ]
+                            }
+                        }
+                    ]
+                }
+            ),
+            # An older golden content: fewer fields than today's.
+            4: json.dumps({"run_id": "r-1", "high_score": 38, "reason": "initial"}),
+        }
+        for event_id, content in contents.items():
+            cur.execute(
+                "INSERT INTO event_messages (event_id, content) VALUES (%s, %s)",
+                (event_id, content),
+            )
+        cur.execute(
+            "INSERT INTO experiment_highscores (event_id, simulations, score, seed)"
+            " VALUES (4, 1, 38, 1970)"
+        )
 
 
 def _schema(dbs) -> tuple[set[str], set[tuple[str, str]]]:
-    conn = dbs.connect("admin", dbs.ax3l_db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SHOW TABLES")
-            names = {row[0] for row in cur.fetchall()}
-            cur.execute(
-                "SELECT table_name, index_name FROM information_schema.statistics"
-                " WHERE table_schema = %s",
-                (dbs.ax3l_db,),
-            )
-            return names, {(t, i) for t, i in cur.fetchall()}
-    finally:
-        conn.close()
+    with closing(dbs.connect("admin", dbs.ax3l_db)) as conn, conn.cursor() as cur:
+        cur.execute("SHOW TABLES")
+        names = {row[0] for row in cur.fetchall()}
+        cur.execute(
+            "SELECT table_name, index_name FROM information_schema.statistics"
+            " WHERE table_schema = %s",
+            (dbs.ax3l_db,),
+        )
+        return names, {(t, i) for t, i in cur.fetchall()}
 
 
 async def test_user_tables_render_without_migration(snakelab_tables, make_client):

@@ -10,6 +10,7 @@ import asyncio
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from typing import Any
 
 import pytest
@@ -46,12 +47,9 @@ def submit_runs(dbs: TestDatabases, count: int) -> list[str]:
 
 def add_runs(dbs: TestDatabases, runs: list[RealRun]) -> None:
     """SnakeLab rows for ``runs``, as SnakeLab writes them."""
-    connection = dbs.connect("snakelab", dbs.snakelab_db)
-    try:
+    with closing(dbs.connect("snakelab", dbs.snakelab_db)) as connection:
         insert_runs(connection, runs, episodes_for=0)
         connection.commit()
-    finally:
-        connection.close()
 
 
 @pytest.fixture(scope="module")
@@ -310,8 +308,7 @@ def test_golden_highscores_proposers_and_simulation_pages_refresh_in_place(
             )
 
             def finish() -> None:
-                connection = mine.connect("snakelab", mine.snakelab_db)
-                try:
+                with closing(mine.connect("snakelab", mine.snakelab_db)) as connection:
                     with connection.cursor() as cur:
                         cur.execute(
                             "UPDATE simulation_runs SET status = 'completed', high_score = 77"
@@ -319,8 +316,6 @@ def test_golden_highscores_proposers_and_simulation_pages_refresh_in_place(
                             (runs[3].run_id,),
                         )
                     connection.commit()
-                finally:
-                    connection.close()
 
             url = server.url + f"/simulations/{runs[3].run_id}?refresh=5"
             p.goto(url)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from contextlib import closing
 from typing import Any
 
 import pytest
@@ -43,11 +44,8 @@ async def eventually(
 
 @pytest.fixture
 def status_server() -> Iterator[StatusServer]:
-    server = StatusServer(orchestrator_json(**NEW_FIELDS))
-    try:
+    with closing(StatusServer(orchestrator_json(**NEW_FIELDS))) as server:
         yield server
-    finally:
-        server.close()
 
 
 def test_the_orchestrator_url_defaults_to_its_host_and_port():
@@ -75,8 +73,7 @@ async def test_status_bar_shows_the_loop_from_the_real_status_api(experiment):
     own status API (its app under uvicorn), as the loop changes them."""
     loop = LoopStatus(process_id="loop-1", proposer="llm")
     loop.set_phase(Phase.CONVERSING, parameter="hidden_size", index=0)
-    api = OrchestratorStatusApi(experiment.dbs, loop)
-    try:
+    with closing(OrchestratorStatusApi(experiment.dbs, loop)) as api:
         settings = reports_settings(experiment.dbs, AX3L_ORCHESTRATOR_URL=api.url)
         async with app_client(settings) as client:
 
@@ -101,8 +98,6 @@ async def test_status_bar_shows_the_loop_from_the_real_status_api(experiment):
             assert 'id="loop-state"' in page and "Backing off" in page
             assert "hidden_size (entry 1) · llm" in page and "retry at" in page
             assert 'id="last-error"' in page and "2 min ago · " in page
-    finally:
-        api.close()
 
 
 async def test_streak_and_fallback_are_shown_when_the_orchestrator_sends_them(

@@ -34,11 +34,8 @@ def server(experiment, snakelab, tmp_path_factory) -> Iterator[Server]:
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Watched]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    try:
+    with closing(browser.new_context(viewport={"width": 1400, "height": 1000})) as context:
         yield Watched(context.new_page())
-    finally:
-        context.close()
 
 
 def test_every_page_loads_cleanly(server, experiment, page, test_output_dir):

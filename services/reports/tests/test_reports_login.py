@@ -7,6 +7,7 @@ import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pymysql
@@ -56,8 +57,7 @@ def _refused(conn: pymysql.Connection, statement: str) -> int:
 def test_reports_login_reads_both_databases_and_cannot_write(snakelab_tables, reports_login):
     """The grant-reports login SELECTs events and runs; INSERT/UPDATE/DELETE are refused."""
     user, password = reports_login
-    conn = _connect(snakelab_tables, user, password, snakelab_tables.ax3l_db)
-    try:
+    with closing(_connect(snakelab_tables, user, password, snakelab_tables.ax3l_db)) as conn:
         with conn.cursor() as cur:
             cur.execute("SELECT COUNT(*) FROM events")
             cur.execute(f"SELECT COUNT(*) FROM `{snakelab_tables.snakelab_db}`.simulation_runs")
@@ -66,8 +66,6 @@ def test_reports_login_reads_both_databases_and_cannot_write(snakelab_tables, re
         assert _refused(conn, "CREATE TABLE scratch (x INT)") == TABLE_ACCESS_DENIED
         runs = f"`{snakelab_tables.snakelab_db}`.simulation_runs"
         assert _refused(conn, f"DELETE FROM {runs}") == TABLE_ACCESS_DENIED
-    finally:
-        conn.close()
 
 
 async def test_report_server_logs_in_as_its_own_user(snakelab_tables, reports_login):
@@ -107,12 +105,10 @@ def test_private_mariadbs_reports_user_cannot_write(db_env):
     user = db_env.get("AX3L_REPORTS_DB_USER")
     if not user:
         pytest.fail("db.env has no AX3L_REPORTS_DB_USER: run `scripts/mariadb.sh start` again")
-    conn = pymysql.connect(
+    connection = pymysql.connect(
         host=db_env["DB_HOST"], port=int(db_env["DB_PORT"]), user=user,
         password=db_env["AX3L_REPORTS_DB_PASSWORD"], database="ax3l", autocommit=True,
     )  # fmt: skip
-    try:
+    with closing(connection) as conn:
         for statement in WRITES:
             assert _refused(conn, statement) == TABLE_ACCESS_DENIED, statement
-    finally:
-        conn.close()

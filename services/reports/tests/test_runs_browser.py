@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Iterator
+from contextlib import closing
 
 import pytest
 from headless_browser import Watched, have_chromium
@@ -35,8 +36,9 @@ def _ids(page) -> list[int]:
 def test_runs_page_sorts_filters_pages_and_downloads(server, experiment, browser, tmp_path):
     """In a browser: a column header sorts, Apply filters, Next and Previous page without
     repeating a run, and the CSV link downloads exactly the filtered runs."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
-    try:
+    with closing(
+        browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    ) as context:
         page = Watched(context.new_page())
         p = page.page
         p.goto(server.url + "/runs?limit=25")
@@ -71,14 +73,13 @@ def test_runs_page_sorts_filters_pages_and_downloads(server, experiment, browser
             rows = list(csv.DictReader(handle))
         assert [int(row["id"]) for row in rows] == [r["id"] for r in wanted]
         assert page.problems == []
-    finally:
-        context.close()
 
 
 def test_the_table_scrolls_inside_its_box_on_a_phone(server, browser):
     """On a 390 px wide phone the page itself does not scroll sideways; the table's box does."""
-    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
-    try:
+    with closing(
+        browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    ) as context:
         p = context.new_page()
         p.goto(server.url + "/runs")
         assert p.evaluate("() => document.documentElement.scrollWidth") <= 390
@@ -87,8 +88,6 @@ def test_the_table_scrolls_inside_its_box_on_a_phone(server, browser):
             " return [w.scrollWidth, w.clientWidth]; }"
         )
         assert box[0] > box[1]
-    finally:
-        context.close()
 
 
 def test_slice_plot_draws_every_completed_run_and_the_golden_value(server, experiment, browser):
@@ -97,8 +96,9 @@ def test_slice_plot_draws_every_completed_run_and_the_golden_value(server, exper
     and turns light when the system does."""
     golden = experiment.replay.goldens[-1][1]
     completed = [r for r in expected_rows(experiment) if r["status"] == "completed"]
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, color_scheme="dark")
-    try:
+    with closing(
+        browser.new_context(viewport={"width": 1400, "height": 1000}, color_scheme="dark")
+    ) as context:
         page = Watched(context.new_page())
         p = page.page
         p.goto(server.url + "/plots/slice?parameter=training_gamma")
@@ -122,14 +122,11 @@ def test_slice_plot_draws_every_completed_run_and_the_golden_value(server, exper
         p.wait_for_selector("#slice-plot[data-theme=light]", timeout=10000)
         assert p.evaluate(SLICE_TRACES, "slice-plot")["paper"] == "#ffffff"
         assert page.problems == []
-    finally:
-        context.close()
 
 
 def test_old_event_log_links_land_on_the_event_log(server, browser):
     """A link from when the log was at / (with its filters) lands on /events with them."""
-    context = browser.new_context()
-    try:
+    with closing(browser.new_context()) as context:
         p = context.new_page()
         p.goto(server.url + "/?category=SnakeLab&limit=20")
         assert p.url == server.url + "/events?category=SnakeLab&limit=20"
@@ -138,5 +135,3 @@ def test_old_event_log_links_land_on_the_event_log(server, browser):
         p.goto(server.url + "/")
         assert p.locator("#dash-golden-score").inner_text().isdigit()
         assert p.locator("#dash-last-runs tbody tr").count() == 12
-    finally:
-        context.close()

@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import re
+from contextlib import closing
 from typing import Any
 
 import httpx
@@ -193,8 +194,7 @@ async def test_new_runs_state_changes_and_provenance_arrive_without_a_full_read(
     proposer (escaped on the page, even when it is markup), and reads all again after a wipe."""
     runs = read_runs(limit=6)
     runs[5].status = "running"
-    connection = databases.connect("snakelab", databases.snakelab_db)
-    try:
+    with closing(databases.connect("snakelab", databases.snakelab_db)) as connection:
         insert_runs(connection, runs[:6], episodes_for=0)
         async with app_client(reports_settings(databases)) as client:
             body = (await client.get("/api/runs")).json()
@@ -242,8 +242,6 @@ async def test_new_runs_state_changes_and_provenance_arrive_without_a_full_read(
             body = (await client.get("/api/runs")).json()
             assert [r["run_id"] for r in body["runs"]] == [r.run_id for r in read_runs(3)[:0:-1]]
             assert json.dumps(body)  # the whole page serialises
-    finally:
-        connection.close()
 
 
 def _figure(page: str, figure_id: str) -> dict[str, Any]:
@@ -324,11 +322,8 @@ async def test_the_table_is_read_at_startup_once_and_a_request_meanwhile_shares_
     """The report server reads the runs table in the background as soon as it starts, with no
     request (the first visitor does not wait); a request that arrives during that read waits
     for it and the whole table is read once, not twice."""
-    connection = databases.connect("snakelab", databases.snakelab_db)
-    try:
+    with closing(databases.connect("snakelab", databases.snakelab_db)) as connection:
         insert_runs(connection, read_runs(limit=5), episodes_for=0)
-    finally:
-        connection.close()
     settings = reports_settings(databases)
     for requested in (False, True):
         app = create_app(settings)
