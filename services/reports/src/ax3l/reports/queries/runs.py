@@ -337,17 +337,14 @@ class BadCursor(ValueError):
 
 def matching(frame: pl.DataFrame, query: RunsQuery) -> pl.DataFrame:
     """The runs the query's filters keep (all of them without filters)."""
-    conditions: list[pl.Expr] = []
-    if query.status is not None:
-        conditions.append(pl.col("status") == query.status)
-    if query.seed is not None:
-        conditions.append(pl.col("seed") == query.seed)
-    if query.entry is not None:
-        conditions.append(pl.col("entry") == query.entry)
-    if query.proposer is not None:
-        conditions.append(pl.col("proposer") == query.proposer)
-    if query.golden is not None:
-        conditions.append(pl.col("golden") == query.golden)
+    equal = {
+        "status": query.status,
+        "seed": query.seed,
+        "entry": query.entry,
+        "proposer": query.proposer,
+        "golden": query.golden,
+    }
+    conditions = [pl.col(column) == value for column, value in equal.items() if value is not None]
     for column, low, high in query.ranges():
         if low is not None:
             conditions.append(pl.col(column) >= low)
