@@ -289,5 +289,15 @@ class ScriptedSnakeLab(ScriptedPeer):
     def _answer(self, request: dict[str, Any]) -> dict[str, Any] | None:
         return None if self.reply is None else snakelab_reply(request, self.reply)
 
-    async def close(self) -> None:  # type: ignore[override]  # awaited by the async tests
-        await asyncio.to_thread(super().close)
+
+@contextlib.asynccontextmanager
+async def broker_on(
+    snakelab: ScriptedPeer, dbs: TestDatabases, lab: Lab, **overrides: Any
+) -> AsyncIterator[RunningBroker]:
+    """``running_broker`` whose SnakeLab is the stand-in ``snakelab`` (closed with the broker),
+    its tables the module SnakeLab's."""
+    try:
+        async with running_broker(dbs, snakelab.endpoint, lab.db_name, **overrides) as broker:
+            yield broker
+    finally:
+        await asyncio.to_thread(snakelab.close)

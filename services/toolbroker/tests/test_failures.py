@@ -8,10 +8,10 @@ import zmq.asyncio
 from broker_harness import (
     SCHEMA,
     ScriptedSnakeLab,
+    broker_on,
     envelope,
     event_names,
     events,
-    running_broker,
     send_raw,
     sql,
     write_golden,
@@ -65,32 +65,24 @@ async def test_snakelab_timeout_leaves_an_intent_that_is_adopted_later(databases
     resubmission in the turn is refused naming the run, and in a later turn the stored run makes
     it a duplicate."""
     silent = ScriptedSnakeLab(reply=None)
-    try:
-        async with running_broker(
-            databases,
-            silent.endpoint,
-            lab.db_name,
-            AX3L_SNAKELAB_TIMEOUT="0.3",
-            AX3L_SUBMIT_SETTLE_WAIT="0.5",
-        ) as broker:
-            reply = await broker.single("gamma", 0.955)
-            error = reply["error"]
-            assert error["code"] == "handler_error" and "state is unknown" in error["message"]
-            await asyncio.sleep(0)  # let the stand-in record what it got
-            assert submits(silent) == ["simulation.submit"]
-            assert {r["method"] for r in silent.received[1:]} == {"health"}
-            async with Database(databases.settings(AX3L_SNAKELAB_DB_NAME=lab.db_name)) as db:
-                (pending,) = await intents.pending_intents(db)
-            # SnakeLab had in fact accepted it (it answered too late):
-            candidate = SCHEMA.with_values(golden["config"], {"training.gamma": 0.955})
-            run_id = lab.insert_run(candidate, status="queued")
-            again = (await broker.single("gamma", 0.955, open_turn=False))["error"]
-            assert again["code"] == "handler_error" and run_id in again["message"]
-            assert "already has its accepted proposal" in again["message"]
-            later = await broker.single("gamma", 0.955)
-            assert later["code"] == "duplicate_config" and run_id in later["reason"]
-    finally:
-        await silent.close()
+    settle = {"AX3L_SNAKELAB_TIMEOUT": "0.3", "AX3L_SUBMIT_SETTLE_WAIT": "0.5"}
+    async with broker_on(silent, databases, lab, **settle) as broker:
+        reply = await broker.single("gamma", 0.955)
+        error = reply["error"]
+        assert error["code"] == "handler_error" and "state is unknown" in error["message"]
+        await asyncio.sleep(0)  # let the stand-in record what it got
+        assert submits(silent) == ["simulation.submit"]
+        assert {r["method"] for r in silent.received[1:]} == {"health"}
+        async with Database(databases.settings(AX3L_SNAKELAB_DB_NAME=lab.db_name)) as db:
+            (pending,) = await intents.pending_intents(db)
+        # SnakeLab had in fact accepted it (it answered too late):
+        candidate = SCHEMA.with_values(golden["config"], {"training.gamma": 0.955})
+        run_id = lab.insert_run(candidate, status="queued")
+        again = (await broker.single("gamma", 0.955, open_turn=False))["error"]
+        assert again["code"] == "handler_error" and run_id in again["message"]
+        assert "already has its accepted proposal" in again["message"]
+        later = await broker.single("gamma", 0.955)
+        assert later["code"] == "duplicate_config" and run_id in later["reason"]
     adopted = events(databases, "proposal_accepted", "simulation_submitted")
     assert [(e["name"], e["process_id"]) for e in adopted] == [
         ("proposal_accepted", run_id),
@@ -114,11 +106,8 @@ async def test_snakelab_refusing_the_config_is_an_invalid_value(databases, lab, 
             "error": {"code": "invalid_config", "message": "$.training: replay too small"},
         }
     )
-    try:
-        async with running_broker(databases, refusing.endpoint, lab.db_name) as broker:
-            reply = await broker.single("gamma", 0.944)
-    finally:
-        await refusing.close()
+    async with broker_on(refusing, databases, lab) as broker:
+        reply = await broker.single("gamma", 0.944)
     assert reply["code"] == "invalid_value" and "replay too small" in reply["reason"]
     rows = sql(databases, "SELECT state FROM submission_intents")
     assert rows == [("refused",)]
@@ -129,11 +118,8 @@ async def test_other_snakelab_errors_are_handler_errors(databases, lab, golden):
     refusing = ScriptedSnakeLab(
         reply={"status": "error", "error": {"code": "invalid_request", "message": "bad"}}
     )
-    try:
-        async with running_broker(databases, refusing.endpoint, lab.db_name) as broker:
-            reply = await broker.single("gamma", 0.943)
-    finally:
-        await refusing.close()
+    async with broker_on(refusing, databases, lab) as broker:
+        reply = await broker.single("gamma", 0.943)
     assert reply["error"]["code"] == "handler_error" and "not retried" in reply["error"]["message"]
     assert len(refusing.received) == 1
 

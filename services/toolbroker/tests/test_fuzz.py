@@ -7,7 +7,7 @@ import random
 import pytest
 import zmq
 import zmq.asyncio
-from broker_harness import SCHEMA, ScriptedSnakeLab, running_broker, write_golden
+from broker_harness import SCHEMA, ScriptedSnakeLab, broker_on, write_golden
 
 from ax3l.shared.wire import ToolEnvelope
 from ax3l.toolbroker.turn_gate import NOTHING_DONE
@@ -162,15 +162,12 @@ async def test_ten_thousand_hostile_messages_get_well_formed_errors(databases, l
             "payload": {"run_id": "legal-run", "state": "queued", "queue_position": 0},
         }
     )
-    try:
-        async with running_broker(databases, snakelab.endpoint, lab.db_name) as broker:
-            limit = broker.broker.settings.zmq_max_message_bytes
-            await broker.open_turn("gamma")
-            messages = hostile_messages(random.Random(20240229), golden, limit)
-            kinds = await _send_all(broker.endpoint, messages)
-            still_serving = await broker.single("gamma", 0.931)
-    finally:
-        await snakelab.close()
+    async with broker_on(snakelab, databases, lab) as broker:
+        limit = broker.broker.settings.zmq_max_message_bytes
+        await broker.open_turn("gamma")
+        messages = hostile_messages(random.Random(20240229), golden, limit)
+        kinds = await _send_all(broker.endpoint, messages)
+        still_serving = await broker.single("gamma", 0.931)
     assert len(kinds) == MESSAGES
     expected = {"invalid_request", "unknown_method", "invalid_value", "duplicate_config"}
     assert expected | {"refused_turn"} <= set(kinds)

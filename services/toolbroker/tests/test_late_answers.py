@@ -5,11 +5,10 @@ before it answers) and then answers late, or drops the submit unprocessed; ``hea
 at once, in order, as SnakeLab handles its requests one at a time.
 """
 
-import contextlib
 import time
 from typing import Any
 
-from broker_harness import events, running_broker, sql
+from broker_harness import broker_on, events, sql
 
 import ax3l.shared.intents as intents
 from ax3l.testing.zmq_peer import ScriptedPeer, ok, snakelab_reply
@@ -45,16 +44,6 @@ class LateLab(ScriptedPeer):
         )
 
 
-@contextlib.asynccontextmanager
-async def broker_before(late: LateLab, databases, lab):
-    """A broker whose SnakeLab is ``late``, closed (with ``late``) on exit."""
-    try:
-        async with running_broker(databases, late.endpoint, lab.db_name, **FAST) as broker:
-            yield broker
-    finally:
-        late.close()
-
-
 def intent_states(databases) -> list[str]:
     return [
         row[0] for row in sql(databases, "SELECT state FROM submission_intents ORDER BY intent_id")
@@ -65,7 +54,7 @@ async def test_a_run_answered_after_the_timeout_is_the_accepted_proposal(databas
     """SnakeLab stores the run and answers 1 s after the 0.3 s timeout: the reply accepts the
     proposal with that run (adopted, its two events once), and nothing is sent twice."""
     late = LateLab(lab, [1.0])
-    async with broker_before(late, databases, lab) as broker:
+    async with broker_on(late, databases, lab, **FAST) as broker:
         reply = await broker.single("gamma", 0.951)
     (run_id,) = late.run_ids
     assert reply == {"status": "ok", "run_id": run_id}
@@ -84,7 +73,7 @@ async def test_a_submit_snakelab_never_processed_is_closed_and_the_turn_stays_op
     """SnakeLab drops the submit and answers again at once: the reply says nothing was submitted,
     the intent is closed, and the next proposal of the same turn is accepted."""
     late = LateLab(lab, [None, 0.0])
-    async with broker_before(late, databases, lab) as broker:
+    async with broker_on(late, databases, lab, **FAST) as broker:
         first = await broker.single("gamma", 0.952)
         second = await broker.single("gamma", 0.953, open_turn=False)
     message = first["error"]["message"]
@@ -102,7 +91,7 @@ async def test_a_broker_held_up_past_the_send_window_sends_nothing(
     closes the intent unsent: the orchestrator may already have settled it as not created."""
     monkeypatch.setattr(intents, "SEND_WINDOW", 0.0)
     late = LateLab(lab, [0.0])
-    async with broker_before(late, databases, lab) as broker:
+    async with broker_on(late, databases, lab, **FAST) as broker:
         reply = await broker.single("gamma", 0.954)
     assert "the submission was not sent" in reply["error"]["message"]
     assert late.submits() == 0
