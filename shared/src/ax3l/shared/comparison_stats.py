@@ -206,11 +206,6 @@ def iqm_estimate(values: Sequence[float], **options: int) -> Estimate:
     return bootstrap(values, _iqm_rows, **options)
 
 
-def median_estimate(values: Sequence[float], **options: int) -> Estimate:
-    """The median of ``values`` with its bootstrap interval."""
-    return bootstrap(values, _median_rows, **options)
-
-
 @dataclass(frozen=True)
 class PairedDifference:
     """A against B over the repeats both have a verdict for (paired by repeat index)."""
@@ -233,7 +228,7 @@ def paired_difference(
     if not common:
         return None
     differences = [ours[i] - theirs[i] for i in common]
-    found = median_estimate(differences, **options)
+    found = bootstrap(differences, _median_rows, **options)
     wins = sum(1.0 if d > 0 else 0.5 if d == 0 else 0.0 for d in differences)
     return PairedDifference(
         a, b, len(common), found.value, found.low, found.high, wins / len(common)
@@ -355,9 +350,8 @@ def paired_table(
         p: {r.repeat: r.held_out_mean for r in repeats if r.held_out}
         for p, repeats in verdicts.items()
     }
-    found = []
-    for a, b in pairs:
-        pair = paired_difference(a, by_index.get(a, {}), b, by_index.get(b, {}))
-        if pair is not None:
-            found.append(pair)
-    return found
+    return [
+        pair
+        for a, b in pairs
+        if (pair := paired_difference(a, by_index.get(a, {}), b, by_index.get(b, {}))) is not None
+    ]

@@ -49,8 +49,6 @@ HOLE_GRACE = timedelta(minutes=15)
 # setups get near it); a warning is logged.
 MAX_HOLES = 10_000
 DEFAULT_BATCH = 2_000
-
-
 KEY_BITS = 64
 
 
@@ -82,10 +80,10 @@ class ConfigIndex:
         self.schema = schema
         self.batch_size = batch_size
         self._columns = schema.columns
-        self._contexts: dict[str, tuple[str, ...]] = {}
-        for item in registry.ENTRIES:
-            own = set(item.columns)
-            self._contexts[item.name] = tuple(c for c in self._columns if c not in own)
+        self._contexts = {
+            item.name: tuple(c for c in self._columns if c not in item.columns)
+            for item in registry.ENTRIES
+        }
         # The stored layout depends on the columns and on the registry (entry numbers and
         # their columns): a change of either rebuilds the index.
         layout = (
@@ -106,11 +104,8 @@ class ConfigIndex:
             return {column: self._number_text(config_or_flat[column]) for column in self._columns}
         texts = {}
         for leaf in self.schema.leaves:
-            node: Any = config_or_flat
-            for part in leaf.path.split("."):
-                node = node[part]
             # No coercion: a boolean or a string must not pass for a number here.
-            texts[leaf.column] = self._number_text(node)
+            texts[leaf.column] = self._number_text(self.schema.get(config_or_flat, leaf.path))
         return texts
 
     def _number_text(self, value: Any) -> str:
@@ -301,7 +296,7 @@ class ConfigIndex:
         for row in rows:
             sl_id = int(row["id"])
             try:
-                texts = self._row_texts(row)
+                texts = self._texts(row)
             except (TypeError, ValueError) as exc:
                 # SnakeLab's columns are NOT NULL numbers; a row that still is not one cannot
                 # equal any valid candidate, so leaving it out changes no answer.
@@ -326,9 +321,6 @@ class ConfigIndex:
         )
         return len(run_rows)
 
-    def _row_texts(self, row: Mapping[str, Any]) -> dict[str, str]:
-        return {column: self._number_text(row[column]) for column in self._columns}
-
     # -- lookups ------------------------------------------------------------------------------
 
     def _stored_rows_sql(self, index_join: str) -> str:
@@ -347,11 +339,11 @@ class ConfigIndex:
             (_key(wanted, self._columns),),
             doing="looking up a configuration",
         )
-        found = []
-        for row in sorted(rows, key=lambda r: int(r["id"])):
-            if self._equal(row, wanted, self._columns):
-                found.append(IndexedRun(int(row["id"]), str(row["run_id"]), row["status"]))
-        return found
+        return [
+            IndexedRun(int(row["id"]), str(row["run_id"]), row["status"])
+            for row in sorted(rows, key=lambda r: int(r["id"]))
+            if self._equal(row, wanted, self._columns)
+        ]
 
     async def find_runs(self, config: Mapping[str, Any]) -> list[str]:
         """Run ids of stored runs equal to ``config`` (any status or version, seed included)."""

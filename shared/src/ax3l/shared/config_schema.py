@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -221,10 +222,7 @@ class ConfigSchema:
         """The config as SnakeLab's flat columns (``model_hidden_size``...), in schema order."""
         flat: dict[str, int | float] = {}
         for leaf in self.leaves:
-            node: Any = config
-            for part in leaf.path.split("."):
-                node = node[part]
-            flat[leaf.column] = self.coerce(leaf, node)
+            flat[leaf.column] = self.coerce(leaf, self.get(config, leaf.path))
         return flat
 
     def unflatten(self, flat: dict[str, Any]) -> dict[str, Any]:
@@ -248,14 +246,13 @@ class ConfigSchema:
             except (TypeError, ValueError) as exc:
                 raise ConfigInvalid([f"$.{leaf.path}: {value!r} is not a number"]) from exc
         if leaf.type == "integer":
-            if isinstance(value, float):
-                if not value.is_integer():
-                    raise ConfigInvalid([f"$.{leaf.path}: {value} is not of type 'integer'"])
-                return int(value)
+            if isinstance(value, float) and not value.is_integer():
+                raise ConfigInvalid([f"$.{leaf.path}: {value} is not of type 'integer'"])
             return int(value)
         return float(value)
 
-    def get(self, config: dict[str, Any], path: str) -> Any:
+    def get(self, config: Mapping[str, Any], path: str) -> Any:
+        """The value at the dotted ``path`` of ``config`` (``KeyError`` when it has none)."""
         node: Any = config
         for part in path.split("."):
             node = node[part]

@@ -235,22 +235,13 @@ async def _write_events(
     submitted = SimulationSubmitted(
         run_id=run_id, config=intent.config, queue_position=queue_position, **marked, **sent_to
     )
-    proposal_id = await log.write(
-        cur,
-        proposal,
-        process_id=run_id,
-        parent_event_id=intent.request_event_id,
-        source_name=intent.source_name,
-        parameter=intent.entry,
-    )
-    submitted_id = await log.write(
-        cur,
-        submitted,
-        process_id=run_id,
-        parent_event_id=proposal_id,
-        source_name=intent.source_name,
-        parameter=intent.entry,
-    )
+    row: dict[str, Any] = {
+        "process_id": run_id,
+        "source_name": intent.source_name,
+        "parameter": intent.entry,
+    }
+    proposal_id = await log.write(cur, proposal, parent_event_id=intent.request_event_id, **row)
+    submitted_id = await log.write(cur, submitted, parent_event_id=proposal_id, **row)
     return proposal_id, submitted_id
 
 

@@ -25,9 +25,10 @@ Counters and histograms count since the process started (Prometheus' ``rate`` an
 from __future__ import annotations
 
 import asyncio
+import collections
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, get_args
 
 from fastapi import FastAPI, Request, Response
 from prometheus_client import (
@@ -40,12 +41,14 @@ from prometheus_client import (
 )
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ax3l.shared.wire import TERMINAL_STATES, RunState
+
 # Seconds: HTTP requests are fast; a step includes its run's training (minutes).
 HTTP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 STEP_BUCKETS = (0.1, 1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 3600.0, 14400.0)
 MODEL_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
 PING_TIMEOUT = 2.0
-RUN_STATES = ("queued", "running", "paused", "cancelling", "completed", "failed", "cancelled")
+RUN_STATES: tuple[str, ...] = get_args(RunState)
 
 HTTP_REQUEST_SECONDS = Histogram(
     "ax3l_http_request_seconds",
@@ -137,9 +140,6 @@ def add_metrics(app: FastAPI, service: str, refresh: Refresh | None = None) -> N
     app.add_middleware(RequestTimer, service=service)
 
 
-TERMINAL_STATES = frozenset({"completed", "failed", "cancelled"})
-
-
 class RunsByStatus:
     """``ax3l_snakelab_runs{status}``, counted incrementally: runs below the oldest run that is
     not terminal yet never change status again (SnakeLab appends runs and ends each once), so
@@ -170,11 +170,9 @@ class RunsByStatus:
                 for status, n in await self._counts(db, self.settled_through, settle_to):
                     self.settled[status] = self.settled.get(status, 0) + n
                 self.settled_through = settle_to
-        counts = dict.fromkeys(RUN_STATES, 0)
-        for status, n in self.settled.items():
-            counts[status] = counts.get(status, 0) + n
-        for status, n in await self._counts(db, self.settled_through, None):
-            counts[status] = counts.get(status, 0) + n
+        counts = collections.Counter(dict.fromkeys(RUN_STATES, 0))
+        counts.update(self.settled)
+        counts.update(dict(await self._counts(db, self.settled_through, None)))
         for status, n in counts.items():
             SNAKELAB_RUNS.labels(status).set(n)
 

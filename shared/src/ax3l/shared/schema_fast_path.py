@@ -83,13 +83,17 @@ def _keyword(key: str, value: Any, node: dict[str, Any]) -> Check | None:
 def _properties_keyword(_key: str, value: Any, _node: dict[str, Any]) -> Check | None:
     if not isinstance(value, dict):
         return None
-    properties: dict[str, Check] = {}
-    for name, sub in value.items():
-        compiled = compile_schema(sub)
-        if compiled is None:
-            return None
-        properties[name] = compiled
-    return _properties_check(properties)
+    compiled = {name: compile_schema(sub) for name, sub in value.items()}
+    items = tuple((name, sub) for name, sub in compiled.items() if sub is not None)
+    if len(items) != len(compiled):
+        return None
+
+    def check(instance: Any) -> bool:
+        if not isinstance(instance, dict):
+            return True
+        return all(name not in instance or sub(instance[name]) for name, sub in items)
+
+    return check
 
 
 def _required_keyword(_key: str, value: Any, _node: dict[str, Any]) -> Check | None:
@@ -108,16 +112,41 @@ def _additional_keyword(_key: str, value: Any, node: dict[str, Any]) -> Check | 
     return lambda instance: not isinstance(instance, dict) or allowed.issuperset(instance)
 
 
-def _bound_keyword(key: str, value: Any, _node: dict[str, Any]) -> Check | None:
-    if not _is_number(value) or not math.isfinite(value):
-        return None
-    return _bound_check(key, value)
+_COMPARE = {
+    "minimum": operator.le,
+    "maximum": operator.ge,
+    "exclusiveMinimum": operator.lt,
+    "exclusiveMaximum": operator.gt,
+}
 
 
-def _multiple_keyword(_key: str, value: Any, _node: dict[str, Any]) -> Check | None:
-    if not _is_number(value) or not math.isfinite(value) or value <= 0:
+def _bound_keyword(key: str, bound: Any, _node: dict[str, Any]) -> Check | None:
+    if not _is_number(bound) or not math.isfinite(bound):
         return None
-    return _multiple_check(value)
+    compare = _COMPARE[key]
+
+    def check(instance: Any) -> bool:
+        if _is_number(instance):
+            return bool(compare(bound, instance))
+        return _skipped_by_numeric_keywords(instance)
+
+    return check
+
+
+def _multiple_keyword(_key: str, divisor: Any, _node: dict[str, Any]) -> Check | None:
+    if not _is_number(divisor) or not math.isfinite(divisor) or divisor <= 0:
+        return None
+
+    # The same arithmetic as jsonschema's multipleOf; "not sure" where it would need fractions.
+    def check(instance: Any) -> bool:
+        if not _is_number(instance):
+            return _skipped_by_numeric_keywords(instance)
+        if type(divisor) is float:
+            quotient = instance / divisor
+            return math.isfinite(quotient) and int(quotient) == quotient
+        return bool(instance % divisor == 0)
+
+    return check
 
 
 def _const_keyword(_key: str, value: Any, _node: dict[str, Any]) -> Check | None:
@@ -133,9 +162,15 @@ def _enum_keyword(_key: str, value: Any, _node: dict[str, Any]) -> Check | None:
     return lambda instance: _is_number(instance) and any(instance == c for c in choices)
 
 
+_TYPES: dict[str, Check] = {
+    "object": lambda instance: isinstance(instance, dict),
+    "integer": _is_integer,
+    "number": _is_number,
+}
+
 # Each keyword the fast path compiles; any other keyword (None) sends the schema to jsonschema.
 _KEYWORDS: dict[str, Callable[[str, Any, dict[str, Any]], Check | None]] = {
-    "type": lambda _key, value, _node: _type_check(value),
+    "type": lambda _key, kind, _node: _TYPES.get(kind) if isinstance(kind, str) else None,
     "properties": _properties_keyword,
     "required": _required_keyword,
     "additionalProperties": _additional_keyword,
@@ -147,53 +182,3 @@ _KEYWORDS: dict[str, Callable[[str, Any, dict[str, Any]], Check | None]] = {
     "const": _const_keyword,
     "enum": _enum_keyword,
 }
-
-
-def _type_check(kind: Any) -> Check | None:
-    if kind == "object":
-        return lambda instance: isinstance(instance, dict)
-    if kind == "integer":
-        return _is_integer
-    if kind == "number":
-        return _is_number
-    return None
-
-
-def _properties_check(properties: dict[str, Check]) -> Check:
-    items = tuple(properties.items())
-
-    def check(instance: Any) -> bool:
-        if not isinstance(instance, dict):
-            return True
-        return all(name not in instance or sub(instance[name]) for name, sub in items)
-
-    return check
-
-
-def _bound_check(key: str, bound: float) -> Check:
-    compare = {
-        "minimum": operator.le,
-        "maximum": operator.ge,
-        "exclusiveMinimum": operator.lt,
-        "exclusiveMaximum": operator.gt,
-    }[key]
-
-    def check(instance: Any) -> bool:
-        if _is_number(instance):
-            return bool(compare(bound, instance))
-        return _skipped_by_numeric_keywords(instance)
-
-    return check
-
-
-def _multiple_check(divisor: float) -> Check:
-    # The same arithmetic as jsonschema's multipleOf; "not sure" where it would need fractions.
-    def check(instance: Any) -> bool:
-        if not _is_number(instance):
-            return _skipped_by_numeric_keywords(instance)
-        if type(divisor) is float:
-            quotient = instance / divisor
-            return math.isfinite(quotient) and int(quotient) == quotient
-        return bool(instance % divisor == 0)
-
-    return check

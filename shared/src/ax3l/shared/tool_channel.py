@@ -158,8 +158,7 @@ class ZMQClient:
 
     async def request(self, message: ZMQMsg) -> ZMQMsg:
         """Send ``message`` and return the validated reply envelope."""
-        reply = ZMQMsg.from_bytes(await self.exchange(message.to_bytes()))
-        return reply
+        return ZMQMsg.from_bytes(await self.exchange(message.to_bytes()))
 
     async def call(self, method: str, payload: dict[str, Any]) -> dict[str, Any]:
         """Send an MCP-child request and return the reply's payload."""

@@ -45,8 +45,6 @@ class StrictModel(BaseModel):
 
 # -- tool channel ----------------------------------------------------------------------------
 
-TOOL_METHODS = ("submit_single_value", "submit_pair_values")
-
 
 class ToolEnvelope(StrictModel):
     """One message on the tool channel, request or reply."""
@@ -69,22 +67,6 @@ class SubmitPairValuesPayload(StrictModel):
     value_2: FiniteNumber
 
 
-class ToolAccepted(StrictModel):
-    status: Literal["ok"] = "ok"
-    run_id: StrictStr
-
-
-RejectionCode = Literal["invalid_value", "duplicate_config"]
-
-
-class ToolRejected(StrictModel):
-    status: Literal["rejected"] = "rejected"
-    code: RejectionCode
-    reason: StrictStr
-    prompt: StrictStr
-    source_name: StrictStr
-
-
 ToolErrorCode = Literal["invalid_request", "unknown_method", "handler_error"]
 
 
@@ -101,15 +83,6 @@ class ToolError(StrictModel):
 
 # -- SnakeLab control socket ------------------------------------------------------------------
 
-SNAKELAB_METHODS = (
-    "health",
-    "simulation.submit",
-    "simulation.status",
-    "simulation.active",
-    "simulation.pause",
-    "simulation.resume",
-    "simulation.cancel",
-)
 SnakeLabErrorCode = Literal[
     "invalid_request",
     "unsupported_protocol",

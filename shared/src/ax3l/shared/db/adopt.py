@@ -19,7 +19,7 @@ the command again after an adoption only reports it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ax3l.shared.config_schema import ConfigInvalid, ConfigSchema
@@ -120,13 +120,10 @@ async def own_experiment_started(db: Database) -> str | None:
     )
     if row is not None:
         return f"Ax3l's database has a {row['name']} event"
-    if "submission_intents" not in present:
-        return None
-    intent = await db.fetchone(
+    if "submission_intents" in present and await db.fetchone(
         "SELECT intent_id FROM submission_intents LIMIT 1",
         doing="looking for Ax3l's submission intents",
-    )
-    if intent is not None:
+    ):
         return "Ax3l's database has submission intents"
     return None
 
@@ -309,10 +306,8 @@ async def adopt(db: Database, schema: ConfigSchema, log: EventLog) -> Adoption:
         await cur.execute(
             "SELECT event_id FROM events WHERE name = 'golden_config_created' LIMIT 1 FOR UPDATE"
         )
-        if await cur.fetchone() is not None:
-            raced = True
-        else:
-            raced = False
+        raced = await cur.fetchone() is not None
+        if not raced:
             simulations = await count_simulations_in(db, cur)
             content = GoldenConfigCreated(
                 run_id=chosen.run_id,
@@ -341,17 +336,7 @@ async def adopt(db: Database, schema: ConfigSchema, log: EventLog) -> Adoption:
         if done is None:
             raise AdoptionRefused("another process wrote a golden configuration meanwhile")
         return done
-    return Adoption(
-        runs=chosen.runs,
-        seeds=chosen.seeds,
-        run_id=chosen.run_id,
-        position=chosen.position,
-        high_score=chosen.high_score,
-        seed=chosen.seed,
-        config=chosen.config,
-        event_id=event_id,
-        simulations=simulations,
-    )
+    return replace(chosen, event_id=event_id, simulations=simulations)
 
 
 async def run(settings: Settings, schema: ConfigSchema, dry_run: bool) -> Adoption:

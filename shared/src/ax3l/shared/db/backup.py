@@ -33,6 +33,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -47,6 +48,7 @@ import pymysql
 from pydantic import SecretStr
 
 from ax3l.shared.db import upgrades
+from ax3l.shared.db.cli import login_arguments
 from ax3l.shared.db.database import quote_identifier
 from ax3l.shared.db.errors import DatabaseError, DatabaseMisconfigured, translate
 from ax3l.shared.settings import Settings, setting
@@ -182,16 +184,8 @@ def tool_environment() -> dict[str, str]:
 def admin_connection(settings: BackupSettings, database: str | None = None) -> Any:
     user, password = admin_login(settings)
     try:
-        return pymysql.connect(
-            host=settings.db_host,
-            port=settings.db_port,
-            user=user,
-            password=password,
-            database=database,
-            charset="utf8mb4",
-            autocommit=True,
-            connect_timeout=10,
-        )
+        login = login_arguments(settings) | {"user": user, "password": password}
+        return pymysql.connect(**login, database=database, connect_timeout=10)
     except pymysql.err.MySQLError as exc:
         raise translate(
             exc, f"connecting to {settings.db_host}:{settings.db_port} as the admin login"
@@ -204,12 +198,7 @@ def database_exists(cur: Any, name: str) -> bool:
 
 
 def schema_revision(cur: Any, database: str) -> str | None:
-    cur.execute(
-        "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = %s"
-        " AND table_name = %s",
-        (database, upgrades.VERSION_TABLE),
-    )
-    if not cur.fetchone()[0]:
+    if upgrades.VERSION_TABLE not in tables_of(cur, database):
         return None
     cur.execute(f"SELECT version_num FROM {quote_identifier(database)}.{upgrades.VERSION_TABLE}")
     row = cur.fetchone()
@@ -372,14 +361,8 @@ BOOKKEEPING = frozenset({"ax3l_meta", upgrades.VERSION_TABLE})
 
 def rows_present(cur: Any, database: str) -> list[str]:
     """The tables of ``database`` but the bookkeeping ones that hold at least one row."""
-    cur.execute(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = %s"
-        " AND table_type = 'BASE TABLE' ORDER BY table_name",
-        (database,),
-    )
-    tables = [str(row[0]) for row in cur.fetchall()]
     found = []
-    for table in tables:
+    for table in tables_of(cur, database, base_only=True):
         if table in BOOKKEEPING:
             continue
         cur.execute(f"SELECT 1 FROM {quote_identifier(database)}.{quote_identifier(table)} LIMIT 1")
@@ -388,10 +371,12 @@ def rows_present(cur: Any, database: str) -> list[str]:
     return found
 
 
-def tables_of(cur: Any, database: str) -> list[str]:
+def tables_of(cur: Any, database: str, base_only: bool = False) -> list[str]:
+    """The tables of ``database`` by name (``base_only``: not its views)."""
     cur.execute(
         "SELECT table_name FROM information_schema.tables WHERE table_schema = %s"
-        " ORDER BY table_name",
+        + (" AND table_type = 'BASE TABLE'" if base_only else "")
+        + " ORDER BY table_name",
         (database,),
     )
     return [str(row[0]) for row in cur.fetchall()]
@@ -545,8 +530,6 @@ def count(cur: Any, database: str, table: str) -> int:
 
 
 def backup_command(target: Path) -> int:
-    import sys
-
     try:
         settings = BackupSettings()
         manifest = backup(settings, target)
@@ -562,8 +545,6 @@ def backup_command(target: Path) -> int:
 
 
 def restore_command(source: Path, replace: bool) -> int:
-    import sys
-
     try:
         settings = BackupSettings()
         done = restore(settings, source, replace)

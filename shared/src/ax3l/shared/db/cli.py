@@ -182,38 +182,21 @@ def reset_events(settings: Settings, recreate: bool = False) -> str:
                 # Refused before anything is deleted: the reset would end in that refusal, or
                 # (recreating) stamp the newest revision over tables no revision brought there.
                 upgrades.require_current(revision, settings.db_name)
-            if recreate:
-                for table in tables.EXPERIMENT_TABLES:
-                    if table in present:
-                        cur.execute(f"DROP TABLE {table}")
-                if "ax3l_meta" in present:
-                    cur.execute("DELETE FROM ax3l_meta")
-            else:
-                for table in tables.EXPERIMENT_TABLES:
-                    if table in present:
-                        cur.execute(f"DELETE FROM {table}")
-            for hook in RESET_HOOKS:
-                hook(cur, present)
+            for table in tables.EXPERIMENT_TABLES:
+                if table in present:
+                    cur.execute(f"{'DROP TABLE' if recreate else 'DELETE FROM'} {table}")
+            if recreate and "ax3l_meta" in present:
+                cur.execute("DELETE FROM ax3l_meta")
+            # Intents point at golden events that this reset deletes: adopting one later would
+            # log a proposal against a history that no longer exists.
+            if "submission_intents" in present:
+                cur.execute("DELETE FROM submission_intents")
     except pymysql.err.MySQLError as exc:
         raise translate(exc, "resetting events") from exc
     finally:
         conn.close()
     summary = ensure_schema(settings)
     return f"experiment events deleted; {summary}"
-
-
-# Services whose own tables hold experiment state register a cleanup here.
-RESET_HOOKS: list[Any] = []
-
-
-def _forget_submission_intents(cur: Any, present: set[str]) -> None:
-    # Intents point at golden events that this reset deletes: adopting one later would log a
-    # proposal against a history that no longer exists.
-    if "submission_intents" in present:
-        cur.execute("DELETE FROM submission_intents")
-
-
-RESET_HOOKS.append(_forget_submission_intents)
 
 
 def adopt_command(settings: Settings, dry_run: bool) -> int:
@@ -240,11 +223,6 @@ def adopt_command(settings: Settings, dry_run: bool) -> int:
     else:
         print(f"Adopted: golden_config_created event {adoption.event_id}.")
     return 0
-
-
-REPORTS_USER_ENV = "AX3L_REPORTS_DB_USER"
-REPORTS_PASSWORD_ENV = "AX3L_REPORTS_DB_PASSWORD"
-DEFAULT_REPORTS_USER = "ax3l_reports"
 
 
 def _sql_string(text: str) -> str:
@@ -276,9 +254,6 @@ def reports_grants(
     return statements
 
 
-SEATS_USER_ENV = "AX3L_SEATS_DB_USER"
-SEATS_PASSWORD_ENV = "AX3L_SEATS_DB_PASSWORD"
-DEFAULT_SEATS_USER = "ax3l_seats"
 # What the seats' endpoint process may do in Ax3l's database, table by table: read the seats'
 # token hashes, insert its events (an event's row and its message). In SnakeLab's: SELECT.
 SEATS_TABLE_GRANTS = (("SELECT", "seats"), ("INSERT", "events"), ("INSERT", "event_messages"))
@@ -345,17 +320,17 @@ class Login(NamedTuple):
 
 LOGINS = {
     "grant-reports": Login(
-        REPORTS_USER_ENV,
-        DEFAULT_REPORTS_USER,
-        REPORTS_PASSWORD_ENV,
+        "AX3L_REPORTS_DB_USER",
+        "ax3l_reports",
+        "AX3L_REPORTS_DB_PASSWORD",
         reports_grants,
         "print the SQL that creates the report server's SELECT-only user (run it as an"
         " administrator, e.g. `ax3l-db grant-reports | mysql -uroot -p`)",
     ),
     "grant-seats": Login(
-        SEATS_USER_ENV,
-        DEFAULT_SEATS_USER,
-        SEATS_PASSWORD_ENV,
+        "AX3L_SEATS_DB_USER",
+        "ax3l_seats",
+        "AX3L_SEATS_DB_PASSWORD",
         seats_grants,
         "print the SQL that creates the seats' endpoint's user (SELECT on seats and on"
         " SnakeLab's tables, INSERT on events; run it as an administrator after `ax3l-db"

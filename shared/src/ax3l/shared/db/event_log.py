@@ -138,9 +138,8 @@ class EventLog:
         """Write one event (its model, or a name and content) in its own transaction; returns
         its id."""
         name, content = _named(event, content)
-        fields.setdefault("ax3l_version", self.ax3l_version)
         async with self.db.transaction(f"logging event {name}") as cur:
-            return await write_event(cur, name, content, **fields)
+            return await self.write(cur, name, content, **fields)
 
     async def write(
         self, cur: Any, event: EventContent | str, content: Any = None, **fields: Any
