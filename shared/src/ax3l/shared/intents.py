@@ -48,7 +48,7 @@ from typing import Any
 
 from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema
-from ax3l.shared.db.database import Database
+from ax3l.shared.db.database import Database, placeholders
 from ax3l.shared.db.event_log import EventLog, to_content
 from ax3l.shared.event_models import ProposalAccepted, SimulationSubmitted
 from ax3l.shared.snakelab_client import (
@@ -307,9 +307,8 @@ async def _close_pending(db: Database, intent_id: int, state: str, doing: str) -
 async def _claimed(db: Database, run_ids: list[str]) -> set[str]:
     if not run_ids:
         return set()
-    marks = ", ".join(["%s"] * len(run_ids))
     rows = await db.fetchall(
-        f"SELECT run_id FROM submission_intents WHERE run_id IN ({marks})",
+        f"SELECT run_id FROM submission_intents WHERE run_id IN ({placeholders(run_ids)})",
         run_ids,
         doing="checking adopted runs",
     )

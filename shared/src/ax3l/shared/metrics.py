@@ -41,6 +41,7 @@ from prometheus_client import (
 )
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ax3l.shared.db.database import placeholders
 from ax3l.shared.wire import TERMINAL_STATES, RunState
 
 # Seconds: HTTP requests are fast; a step includes its run's training (minutes).
@@ -152,9 +153,9 @@ class RunsByStatus:
 
     async def refresh(self, db: Any) -> None:
         runs = db.sl("simulation_runs")
-        ended = ", ".join(["%s"] * len(TERMINAL_STATES))
         row = await db.fetchone(
-            f"SELECT MAX(id) AS newest, MIN(CASE WHEN status NOT IN ({ended}) THEN id END)"
+            "SELECT MAX(id) AS newest,"
+            f" MIN(CASE WHEN status NOT IN ({placeholders(TERMINAL_STATES)}) THEN id END)"
             f" AS open FROM {runs} WHERE id > %s",
             (*sorted(TERMINAL_STATES), self.settled_through),
             doing="counting runs",

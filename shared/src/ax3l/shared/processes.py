@@ -244,8 +244,7 @@ class ManagedProcess:
     def kill(self) -> None:
         """SIGKILL (its whole group with ``new_session``), as in a crash."""
         if self.new_session:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.popen.pid, signal.SIGKILL)
+            signal_group(self.popen.pid, signal.SIGKILL)
         elif self.alive():
             self.popen.send_signal(signal.SIGKILL)
         if self.popen.poll() is None:

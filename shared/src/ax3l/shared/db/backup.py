@@ -49,7 +49,7 @@ from pydantic import SecretStr
 
 from ax3l.shared.db import upgrades
 from ax3l.shared.db.cli import login_arguments
-from ax3l.shared.db.database import quote_identifier
+from ax3l.shared.db.database import placeholders, quote_identifier
 from ax3l.shared.db.errors import DatabaseError, DatabaseMisconfigured, translate
 from ax3l.shared.settings import Settings, setting
 
@@ -228,16 +228,12 @@ def backup(settings: BackupSettings, target: Path) -> Manifest:
     if not target.parent.is_dir():
         raise BackupError(f"{target.parent} is not a directory")
     dump_tool = tool("mariadb-dump", "mysqldump")
-    conn = admin_connection(settings)
-    try:
-        with conn.cursor() as cur:
-            for name in (settings.db_name, settings.snakelab_db_name):
-                if not database_exists(cur, name):
-                    where = f"{settings.db_host}:{settings.db_port}"
-                    raise BackupError(f"database {name} does not exist on {where}")
-            revision = schema_revision(cur, settings.db_name)
-    finally:
-        conn.close()
+    with contextlib.closing(admin_connection(settings)) as conn, conn.cursor() as cur:
+        for name in (settings.db_name, settings.snakelab_db_name):
+            if not database_exists(cur, name):
+                where = f"{settings.db_host}:{settings.db_port}"
+                raise BackupError(f"database {name} does not exist on {where}")
+        revision = schema_revision(cur, settings.db_name)
     partial = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
     try:
         began = time.monotonic()
@@ -322,7 +318,7 @@ def running_stack(cur: Any, settings: Settings, databases: tuple[str, ...]) -> l
     reasons = []
     cur.execute(
         "SELECT user, db, COUNT(*) FROM information_schema.processlist"
-        f" WHERE id <> CONNECTION_ID() AND db IN ({', '.join(['%s'] * len(databases))})"
+        f" WHERE id <> CONNECTION_ID() AND db IN ({placeholders(databases)})"
         " GROUP BY user, db ORDER BY db, user",
         databases,
     )
@@ -453,12 +449,11 @@ def restore(settings: BackupSettings, source: Path, replace: bool = False) -> Re
     if targets[0] == targets[1]:
         raise BackupError("AX3L_DB_NAME and AX3L_SNAKELAB_DB_NAME must name two databases")
     began = time.monotonic()
-    conn = admin_connection(settings)
     token = secrets.token_hex(4)
     staging = (f"{STAGING_PREFIX}{token}_ax3l", f"{STAGING_PREFIX}{token}_snakelab")
     trash = f"{STAGING_PREFIX}{token}_old"
     try:
-        with conn.cursor() as cur:
+        with contextlib.closing(admin_connection(settings)) as conn, conn.cursor() as cur:
             refuse_running(cur, settings, targets)
             occupied = {name: rows_present(cur, name) for name in targets}
             occupied = {name: tables for name, tables in occupied.items() if tables}
@@ -503,8 +498,6 @@ def restore(settings: BackupSettings, source: Path, replace: bool = False) -> Re
             revision = schema_revision(cur, targets[0])
     except pymysql.err.MySQLError as exc:
         raise translate(exc, "restoring the backup") from exc
-    finally:
-        conn.close()
     seconds = time.monotonic() - began
     return Restored(manifest, events, runs, bool(occupied), seconds, revision, tuple(created))
 

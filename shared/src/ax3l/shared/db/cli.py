@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -47,6 +48,18 @@ def connect(settings: Settings) -> Any:
         raise translate(
             exc, f"connecting to {settings.db_host}:{settings.db_port}/{settings.db_name}"
         ) from exc
+
+
+@contextlib.contextmanager
+def _cursor(settings: Settings, doing: str) -> Iterator[Any]:
+    """A cursor on a connection of its own (``connect``), closed afterwards; a driver error
+    while ``doing`` comes out as a domain error."""
+    with contextlib.closing(connect(settings)) as conn:
+        try:
+            with conn.cursor() as cur:
+                yield cur
+        except pymysql.err.MySQLError as exc:
+            raise translate(exc, doing) from exc
 
 
 def _existing_tables(cur: Any) -> set[str]:
@@ -92,18 +105,15 @@ def ensure_schema(settings: Settings) -> str:
     """Create what is missing at this Ax3l's schema revision; refuse a database at another one
     (``upgrades.SchemaBehind`` names ``ax3l-db upgrade``); returns a summary. A configured
     seats' endpoint user (``AX3L_SEATS_DB_USER``) gets its grants on the tables then."""
-    conn = connect(settings)
-    try:
-        with conn.cursor() as cur, upgrades.schema_lock(cur, lock_wait(settings)):
-            present = _existing_tables(cur)
-            revision = upgrades.stored_revision(cur, present)
-            if revision is not None:
-                upgrades.require_current(revision, settings.db_name)
-            summary = _create_missing(cur, settings, present, stamp=revision is None)
-    except pymysql.err.MySQLError as exc:
-        raise translate(exc, "creating the schema") from exc
-    finally:
-        conn.close()
+    with (
+        _cursor(settings, "creating the schema") as cur,
+        upgrades.schema_lock(cur, lock_wait(settings)),
+    ):
+        present = _existing_tables(cur)
+        revision = upgrades.stored_revision(cur, present)
+        if revision is not None:
+            upgrades.require_current(revision, settings.db_name)
+        summary = _create_missing(cur, settings, present, stamp=revision is None)
     granted = grant_seats_tables(settings)
     return summary if granted is None else f"{summary}; {granted}"
 
@@ -147,22 +157,19 @@ def _create_missing(cur: Any, settings: Settings, present: set[str], stamp: bool
 
 def upgrade_schema(settings: Settings) -> str:
     """``ax3l-db upgrade``: apply the pending revisions, then create what is missing."""
-    conn = connect(settings)
-    try:
-        with conn.cursor() as cur, upgrades.schema_lock(cur, lock_wait(settings)):
-            present = _existing_tables(cur)
-            revision = upgrades.stored_revision(cur, present)
-            if revision is None:
-                return _create_missing(cur, settings, present, stamp=True)
-            versioned = revision if upgrades.VERSION_TABLE in present else None
-            if revision not in upgrades.revisions():
-                upgrades.require_current(revision, settings.db_name)
-            done = upgrades.upgrade(settings, versioned)
-            summary = _create_missing(cur, settings, _existing_tables(cur), stamp=False)
-    except pymysql.err.MySQLError as exc:
-        raise translate(exc, "upgrading the schema") from exc
-    finally:
-        conn.close()
+    with (
+        _cursor(settings, "upgrading the schema") as cur,
+        upgrades.schema_lock(cur, lock_wait(settings)),
+    ):
+        present = _existing_tables(cur)
+        revision = upgrades.stored_revision(cur, present)
+        if revision is None:
+            return _create_missing(cur, settings, present, stamp=True)
+        versioned = revision if upgrades.VERSION_TABLE in present else None
+        if revision not in upgrades.revisions():
+            upgrades.require_current(revision, settings.db_name)
+        done = upgrades.upgrade(settings, versioned)
+        summary = _create_missing(cur, settings, _existing_tables(cur), stamp=False)
     if not done.applied:
         return summary
     return (
@@ -173,28 +180,22 @@ def upgrade_schema(settings: Settings) -> str:
 
 def reset_events(settings: Settings, recreate: bool = False) -> str:
     """Delete every experiment event and its score snapshot (or drop and recreate the tables)."""
-    conn = connect(settings)
-    try:
-        with conn.cursor() as cur:
-            present = _existing_tables(cur)
-            revision = upgrades.stored_revision(cur, present)
-            if revision is not None:
-                # Refused before anything is deleted: the reset would end in that refusal, or
-                # (recreating) stamp the newest revision over tables no revision brought there.
-                upgrades.require_current(revision, settings.db_name)
-            for table in tables.EXPERIMENT_TABLES:
-                if table in present:
-                    cur.execute(f"{'DROP TABLE' if recreate else 'DELETE FROM'} {table}")
-            if recreate and "ax3l_meta" in present:
-                cur.execute("DELETE FROM ax3l_meta")
-            # Intents point at golden events that this reset deletes: adopting one later would
-            # log a proposal against a history that no longer exists.
-            if "submission_intents" in present:
-                cur.execute("DELETE FROM submission_intents")
-    except pymysql.err.MySQLError as exc:
-        raise translate(exc, "resetting events") from exc
-    finally:
-        conn.close()
+    with _cursor(settings, "resetting events") as cur:
+        present = _existing_tables(cur)
+        revision = upgrades.stored_revision(cur, present)
+        if revision is not None:
+            # Refused before anything is deleted: the reset would end in that refusal, or
+            # (recreating) stamp the newest revision over tables no revision brought there.
+            upgrades.require_current(revision, settings.db_name)
+        for table in tables.EXPERIMENT_TABLES:
+            if table in present:
+                cur.execute(f"{'DROP TABLE' if recreate else 'DELETE FROM'} {table}")
+        if recreate and "ax3l_meta" in present:
+            cur.execute("DELETE FROM ax3l_meta")
+        # Intents point at golden events that this reset deletes: adopting one later would
+        # log a proposal against a history that no longer exists.
+        if "submission_intents" in present:
+            cur.execute("DELETE FROM submission_intents")
     summary = ensure_schema(settings)
     return f"experiment events deleted; {summary}"
 
@@ -292,9 +293,8 @@ def grant_seats_tables(settings: Settings) -> str | None:
     user = settings.seats_db_user
     if not user:
         return None
-    conn = connect(settings)
     try:
-        with conn.cursor() as cur:
+        with contextlib.closing(connect(settings)) as conn, conn.cursor() as cur:
             for statement in seats_table_grants(settings, user):
                 cur.execute(statement)
     except pymysql.err.MySQLError as exc:
@@ -302,8 +302,6 @@ def grant_seats_tables(settings: Settings) -> str | None:
             f"the seats' endpoint user {user} could not be granted its tables ({exc.args[-1]});"
             " run `ax3l-db grant-seats | mariadb -uroot -p` as an administrator"
         )
-    finally:
-        conn.close()
     return f"the seats' endpoint user {user} may read seats and insert events"
 
 

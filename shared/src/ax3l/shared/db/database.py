@@ -16,7 +16,7 @@ import logging
 import math
 import re
 import weakref
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Sized
 from typing import Any, TypeVar
 
 import aiomysql
@@ -55,6 +55,11 @@ def quote_identifier(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def placeholders(values: Sized) -> str:
+    """``%s, %s, ...``: one parameter marker per value, for ``IN (...)``."""
+    return ", ".join(["%s"] * len(values))
+
+
 def session_limits(server_info: str, query_timeout: float) -> str:
     """The ``SET SESSION`` statement that bounds every statement on a connection."""
     lock_wait = max(1, math.ceil(query_timeout))
@@ -78,24 +83,18 @@ class _TimedCursor:
         self._doing = doing
         self.wrote = False  # a statement other than a read ran
 
-    def _note(self, sql: str) -> None:
-        if not self.wrote and not _READ_ONLY.match(sql):
-            self.wrote = True
-
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cursor, name)
 
     async def execute(self, sql: str, args: Any = None) -> Any:
-        self._note(sql)
-        return await _bounded(
-            self._cursor.execute(sql, args), self._conn, self._deadline, self._doing
-        )
+        return await self._run(self._cursor.execute, sql, args)
 
     async def executemany(self, sql: str, args: Any) -> Any:
-        self._note(sql)
-        return await _bounded(
-            self._cursor.executemany(sql, args), self._conn, self._deadline, self._doing
-        )
+        return await self._run(self._cursor.executemany, sql, args)
+
+    async def _run(self, method: Any, sql: str, args: Any) -> Any:
+        self.wrote = self.wrote or not _READ_ONLY.match(sql)
+        return await _bounded(method(sql, args), self._conn, self._deadline, self._doing)
 
 
 async def _bounded(awaitable: Awaitable[T], conn: Any, deadline: float, doing: str) -> T:

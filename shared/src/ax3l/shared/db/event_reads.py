@@ -15,6 +15,7 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any, Generic, TypedDict, TypeVar, Unpack, overload
 
+from ax3l.shared.db.database import placeholders
 from ax3l.shared.event_models import EventContent, read_content
 
 C = TypeVar("C", bound=EventContent)
@@ -104,11 +105,11 @@ async def latest(source: Any, names: type[C] | Names, **filters: Any) -> StoredE
 
 def _where(names: Names, filters: dict[str, Any]) -> tuple[str, list[Any]]:
     wanted = event_names(names)
-    where = [f"e.name IN ({', '.join(['%s'] * len(wanted))})"]
+    where = [f"e.name IN ({placeholders(wanted)})"]
     args: list[Any] = list(wanted)
     process_ids = filters.pop("process_ids", None)
     if process_ids is not None:
-        where.append(f"e.process_id IN ({', '.join(['%s'] * len(process_ids)) or 'NULL'})")
+        where.append(f"e.process_id IN ({placeholders(process_ids) or 'NULL'})")
         args.extend(process_ids)
     for key, value in filters.items():
         if value is not None:

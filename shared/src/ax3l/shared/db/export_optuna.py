@@ -26,13 +26,13 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ax3l.shared.config_schema import ConfigSchema, cached_schema
-from ax3l.shared.db.database import quote_identifier
+from ax3l.shared.db.database import placeholders, quote_identifier
 from ax3l.shared.registry import ENTRIES, leaf_domain
 from ax3l.shared.settings import Settings
 
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 BULK_CHUNK = 5000  # trials per transaction of the export
 TUNED_PATHS: tuple[str, ...] = tuple(path for item in ENTRIES for path in item.paths)
 FINISHED_STATES = ("completed", "failed", "cancelled")
+_FINISHED = placeholders(FINISHED_STATES)
 # The events that tell who produced a run and which runs became golden.
 _PROVENANCE_EVENTS = ("proposal_accepted", "simulation_submitted", "golden_config_created")
 
@@ -105,25 +106,21 @@ def distributions(schema: ConfigSchema) -> dict[str, BaseDistribution]:
         elif leaf.minimum is None or leaf.maximum is None:
             raise ExportError(f"{path} has no minimum or maximum in the schema")
         else:
-            step_value = leaf.multiple_of
-            found[path] = FloatDistribution(
-                float(leaf.minimum),
-                float(leaf.maximum),
-                step=None if step_value is None else float(step_value),
-            )
+            grid = None if leaf.multiple_of is None else float(leaf.multiple_of)
+            found[path] = FloatDistribution(float(leaf.minimum), float(leaf.maximum), step=grid)
     return found
 
 
 def provenance(conn: Any) -> tuple[dict[str, Provenance], set[str]]:
     """Each run's proposer and entry, and the runs that became golden, from Ax3l's events."""
-    marks = ", ".join(["%s"] * len(_PROVENANCE_EVENTS))
     made: dict[str, Provenance] = {}
     retries: dict[str, str] = {}
     golden: set[str] = set()
     with conn.cursor() as cur:
         cur.execute(
             "SELECT e.name, m.content FROM events e JOIN event_messages m"
-            f" ON m.event_id = e.event_id WHERE e.name IN ({marks}) ORDER BY e.event_id",
+            f" ON m.event_id = e.event_id WHERE e.name IN ({placeholders(_PROVENANCE_EVENTS)})"
+            " ORDER BY e.event_id",
             _PROVENANCE_EVENTS,
         )
         for name, text in cur.fetchall():
@@ -161,13 +158,12 @@ def finished_runs(conn: Any, settings: Settings, schema: ConfigSchema) -> Iterat
     snakelab = quote_identifier(settings.snakelab_db_name)
     columns = [schema.by_path[path].column for path in TUNED_PATHS]
     picked = ", ".join(f"c.{quote_identifier(column)}" for column in columns)
-    marks = ", ".join(["%s"] * len(FINISHED_STATES))
     with conn.cursor() as cur:
         cur.execute(
             "SELECT r.id, r.run_id, r.status, r.high_score, r.created_at, r.started_at,"
             f" r.completed_at, c.seed, {picked}"
             f" FROM {snakelab}.simulation_runs r JOIN {snakelab}.configurations c"
-            f" ON c.run_id = r.run_id WHERE r.status IN ({marks}) ORDER BY r.id",
+            f" ON c.run_id = r.run_id WHERE r.status IN ({_FINISHED}) ORDER BY r.id",
             FINISHED_STATES,
         )
         names = [d[0] for d in cur.description]
@@ -177,10 +173,9 @@ def finished_runs(conn: Any, settings: Settings, schema: ConfigSchema) -> Iterat
 
 def count_unfinished(conn: Any, settings: Settings) -> int:
     snakelab = quote_identifier(settings.snakelab_db_name)
-    marks = ", ".join(["%s"] * len(FINISHED_STATES))
     with conn.cursor() as cur:
         cur.execute(
-            f"SELECT COUNT(*) FROM {snakelab}.simulation_runs WHERE status NOT IN ({marks})",
+            f"SELECT COUNT(*) FROM {snakelab}.simulation_runs WHERE status NOT IN ({_FINISHED})",
             FINISHED_STATES,
         )
         return int(cur.fetchone()[0])
@@ -198,8 +193,8 @@ def trial_of(
     params: dict[str, Any] = {}
     outside: list[str] = []
     for path in TUNED_PATHS:
-        raw = row[schema.by_path[path].column]
-        value = _param_value(raw, schema.by_path[path].type)
+        leaf = schema.by_path[path]
+        value = _param_value(row[leaf.column], leaf.type)
         dist = dists[path]
         if value is None or not dist._contains(dist.to_internal_repr(value)):
             outside.append(path)
@@ -353,7 +348,8 @@ def exported_run_ids(study: Any) -> set[str]:
     optuna = _optuna()
     backend = getattr(study._storage, "_backend", study._storage)
     if not isinstance(backend, optuna.storages.RDBStorage):
-        return _exported_run_ids(study.get_trials(deepcopy=False))
+        stored = study.get_trials(deepcopy=False)
+        return {str(t.user_attrs["run_id"]) for t in stored if "run_id" in t.user_attrs}
     from optuna.storages._rdb import models
     from sqlalchemy import select
 
@@ -368,10 +364,6 @@ def exported_run_ids(study: Any) -> set[str]:
         return {str(json.loads(text)) for (text,) in rows}
     finally:
         backend.scoped_session.remove()
-
-
-def _exported_run_ids(trials: Iterable[FrozenTrial]) -> set[str]:
-    return {str(t.user_attrs["run_id"]) for t in trials if "run_id" in t.user_attrs}
 
 
 def export_optuna(

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ax3l.shared.config_schema import ConfigSchema
-from ax3l.shared.db.database import Database
+from ax3l.shared.db.database import Database, placeholders
 
 RUN_COLUMNS = (
     "r.id, r.run_id, r.project_version, r.config_hash, r.status, r.episode_count,"
@@ -57,10 +57,9 @@ async def run_rows(db: Database, run_ids: Sequence[str]) -> list[dict[str, Any]]
     submission order."""
     if not run_ids:
         return []
-    marks = ", ".join(["%s"] * len(run_ids))
     return await db.fetchall(
         "SELECT id, run_id, status, high_score, episode_count, error_message"
-        f" FROM {db.sl('simulation_runs')} WHERE run_id IN ({marks}) ORDER BY id",
+        f" FROM {db.sl('simulation_runs')} WHERE run_id IN ({placeholders(run_ids)}) ORDER BY id",
         list(run_ids),
         doing="reading the attempts at a configuration",
     )
@@ -73,11 +72,9 @@ async def newest_usable_run(
     score, or None."""
     if not run_ids:
         return None
-    marks = ", ".join(["%s"] * len(run_ids))
-    states = ", ".join(["%s"] * len(unusable_states))
     row = await db.fetchone(
-        f"SELECT run_id FROM {db.sl('simulation_runs')}"
-        f" WHERE run_id IN ({marks}) AND status NOT IN ({states})"
+        f"SELECT run_id FROM {db.sl('simulation_runs')} WHERE run_id IN ({placeholders(run_ids)})"
+        f" AND status NOT IN ({placeholders(unusable_states)})"
         " AND NOT (status = 'completed' AND high_score IS NULL)"
         " ORDER BY id DESC LIMIT 1",
         (*run_ids, *unusable_states),
