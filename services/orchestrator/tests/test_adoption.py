@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from orchestrator_stack import new_run_compared
 
 from ax3l.shared.config_schema import ConfigSchema, load_schema
 from ax3l.shared.registry import BY_NAME
@@ -70,16 +71,8 @@ def test_an_adopted_history_resumes_from_its_golden_and_never_repeats_a_configur
     assert adopted.returncode == 0, adopted.stderr
     (golden,) = stack.events("golden_config_created")
     assert golden.get("kind") == "adopted" and golden.get("simulations") == len(exported)
-    old_runs = len(stack.runs())
 
-    proc = stack.orchestrator("random")
-    stack.wait_for(lambda: len(stack.runs()) > old_runs, 60, "a run of Ax3l's", proc)
-    first = stack.runs()[old_runs]
-
-    def first_compared() -> bool:
-        return first["run_id"] in {e.process_id for e in stack.events("configuration_compared")}
-
-    stack.wait_for(first_compared, 60, "its comparison", proc)
+    proc, first = new_run_compared(stack)  # the first run of Ax3l's
     assert proc.stop() == 0
 
     events = stack.events()

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from orchestrator_stack import compared
 
 from ax3l.shared.ports import free_port
 from ax3l.testing.databases import (
@@ -29,10 +30,6 @@ def ax3l_db(
     return run_module("ax3l.shared.db.cli", *args, env=env)
 
 
-def compared(stack: Stack, count: int) -> bool:
-    return stack.count("configuration_compared") >= count
-
-
 @pytest.mark.long  # about 30 s: two stacks, a seeding and five turns
 def test_a_backup_taken_while_the_loop_runs_restores_into_a_fresh_pair_and_the_loop_resumes(
     stack: Stack, db_env: dict[str, str], tmp_path: Path
@@ -43,12 +40,12 @@ def test_a_backup_taken_while_the_loop_runs_restores_into_a_fresh_pair_and_the_l
     while that stack runs is refused and changes nothing."""
     stack.start()
     proc = stack.orchestrator()
-    stack.wait_for(lambda: compared(stack, 2), 60, "two turns", proc)
+    stack.wait_for(compared(stack, 2), 60, "two turns", proc)
     saved = tmp_path / "backup"
     done = ax3l_db(stack.databases, db_env, "backup", str(saved), orchestrator_port=free_port())
     assert done.returncode == 0, done.stderr
     assert "Backed up databases" in done.stdout
-    stack.wait_for(lambda: compared(stack, 3), 60, "a turn after the backup", proc)
+    stack.wait_for(compared(stack, 3), 60, "a turn after the backup", proc)
     proc.stop()
     assert sorted(p.name for p in saved.iterdir()) == ["dump.sql", "manifest.json"]
     assert stack.databases.admin_password not in (saved / "dump.sql").read_text()
@@ -76,7 +73,7 @@ def test_a_backup_taken_while_the_loop_runs_restores_into_a_fresh_pair_and_the_l
             resumed = restored_stack.orchestrator()
             before = restored_stack.count("configuration_compared")
             restored_stack.wait_for(
-                lambda: compared(restored_stack, before + 2), 60, "two turns after", resumed
+                compared(restored_stack, before + 2), 60, "two turns after", resumed
             )
             again = ax3l_db(
                 fresh,

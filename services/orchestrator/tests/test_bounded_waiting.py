@@ -14,24 +14,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from orchestrator_stack import compared, killed_while_waiting, retries, run_until, set_run
 
-from ax3l.testing.invariants import Ev
 from ax3l.testing.stack import Stack, check_history, tiny_schema
-
-
-def set_run(stack: Stack, run_id: str, **columns: Any) -> None:
-    """Overwrite columns of a run's row in SnakeLab's table (``episodes=False`` drops them)."""
-    episodes = columns.pop("episodes", True)
-    sl = stack.databases.snakelab_db
-    with stack._cursor() as cur:
-        sets = ", ".join(f"{name} = %s" for name in columns)
-        cur.execute(
-            f"UPDATE `{sl}`.simulation_runs SET {sets} WHERE run_id = %s",
-            (*columns.values(), run_id),
-        )
-        if not episodes:
-            cur.execute(f"DELETE FROM `{sl}`.simulation_episodes WHERE run_id = %s", (run_id,))
-
 
 NEVER_TRAINED = {
     "status": "failed",
@@ -56,22 +41,13 @@ def runs_of(stack: Stack, run_id: str) -> list[dict[str, Any]]:
     return [r for r in runs if all(r[c] == model[c] for c in columns)]
 
 
-def retries(stack: Stack) -> list[Ev]:
-    return [e for e in stack.events("simulation_submitted") if e.get("reason") == "retry"]
-
-
 @pytest.mark.long  # ~10-20 s: out of the default suite's 15 minutes
 def test_a_run_that_never_trained_is_retried_as_the_same_step(stack: Stack) -> None:
     """A proposal run failed before its first episode is resubmitted once, and the retry completes
     the step in its place."""
-    stack.start()
-    stack.crash_at("waiting")
-    (accepted,) = stack.events("proposal_accepted")
-    failed_run = accepted.get("run_id")
+    accepted, failed_run = killed_while_waiting(stack)
     fail_before_first_episode(stack, failed_run)
-    proc = stack.orchestrator("random")
-    stack.wait_for(lambda: stack.count("configuration_compared") >= 2, 60, "two steps", proc)
-    proc.stop()
+    run_until(stack, compared(stack, 2), "two steps")
 
     (retry,) = retries(stack)
     assert retry.source_name == "InfraRetry" and retry.level == "WARNING"
@@ -95,16 +71,11 @@ def test_a_crash_right_after_the_retry_submit_records_that_run_and_submits_nothi
 ) -> None:
     """Killed between resubmitting and recording the retry: the restart adopts the stored run
     instead of submitting the configuration a third time."""
-    stack.start()
-    stack.crash_at("waiting")
-    (accepted,) = stack.events("proposal_accepted")
-    failed_run = accepted.get("run_id")
+    _, failed_run = killed_while_waiting(stack)
     fail_before_first_episode(stack, failed_run)
     stack.crash_at("retry_after_submit")
     assert not retries(stack) and len(runs_of(stack, failed_run)) == 2
-    proc = stack.orchestrator("random")
-    stack.wait_for(lambda: stack.count("configuration_compared") >= 1, 60, "a step", proc)
-    proc.stop()
+    run_until(stack, compared(stack), "a step")
 
     (retry,) = retries(stack)
     assert retry.get("reused") is True and retry.get("attempt") == 2
@@ -118,18 +89,13 @@ def test_retries_stop_at_the_budget_and_the_step_completes_as_failed(stack: Stac
     """With AX3L_INFRA_RETRY_MAX=1 a retry that also never trained completes the step as a
     failed comparison, and nothing is submitted a third time."""
     env = {"AX3L_INFRA_RETRY_MAX": "1"}
-    stack.start()
-    stack.crash_at("waiting", env=env)
-    (accepted,) = stack.events("proposal_accepted")
-    failed_run = accepted.get("run_id")
+    _, failed_run = killed_while_waiting(stack, **env)
     fail_before_first_episode(stack, failed_run)
     # The restart polls the failed run (first "waiting"), retries, then waits for the retry.
     stack.crash_at("waiting@2", env=env)
     (retry,) = retries(stack)
     fail_before_first_episode(stack, str(retry.process_id))
-    proc = stack.orchestrator("random", env=env)
-    stack.wait_for(lambda: stack.count("configuration_compared") >= 2, 60, "two steps", proc)
-    proc.stop()
+    run_until(stack, compared(stack, 2), "two steps", env=env)
 
     assert len(retries(stack)) == 1 and len(runs_of(stack, failed_run)) == 2
     summary = check_history(stack)
@@ -148,9 +114,7 @@ def test_a_seeding_run_completed_without_a_score_runs_again(stack: Stack) -> Non
     (first_run,) = stack.runs()
     stack.restart_snakelab()
     set_run(stack, first_run["run_id"], status="completed", high_score=None, episode_count=1500)
-    proc = stack.orchestrator("random")
-    stack.wait_for(lambda: stack.count("golden_config_created"), 60, "the first golden", proc)
-    proc.stop()
+    run_until(stack, lambda: stack.count("golden_config_created"), "the first golden")
 
     seeding = [e for e in stack.events("simulation_submitted") if e.source_name == "InitialSeeding"]
     assert [e.get("attempt") for e in seeding] == [1, 2]
@@ -207,15 +171,10 @@ def test_a_run_that_never_turns_terminal_fails_at_the_deadline(stack: Stack) -> 
     """A run SnakeLab's table keeps 'running' for ever is logged as failed once the deadline
     since its submission passed, and the step completes as failed."""
     env = {"AX3L_RUN_DEADLINE_SECONDS": "3"}
-    stack.start()
-    stack.crash_at("waiting", env=env)
-    (accepted,) = stack.events("proposal_accepted")
-    run_id = accepted.get("run_id")
+    _, run_id = killed_while_waiting(stack, **env)
     stack.restart_snakelab()
     set_run(stack, run_id, status="running", episode_count=5, high_score=1, completed_at=None)
-    proc = stack.orchestrator("random", env=env)
-    stack.wait_for(lambda: stack.count("configuration_compared") >= 1, 60, "a step", proc)
-    proc.stop()
+    run_until(stack, compared(stack), "a step", env=env)
 
     (failed,) = [e for e in stack.events("simulation_failed") if e.process_id == run_id]
     assert failed.get("timed_out") is True and "not terminal 3 s after" in failed.get("error")
@@ -262,9 +221,7 @@ def test_a_proposal_for_another_checkpoint_is_neither_finished_nor_moves_the_tur
         parameter="hidden_size",
     )
     assert checkpoint.event_id != 1
-    proc = stack.orchestrator("random")
-    stack.wait_for(lambda: stack.count("configuration_compared") >= 2, 60, "two steps", proc)
-    proc.stop()
+    run_until(stack, compared(stack, 2), "two steps")
 
     summary = check_history(stack)
     assert stray_run not in {c.process_id for c in summary.compared}

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from ax3l.shared.db.database import Database
@@ -16,20 +14,16 @@ FIVE_ENTRY_ORDER = ["hidden_size", "sequence_length", "batch_size", "learning_ra
 
 
 async def test_a_changed_parameter_order_stops_with_the_reset_instruction(
-    snakelab_tables: TestDatabases, tmp_path: Path
+    snakelab_tables: TestDatabases, stack: Stack
 ) -> None:
     """An old five-entry checkpoint is not upgraded: the loop stops and says to reset events."""
     async with Database(snakelab_tables.settings()) as db:
         await EventLog(db).log(RoundRobinCheckpoint(parameter_order=FIVE_ENTRY_ORDER, index=2))
-    stack = Stack(snakelab_tables, tmp_path)
-    try:
-        proc = stack.orchestrator("random")
-        assert proc.wait(30) == 1
-        output = proc.log_tail()
-        assert "reset-events" in output and "Traceback" not in output
-        assert [e.name for e in stack.events()] == ["round_robin_checkpoint"]
-    finally:
-        stack.close()
+    proc = stack.orchestrator("random")
+    assert proc.wait(30) == 1
+    output = proc.log_tail()
+    assert "reset-events" in output and "Traceback" not in output
+    assert [e.name for e in stack.events()] == ["round_robin_checkpoint"]
 
 
 @pytest.mark.parametrize(
@@ -42,13 +36,9 @@ async def test_a_changed_parameter_order_stops_with_the_reset_instruction(
     ],
 )
 def test_bad_configuration_is_refused_with_exit_code_2(
-    databases: TestDatabases, tmp_path: Path, env: dict[str, str], args: list[str], message: str
+    stack: Stack, env: dict[str, str], args: list[str], message: str
 ) -> None:
     """Configuration mistakes end at once with exit code 2 and a one-line reason."""
-    stack = Stack(databases, tmp_path)
-    try:
-        proc = stack.orchestrator(None, env=env, args=args)
-        assert proc.wait(30) == 2
-        assert message in proc.log_tail() and "Traceback" not in proc.log_tail()
-    finally:
-        stack.close()
+    proc = stack.orchestrator(None, env=env, args=args)
+    assert proc.wait(30) == 2
+    assert message in proc.log_tail() and "Traceback" not in proc.log_tail()

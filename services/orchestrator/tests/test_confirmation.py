@@ -3,9 +3,8 @@ on ``ax3l.testing.confirmation_case`` (a lucky and a better candidate on seed 19
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+from orchestrator_stack import compared
 
 from ax3l.orchestrator.confirmation import confirmation_seeds
 from ax3l.testing.confirmation_case import (
@@ -20,10 +19,6 @@ from ax3l.testing.confirmation_case import (
     submit,
 )
 from ax3l.testing.stack import Stack, check_history, tiny_schema
-
-
-def compared(stack: Stack, count: int) -> Any:
-    return lambda: stack.count("configuration_compared") >= count
 
 
 def test_the_premise_lucky_beats_on_one_seed_only_and_better_on_the_mean() -> None:

@@ -7,20 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from orchestrator_stack import compared, run_until
 
 from ax3l.testing.stack import Stack, check_history, narrowed_schema, tiny_schema
 
 RANDOM_HIDDEN = {"random_call": {"hidden_size": [[64, 384, 16]], "sequence_length": [[4, 48, 4]]}}
-
-
-def restart_until(stack: Stack, condition: Callable[[], Any], what: str, **kwargs: Any) -> None:
-    proc = stack.orchestrator(**kwargs)
-    stack.wait_for(condition, 90, what, proc)
-    proc.stop()
-
-
-def compared(stack: Stack, count: int = 1) -> Callable[[], bool]:
-    return lambda: stack.count("configuration_compared") >= count
 
 
 def seed_golden(stack: Stack, seed: int) -> Callable[[], bool]:
@@ -32,7 +23,7 @@ def test_crash_after_the_seeding_submit_reuses_that_run(stack: Stack) -> None:
     stack.start()
     stack.crash_at("seeding_after_submit")
     assert len(stack.runs()) == 1 and not stack.events()
-    restart_until(stack, compared(stack), "a first turn")
+    run_until(stack, compared(stack), "a first turn", timeout=90)
     (record,) = [
         e for e in stack.events("simulation_submitted") if e.source_name == "InitialSeeding"
     ]
@@ -47,7 +38,7 @@ def test_crash_while_waiting_for_the_seeding_run_resumes_it(stack: Stack) -> Non
     stack.start()
     stack.crash_at("seeding_waiting")
     assert len(stack.events("simulation_submitted")) == 1
-    restart_until(stack, compared(stack), "a first turn")
+    run_until(stack, compared(stack), "a first turn", timeout=90)
     seeding = [e for e in stack.events("simulation_submitted") if e.source_name == "InitialSeeding"]
     assert len(seeding) == 1
     check_history(stack)
@@ -57,7 +48,7 @@ def test_crash_after_the_checkpoint_resumes_the_same_entry(stack: Stack) -> None
     """Killed right after the checkpoint: the same entry is asked again, and done once."""
     stack.start()
     stack.crash_at("after_checkpoint")
-    restart_until(stack, compared(stack, 2), "two turns")
+    run_until(stack, compared(stack, 2), "two turns", timeout=90)
     checkpoints = [c.get("index") for c in stack.events("round_robin_checkpoint")]
     assert checkpoints[:3] == [0, 0, 1]
     assert check_history(stack).steps[:2] == [0, 1]
@@ -73,7 +64,7 @@ def test_crash_during_the_model_call_retries_the_same_entry(stack: Stack) -> Non
     proc.kill()
     first = stack.events("conversation_started")[0].process_id
     assert [e.name for e in stack.events() if e.process_id == first][-1] == "prompt_sent"
-    restart_until(stack, compared(stack, 2), "two turns", proposer="llm", url=model.url)
+    run_until(stack, compared(stack, 2), "two turns", proposer="llm", url=model.url, timeout=90)
     started = stack.events("conversation_started")
     assert [c.parameter for c in started[:3]] == ["hidden_size", "hidden_size", "sequence_length"]
     assert not [e for e in stack.events("reply_received") if e.process_id == first]
@@ -103,7 +94,7 @@ def test_crash_during_a_validation_retry_resumes_the_same_entry(
     assert prompts[-1].source_name == correction
     assert [e.process_id for e in stack.events("reply_received")] == [first]
     assert not stack.events("proposal_accepted")
-    restart_until(stack, compared(stack, 2), "two turns", proposer="llm", url=model.url)
+    run_until(stack, compared(stack, 2), "two turns", proposer="llm", url=model.url, timeout=90)
     checkpoints = [c.get("index") for c in stack.events("round_robin_checkpoint")]
     assert checkpoints[:3] == [0, 0, 1]
     started = stack.events("conversation_started")
@@ -119,7 +110,7 @@ def test_crash_after_acceptance_before_the_reply_advances_exactly_once(stack: St
     stack.crash_at("after_tool_accepted")
     (accepted,) = stack.events("proposal_accepted")
     assert not stack.events("conversation_ended")
-    restart_until(stack, compared(stack, 2), "two turns")
+    run_until(stack, compared(stack, 2), "two turns", timeout=90)
     started = stack.events("conversation_started")
     assert [c.parameter for c in started[:2]] == ["hidden_size", "sequence_length"]
     assert [p.get("parameter") for p in stack.events("proposal_accepted")[:2]] == [
@@ -136,7 +127,7 @@ def test_crash_while_waiting_for_a_proposal_run_finishes_it_once(stack: Stack) -
     stack.start()
     stack.crash_at("waiting")
     assert not stack.events("configuration_compared")
-    restart_until(stack, compared(stack, 2), "two turns")
+    run_until(stack, compared(stack, 2), "two turns", timeout=90)
     assert check_history(stack).steps[:2] == [0, 1]
 
 
@@ -149,7 +140,7 @@ def test_crash_between_comparison_and_promotion_promotes_once(stack: Stack) -> N
     (compare,) = stack.events("configuration_compared")
     assert compare.get("decision") == "promoted"
     assert len(stack.events("golden_config_created")) == 1
-    restart_until(stack, compared(stack, 2), "two turns")
+    run_until(stack, compared(stack, 2), "two turns", timeout=90)
     summary = check_history(stack)
     promotions = [g for g in summary.goldens if g.parent == compare.event_id]
     assert len(promotions) == 1 and promotions[0].get("run_id") == compare.process_id
@@ -176,7 +167,7 @@ def test_crash_after_the_rotation_started_finishes_that_rotation(stack: Stack) -
     """Killed right after seed_rotation_started: the rotation is completed once."""
     crash_in_rotation(stack, "rotation_started")
     assert len(stack.events("seed_rotation_started")) == 1
-    restart_until(stack, seed_golden(stack, 1972), "two rotations", env=ROTATING)
+    run_until(stack, seed_golden(stack, 1972), "two rotations", env=ROTATING, timeout=90)
     check_rotations(stack)
 
 
@@ -184,7 +175,7 @@ def test_crash_after_the_rotation_started_finishes_that_rotation(stack: Stack) -
 def test_crash_after_the_rotation_submit_finds_that_run(stack: Stack) -> None:
     """Killed between submitting the baseline and recording it: the run is found, not resent."""
     crash_in_rotation(stack, "rotation_after_submit")
-    restart_until(stack, seed_golden(stack, 1971), "the seed 1971 baseline", env=ROTATING)
+    run_until(stack, seed_golden(stack, 1971), "the seed 1971 baseline", env=ROTATING, timeout=90)
     assert rotation_submissions(stack)[0].get("reused") is True
     check_rotations(stack)
 
@@ -193,7 +184,7 @@ def test_crash_after_the_rotation_submit_finds_that_run(stack: Stack) -> None:
 def test_crash_while_waiting_for_the_rotation_run_resumes_it(stack: Stack) -> None:
     """Killed while waiting for the baseline run: the restart waits for the same run."""
     crash_in_rotation(stack, "rotation_waiting")
-    restart_until(stack, seed_golden(stack, 1972), "two rotations", env=ROTATING)
+    run_until(stack, seed_golden(stack, 1972), "two rotations", env=ROTATING, timeout=90)
     assert rotation_submissions(stack)[0].get("reused") is False
     check_rotations(stack)
 

@@ -15,10 +15,11 @@ def count_cycles(events: list[StoredEvent]) -> shared_cycles.CycleCount:
 
 
 class History:
-    """Builds an event history the way the loop writes it."""
+    """Builds an event history the way the loop writes it, from a golden configuration."""
 
     def __init__(self) -> None:
         self.events: list[StoredEvent] = []
+        self.golden()
 
     def add(self, name: str, content: Any = None) -> None:
         self.events.append(
@@ -44,14 +45,10 @@ class History:
             if improve_at == index:
                 self.golden()
 
-    def shared_count(self) -> shared_cycles.CycleCount:
-        return shared_cycles.count_cycles((e.event_id, e.name, e.content) for e in self.events)
-
 
 def test_complete_cycles_need_all_seven_steps_in_order() -> None:
     """A cycle counts once all seven entries completed, compared or skipped, in order."""
     history = History()
-    history.golden()
     history.cycle()
     for index in range(4):
         history.step(index)
@@ -62,7 +59,6 @@ def test_complete_cycles_need_all_seven_steps_in_order() -> None:
 def test_a_cycle_with_an_improvement_is_not_stagnant_and_resets_the_count() -> None:
     """Stagnation counts only cycles that began after the latest golden configuration."""
     history = History()
-    history.golden()
     history.cycle()
     history.cycle()
     history.cycle(improve_at=3)
@@ -74,7 +70,6 @@ def test_a_cycle_with_an_improvement_is_not_stagnant_and_resets_the_count() -> N
 def test_a_repeated_step_counts_once_and_a_gap_breaks_the_cycle() -> None:
     """The same step reported twice counts once; a missing step means no cycle."""
     history = History()
-    history.golden()
     for index in range(7):
         history.step(index)
         if index == 2:
@@ -88,7 +83,6 @@ def test_a_repeated_step_counts_once_and_a_gap_breaks_the_cycle() -> None:
 def test_seeding_and_rotation_events_are_not_steps() -> None:
     """Completions without a step index (none are written today) never count."""
     history = History()
-    history.golden()
     history.add("configuration_compared", {"reason": "no index"})
     history.cycle()
     assert count_cycles(history.events).complete == 1
@@ -97,7 +91,6 @@ def test_seeding_and_rotation_events_are_not_steps() -> None:
 def test_counts_agree_with_the_status_bar_counter() -> None:
     """The loop's count matches the reports' shared counter on the same history."""
     history = History()
-    history.golden()
     history.cycle()
     history.cycle(improve_at=6)
     history.cycle()
@@ -105,7 +98,7 @@ def test_counts_agree_with_the_status_bar_counter() -> None:
     for index in range(3):
         history.step(index)
     mine = count_cycles(history.events)
-    theirs = history.shared_count()
+    theirs = count_cycles(history.events)
     assert (mine.complete, mine.stagnant, mine.progress) == (
         theirs.complete,
         theirs.stagnant,

@@ -7,26 +7,10 @@ configuration: it did, once, and recorded the failed run as its own retry three 
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+from orchestrator_stack import compared, killed_while_waiting, retries, set_run
 
 from ax3l.testing.stack import Stack, check_history
-
-
-def _set_running_without_episodes(stack: Stack, run_id: str) -> None:
-    sl = stack.databases.snakelab_db
-    with stack._cursor() as cur:
-        cur.execute(
-            f"UPDATE `{sl}`.simulation_runs SET status = 'running', episode_count = NULL,"
-            " high_score = NULL, completed_at = NULL WHERE run_id = %s",
-            (run_id,),
-        )
-        cur.execute(f"DELETE FROM `{sl}`.simulation_episodes WHERE run_id = %s", (run_id,))
-
-
-def _retries(stack: Stack) -> list[Any]:
-    return [e for e in stack.events("simulation_submitted") if e.get("reason") == "retry"]
 
 
 @pytest.mark.long  # ~10-20 s: out of the default suite's 15 minutes
@@ -34,22 +18,18 @@ def test_a_run_failed_at_the_deadline_is_not_its_own_retry(stack: Stack) -> None
     """The stuck run is failed at the deadline as never trained; its retry is a new run of the
     same configuration, each run has one ``simulation_submitted``, and the history holds."""
     env = {"AX3L_RUN_DEADLINE_SECONDS": "3"}
-    stack.start()
-    stack.crash_at("waiting", env=env)
-    (accepted,) = stack.events("proposal_accepted")
-    stuck = accepted.get("run_id")
+    _, stuck = killed_while_waiting(stack, **env)
     stack.restart_snakelab()  # SnakeLab forgets the run: its table is what the loop reads
-    _set_running_without_episodes(stack, stuck)
+    unfinished = {"status": "running", "episode_count": None, "high_score": None}
+    set_run(stack, stuck, **unfinished, completed_at=None, episodes=False)
     proc = stack.orchestrator("random", env=env)
-    stack.wait_for(lambda: _retries(stack), 60, "the retry", proc)
-    stack.wait_for(
-        lambda: stack.count("configuration_compared") >= 1, 60, "the step to complete", proc
-    )
+    stack.wait_for(lambda: retries(stack), 60, "the retry", proc)
+    stack.wait_for(compared(stack), 60, "the step to complete", proc)
     proc.stop()
 
     submitted = [e.process_id for e in stack.events("simulation_submitted")]
     assert submitted.count(stuck) == 1, submitted
-    retry = _retries(stack)[0]
+    retry = retries(stack)[0]
     assert retry.get("retry_of") == stuck and retry.process_id != stuck, retry.content
     (failed,) = [e for e in stack.events("simulation_failed") if e.process_id == stuck]
     assert failed.get("timed_out") is True, failed.content

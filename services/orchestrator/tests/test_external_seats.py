@@ -21,11 +21,12 @@ import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
+from orchestrator_stack import compared
 
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.registry import BY_NAME
 from ax3l.testing.databases import run_module
-from ax3l.testing.mcp_wire import initialize
+from ax3l.testing.mcp_wire import call_tool, initialize
 from ax3l.testing.plugin import free_port
 from ax3l.testing.simple_agent import choose
 from ax3l.testing.stack import Proc, Stack
@@ -118,7 +119,7 @@ def test_a_seat_takes_seven_turns_and_a_racing_seat_is_refused(stack: Stack) -> 
             continue
         result = asyncio.run(call(url, alice, turn["tool"], values))
         assert payload_ok(result), text_of(result)
-    stack.wait_for(lambda: stack.count("configuration_compared") >= 7, 60, "seven steps", proc)
+    stack.wait_for(compared(stack, 7), 60, "seven steps", proc)
     # The endpoint ran apart: a child process of the orchestrator's, gone when it stops.
     (endpoint,) = endpoint_processes(proc.pid)
     proc.stop()
@@ -273,7 +274,7 @@ def test_a_silent_seat_lets_the_turn_fall_back_after_the_deadline(stack: Stack) 
     """With no seat submitting, each turn goes to the fallback after the deadline, logged so."""
     stack.start()
     proc, _ = start_external(stack, AX3L_EXTERNAL_DEADLINE="0.5", AX3L_LLM_FALLBACK="random")
-    stack.wait_for(lambda: stack.count("configuration_compared") >= 2, 60, "two steps", proc)
+    stack.wait_for(compared(stack, 2), 60, "two steps", proc)
     proc.stop()
 
     events = stack.events()
@@ -303,13 +304,8 @@ def test_hostile_calls_are_refused_or_answered_without_a_crash_or_a_submission(
     rng = random.Random(15)
     good = {"authorization": f"Bearer {token}", "accept": "application/json, text/event-stream"}
 
-    def call_body(arguments: Any, tool: str = "submit_single_value") -> Any:
-        return {
-            "jsonrpc": "2.0",
-            "id": rng.randrange(10**6),
-            "method": "tools/call",
-            "params": {"name": tool, "arguments": arguments},
-        }
+    def encoded(arguments: Any, tool: str = "submit_single_value") -> bytes:
+        return json.dumps(call_tool(rng.randrange(10**6), tool, arguments)).encode()
 
     hostile: list[tuple[dict[str, str], bytes]] = []
     for _ in range(40):
@@ -317,22 +313,11 @@ def test_hostile_calls_are_refused_or_answered_without_a_crash_or_a_submission(
             [b"{", b"[]", b"null", b'"x"', bytes(rng.randrange(256) for _ in range(64))]
         )
         hostile.append((good, junk))
-        hostile.append(
-            (good, json.dumps(call_body({"value": rng.choice(["1", True, None, [1]])})).encode())
-        )
-        hostile.append(
-            (good, json.dumps(call_body({"value_1": "a"}, "submit_pair_values")).encode())
-        )
-        hostile.append(
-            (good, json.dumps({"jsonrpc": "2.0", "id": 1, "method": "no/such"}).encode())
-        )
-        hostile.append(({"accept": good["accept"]}, json.dumps(call_body({"value": 224})).encode()))
-        hostile.append(
-            (
-                {**good, "authorization": "Bearer " + "A" * 5000},
-                json.dumps(call_body({"value": 224})).encode(),
-            )
-        )
+        hostile.append((good, encoded({"value": rng.choice(["1", True, None, [1]])})))
+        hostile.append((good, encoded({"value_1": "a"}, "submit_pair_values")))
+        hostile.append((good, b'{"jsonrpc": "2.0", "id": 1, "method": "no/such"}'))
+        hostile.append(({"accept": good["accept"]}, encoded({"value": 224})))
+        hostile.append(({**good, "authorization": "Bearer " + "A" * 5000}, encoded({"value": 224})))
     hostile.append((good, b'{"jsonrpc": "2.0", "padding": "' + b"x" * 5_000_000 + b'"}'))
     statuses = []
     with httpx2.Client(timeout=20) as http:

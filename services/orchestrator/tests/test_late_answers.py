@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from orchestrator_stack import compared, run_until
+
 from ax3l.testing.stack import Stack, check_history
 from ax3l.testing.zmq_peer import nth_submit, stalling_snakelab
 
@@ -52,9 +54,7 @@ def test_a_submission_answered_after_the_timeout_is_the_steps_run(stack: Stack) 
     adopts the run and accepts the proposal, so the conversation succeeds and its run is compared
     once; SnakeLab holds one run for the step."""
     stack.start(front=late_snakelab(4.0))
-    proc = stack.orchestrator("random")
-    stack.wait_for(lambda: stack.count("configuration_compared") >= 3, 120, "three steps", proc)
-    proc.stop()
+    run_until(stack, compared(stack, 3), "three steps", timeout=120)
     assert step_runs(stack) == {"runs": 1, "accepted": 1, "adopted": 1, "compared": 1}
     assert not stack.events("tool_execution_failed")
     assert_each_accepted_run_compared_once(stack)
@@ -69,9 +69,7 @@ def test_a_late_answer_beyond_the_brokers_wait_is_settled_before_the_turn_is_ask
     turn again, finds the run and compares it as that step's run; no second run is made."""
     stack.broker_env = {"AX3L_SUBMIT_SETTLE_WAIT": "0.5"}
     stack.start(front=late_snakelab(6.0))
-    proc = stack.orchestrator("random")
-    stack.wait_for(lambda: stack.count("configuration_compared") >= 3, 120, "three steps", proc)
-    proc.stop()
+    run_until(stack, compared(stack, 3), "three steps", timeout=120)
     assert step_runs(stack) == {"runs": 1, "accepted": 1, "adopted": 1, "compared": 1}
     (failed,) = stack.events("tool_execution_failed")
     assert "state is unknown" in str(failed.content)

@@ -8,12 +8,12 @@ import time
 from typing import Any
 
 import pytest
+from orchestrator_stack import compared, model_call, run_until
 
 from ax3l.shared.registry import ENTRIES
 from ax3l.testing.scripted_llm import random_call_ranges
 from ax3l.testing.stack import Stack, check_history
 
-HIDDEN = "submit_single_value"
 RANGES = random_call_ranges()
 OVERFLOW = {
     "status": 400,
@@ -27,10 +27,6 @@ OVERFLOW = {
 }
 
 
-def call(value: object, name: str = HIDDEN, **extra: object) -> dict[str, Any]:
-    return {"tool_call": {"name": name, "arguments": {"value": value}}, **extra}
-
-
 def _sent_text(request: dict[str, Any]) -> str:
     return "\n".join(str(m.get("content") or "") for m in request["messages"])
 
@@ -41,14 +37,12 @@ def test_prose_and_a_wrong_tool_are_corrected_in_the_same_conversation(stack: St
     script = {
         "replies": [
             {"prose": "I would go with 240.", "reasoning_content": "SECRET-REASONING"},
-            call(240, name="submit_pair_values"),
-            call(240),
+            model_call(240, name="submit_pair_values"),
+            model_call(240),
         ]
     }
     model = stack.start_model(script)
-    proc = stack.orchestrator("llm", url=model.url)
-    stack.wait_for(lambda: stack.count("configuration_compared"), 60, "the first turn", proc)
-    proc.stop()
+    run_until(stack, compared(stack), "the first turn", "llm", url=model.url)
 
     (conversation, *_) = [e.process_id for e in stack.events("conversation_started")]
     ended = [e for e in stack.events("conversation_ended") if e.process_id == conversation]
@@ -75,9 +69,9 @@ def test_prose_and_a_wrong_tool_are_corrected_in_the_same_conversation(stack: St
 def test_every_request_is_capped_and_a_cut_reply_is_a_length_failure(stack: Stack) -> None:
     """max_tokens is sent with every request; a reply cut at it is corrected as ReplyTooLong."""
     stack.start()
-    model = stack.start_model({"replies": [{"cut": "Let me think. " * 50}, call(240)]})
+    model = stack.start_model({"replies": [{"cut": "Let me think. " * 50}, model_call(240)]})
     proc = stack.orchestrator("llm", url=model.url, env={"AX3L_LLM_MAX_TOKENS": "64"})
-    stack.wait_for(lambda: stack.count("configuration_compared"), 60, "the first turn", proc)
+    stack.wait_for(compared(stack), 60, "the first turn", proc)
     proc.stop()
 
     requests = model.requests()
@@ -104,7 +98,7 @@ def test_a_turn_the_model_keeps_failing_goes_to_the_fallback_and_the_streak_rese
     }
     model = stack.start_model(script)
     proc = stack.orchestrator("llm", url=model.url, env={"AX3L_LLM_FALLBACK_AFTER": "2"})
-    stack.wait_for(lambda: stack.count("configuration_compared") >= 2, 90, "two turns", proc)
+    stack.wait_for(compared(stack, 2), 90, "two turns", proc)
     status = stack.status()
     proc.stop()
 
@@ -142,9 +136,7 @@ def test_the_failure_streak_survives_a_restart(stack: Stack) -> None:
     # Counted by arrival: a request the killed process had just sent may still be arriving.
     restarted_at = time.time()
 
-    proc = stack.orchestrator("llm", url=model.url, env=env)
-    stack.wait_for(lambda: stack.count("configuration_compared"), 60, "the first turn", proc)
-    proc.stop()
+    run_until(stack, compared(stack), "the first turn", "llm", url=model.url, env=env)
     started = stack.events("conversation_started")
     fallbacks = [e for e in started if e.get("fallback_for") == "llm"]
     assert fallbacks and fallbacks[0].parameter == "hidden_size"
@@ -164,11 +156,11 @@ def test_the_failure_streak_survives_a_restart(stack: Stack) -> None:
 def test_fallback_none_keeps_asking_the_model(stack: Stack) -> None:
     """AX3L_LLM_FALLBACK=none never hands a turn to another proposer."""
     stack.start()
-    script = {"replies": [{"status": 500, "body": "x"}] * 3, "then": call(240)}
+    script = {"replies": [{"status": 500, "body": "x"}] * 3, "then": model_call(240)}
     model = stack.start_model(script)
     env = {"AX3L_LLM_FALLBACK": "none", "AX3L_LLM_FALLBACK_AFTER": "1"}
     proc = stack.orchestrator("llm", url=model.url, env=env)
-    stack.wait_for(lambda: stack.count("configuration_compared"), 60, "the first turn", proc)
+    stack.wait_for(compared(stack), 60, "the first turn", proc)
     status = stack.status()
     proc.stop()
     assert {e.get("proposer") for e in stack.events("conversation_started")} == {"llm"}
@@ -179,10 +171,8 @@ def test_fallback_none_keeps_asking_the_model(stack: Stack) -> None:
 def test_a_context_overflow_rebuilds_the_prompts_and_asks_once_more(stack: Stack) -> None:
     """HTTP 400 exceed_context_size is logged as context_overflow and retried once, smaller."""
     stack.start()
-    model = stack.start_model({"replies": [OVERFLOW, call(240)]})
-    proc = stack.orchestrator("llm", url=model.url)
-    stack.wait_for(lambda: stack.count("configuration_compared"), 60, "the first turn", proc)
-    proc.stop()
+    model = stack.start_model({"replies": [OVERFLOW, model_call(240)]})
+    run_until(stack, compared(stack), "the first turn", "llm", url=model.url)
 
     (failure,) = stack.events("llm_request_failed")
     assert failure.get("kind") == "context_overflow" and failure.get("http_status") == 400
@@ -196,10 +186,8 @@ def test_a_context_overflow_rebuilds_the_prompts_and_asks_once_more(stack: Stack
 def test_a_second_overflow_ends_the_conversation(stack: Stack) -> None:
     """A context overflow after the shrink fails the conversation (retried with backoff)."""
     stack.start()
-    model = stack.start_model({"replies": [OVERFLOW, OVERFLOW, call(240)]})
-    proc = stack.orchestrator("llm", url=model.url)
-    stack.wait_for(lambda: stack.count("configuration_compared"), 60, "the first turn", proc)
-    proc.stop()
+    model = stack.start_model({"replies": [OVERFLOW, OVERFLOW, model_call(240)]})
+    run_until(stack, compared(stack), "the first turn", "llm", url=model.url)
     kinds = [f.get("kind") for f in stack.events("llm_request_failed")]
     assert kinds == ["context_overflow", "context_overflow"]
     outcomes = [e.get("outcome") for e in stack.events("conversation_ended")[:2]]
@@ -211,8 +199,8 @@ def test_a_conversation_never_outlives_its_deadline(stack: Stack) -> None:
     """The conversation deadline bounds the last request: it times out, it is not waited out."""
     stack.start()
     script = {
-        "replies": [{"prose": "hmm", "delay": 1.0}, call(240, delay=30)],
-        "then": call(256),
+        "replies": [{"prose": "hmm", "delay": 1.0}, model_call(240, delay=30)],
+        "then": model_call(256),
     }
     model = stack.start_model(script)
     env = {"AX3L_CONVERSATION_TIMEOUT": "2.5", "AX3L_LLM_TIMEOUT": "60"}
@@ -220,7 +208,7 @@ def test_a_conversation_never_outlives_its_deadline(stack: Stack) -> None:
     proc = stack.orchestrator("llm", url=model.url, env=env)
     stack.wait_for(lambda: len(model.requests()) >= 3, 60, "the next conversation", proc)
     elapsed = time.monotonic() - began
-    stack.wait_for(lambda: stack.count("configuration_compared"), 60, "the first turn", proc)
+    stack.wait_for(compared(stack), 60, "the first turn", proc)
     proc.stop()
     kinds = [f.get("kind") for f in stack.events("llm_request_failed")]
     assert kinds[:2] == ["no_tool_call", "timeout"]

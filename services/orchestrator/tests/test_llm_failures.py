@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import json
 
+from orchestrator_stack import model_call
+
 from ax3l.testing.stack import Stack, check_history
-
-HIDDEN = "submit_single_value"
-
-
-def call(value: object, name: str = HIDDEN, **extra: object) -> dict[str, object]:
-    return {"tool_call": {"name": name, "arguments": {"value": value}}, **extra}
 
 
 def test_rejections_are_answered_with_correction_prompts_in_the_same_conversation(
@@ -18,7 +14,7 @@ def test_rejections_are_answered_with_correction_prompts_in_the_same_conversatio
 ) -> None:
     """An invalid and a duplicate proposal get InvalidValue and NoDupes fed back, then succeed."""
     stack.start()
-    model = stack.start_model({"replies": [call(1000), call(224), call(240)]})
+    model = stack.start_model({"replies": [model_call(1000), model_call(224), model_call(240)]})
     proc = stack.orchestrator("llm", url=model.url)
     stack.wait_for(lambda: stack.count("configuration_compared"), 60, "the first turn", proc)
     proc.stop()
@@ -56,7 +52,7 @@ def test_rejections_are_answered_with_correction_prompts_in_the_same_conversatio
 def test_too_many_corrections_end_the_conversation_and_retry_the_same_entry(stack: Stack) -> None:
     """Beyond AX3L_MAX_CORRECTIONS the conversation ends with an error; the entry is retried."""
     stack.start()
-    model = stack.start_model({"replies": [call(1000), call(2000), call(240)]})
+    model = stack.start_model({"replies": [model_call(1000), model_call(2000), model_call(240)]})
     proc = stack.orchestrator("llm", url=model.url, env={"AX3L_MAX_CORRECTIONS": "1"})
     stack.wait_for(lambda: stack.count("configuration_compared"), 60, "the first turn", proc)
     proc.stop()
@@ -83,11 +79,11 @@ def test_every_model_failure_is_logged_survived_and_retried(stack: Stack) -> Non
         "replies": [
             {"status": 500, "body": "model crashed"},
             {"prose": "I would go with 240."},
-            call(240, name="submit_pair_values"),
-            {"tool_call": {"name": HIDDEN, "arguments": {"size": 240}}},
-            call("240"),
-            call(240, delay=3),
-            call(240),
+            model_call(240, name="submit_pair_values"),
+            {"tool_call": {"name": "submit_single_value", "arguments": {"size": 240}}},
+            model_call("240"),
+            model_call(240, delay=3),
+            model_call(240),
         ]
     }
     model = stack.start_model(script)

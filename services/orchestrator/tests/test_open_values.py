@@ -6,6 +6,7 @@ import json
 import random
 
 import pytest
+from orchestrator_stack import model_call
 
 from ax3l.orchestrator.mcp_session import ToolDefinition
 from ax3l.orchestrator.open_values import constrained_tool, open_values
@@ -108,9 +109,7 @@ def test_the_model_is_sent_the_open_values_of_the_current_seed(stack: Stack) -> 
     """End to end: the first request's enum is every legal hidden size but the golden's, the
     prompt lists them, and AX3L_LLM_CONSTRAINED=off sends the tool unchanged."""
     stack.start()
-    model = stack.start_model(
-        {"then": {"tool_call": {"name": "submit_single_value", "arguments": {"value": 272}}}}
-    )
+    model = stack.start_model({"then": model_call(272)})
     proc = stack.orchestrator("llm", url=model.url)
     stack.wait_for(lambda: stack.count("proposal_accepted"), 60, "the first proposal", proc)
     proc.stop()

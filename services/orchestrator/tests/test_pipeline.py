@@ -7,10 +7,11 @@ import signal
 from typing import Any
 
 import pytest
+from orchestrator_stack import status_or_none
 
 from ax3l.testing.invariants import Ev
 from ax3l.testing.scripted_llm import random_call_ranges
-from ax3l.testing.stack import Stack, check_history, http_json
+from ax3l.testing.stack import Stack, check_history
 
 RUN_SECONDS = 3.0
 PIPELINE = {"AX3L_PIPELINE": "on", "AX3L_LLM_FALLBACK": "none"}
@@ -18,11 +19,7 @@ PIPELINE = {"AX3L_PIPELINE": "on", "AX3L_LLM_FALLBACK": "none"}
 
 def _pipelined(stack: Stack) -> dict[str, Any] | None:
     """The status API's ``pipelined`` (None while the orchestrator is not answering)."""
-    try:
-        status = http_json(f"http://127.0.0.1:{stack.api_port}/api/status")
-    except OSError:
-        return None
-    held = status.get("pipelined") if isinstance(status, dict) else None
+    held = (status_or_none(stack) or {}).get("pipelined")
     return held if isinstance(held, dict) else None
 
 

@@ -4,24 +4,14 @@ then leaks no child, and the restart continues the experiment with fresh session
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from ax3l.shared.processes import process_alive
 from ax3l.shared.registry import ENTRIES
 from ax3l.testing.mcp_children import mcp_children
 from ax3l.testing.stack import Stack, check_history
 
 RUN_SECONDS = 4.0
-
-
-def running(pid: int) -> bool:
-    """Whether ``pid`` is a live process (a zombie is not)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return False
-    return fields[0] != "Z"
 
 
 def prepared_while_waiting(stack: Stack, pid: int) -> dict[int, str] | None:
@@ -49,7 +39,7 @@ def test_the_next_entrys_session_is_started_during_the_wait_and_used(stack: Stac
     assert [len(s) for s in sessions] == [1, 1]
     assert sessions[1][0]["prepared"] is True
     assert sessions[1][0]["wait_seconds"] < sessions[1][0]["spawn_seconds"]
-    assert not [pid for pid in children if running(pid)]
+    assert not [pid for pid in children if process_alive(pid)]
     assert check_history(stack).steps[:2] == [0, 1]
 
 
@@ -64,14 +54,16 @@ def test_killing_the_orchestrator_with_a_prepared_session_leaks_no_child(stack: 
     )
     first.kill()
     stack.wait_for(
-        lambda: not [pid for pid in children if running(pid)], 30, "the orphaned children gone"
+        lambda: not [pid for pid in children if process_alive(pid)],
+        30,
+        "the orphaned children gone",
     )
     second = stack.orchestrator("random")
     stack.wait_for(lambda: stack.count("configuration_compared") >= 3, 180, "three turns", second)
     own = mcp_children(second.popen.pid)
     assert not set(own) & set(children)
     second.stop()
-    stack.wait_for(lambda: not [pid for pid in own if running(pid)], 30, "its children gone")
+    stack.wait_for(lambda: not [pid for pid in own if process_alive(pid)], 30, "its children gone")
     summary = check_history(stack)
     assert summary.steps[:3] == [0, 1, 2]
     ended = [e for e in stack.events("conversation_ended") if e.get("outcome") == "accepted"]

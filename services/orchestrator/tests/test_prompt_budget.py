@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import closing
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -40,6 +41,7 @@ from ax3l.shared.event_models import GoldenConfigCreated
 from ax3l.shared.registry import BY_NAME
 from ax3l.testing.databases import TestDatabases
 from ax3l.testing.histories import synthetic_history
+from ax3l.testing.plugin import free_port
 
 SCHEMA = load_schema()
 DEFAULTS = SCHEMA.default_config()
@@ -281,10 +283,7 @@ async def test_the_context_falls_back_from_the_setting_to_props_to_the_default(
 
 async def test_a_server_that_is_not_there_has_no_context_size() -> None:
     """A refused connection gives None, not an exception."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), PropsHandler)
-    port = server.server_address[1]
-    server.server_close()
-    assert await model_context_tokens(f"http://127.0.0.1:{port}", 2) is None
+    assert await model_context_tokens(f"http://127.0.0.1:{free_port()}", 2) is None
 
 
 Row = tuple[str, str, int | None, dict[str, Any]]
@@ -294,22 +293,19 @@ def insert_runs(databases: TestDatabases, rows: list[Row]) -> None:
     """SnakeLab rows (run_id, status, high_score, flat config), as SnakeLab stores them."""
     columns = list(SCHEMA.columns)
     conn = databases.connect("snakelab", databases.snakelab_db)
-    try:
-        with conn.cursor() as cur:
-            for start in range(0, len(rows), 5_000):
-                batch = rows[start : start + 5_000]
-                cur.executemany(
-                    "INSERT INTO simulation_runs (run_id, project_version, config_hash, status,"
-                    " high_score, created_at) VALUES (%s, 'test', %s, %s, %s, %s)",
-                    [(r[0], "0" * 64, r[1], r[2], datetime(2026, 1, 1)) for r in batch],
-                )
-                cur.executemany(
-                    f"INSERT INTO configurations (run_id, {', '.join(columns)})"
-                    f" VALUES (%s, {', '.join(['%s'] * len(columns))})",
-                    [(r[0], *(r[3][c] for c in columns)) for r in batch],
-                )
-    finally:
-        conn.close()
+    with closing(conn), conn.cursor() as cur:
+        for start in range(0, len(rows), 5_000):
+            batch = rows[start : start + 5_000]
+            cur.executemany(
+                "INSERT INTO simulation_runs (run_id, project_version, config_hash, status,"
+                " high_score, created_at) VALUES (%s, 'test', %s, %s, %s, %s)",
+                [(r[0], "0" * 64, r[1], r[2], datetime(2026, 1, 1)) for r in batch],
+            )
+            cur.executemany(
+                f"INSERT INTO configurations (run_id, {', '.join(columns)})"
+                f" VALUES (%s, {', '.join(['%s'] * len(columns))})",
+                [(r[0], *(r[3][c] for c in columns)) for r in batch],
+            )
 
 
 async def test_the_history_loader_reads_only_comparable_runs_in_linear_time(

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -35,12 +35,13 @@ from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import GoldenConfigCreated
 from ax3l.shared.registry import BY_NAME
 from ax3l.testing.databases import TestDatabases, mysql_connection
-from ax3l.testing.mcp_wire import initialize
+from ax3l.testing.mcp_wire import call_tool, initialize
 from ax3l.testing.plugin import free_port
 from ax3l.testing.zmq_peer import ScriptedPeer, broker_reply
 
 SCHEMA = load_schema(None)
 ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+CURRENT_TURN = call_tool(1, "current_turn", {})
 
 
 @dataclass
@@ -49,13 +50,6 @@ class Running:
     board: TurnBoard
     url: str
     databases: TestDatabases
-
-    def token(self, name: str) -> str:
-        conn = self.databases.connect("ax3l", self.databases.ax3l_db)
-        try:
-            return add_seat(conn, name)
-        finally:
-            conn.close()
 
     def events(self) -> list[tuple[str, str | None, dict[str, Any]]]:
         rows = self.databases.query(
@@ -73,6 +67,15 @@ class Running:
                 key, _, value = line.rpartition(" ")
                 values[key] = float(value)
         return values
+
+
+def seat(databases: TestDatabases, name: str, change: Callable[[Any, str], Any] = add_seat) -> Any:
+    """``add_seat`` (the new token) or another change of the seat ``name``, as Ax3l's user."""
+    conn = databases.connect("ax3l", databases.ax3l_db)
+    try:
+        return change(conn, name)
+    finally:
+        conn.close()
 
 
 @asynccontextmanager
@@ -96,11 +99,6 @@ async def running(
         await db.close()
 
 
-def tool_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    params = {"name": name, "arguments": arguments}
-    return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
-
-
 async def post(
     http: httpx2.AsyncClient, url: str, body: Any, token: str | None = None, **headers: str
 ) -> httpx2.Response:
@@ -122,7 +120,7 @@ async def test_refused_requests_write_nothing_and_are_counted(databases: TestDat
         running(databases, AX3L_SEATS_RATE_PER_ADDRESS=5, AX3L_SEAT_RATE_LIMIT=2) as run,
         httpx2.AsyncClient(timeout=10) as http,
     ):
-        token = run.token("alice")
+        token = seat(databases, "alice")
         statuses = [
             (await post(http, run.url, initialize(), token=bad)).status_code
             for bad in [None, "ax3l-seat-nobody", "x" * 5000] * 8
@@ -130,9 +128,7 @@ async def test_refused_requests_write_nothing_and_are_counted(databases: TestDat
         assert set(statuses) == {401, 429}
         assert statuses[:10] == [401] * 10  # the burst: twice the rate
         await asyncio.sleep(1.2)  # the address's bucket fills again
-        polls = [
-            await post(http, run.url, tool_call("current_turn", {}), token=token) for _ in range(5)
-        ]
+        polls = [await post(http, run.url, CURRENT_TURN, token=token) for _ in range(5)]
         # Two calls, then a tool error that says why, then 429 at the door.
         assert [p.status_code for p in polls] == [200, 200, 200, 429, 429]
         results = [tool_result(p) for p in polls[:3]]
@@ -161,14 +157,10 @@ async def test_a_revoked_token_stops_working_within_the_refresh_bound(
         running(databases, AX3L_SEAT_TOKEN_REFRESH=bound) as run,
         httpx2.AsyncClient(timeout=10) as http,
     ):
-        token = run.token("carol")
+        token = seat(databases, "carol")
         await asyncio.sleep(bound)
         assert (await post(http, run.url, initialize(), token=token)).status_code == 200
-        conn = databases.connect("ax3l", databases.ax3l_db)
-        try:
-            revoke_seat(conn, "carol")
-        finally:
-            conn.close()
+        seat(databases, "carol", revoke_seat)
         revoked_at = time.monotonic()
         while (await post(http, run.url, initialize(), token=token)).status_code == 200:
             assert time.monotonic() - revoked_at <= bound + 0.2, "the revoke took too long"
@@ -176,7 +168,7 @@ async def test_a_revoked_token_stops_working_within_the_refresh_bound(
         for _ in range(5):  # and it stays refused
             answer = await post(http, run.url, initialize(), token=token)
             assert answer.status_code == 401 and "was revoked" in answer.text
-        fresh = run.token("dora")
+        fresh = seat(databases, "dora")
         added_at = time.monotonic()
         while (await post(http, run.url, initialize(), token=fresh)).status_code != 200:
             assert time.monotonic() - added_at <= bound + 0.2, "the new token took too long"
@@ -188,12 +180,12 @@ async def test_history_arguments_are_typed_exactly(databases: TestDatabases) -> 
     """A 4 MiB entry is refused before it is read; a long or unknown name at the type check;
     none of them is written anywhere."""
     async with running(databases) as run, httpx2.AsyncClient(timeout=30) as http:
-        token = run.token("erin")
-        huge = await post(http, run.url, tool_call("history", {"entry": "h" * 4 * 2**20}), token)
+        token = seat(databases, "erin")
+        huge = await post(http, run.url, call_tool(1, "history", {"entry": "h" * 4 * 2**20}), token)
         assert huge.status_code == 413
         for entry in ["h" * (MAX_BODY - 200), "no_such_entry", 7]:
             result = tool_result(
-                await post(http, run.url, tool_call("history", {"entry": entry}), token=token)
+                await post(http, run.url, call_tool(1, "history", {"entry": entry}), token=token)
             )
             text = result["content"][0]["text"]
             assert result["isError"] and "hidden_size" in text and len(text) < 4096
@@ -230,6 +222,16 @@ async def open_turn(log: EventLog, board: TurnBoard, number: int) -> OpenTurn:
     return turn
 
 
+async def seen_open(http: httpx2.AsyncClient, url: str, token: str) -> dict[str, Any]:
+    """``current_turn``, polled until the open turn reaches the endpoint's process."""
+    for _ in range(100):
+        shown = tool_result(await post(http, url, CURRENT_TURN, token))["structuredContent"]
+        if shown["open"]:
+            break
+        await asyncio.sleep(0.05)
+    return dict(shown)
+
+
 async def test_a_seat_over_its_share_is_refused_and_the_winner_is_not_named(
     databases: TestDatabases,
 ) -> None:
@@ -244,8 +246,8 @@ async def test_a_seat_over_its_share_is_refused_and_the_winner_is_not_named(
             running(databases, broker=peer.endpoint, AX3L_SEAT_TURN_SHARE=0.2) as run,
             httpx2.AsyncClient(timeout=10) as http,
         ):
-            alice, bob = run.token("alice"), run.token("bob")
-            submit = tool_call("submit_single_value", {"value": 0.95})
+            alice, bob = seat(databases, "alice"), seat(databases, "bob")
+            submit = call_tool(1, "submit_single_value", {"value": 0.95})
             for number in range(2):
                 turn = await open_turn(run.endpoint.log, run.board, number)
                 won = tool_result(await post(http, run.url, submit, token=alice))
@@ -277,11 +279,10 @@ async def test_current_turn_polls_are_counted_and_its_payload_is_built_once(
         running(snakelab_tables, AX3L_SEAT_RATE_LIMIT=1000) as run,
         httpx2.AsyncClient(timeout=10) as http,
     ):
-        token = run.token("fay")
+        token = seat(snakelab_tables, "fay")
         turn = await open_turn(run.endpoint.log, run.board, 0)
         bodies = [
-            tool_result(await post(http, run.url, tool_call("current_turn", {}), token=token))
-            for _ in range(20)
+            tool_result(await post(http, run.url, CURRENT_TURN, token=token)) for _ in range(20)
         ]
         assert all(b["structuredContent"]["entry"] == "gamma" for b in bodies)
         first = run.endpoint._turn_payload
@@ -302,7 +303,7 @@ async def test_a_wrong_host_or_origin_is_refused_on_a_wildcard_bind(
         ) as run,
         httpx2.AsyncClient(timeout=10) as http,
     ):
-        token = run.token("gus")
+        token = seat(databases, "gus")
         evil = await post(http, run.url, initialize(), token=token, host="evil.example:28873")
         assert evil.status_code == 421
         origin = await post(http, run.url, initialize(), token=token, origin="http://evil.example")
@@ -455,9 +456,8 @@ async def test_the_endpoint_process_shares_the_board_and_is_restarted_when_it_di
         index = ConfigIndex(db, SCHEMA)
         process = SeatProcess(settings, lambda turn: turn_payload(SCHEMA, index, turn), read_golden)
         url = f"http://127.0.0.1:{port}/mcp"
-        conn = snakelab_tables.connect("ax3l", snakelab_tables.ax3l_db)
+        token = seat(snakelab_tables, "ivy")
         try:
-            token = add_seat(conn, "ivy")
             await process.start()
             first = process.pid()
             assert first is not None and first != os.getpid()
@@ -468,18 +468,13 @@ async def test_the_endpoint_process_shares_the_board_and_is_restarted_when_it_di
             log, board = EventLog(db), process.board
             async with httpx2.AsyncClient(timeout=10) as http:
                 idle = tool_result(
-                    await post(http, url, tool_call("history", {"entry": "gamma"}), token)
+                    await post(http, url, call_tool(1, "history", {"entry": "gamma"}), token)
                 )
                 assert idle["structuredContent"]["golden_run_id"] == "golden-1", idle
                 turn = await open_turn(log, board, 0)
-                for _ in range(100):  # the open reaches the endpoint's process
-                    body = tool_result(await post(http, url, tool_call("current_turn", {}), token))
-                    if body["structuredContent"]["open"]:
-                        break
-                    await asyncio.sleep(0.05)
-                assert body["structuredContent"]["entry"] == "gamma"
-                assert body["structuredContent"]["open_values"]["text"]
-                submit = tool_call("submit_single_value", {"value": 0.95})
+                shown = await seen_open(http, url, token)
+                assert shown["entry"] == "gamma" and shown["open_values"]["text"]
+                submit = call_tool(1, "submit_single_value", {"value": 0.95})
                 accepted = tool_result(await post(http, url, submit, token=token))
                 assert json.loads(accepted["content"][0]["text"])["run_id"] == "r-9"
                 await asyncio.wait_for(turn.answered.wait(), 10)
@@ -491,7 +486,7 @@ async def test_the_endpoint_process_shares_the_board_and_is_restarted_when_it_di
                 second_turn = await open_turn(log, board, 1)
                 for _ in range(200):
                     try:
-                        answer = await post(http, url, tool_call("current_turn", {}), token)
+                        answer = await post(http, url, CURRENT_TURN, token)
                         if answer.status_code == 200 and answer.json()["result"].get(
                             "structuredContent", {}
                         ).get("open"):
@@ -505,7 +500,6 @@ async def test_the_endpoint_process_shares_the_board_and_is_restarted_when_it_di
                 await process.board.close(second_turn)
         finally:
             await process.stop()
-            conn.close()
             await db.close()
             peer.close()
         assert process.pid() is None
@@ -635,10 +629,9 @@ async def test_the_endpoint_as_a_service_shares_the_board_over_its_unix_socket(
         settings = snakelab_tables.settings(AX3L_SEATS_BOARD_SOCKET=board_socket)
         db = await Database(settings).open()
         index = ConfigIndex(db, SCHEMA)
-        conn = snakelab_tables.connect("ax3l", snakelab_tables.ax3l_db)
+        token = seat(snakelab_tables, "jay")
         processes: list[SeatProcess] = []
         try:
-            token = add_seat(conn, "jay")
             log = EventLog(db)
             async with httpx2.AsyncClient(timeout=10) as http:
                 for number in range(2):  # an orchestrator, then the one that replaced it
@@ -649,15 +642,9 @@ async def test_the_endpoint_as_a_service_shares_the_board_over_its_unix_socket(
                     assert stat.S_IMODE(os.stat(board_socket).st_mode) == 0o600
                     assert await asyncio.to_thread(seats_service.healthy)  # make run's check
                     turn = await open_turn(log, process.board, number)
-                    for _ in range(100):
-                        body = tool_result(
-                            await post(http, url, tool_call("current_turn", {}), token)
-                        )
-                        if body["structuredContent"]["open"]:
-                            break
-                        await asyncio.sleep(0.05)
-                    assert body["structuredContent"]["checkpoint_event_id"] == 1000 + number
-                    submit = tool_call("submit_single_value", {"value": 0.9 + number / 100})
+                    shown = await seen_open(http, url, token)
+                    assert shown["checkpoint_event_id"] == 1000 + number
+                    submit = call_tool(1, "submit_single_value", {"value": 0.9 + number / 100})
                     accepted = tool_result(await post(http, url, submit, token=token))
                     assert json.loads(accepted["content"][0]["text"])["run_id"] == "r-7"
                     await asyncio.wait_for(turn.answered.wait(), 10)
@@ -674,7 +661,6 @@ async def test_the_endpoint_as_a_service_shares_the_board_over_its_unix_socket(
                 if service.returncode is None:
                     service.kill()
                     await service.wait()
-            conn.close()
             await db.close()
             peer.close()
         assert code == 0 and not await asyncio.to_thread(os.path.exists, board_socket)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from orchestrator_stack import new_run_compared
+
 from ax3l.shared.config_schema import load_schema
 from ax3l.testing.stack import Stack, check_history, http_json
 
@@ -42,23 +44,14 @@ def test_seeding_submits_the_defaults_once_and_accepts_the_first_golden(stack: S
     # A restart with a golden configuration skips seeding and continues the round robin.
     # The first process may have submitted a turn of its own before SIGTERM (then the restart
     # first compares that run): wait for a run the restarted process submitted.
-    runs_before = len(stack.runs())
-    proc = stack.orchestrator("random")
-    stack.wait_for(lambda: len(stack.runs()) > runs_before, 60, "a new run", proc)
-    new_run = stack.runs()[runs_before]["run_id"]
-    stack.wait_for(
-        lambda: any(e.process_id == new_run for e in stack.events("configuration_compared")),
-        60,
-        "the new run compared",
-        proc,
-    )
+    proc, new_run = new_run_compared(stack)
     proc.stop()
     assert (
         len([e for e in stack.events("simulation_submitted") if e.source_name == "InitialSeeding"])
         == 1
     )
     assert len(stack.events("golden_config_created")) >= 1
-    assert stack.runs()[runs_before]["seed"] == defaults["seed"]
+    assert new_run["seed"] == defaults["seed"]
     assert check_history(stack).steps[:2] == [0, 1]
 
 

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+from orchestrator_stack import compared
 
 from ax3l.testing.confirmation_case import BETTER, CONFIRM, RANDOM_HIDDEN, SCHEMA, submit
 from ax3l.testing.snakelab_process import SnakeLabProcess
@@ -141,9 +142,7 @@ def test_a_host_killed_mid_run_fails_only_its_own_run(stack: Stack) -> None:
         },
     ).start()
     try:
-        stack.wait_for(
-            lambda: stack.count("configuration_compared") >= 1, 120, "the step's end", proc
-        )
+        stack.wait_for(compared(stack), 120, "the step's end", proc)
         proc.stop()
     finally:
         restarted.close()

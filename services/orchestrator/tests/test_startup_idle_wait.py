@@ -7,22 +7,15 @@ import time
 from typing import Any
 
 import pytest
+from orchestrator_stack import status_or_none
 
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.snakelab_client import SnakeLabClient
-from ax3l.testing.stack import Stack, http_json
+from ax3l.testing.stack import Stack
 
 IDLE_WAIT = "waiting for SnakeLab to become idle"
 # Long enough to pause a run before it ends, short enough to keep the suite fast.
 RUN_SECONDS = 2.0
-
-
-def status_or_none(stack: Stack) -> dict[str, Any] | None:
-    """The status API's answer, or None while the API is not up yet."""
-    try:
-        return dict(http_json(f"http://127.0.0.1:{stack.api_port}/api/status"))
-    except OSError:
-        return None
 
 
 async def pause_once_running(client: SnakeLabClient, run_id: str) -> None:
@@ -36,16 +29,10 @@ async def pause_once_running(client: SnakeLabClient, run_id: str) -> None:
 
 def run_times(stack: Stack) -> list[dict[str, Any]]:
     """SnakeLab's runs with their timestamps, in submission order."""
-    conn = stack.databases.connect("admin", stack.databases.snakelab_db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(
-                "SELECT run_id, status, created_at, completed_at FROM simulation_runs ORDER BY id"
-            )
-            columns = [d[0] for d in cur.description]
-            return [dict(zip(columns, row, strict=True)) for row in cur.fetchall()]
-    finally:
-        conn.close()
+    columns = ("run_id", "status", "created_at", "completed_at")
+    sql = f"SELECT {', '.join(columns)} FROM simulation_runs ORDER BY id"
+    rows = stack.databases.query(sql, database=stack.databases.snakelab_db)
+    return [dict(zip(columns, row, strict=True)) for row in rows]
 
 
 @pytest.mark.long  # ~10-20 s: out of the default suite's 15 minutes

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from orchestrator_stack import new_run_compared
 
 from ax3l.orchestrator.turns import ParameterOrderChanged, check_stored_order
 from ax3l.shared.db.cli import upgrade_schema
@@ -30,7 +31,6 @@ def test_a_release_1_history_is_refused_upgraded_and_resumed(stack: Stack) -> No
     assert proc.stop() == 0
     assert stack.broker is not None and stack.broker.stop() is not None
     before = [(e.event_id, e.name, e.content) for e in stack.events()]
-    runs_before = len(stack.runs())
     moved = move_into_release_1(stack.databases)
     assert moved["events"] == len(before) and moved["experiment_highscores"] >= 1
 
@@ -47,15 +47,7 @@ def test_a_release_1_history_is_refused_upgraded_and_resumed(stack: Stack) -> No
     assert upgraded.returncode == 0 and "from revision 0001" in upgraded.stdout, upgraded.stderr
 
     stack.start_broker()
-    proc = stack.orchestrator("random")
-    stack.wait_for(lambda: len(stack.runs()) > runs_before, 60, "a new run", proc)
-    new_run = stack.runs()[runs_before]["run_id"]
-    stack.wait_for(
-        lambda: new_run in {e.process_id for e in stack.events("configuration_compared")},
-        60,
-        "the new run compared",
-        proc,
-    )
+    proc, _ = new_run_compared(stack)
     assert proc.stop() == 0
     after = stack.events()
     assert [(e.event_id, e.name, e.content) for e in after[: len(before)]] == before

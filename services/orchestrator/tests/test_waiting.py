@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import pytest
+from orchestrator_stack import compared, killed_while_waiting, run_until, status_or_none
 
 from ax3l.shared.stack.spec import http_get
 from ax3l.testing.databases import TestDatabases, create_snakelab_tables
 from ax3l.testing.plugin import free_port
-from ax3l.testing.stack import Stack, check_history, http_json
+from ax3l.testing.stack import Stack, check_history
 
 
 def _trained(stack: Stack) -> bool:
@@ -36,7 +34,7 @@ def test_a_run_lost_in_a_snakelab_restart_is_logged_and_the_turn_moves_on(stack:
     proc = stack.orchestrator("random")
     stack.wait_for(lambda: _trained(stack), 60, "a proposal run with an episode", proc)
     stack.restart_snakelab()
-    stack.wait_for(lambda: stack.count("configuration_compared") >= 2, 60, "the next turn", proc)
+    stack.wait_for(compared(stack, 2), 60, "the next turn", proc)
     proc.stop()
 
     summary = check_history(stack)
@@ -55,61 +53,45 @@ def test_a_run_lost_in_a_snakelab_restart_is_logged_and_the_turn_moves_on(stack:
 
 
 def test_missing_snakelab_tables_and_an_unreachable_snakelab_are_waited_out(
-    databases: TestDatabases, tmp_path: Path
+    databases: TestDatabases, stack: Stack
 ) -> None:
     """Before SnakeLab exists the loop waits (tables, then the socket); /ready says why."""
-    stack = Stack(databases, tmp_path)
-    try:
-        endpoint = f"tcp://127.0.0.1:{free_port()}"
-        proc = stack.orchestrator(
-            "random", env={"AX3L_SNAKELAB_ENDPOINT": endpoint, "AX3L_SNAKELAB_TIMEOUT": "0.3"}
-        )
-        base = f"http://127.0.0.1:{stack.api_port}"
-        status = stack.wait_for(lambda: _status_with_error(base, "tables"), 30, "a wait", proc)
-        assert status["phase"] == "starting"
-        create_snakelab_tables(databases)
-        status = stack.wait_for(
-            lambda: _status_with_error(base, "did not answer"), 30, "seeding", proc
-        )
-        assert status["phase"] == "seeding"
-        code, ready = _get(f"{base}/ready")
-        assert code == 503 and ready["status"] == "not ready"
-        assert ready["checks"] == {"database": True, "snakelab": False, "loop": True}
-        [problem] = ready["problems"]
-        assert problem.startswith("snakelab: ")
-        assert proc.alive() and not stack.events()
-    finally:
-        stack.close()
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    proc = stack.orchestrator(
+        "random", env={"AX3L_SNAKELAB_ENDPOINT": endpoint, "AX3L_SNAKELAB_TIMEOUT": "0.3"}
+    )
+    base = f"http://127.0.0.1:{stack.api_port}"
+    status = stack.wait_for(lambda: _status_with_error(stack, "tables"), 30, "a wait", proc)
+    assert status["phase"] == "starting"
+    create_snakelab_tables(databases)
+    status = stack.wait_for(
+        lambda: _status_with_error(stack, "did not answer"), 30, "seeding", proc
+    )
+    assert status["phase"] == "seeding"
+    code, ready = http_get(f"{base}/ready", timeout=5)
+    assert code == 503 and ready["status"] == "not ready"
+    assert ready["checks"] == {"database": True, "snakelab": False, "loop": True}
+    [problem] = ready["problems"]
+    assert problem.startswith("snakelab: ")
+    assert proc.alive() and not stack.events()
 
 
-def _get(url: str) -> tuple[int | None, Any]:
-    return http_get(url, timeout=5)
-
-
-def _status_with_error(base: str, text: str) -> dict | None:
-    try:
-        status = http_json(f"{base}/api/status")
-    except OSError:
-        return None
-    return status if text in (status.get("last_error") or "") else None
+def _status_with_error(stack: Stack, text: str) -> dict | None:
+    status = status_or_none(stack)
+    return status if status and text in (status.get("last_error") or "") else None
 
 
 def test_a_vanished_run_is_logged_as_failed_and_its_step_retried(stack: Stack) -> None:
     """A run neither SnakeLab nor its tables know any more tested nothing: it is logged as
     vanished and its configuration runs again as the same step."""
-    stack.start()
-    stack.crash_at("waiting")
-    (accepted,) = stack.events("proposal_accepted")
-    run_id = accepted.get("run_id")
+    accepted, run_id = killed_while_waiting(stack)
     stack.restart_snakelab()  # forgets the run...
     with stack._cursor() as cur:  # ...and its row goes too, as if SnakeLab's tables were reset
         cur.execute(
             f"DELETE FROM `{stack.databases.snakelab_db}`.simulation_runs WHERE run_id = %s",
             (run_id,),
         )
-    proc = stack.orchestrator("random")
-    stack.wait_for(lambda: stack.count("configuration_compared") >= 2, 60, "the next turn", proc)
-    proc.stop()
+    run_until(stack, compared(stack, 2), "the next turn")
 
     summary = check_history(stack)
     (failed,) = [e for e in stack.events("simulation_failed") if e.process_id == run_id]
