@@ -7,9 +7,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from snakelab_harness import RecordingControl
 
 from ax3l.shared.config_schema import load_schema
-from snakelab.trainers.base import EpisodeBatch, EpisodeResult, TrainResult
+from snakelab.trainers.base import TrainResult
 from snakelab.trainers.drqn import (
     DrqnLearner,
     DrqnSettings,
@@ -33,27 +34,10 @@ SMALL_CONFIG: dict[str, Any] = load_schema().fill_defaults(
 )
 
 
-class Recorder:
-    """A RunControl that records episodes and stops at a given checkpoint call."""
-
-    def __init__(self, stop_at_call: int | None = None) -> None:
-        self.episodes: list[EpisodeResult] = []
-        self.checkpoints = 0
-        self.stop_at_call = stop_at_call
-
-    def on_episode(self, result: EpisodeResult) -> None:
-        self.episodes.append(result)
-
-    def on_episodes(self, batch: EpisodeBatch) -> None:
-        self.episodes.extend(batch.results())
-
-    def checkpoint(self) -> bool:
-        self.checkpoints += 1
-        return self.stop_at_call is not None and self.checkpoints >= self.stop_at_call
-
-
-def run(config: dict[str, Any], control: Recorder | None = None) -> tuple[TrainResult, Recorder]:
-    recorder = control or Recorder()
+def run(
+    config: dict[str, Any], control: RecordingControl | None = None
+) -> tuple[TrainResult, RecordingControl]:
+    recorder = control or RecordingControl()
     return DrqnTrainer().run(copy.deepcopy(config), recorder), recorder
 
 
@@ -84,7 +68,7 @@ def test_different_seeds_give_different_runs() -> None:
 
 def test_checkpoint_true_stops_with_a_partial_result() -> None:
     """When checkpoint() returns True before episode 3, the run returns after 2 episodes."""
-    result, recorder = run(SMALL_CONFIG, Recorder(stop_at_call=3))
+    result, recorder = run(SMALL_CONFIG, RecordingControl(stop_after=3))
     assert result.episodes_completed == 2
     assert [e.episode for e in recorder.episodes] == [1, 2]
     assert result.total_steps == sum(e.steps for e in recorder.episodes)
@@ -94,7 +78,7 @@ def test_checkpoint_true_stops_with_a_partial_result() -> None:
 
 def test_checkpoint_stop_before_the_first_episode() -> None:
     """A stop at the first checkpoint leaves no episode, no high score and no snapshot."""
-    result, recorder = run(SMALL_CONFIG, Recorder(stop_at_call=1))
+    result, recorder = run(SMALL_CONFIG, RecordingControl(stop_after=1))
     assert result.episodes_completed == 0 and recorder.episodes == []
     assert result.high_score is None and result.best_snapshot is None
 

@@ -27,17 +27,12 @@ def episode_rows(databases: Databases, run_id: str) -> int:
     return int(count)
 
 
-async def wait_for(condition, within: float = 20.0, what: str = "") -> None:  # type: ignore[no-untyped-def]
-    await wait_until_async(condition, within, what)
-
-
 async def test_sigkill_mid_run_then_restart_fails_the_rows_and_forgets_the_runs(
     snakelab_tables: Databases,
 ) -> None:
     """After SIGKILL mid-run, a restart fails running and queued rows; status is run_not_found."""
     env = snakelab_tables.env()
-    first = SnakeLabProcess(env, trainer="surrogate", seconds=120).start()
-    try:
+    with SnakeLabProcess(env, trainer="surrogate", seconds=120) as first:
         client = SnakeLabClient(first.endpoint)
         running = (await client.submit({"seed": 1})).run_id
         queued = (await client.submit({"seed": 2})).run_id
@@ -46,10 +41,8 @@ async def test_sigkill_mid_run_then_restart_fails_the_rows_and_forgets_the_runs(
             row = rows(snakelab_tables).get(running)
             return row is not None and row[0] == "running" and (row[2] or 0) >= 2
 
-        await wait_for(in_progress, what="the first run to be running with episodes stored")
+        await wait_until_async(in_progress, 20, "the first run to be running with episodes stored")
         first.kill()
-    finally:
-        first.close()
     before = rows(snakelab_tables)
     assert before[running][0] == "running"
     assert before[queued][0] == "queued"
@@ -76,14 +69,13 @@ async def test_sigkill_mid_run_then_restart_fails_the_rows_and_forgets_the_runs(
         async def fresh_running() -> bool:
             return (await client.status(fresh.run_id)).completed_epochs >= 1
 
-        await wait_for(fresh_running, what="the new submission to run")
+        await wait_until_async(fresh_running, 20, "the new submission to run")
         await client.cancel(fresh.run_id)
 
 
 async def test_sigterm_fails_unfinished_runs_at_once(snakelab_tables: Databases) -> None:
     """A graceful stop stores the running and queued runs as failed before exiting 0."""
-    server = SnakeLabProcess(snakelab_tables.env(), trainer="surrogate", seconds=120).start()
-    try:
+    with SnakeLabProcess(snakelab_tables.env(), trainer="surrogate", seconds=120) as server:
         client = SnakeLabClient(server.endpoint)
         running = (await client.submit({"seed": 1})).run_id
         queued = (await client.submit({"seed": 2})).run_id
@@ -91,10 +83,8 @@ async def test_sigterm_fails_unfinished_runs_at_once(snakelab_tables: Databases)
         async def started() -> bool:
             return (await client.status(running)).completed_epochs >= 1
 
-        await wait_for(started, what="the first run to start")
+        await wait_until_async(started, 20, "the first run to start")
         assert server.stop() == 0
-    finally:
-        server.close()
     after = rows(snakelab_tables)
     assert after[running][:2] == ("failed", STOPPED)
     assert after[queued][:2] == ("failed", STOPPED)
@@ -108,9 +98,10 @@ async def test_a_hosts_restart_fails_only_its_own_runs_in_a_shared_database(
     restarted: its running run is failed, host b's running run goes on and completes, and
     each row names the host that ran it."""
     env = snakelab_tables.env()
-    host_b = SnakeLabProcess(env, seconds=6, extra_env={"SNAKELAB_HOST_ID": "b"}).start()
-    host_a = SnakeLabProcess(env, seconds=120, extra_env={"SNAKELAB_HOST_ID": "a"}).start()
-    try:
+    with (
+        SnakeLabProcess(env, seconds=6, extra_env={"SNAKELAB_HOST_ID": "b"}) as host_b,
+        SnakeLabProcess(env, seconds=120, extra_env={"SNAKELAB_HOST_ID": "a"}) as host_a,
+    ):
         client_a, client_b = SnakeLabClient(host_a.endpoint), SnakeLabClient(host_b.endpoint)
         on_a = (await client_a.submit({"seed": 1})).run_id
         on_b = (await client_b.submit({"seed": 2})).run_id
@@ -119,7 +110,7 @@ async def test_a_hosts_restart_fails_only_its_own_runs_in_a_shared_database(
             found = rows(snakelab_tables)
             return all(found.get(r, ("",))[0] == "running" for r in (on_a, on_b))
 
-        await wait_for(both_running, what="a run on each host")
+        await wait_until_async(both_running, 20, "a run on each host")
         host_a.kill()
         host_a.close()
         with SnakeLabProcess(env, seconds=120, extra_env={"SNAKELAB_HOST_ID": "a"}):
@@ -130,14 +121,11 @@ async def test_a_hosts_restart_fails_only_its_own_runs_in_a_shared_database(
             async def b_completed() -> bool:
                 return rows(snakelab_tables)[on_b][0] == "completed"
 
-            await wait_for(b_completed, within=30, what="host b's run to complete")
+            await wait_until_async(b_completed, 30, "host b's run to complete")
         hosts = dict(
             snakelab_tables.query("SELECT run_id, host FROM simulation_runs", user="snakelab")
         )
         assert (hosts[on_a], hosts[on_b]) == ("a", "b")
-    finally:
-        host_a.close()
-        host_b.close()
 
 
 async def test_without_a_host_id_a_restart_fails_every_unfinished_run_as_before(
@@ -146,22 +134,19 @@ async def test_without_a_host_id_a_restart_fails_every_unfinished_run_as_before(
     """The default (no SNAKELAB_HOST_ID, one host): a restart fails another process's running
     run too, as the real SnakeLab does; rows store no host."""
     env = snakelab_tables.env()
-    other = SnakeLabProcess(env, seconds=120).start()
-    try:
+    with SnakeLabProcess(env, seconds=120) as other:
         running = (await SnakeLabClient(other.endpoint).submit({"seed": 1})).run_id
 
         async def started() -> bool:
             return rows(snakelab_tables).get(running, ("",))[0] == "running"
 
-        await wait_for(started, what="the run to start")
+        await wait_until_async(started, 20, "the run to start")
         with SnakeLabProcess(env, seconds=120):
             assert rows(snakelab_tables)[running][:2] == ("failed", STOPPED)
         ((host,),) = snakelab_tables.query(
             "SELECT host FROM simulation_runs WHERE run_id = %s", (running,), user="snakelab"
         )
         assert host is None
-    finally:
-        other.close()
 
 
 def test_a_table_of_an_older_version_gains_the_host_column_at_startup(

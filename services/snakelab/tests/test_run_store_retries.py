@@ -3,24 +3,22 @@
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, closing
 from typing import Any
 
 import pymysql
 import pytest
+from snakelab_harness import new_run, store_settings
 
-from ax3l.shared.config_schema import load_schema
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.waiting import wait_until
 from ax3l.testing.databases import TestDatabases as Databases
-from snakelab.config_rules import complete_config, config_hash
-from snakelab.run_store import UNCONFIRMED_MESSAGE, DbSettings, RunStore, utc_now
-from snakelab.runs import TERMINAL, Run, RunBook
+from snakelab.run_store import UNCONFIRMED_MESSAGE, RunStore
+from snakelab.runs import TERMINAL, RunBook
 from snakelab.trainers.base import EpisodeResult, RunControl, TrainResult
 from snakelab.worker import RunDriver, Worker
 
-SCHEMA = load_schema()
 LOST = pymysql.err.OperationalError(2013, "Lost connection to MySQL server during query")
 REFUSED = pymysql.err.OperationalError(2003, "Can't connect to MySQL server")
 
@@ -33,16 +31,7 @@ class DyingConnectionStore(RunStore):
     """A real store whose writes meet the fates ``plan`` hands out for their description."""
 
     def __init__(self, databases: Databases, plan: Callable[[str], Fate | None]):
-        super().__init__(
-            DbSettings(
-                host=databases.host,
-                port=databases.port,
-                user=databases.snakelab_user,
-                password=databases.snakelab_password,
-                database=databases.snakelab_db,
-            ),
-            "test",
-        )
+        super().__init__(store_settings(databases), "test")
         self.plan = plan
         self.doing = ""
         self.attempts: list[tuple[str, Fate | None]] = []
@@ -77,13 +66,6 @@ def fates(*script: tuple[str, Sequence[Fate]]) -> Callable[[str], Fate | None]:
     return plan
 
 
-def insert(store: RunStore, **partial: Any) -> Run:
-    config = complete_config(SCHEMA, partial)
-    run = Run(str(uuid.uuid4()), config, int(config["epochs"]), utc_now())
-    store.insert_run(run.run_id, config_hash(config), SCHEMA.flatten(config), run.created_at)
-    return run
-
-
 def rows(databases: Databases) -> list[tuple[Any, ...]]:
     return databases.query(
         "SELECT r.run_id, r.status, r.error_message, r.episode_count,"
@@ -95,15 +77,9 @@ def rows(databases: Databases) -> list[tuple[Any, ...]]:
 
 @pytest.fixture
 def stores(snakelab_tables: Databases) -> Iterator[Callable[..., DyingConnectionStore]]:
-    made: list[DyingConnectionStore] = []
-
-    def make(plan: Callable[[str], Fate | None]) -> DyingConnectionStore:
-        made.append(DyingConnectionStore(snakelab_tables, plan))
-        return made[-1]
-
-    yield make
-    for store in made:
-        store.close()
+    """``DyingConnectionStore(snakelab_tables, plan)``, each closed after the test."""
+    with ExitStack() as made:
+        yield lambda plan: made.enter_context(closing(DyingConnectionStore(snakelab_tables, plan)))
 
 
 def test_a_submit_whose_commit_landed_before_the_connection_died_is_stored_once(
@@ -111,7 +87,7 @@ def test_a_submit_whose_commit_landed_before_the_connection_died_is_stored_once(
 ) -> None:
     """A retry that meets its own rows (duplicate key) knows the first attempt was committed."""
     store = stores(fates(("storing run", ["lost after commit"])))
-    run = insert(store)
+    run = new_run(store)
     assert [fate for _, fate in store.attempts] == ["lost after commit", None]
     assert rows(snakelab_tables) == [(run.run_id, "queued", None, None, 1)]
 
@@ -122,11 +98,11 @@ def test_a_submit_refused_after_its_commit_may_have_landed_is_failed_once_the_da
     """A refused submit leaves no row queued for ever: the next write marks it failed."""
     store = stores(fates(("storing run", ["lost after commit", *["down"] * 100])))
     with pytest.raises(DatabaseError, match="database unavailable"):
-        insert(store, seed=1)
+        new_run(store, seed=1)
     ((orphan, status, _, _, _),) = rows(snakelab_tables)
     assert status == "queued"  # what the database holds while it is "away"
     store.plan = fates()  # the database is back
-    kept = insert(store, seed=2)
+    kept = new_run(store, seed=2)
     assert rows(snakelab_tables) == [
         (orphan, "failed", UNCONFIRMED_MESSAGE, None, 1),
         (kept.run_id, "queued", None, None, 1),
@@ -138,7 +114,7 @@ def test_control_requests_wait_for_the_database_only_briefly(
 ) -> None:
     """A state change during an outage fails within the control patience, below 3 s."""
     store = stores(fates(("storing run", [])))
-    run = insert(store)
+    run = new_run(store)
     store.plan = fates(("setting run", ["down"] * 1000))
     started = time.monotonic()
     with pytest.raises(DatabaseError, match="database unavailable"):
@@ -174,7 +150,7 @@ def test_the_start_and_end_of_a_run_are_stored_whatever_the_connections_go_throu
     worker = Worker(book, store, Scripted())
     worker.start()
     try:
-        run = insert(store)
+        run = new_run(store)
         book.add(run)
         wait_until(lambda: run.state in TERMINAL, 20, "the run to end", interval=0.01)
     finally:

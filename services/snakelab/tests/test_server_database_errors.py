@@ -15,12 +15,10 @@ async def test_a_submit_that_cannot_be_stored_is_refused_with_the_reason(
     """With SnakeLab's tables gone, submit answers a server error and no run is queued."""
     with SnakeLabProcess(snakelab_tables.env(), trainer="surrogate") as server:
         client = SnakeLabClient(server.endpoint)
-        conn = snakelab_tables.connect("admin", snakelab_tables.snakelab_db)
-        try:
-            with conn.cursor() as cur:
-                cur.execute("DROP TABLE simulation_episodes, configurations, simulation_runs")
-        finally:
-            conn.close()
+        snakelab_tables.query(
+            "DROP TABLE simulation_episodes, configurations, simulation_runs",
+            database=snakelab_tables.snakelab_db,
+        )
         with pytest.raises(SnakeLabError) as caught:
             await client.submit({})
         assert caught.value.code == "invalid_request"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,16 +83,12 @@ class Lab:
         return self.call("simulation.status", {"run_id": self.run_id})
 
     def row(self) -> tuple[Any, ...]:
-        conn = self.database.connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute(
-                    "SELECT status, error_message FROM simulation_runs WHERE run_id = %s",
-                    (self.run_id,),
-                )
-                return tuple(cur.fetchone())
-        finally:
-            conn.close()
+        with closing(self.database.connect()) as conn, conn.cursor() as cur:
+            cur.execute(
+                "SELECT status, error_message FROM simulation_runs WHERE run_id = %s",
+                (self.run_id,),
+            )
+            return tuple(cur.fetchone())
 
 
 @pytest.fixture(scope="module")

@@ -44,16 +44,12 @@ async def lab(slow_lab: tuple[SnakeLabProcess, ScratchDatabase]) -> Any:
 
 
 def stored(database: ScratchDatabase, run_id: str) -> tuple[str, int | None]:
-    conn = database.connect()
-    try:
-        with conn.cursor() as cur:
-            cur.execute(
-                "SELECT status, episode_count FROM simulation_runs WHERE run_id = %s", (run_id,)
-            )
-            status, count = cur.fetchone()
-            return status, count
-    finally:
-        conn.close()
+    with contextlib.closing(database.connect()) as conn, conn.cursor() as cur:
+        cur.execute(
+            "SELECT status, episode_count FROM simulation_runs WHERE run_id = %s", (run_id,)
+        )
+        status, count = cur.fetchone()
+        return status, count
 
 
 async def until(client: SnakeLabClient, run_id: str, predicate: Any) -> RunStatus:

@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from snakelab_harness import RecordingControl
 
 from ax3l.shared.config_schema import cached_schema
 from ax3l.shared.registry import ENTRIES
-from snakelab.trainers.base import EpisodeBatch, EpisodeResult
 from snakelab.trainers.surrogate import (
     SLEEP_SLICE_SECONDS,
     TUNABLES,
@@ -60,28 +60,6 @@ def random_legal_config(rng: np.random.Generator) -> dict[str, Any]:
         else:
             values[tunable.column] = round(float(rng.uniform(tunable.low, tunable.high)), 5)
     return with_values(default_config(seed=int(rng.integers(1, 1_000_000))), values)
-
-
-class RecordingControl:
-    """A RunControl that records episodes and says stop after ``stop_after`` checkpoints."""
-
-    def __init__(self, stop_after: int | None = None) -> None:
-        self.episodes: list[EpisodeResult] = []
-        self.calls: list[int] = []  # episodes per on_episode(s) call
-        self.checkpoints = 0
-        self.stop_after = stop_after
-
-    def on_episode(self, result: EpisodeResult) -> None:
-        self.episodes.append(result)
-        self.calls.append(1)
-
-    def on_episodes(self, batch: EpisodeBatch) -> None:
-        self.episodes.extend(batch.results())
-        self.calls.append(len(batch))
-
-    def checkpoint(self) -> bool:
-        self.checkpoints += 1
-        return self.stop_after is not None and self.checkpoints >= self.stop_after
 
 
 class FakeTime:

@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack, closing
 from typing import Any
 
 import pytest
+from snakelab_harness import new_run, store_settings
 
-from ax3l.shared.config_schema import load_schema
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.waiting import wait_until
 from ax3l.testing.databases import TestDatabases as Databases
-from snakelab.config_rules import complete_config, config_hash
-from snakelab.run_store import DbSettings, RunStore, _values_fast, utc_now
+from snakelab.run_store import RunStore, _values_fast
 from snakelab.runs import TERMINAL, Run, RunBook
 from snakelab.trainers.base import EpisodeBatch, EpisodeResult, RunControl, TrainResult
 from snakelab.worker import SLOW_EPISODE_SECONDS, Worker
-
-SCHEMA = load_schema()
 
 
 def episode(number: int, score: int) -> EpisodeResult:
@@ -58,17 +55,13 @@ class Harness:
         on_ended: Callable[[Run], None] | None = None,
     ):
         self.databases = databases
-        self.store = store or RunStore(settings(databases), "test")
+        self.store = store or RunStore(store_settings(databases), "test")
         self.book = RunBook()
         self.worker = Worker(self.book, self.store, trainer, on_ended)
         self.worker.start()
 
     def submit(self, **partial: Any) -> Run:
-        config = complete_config(SCHEMA, partial)
-        run = Run(str(uuid.uuid4()), config, int(config["epochs"]), utc_now())
-        self.store.insert_run(
-            run.run_id, config_hash(config), SCHEMA.flatten(config), run.created_at
-        )
+        run = new_run(self.store, **partial)
         self.book.add(run)
         return run
 
@@ -103,24 +96,11 @@ class Harness:
         self.store.close()
 
 
-def settings(databases: Databases) -> DbSettings:
-    d = databases
-    return DbSettings(d.host, d.port, d.snakelab_user, d.snakelab_password, d.snakelab_db)
-
-
 @pytest.fixture
 def harness_for(snakelab_tables: Databases) -> Iterator[Callable[..., Harness]]:
-    made: list[Harness] = []
-
-    def make(
-        trainer: Any, store: RunStore | None = None, on_ended: Callable[[Run], None] | None = None
-    ) -> Harness:
-        made.append(Harness(snakelab_tables, trainer, store, on_ended))
-        return made[-1]
-
-    yield make
-    for harness in made:
-        harness.close()
+    """``Harness(snakelab_tables, trainer, store, on_ended)``, each closed after the test."""
+    with ExitStack() as made:
+        yield lambda *args: made.enter_context(closing(Harness(snakelab_tables, *args)))
 
 
 def test_slow_episodes_reach_the_database_one_by_one(
@@ -305,7 +285,7 @@ def test_runs_end_in_submission_order_when_writers_store_them_out_of_order(
         control.on_episode(episode(1, score=config["seed"]))
         return TrainResult(1, config["seed"], 10, 1.0)
 
-    store = SecondEndFirstStore(settings(snakelab_tables), "test")
+    store = SecondEndFirstStore(store_settings(snakelab_tables), "test")
     harness = harness_for(ScriptedTrainer(script), store, on_ended)
     runs.extend(harness.submit(seed=i) for i in range(1, 6))
     harness.wait_terminal(runs[-1])
@@ -344,7 +324,7 @@ def test_a_start_queued_behind_other_writes_is_stored_with_the_runs_next_write(
         control.on_episode(episode(1, score=2))
         return TrainResult(1, 2, 10, 2.0)
 
-    store = SlowEndStore(settings(snakelab_tables), "test")
+    store = SlowEndStore(store_settings(snakelab_tables), "test")
     harness = harness_for(ScriptedTrainer(script), store)
     runs = [harness.submit(seed=i) for i in range(1, 7)]
     harness.wait_terminal(runs[-1])
@@ -383,7 +363,7 @@ def test_a_failed_write_stops_and_fails_the_run(
             control.on_episode(episode(number, score=1))
         return TrainResult(199, 1, 0, 0.0)
 
-    store = FailingProgressStore(settings(snakelab_tables), "test")
+    store = FailingProgressStore(store_settings(snakelab_tables), "test")
     harness = harness_for(ScriptedTrainer(script), store)
     run = harness.submit()
     harness.wait_terminal(run)
