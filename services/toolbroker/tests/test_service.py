@@ -24,20 +24,19 @@ class BrokerProcess(ManagedProcess):
         self.zmq_endpoint = f"tcp://127.0.0.1:{free_port()}"
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        options = ["--zmq-endpoint", self.zmq_endpoint, "--port", str(self.port)]
         super().__init__(
             "toolbroker",
-            [
-                sys.executable,
-                "-m",
-                "ax3l.toolbroker",
-                "--zmq-endpoint",
-                self.zmq_endpoint,
-                "--port",
-                str(self.port),
-            ],
+            [sys.executable, "-m", "ax3l.toolbroker", *options],
             {**os.environ, **env, **extra_env},
             tmp_path / f"broker-{self.port}.log",
         )
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.kill()
 
     async def wait_healthy(self, within=30.0):
         async with httpx.AsyncClient() as client:
@@ -56,8 +55,7 @@ async def test_sigkill_after_snakelab_accepted_is_adopted_exactly_once(
     """A broker killed between SnakeLab's reply and the events has the run adopted once, as
     the turn's proposal: the lost reply's resubmission is refused, not a second run."""
     checkpoint = await open_turn(databases, "gamma")
-    crashing = BrokerProcess(lab.env(), tmp_path, AX3L_TEST_CRASH_AT="broker_after_submit")
-    try:
+    with BrokerProcess(lab.env(), tmp_path, AX3L_TEST_CRASH_AT="broker_after_submit") as crashing:
         await crashing.wait_healthy()
         sock = zmq.Context.instance().socket(zmq.REQ)
         sock.setsockopt(zmq.LINGER, 0)
@@ -67,15 +65,12 @@ async def test_sigkill_after_snakelab_accepted_is_adopted_exactly_once(
             assert await crashing.wait_exit_async() == -signal.SIGKILL
         finally:
             sock.close(linger=0)
-    finally:
-        crashing.kill()
     candidate = SCHEMA.with_values(golden["config"], {"training.gamma": 0.965})
     (run_id,) = [r for r in lab.runs_with_seed(candidate["seed"]) if r != golden["run_id"]]
     assert lab.stored_config(run_id) == candidate
     assert events(databases, "proposal_accepted") == []
 
-    restarted = BrokerProcess(lab.env(), tmp_path)
-    try:
+    with BrokerProcess(lab.env(), tmp_path) as restarted:
         settings = databases.settings(AX3L_SNAKELAB_DB_NAME=lab.db_name)
         async with Database(settings) as db:
             orchestrator_adopted = await intents.reconcile(db, SCHEMA, EventLog(db))
@@ -97,16 +92,13 @@ async def test_sigkill_after_snakelab_accepted_is_adopted_exactly_once(
         assert error["code"] == "handler_error" and run_id in error["message"]
         restarted.popen.send_signal(signal.SIGTERM)
         assert await restarted.wait_exit_async() == 0
-    finally:
-        restarted.kill()
     assert len(events(databases, "proposal_accepted")) == 1
 
 
 async def test_rest_reports_health_readiness_and_request_counts(databases, lab, golden, tmp_path):
     """/health, /ready and /api/status answer; SIGTERM stops the process cleanly."""
     await open_turn(databases, "gamma")
-    process = BrokerProcess(lab.env(), tmp_path)
-    try:
+    with BrokerProcess(lab.env(), tmp_path) as process:
         await process.wait_healthy()
         await send_raw(process.zmq_endpoint, b"garbage")
         await send_raw(
@@ -127,8 +119,6 @@ async def test_rest_reports_health_readiness_and_request_counts(databases, lab, 
         assert status["last_request_at"] is not None
         process.popen.send_signal(signal.SIGTERM)
         assert await process.wait_exit_async() == 0
-    finally:
-        process.kill()
 
 
 async def test_ready_is_503_when_snakelab_does_not_answer(databases, lab):
