@@ -50,7 +50,7 @@ def single_description(binding: Binding, schema: ConfigSchema) -> str:
         )
     return (
         "Submit one new value for the single parameter assigned to this conversation"
-        f" ({', '.join(registry.SINGLES)}).\n\n{_status_line(binding, 'single')}\n\n"
+        f" ({', '.join(registry.SINGLES)}).\n\n{binding.refusal('single') or ''}\n\n"
         f"{RESULT_TEXT}"
     )
 
@@ -73,11 +73,7 @@ def pair_description(binding: Binding, schema: ConfigSchema) -> str:
             'Call it with {"value_1": <JSON number>, "value_2": <JSON number>}; strings and'
             f" booleans are refused. {RESULT_TEXT}"
         )
-    return f"{intro}{_status_line(binding, 'pair')}\n\n{RESULT_TEXT}"
-
-
-def _status_line(binding: Binding, kind: registry.EntryKind) -> str:
-    return binding.refusal(kind) or ""
+    return f"{intro}{binding.refusal('pair') or ''}\n\n{RESULT_TEXT}"
 
 
 def value_description(binding: Binding, kind: registry.EntryKind, position: int) -> str:

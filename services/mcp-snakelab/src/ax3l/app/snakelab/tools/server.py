@@ -2,7 +2,7 @@
 
 Domain tools are registered here with ``@mcp.tool()`` (``register_submit_tools``), typed once
 for both MCP servers Ax3l runs: this one, a conversation's session bound to one entry, whose
-``SubmitSingleValue``/``SubmitPairValues`` check the binding and forward to the broker; and the
+``submit`` checks the binding and forwards to the broker (``forwarding.py``); and the
 seats' endpoint (``ax3l.orchestrator.seat_server``), whose callback admits the seat and checks
 the open turn. The argument types are strict JSON numbers (integers or decimals: strings,
 booleans, null and lists fail validation before a tool body runs), and a value that is not
@@ -34,8 +34,7 @@ from ax3l.app.snakelab.tools.descriptions import (
     single_description,
     value_description,
 )
-from ax3l.app.snakelab.tools.submit_pair_values import SubmitPairValues
-from ax3l.app.snakelab.tools.submit_single_value import SubmitSingleValue
+from ax3l.app.snakelab.tools.forwarding import forward
 from ax3l.shared.config_schema import ConfigSchema, SchemaFileError, cached_schema
 from ax3l.shared.registry import EntryKind
 from ax3l.shared.settings import Settings, get_settings
@@ -109,13 +108,17 @@ def register_submit_tools(mcp: MCPServer, texts: SubmitTexts, submit: Submit) ->
 def build_server(binding: Binding, schema: ConfigSchema, client: ZMQClient) -> MCPServer:
     """The MCP server for one session."""
     mcp = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
-    single = SubmitSingleValue(binding, client)
-    pair = SubmitPairValues(binding, client)
 
     async def submit(kind: EntryKind, values: Values) -> CallToolResult:
-        if kind == "single":
-            return await single(values["value"])
-        return await pair(values["value_1"], values["value_2"])
+        # Forwards {"parameter": <bound name>, "value"} or {"pair": <bound name>, "value_1",
+        # "value_2"} to the entry's method, once the binding allows ``kind``.
+        refusal = binding.refusal(kind)
+        if refusal:
+            raise ToolError(refusal)
+        assert binding.entry is not None
+        name_key = "parameter" if kind == "single" else "pair"
+        payload = {name_key: binding.entry.name, **values}
+        return await forward(client, binding.entry.tool_name, payload)
 
     texts = SubmitTexts(
         single=single_description(binding, schema),
