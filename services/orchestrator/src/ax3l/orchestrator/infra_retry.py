@@ -54,16 +54,14 @@ async def retry_never_trained(
         run_id, reused = lost[0].run_id, True
         logger.warning("retry run %s was submitted but never recorded; recording it", run_id)
     else:
-        retries = made
-        limit = runs.infra_retry_max
-        if retries >= limit:
+        if made >= runs.infra_retry_max:
             logger.warning(
                 "run %s failed before its first episode (%s); %d retries made"
                 " (AX3L_INFRA_RETRY_MAX=%d): the step completes as failed",
                 outcome.run_id,
                 outcome.error,
-                retries,
-                limit,
+                made,
+                runs.infra_retry_max,
             )
             return None
         # The failed run itself is no retry, even when its row is not terminal (a run failed

@@ -24,7 +24,6 @@ import logging
 import signal
 import sys
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -36,6 +35,7 @@ from ax3l.orchestrator.loop import FATAL, ExperimentLoop
 from ax3l.orchestrator.mcp_session import bound_session
 from ax3l.orchestrator.proposers import ProposerDeps, make_proposer
 from ax3l.orchestrator.raw_capture import RawCapture
+from ax3l.orchestrator.seat_server import QuietServer
 from ax3l.orchestrator.services import Runs
 from ax3l.orchestrator.session_pool import SessionPool
 from ax3l.orchestrator.startup import prepare
@@ -128,13 +128,6 @@ def configure(args: argparse.Namespace, settings: Settings) -> tuple[Settings, s
     return settings, name, note
 
 
-class _Server(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        # ``run`` owns SIGINT/SIGTERM: the loop and the API stop together.
-        yield
-
-
 @dataclass(frozen=True)
 class _Process:
     """What one orchestrator process runs: its settings, the loop (with its proposer), the MCP
@@ -143,7 +136,7 @@ class _Process:
     settings: Settings
     loop: ExperimentLoop
     sessions: SessionPool
-    server: _Server
+    server: QuietServer
     capture: RawCapture
     alerts: AlertWatcher | None = None
 
@@ -204,7 +197,7 @@ def _wire(settings: Settings, schema: ConfigSchema, proposer_name: str) -> _Proc
     sessions = SessionPool(partial(bound_session, settings=settings), settings.mcp_prepared_ahead)
     deps = ProposerDeps(db, log, schema, status, capture, index, sessions)
     proposer = make_proposer(proposer_name, deps, settings)
-    server = _Server(
+    server = QuietServer(
         uvicorn.Config(
             create_app(ApiResources(db, snakelab, status), settings.allowed_hosts),
             host=settings.http_host,

@@ -108,18 +108,15 @@ class Zygote:
             data, fds, _flags, _addr = socket.recv_fds(control, 4096, 1)
         except TimeoutError as exc:
             raise ForkFailed("the MCP zygote did not answer in time") from exc
-        if not data:
-            for fd in fds:
-                os.close(fd)
-            raise ForkFailed("the MCP zygote exited")
         try:
-            reply = json.loads(data)
+            reply = json.loads(data) if data else None
         except ValueError:
             reply = None
         if not isinstance(reply, dict):
             for fd in fds:
                 os.close(fd)
-            raise ForkFailed(f"the MCP zygote answered {data!r}")
+            answered = f"answered {data!r}" if data else "exited"
+            raise ForkFailed(f"the MCP zygote {answered}")
         return reply, fds
 
     def fork(self, parameter: str) -> tuple[socket.socket, int, int | None]:

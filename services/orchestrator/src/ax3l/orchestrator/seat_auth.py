@@ -102,13 +102,7 @@ class SeatAuth:
             return
         wait = self.buckets.admit(address)
         if wait is not None:
-            self.refusals.count("too_many_requests", address)
-            await json_response(
-                send,
-                429,
-                {"error": "too_many_requests", "error_description": "slow down"},
-                {"retry-after": str(max(1, math.ceil(wait)))},
-            )
+            await self._deny(send, "too_many_requests", address, 429, "slow down", wait=wait)
             return
         scheme, _, token = headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
@@ -119,14 +113,8 @@ class SeatAuth:
         try:
             verdict = await self.seats.verify(token.strip())
         except DatabaseError as exc:
-            self.refusals.count("unavailable", address)
             logger.warning("seat endpoint: cannot read the seats: %s", exc)
-            await json_response(
-                send,
-                503,
-                {"error": "unavailable", "error_description": "try again later"},
-                {"retry-after": "5"},
-            )
+            await self._deny(send, "unavailable", address, 503, "try again later", wait=5)
             return
         if verdict.seat is None:
             await self._unauthorized(
@@ -143,15 +131,15 @@ class SeatAuth:
             return
         wait = self.seat_blocked(verdict.seat.name) if self.seat_blocked else None
         if wait is not None:
-            self.refusals.count("rate_limited", f"{address} (seat {verdict.seat.name})")
-            await json_response(
+            seat = verdict.seat.name
+            await self._deny(
                 send,
+                "rate_limited",
+                f"{address} (seat {seat})",
                 429,
-                {
-                    "error": "too_many_requests",
-                    "error_description": f"seat {verdict.seat.name} is over AX3L_SEAT_RATE_LIMIT",
-                },
-                {"retry-after": str(max(1, math.ceil(wait)))},
+                f"seat {seat} is over AX3L_SEAT_RATE_LIMIT",
+                error="too_many_requests",
+                wait=wait,
             )
             return
         seat_reset = CURRENT_SEAT.set(verdict.seat.name)
@@ -162,18 +150,31 @@ class SeatAuth:
             CURRENT_SEAT.reset(seat_reset)
             CURRENT_ADDRESS.reset(address_reset)
 
-    async def _deny(self, send: Send, reason: str, address: str, status: int, text: str) -> None:
-        self.refusals.count(reason, address)
-        await json_response(send, status, {"error": reason, "error_description": text})
+    async def _deny(
+        self,
+        send: Send,
+        reason: str,
+        who: str,
+        status: int,
+        text: str,
+        error: str | None = None,
+        wait: float | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        """Count the refusal under ``reason`` and answer ``{"error": error or reason,
+        "error_description": text}``, with ``Retry-After`` (whole seconds, at least 1) when
+        the client should ``wait``."""
+        self.refusals.count(reason, who)
+        if wait is not None:
+            headers = {"retry-after": str(max(1, math.ceil(wait)))}
+        body = {"error": error or reason, "error_description": text}
+        await json_response(send, status, body, headers)
 
     async def _unauthorized(self, send: Send, reason: str, address: str, message: str) -> None:
-        self.refusals.count(reason, address)
-        await json_response(
-            send,
-            401,
-            {"error": "invalid_token", "error_description": f"Ax3l refused the request: {message}"},
-            {"www-authenticate": f'Bearer error="invalid_token", error_description="{message}"'},
-        )
+        challenge = f'Bearer error="invalid_token", error_description="{message}"'
+        text = f"Ax3l refused the request: {message}"
+        headers = {"www-authenticate": challenge}
+        await self._deny(send, reason, address, 401, text, "invalid_token", headers=headers)
 
 
 async def json_response(

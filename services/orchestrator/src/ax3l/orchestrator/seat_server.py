@@ -478,7 +478,7 @@ class SeatEndpoint:
             proxy_headers=False,
             server_header=False,
         )
-        self._server = _QuietServer(config)
+        self._server = QuietServer(config)
         self._task = asyncio.create_task(self._server.serve(), name="seat-endpoint")
         while not self._server.started:
             if self._task.done():
@@ -551,8 +551,10 @@ def turn_rules(schema: ConfigSchema, entry: Entry) -> list[dict[str, Any]]:
     ]
 
 
-class _QuietServer(uvicorn.Server):
+class QuietServer(uvicorn.Server):
+    """A uvicorn server that leaves SIGINT/SIGTERM alone: the orchestrator's ``run`` owns them,
+    so the loop, the status API and the seats' endpoint stop together."""
+
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
-        # The orchestrator owns SIGINT/SIGTERM.
         yield

@@ -19,12 +19,13 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import pymysql
 
 from ax3l.shared.db.database import Database
+from ax3l.shared.intents import now
 
 TOKEN_PREFIX = "ax3l-seat-"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -64,10 +65,6 @@ def check_name(name: str) -> str:
     return name
 
 
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
-
-
 def _seat(row: Any) -> Seat:
     return Seat(str(row[0]), row[1], row[2])
 
@@ -105,7 +102,7 @@ def _add_seat_once(conn: Any, name: str) -> str:
                     cur.execute(
                         "INSERT INTO seats (name, token_hash, created_at, revoked_at)"
                         " VALUES (%s, %s, %s, NULL)",
-                        (name, token_hash(token), _now()),
+                        (name, token_hash(token), now()),
                     )
                 except pymysql.err.IntegrityError as exc:
                     raise SeatError(f"seat {name!r} exists (added just now)") from exc
@@ -113,7 +110,7 @@ def _add_seat_once(conn: Any, name: str) -> str:
                 cur.execute(
                     "UPDATE seats SET token_hash = %s, created_at = %s, revoked_at = NULL"
                     " WHERE name = %s AND revoked_at IS NOT NULL",
-                    (token_hash(token), _now(), name),
+                    (token_hash(token), now(), name),
                 )
         conn.commit()
     except BaseException:
@@ -134,7 +131,7 @@ def revoke_seat(conn: Any, name: str) -> Seat:
     with conn.cursor() as cur:
         cur.execute(
             "UPDATE seats SET revoked_at = %s WHERE name = %s AND revoked_at IS NULL",
-            (_now(), name),
+            (now(), name),
         )
         cur.execute("SELECT name, created_at, revoked_at FROM seats WHERE name = %s", (name,))
         row = cur.fetchone()

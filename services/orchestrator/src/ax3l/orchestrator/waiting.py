@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from ax3l.orchestrator.attempts import never_trained
@@ -35,6 +35,7 @@ from ax3l.shared.event_models import (
     SimulationStarted,
     SimulationSubmitted,
 )
+from ax3l.shared.intents import now
 from ax3l.shared.snakelab_client import (
     SnakeLabClient,
     SnakeLabError,
@@ -201,7 +202,7 @@ class RunWaiter:
         """When the run's submission was recorded (now, for a run recorded nowhere)."""
         first = await select(self.db, SimulationSubmitted, process_id=run_id, oldest=1)
         at = first[0].occurred_at if first else None
-        return at if isinstance(at, datetime) else _utc_now()
+        return at if isinstance(at, datetime) else now()
 
     async def _time_out(
         self, run_id: str, deadline: float, last_state: str | None, parent_event_id: int | None
@@ -281,9 +282,5 @@ class RunWaiter:
         )
 
 
-def _utc_now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)  # events store naive UTC
-
-
 def _elapsed(since: datetime | None) -> float:
-    return 0.0 if since is None else (_utc_now() - since).total_seconds()
+    return 0.0 if since is None else (now() - since).total_seconds()
