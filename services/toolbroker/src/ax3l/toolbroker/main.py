@@ -166,12 +166,8 @@ async def _check_tables(settings: Settings, broker: Broker) -> bool:
 async def run(settings: Settings, endpoint: str | None, host: str, port: int) -> int:
     try:
         broker = Broker(settings, endpoint)
-    except SchemaFileError as exc:
-        print(f"ax3l-toolbroker: {exc}", file=sys.stderr)
-        return 2
-    try:
         database_ready = await _check_tables(settings, broker)
-    except DatabaseMisconfigured as exc:
+    except (SchemaFileError, DatabaseMisconfigured) as exc:
         print(f"ax3l-toolbroker: {exc}", file=sys.stderr)
         return 2
     try:
