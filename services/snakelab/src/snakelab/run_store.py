@@ -123,11 +123,17 @@ def _password(env: Mapping[str, str]) -> str:
         raise ValueError(f"SNAKELAB_DB_PASSWORD_FILE={path}: cannot read it ({exc})") from None
 
 
-def _sql_number(value: float | int | None) -> str:
-    # repr of a finite float is a valid SQL literal ("0.96", "1e-05"); JSON and SQL have no NaN.
+def finite_or_none(value: float | None) -> float | None:
+    """``value`` if it is a finite number, else None (JSON and SQL have no NaN)."""
     if value is None or not math.isfinite(value):
-        return "NULL"
-    return repr(float(value))
+        return None
+    return float(value)
+
+
+def _sql_number(value: float | int | None) -> str:
+    # repr of a finite float is a valid SQL literal ("0.96", "1e-05").
+    finite = finite_or_none(value)
+    return "NULL" if finite is None else repr(finite)
 
 
 class _Connection:

@@ -8,7 +8,6 @@ restart the book is empty and every lookup answers ``run_not_found``.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -16,17 +15,10 @@ from datetime import datetime
 from typing import Any
 
 from snakelab.envelope import RequestRefused
-from snakelab.run_store import utc_now
+from snakelab.run_store import finite_or_none, utc_now
 from snakelab.trainers.base import EpisodeBatch, EpisodeResult
 
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
-
-
-def finite_or_none(value: float | None) -> float | None:
-    """``value`` if it is a finite number, else None (JSON and SQL have no NaN)."""
-    if value is None or not math.isfinite(value):
-        return None
-    return float(value)
 
 
 @dataclass

@@ -27,6 +27,7 @@ import numpy.typing as npt
 from ax3l.shared.config_schema import ConfigSchema, Leaf, SchemaFileError, cached_schema
 from ax3l.shared.registry import ENTRIES, leaf_domain
 from snakelab.trainers.base import EpisodeBatch, EpisodeResult, Outcome, RunControl, TrainResult
+from snakelab.trainers.snake_env import DIRECTIONS
 
 MODEL_FILE = "surrogate_model.json"
 GRID_SIZE = 20
@@ -368,9 +369,6 @@ def _trajectory(
     )
 
 
-_DIRECTIONS = ((1, 0), (0, 1), (-1, 0), (0, -1))
-
-
 def _snake_cells(length: int, rng: np.random.Generator) -> list[tuple[int, int]]:
     """A self-avoiding chain of ``length`` cells inside the board, head first."""
     attempts = 20
@@ -383,7 +381,7 @@ def _snake_cells(length: int, rng: np.random.Generator) -> list[tuple[int, int]]
         taken = {(x, y)}
         for turn in turn_row[1:]:
             for candidate in ((heading + turn) % 4, (heading + 1) % 4, (heading + 3) % 4):
-                dx, dy = _DIRECTIONS[candidate]
+                dx, dy = DIRECTIONS[candidate]
                 nxt = (cells[-1][0] + dx, cells[-1][1] + dy)
                 if 0 <= nxt[0] < GRID_SIZE and 0 <= nxt[1] < GRID_SIZE and nxt not in taken:
                     cells.append(nxt)
