@@ -322,50 +322,43 @@ class SeatEndpoint:
         tool = TOOL_NAMES[kind]
         async with self.board.lock:
             turn = self.board.turn
-            if turn is None:
-                await self._refuse(
-                    seat,
-                    tool,
-                    "no_turn",
-                    "no turn is open for the seats right now; call current_turn() and submit"
-                    " while it says open",
-                    values=values,
-                )
+            refused = self._refusal(seat, kind, tool, turn)
+            if refused is not None:
+                await self._refuse(seat, tool, *refused, values=values)
             assert turn is not None
-            entry = turn.entry
-            if turn.run_id is not None:
-                # The winner is not named to other seats.
-                taker = f"by you (run {turn.run_id})" if turn.winner == seat else "by another seat"
-                await self._refuse(
-                    seat,
-                    tool,
-                    "turn_taken",
-                    f"the turn for {entry.name} was already taken {taker}; wait for the next turn",
-                    values=values,
-                )
-            if entry.kind != kind:
-                right = f"{entry.tool_name}({', '.join(entry.value_names)})"
-                await self._refuse(
-                    seat,
-                    tool,
-                    "wrong_kind",
-                    f"the open turn is the {entry.kind} {entry.name}: submit it with {right},"
-                    f" not {tool}",
-                    values=values,
-                )
-            share = self.settings.seat_turn_share
-            won = self.board.won_recently(seat, SHARE_WINDOW)
-            allowed = max(1, math.floor(share * SHARE_WINDOW))
-            if share < 1 and won >= allowed:
-                await self._refuse(
-                    seat,
-                    tool,
-                    "over_share",
-                    f"seat {seat} won {won} of the last {SHARE_WINDOW} turns, its share"
-                    f" (AX3L_SEAT_TURN_SHARE={share:g}); this turn is left to other seats",
-                    values=values,
-                )
             return await self._forward(seat, tool, turn, values)
+
+    def _refusal(
+        self, seat: str, kind: EntryKind, tool: str, turn: OpenTurn | None
+    ) -> tuple[str, str] | None:
+        """Why the open turn refuses ``seat``'s ``tool`` call (reason, message), or None."""
+        if turn is None:
+            return "no_turn", (
+                "no turn is open for the seats right now; call current_turn() and submit"
+                " while it says open"
+            )
+        entry = turn.entry
+        if turn.run_id is not None:
+            # The winner is not named to other seats.
+            taker = f"by you (run {turn.run_id})" if turn.winner == seat else "by another seat"
+            return "turn_taken", (
+                f"the turn for {entry.name} was already taken {taker}; wait for the next turn"
+            )
+        if entry.kind != kind:
+            right = f"{entry.tool_name}({', '.join(entry.value_names)})"
+            return "wrong_kind", (
+                f"the open turn is the {entry.kind} {entry.name}: submit it with {right},"
+                f" not {tool}"
+            )
+        share = self.settings.seat_turn_share
+        won = self.board.won_recently(seat, SHARE_WINDOW)
+        allowed = max(1, math.floor(share * SHARE_WINDOW))
+        if share < 1 and won >= allowed:
+            return "over_share", (
+                f"seat {seat} won {won} of the last {SHARE_WINDOW} turns, its share"
+                f" (AX3L_SEAT_TURN_SHARE={share:g}); this turn is left to other seats"
+            )
+        return None
 
     async def _forward(
         self, seat: str, tool: str, turn: OpenTurn, values: dict[str, Any]
