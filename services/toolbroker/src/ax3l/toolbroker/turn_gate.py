@@ -62,8 +62,7 @@ class TurnGate:
                 requested,
                 None,
                 "no round-robin turn is open: the orchestrator has not stored a"
-                f" round_robin_checkpoint yet, so no proposal for {requested} is accepted; "
-                + NOTHING_DONE,
+                f" round_robin_checkpoint yet, so no proposal for {requested} is accepted",
             )
         if not state.order_matches:
             raise self._refuse(
@@ -73,7 +72,7 @@ class TurnGate:
                 f"the latest round_robin_checkpoint (event {state.checkpoint_event_id}) has the"
                 f" parameter order {state.parameter_order!r} and index {state.index!r}, not one"
                 f" of this Ax3l's {list(PARAMETER_ORDER)!r}; the orchestrator must resolve"
-                f" that first; " + NOTHING_DONE,
+                " that first",
             )
         if state.answer is not None:
             if state.answer.name == ProposalAccepted.event:
@@ -88,7 +87,7 @@ class TurnGate:
                 requested,
                 state,
                 f"the current turn, {describe(state)}, {done}; a proposal for {requested} is"
-                " not accepted until the orchestrator opens the next turn; " + NOTHING_DONE,
+                " not accepted until the orchestrator opens the next turn",
             )
         if state.parameter != requested:
             raise self._refuse(
@@ -96,7 +95,7 @@ class TurnGate:
                 requested,
                 state,
                 f"the current turn is {describe(state)}; only a proposal for"
-                f" {state.parameter} is accepted now, not one for {requested}; " + NOTHING_DONE,
+                f" {state.parameter} is accepted now, not one for {requested}",
             )
         pending = [
             intent
@@ -112,7 +111,7 @@ class TurnGate:
                 f"the current turn, {describe(state)}, may already have its proposal: the"
                 f" outcome of submission intent {ids} is still unknown (SnakeLab's answer was"
                 " lost or late); it is adopted when its run appears, or closed once SnakeLab"
-                " answers again without that run; " + NOTHING_DONE,
+                " answers again without that run",
                 pending_intent_ids=[intent.intent_id for intent in pending],
             )
         return state
@@ -139,4 +138,4 @@ class TurnGate:
                     "run_id": state.answer.run_id,
                 }
         details.update(extra)
-        return TurnRefused(message, details)
+        return TurnRefused(f"{message}; {NOTHING_DONE}", details)
