@@ -102,16 +102,13 @@ class ExperimentLoop:
     async def _guarded_step(self) -> None:
         try:
             await self.step()
-        except (DatabaseTimeout, DiskFull) as exc:
-            # A hung query, or a write the full disk refused, fails the step, not the loop:
-            # the step is derived again.
+        except (DatabaseTimeout, DiskFull, StepFailed, ConversationFailed) as exc:
+            # A hung query or a write the full disk refused (caught before FATAL, whose
+            # DatabaseError they are) fails the step, not the loop: it is derived again.
             self.status.error(str(exc))
             raise StepFailed(str(exc)) from exc
         except FATAL:
             raise
-        except (StepFailed, ConversationFailed) as exc:
-            self.status.error(str(exc))
-            raise StepFailed(str(exc)) from exc
         except Exception as exc:
             # An unexpected failure (a bug or an unforeseen reply) must not end a months-long
             # experiment: it is logged (in full the first time) and the step is derived again
