@@ -17,8 +17,8 @@ stays reusable.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
-import statistics
 import sys
 import time
 from datetime import datetime, timedelta
@@ -31,8 +31,15 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ax3l.shared.events import CATALOG
-from bench.bench_reports import AX3L_DB, SNAKELAB_DB, connect, drop, load, read_env, start_server
-from bench.bench_runs_page import CHROMIUM, LAUNCH_ARGS, PAGE_GOAL_MS, load_page, p95
+from bench.bench_reports import AX3L_DB, SNAKELAB_DB, connect, load, read_env, served
+from bench.bench_runs_page import (
+    CHROMIUM,
+    LAUNCH_ARGS,
+    PAGE_GOAL_MS,
+    load_page,
+    page_row,
+    timed_loads,
+)
 
 PROPOSERS = ("llm", "tpe", "random")
 MODEL = "gemma-3-270m-it-Q4_K_M.gguf"
@@ -136,7 +143,6 @@ def main(argv: list[str] | None = None) -> int:
     from playwright.sync_api import sync_playwright
 
     env = read_env()
-    print(f"loading {args.events:,} events and {args.runs:,} runs ...", flush=True)
     loaded = load(env, args.events, args.runs)
     had, first_added = add_conversations(env, args.conversations)
     added = args.conversations - had if first_added else 0
@@ -145,10 +151,10 @@ def main(argv: list[str] | None = None) -> int:
         f" {had + added:,} conversations ({added:,} added)",
         flush=True,
     )
-    process, url, startup = start_server(env)
     over = False
-    number = 10_000_000
-    try:
+    numbers = itertools.count(10_000_000)
+    # With --keep, the reports bench's data as it was, reusable by bench_runs_page.py.
+    with served(env, args.keep, lambda: remove_from(env, _first_added(env))) as (url, startup):
         print(f"ax3l-reports ready in {startup:.1f} s")
         with httpx.Client(base_url=url, timeout=600) as client:
             began = time.perf_counter()
@@ -164,19 +170,11 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     context = browser.new_context(viewport={"width": 1400, "height": 1000})
                     page = context.new_page()
-                    load_page(page, url + "/proposers", False)  # warm-up
-                    paints, readies = [], []
-                    for _ in range(args.loads):
-                        paint, ready = load_page(page, url + "/proposers", False)
-                        paints.append(paint)
-                        readies.append(ready)
-                    after_paints, after_readies = [], []
-                    for _ in range(args.loads):
-                        add_one(env, number)
-                        number += 1
-                        paint, ready = load_page(page, url + "/proposers", False)
-                        after_paints.append(paint)
-                        after_readies.append(ready)
+                    target = url + "/proposers"
+                    load_page(page, target, False)  # warm-up
+                    paints, readies = timed_loads(page, target, False, args.loads)
+                    add = lambda: add_one(env, next(numbers))  # noqa: E731
+                    after_paints, after_readies = timed_loads(page, target, False, args.loads, add)
                     context.close()
                 finally:
                     browser.close()
@@ -188,19 +186,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("unchanged history", paints, readies),
                 ("after a new conversation each", after_paints, after_readies),
             ):
-                flag = "" if p95(r) <= PAGE_GOAL_MS else "  <-- over goal"
-                over = over or bool(flag)
-                print(
-                    f"{name:<40} {statistics.median(p):10.0f} {p95(p):10.0f}"
-                    f" {statistics.median(r):10.0f} {p95(r):10.0f}{flag}",
-                    flush=True,
-                )
-    finally:
-        process.stop(10)
-        if not args.keep:
-            drop(env)
-        else:  # the reports bench's data as it was, reusable by bench_runs_page.py
-            remove_from(env, _first_added(env))
+                over = page_row(name, p, r, PAGE_GOAL_MS) or over
     print("\nover goal" if over else "\ngoal met")
     return 0
 

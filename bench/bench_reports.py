@@ -25,7 +25,8 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -309,6 +310,7 @@ def history(target_events: int, run_ids: list[str], run_scores: list[int]) -> It
 
 def load(env: dict[str, str], events: int, runs: int) -> Loaded:
     """Create the bench databases and fill them; reuse them when they hold the same sizes."""
+    print(f"loading {events:,} events and {runs:,} runs ...", flush=True)
     admin = connect(env)
     try:
         with admin.cursor() as cur:
@@ -435,7 +437,12 @@ def drop(env: dict[str, str]) -> None:
 # -- measuring ------------------------------------------------------------------------------
 
 
-def start_server(env: dict[str, str]) -> tuple[ManagedProcess, str, float]:
+@contextmanager
+def served(
+    env: dict[str, str], keep: bool, kept: Callable[[], object] = lambda: None
+) -> Iterator[tuple[str, float]]:
+    """``ax3l-reports`` over the bench databases: its URL and start-up seconds. On leaving it
+    is stopped and the bench databases are dropped, or with ``keep`` ``kept()`` is called."""
     port = free_port()
     child_env = {
         **os.environ,
@@ -470,7 +477,19 @@ def start_server(env: dict[str, str]) -> tuple[ManagedProcess, str, float]:
     except ProcessFailed as failure:
         process.stop(10)
         raise SystemExit(str(failure)) from None
-    return process, url, time.perf_counter() - started
+    try:
+        yield url, time.perf_counter() - started
+    finally:
+        process.stop(10)
+        if keep:
+            kept()
+        else:
+            drop(env)
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, round(0.95 * len(ordered)) - 1)]
 
 
 def measure(client: httpx.Client, path: str, requests: int) -> tuple[float, float]:
@@ -482,8 +501,7 @@ def measure(client: httpx.Client, path: str, requests: int) -> tuple[float, floa
         reply = client.get(path)
         times.append((time.perf_counter() - began) * 1000)
         reply.raise_for_status()
-    times.sort()
-    return statistics.median(times), times[max(0, round(0.95 * len(times)) - 1)]
+    return statistics.median(times), p95(times)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -495,7 +513,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     env = read_env()
-    print(f"loading {args.events:,} events and {args.runs:,} runs ...", flush=True)
     loaded = load(env, args.events, args.runs)
     if loaded.seconds:
         print(f"loaded in {loaded.seconds:.1f} s", flush=True)
@@ -505,9 +522,8 @@ def main(argv: list[str] | None = None) -> int:
         f"data: {loaded.events:,} events, {loaded.runs:,} runs,"
         f" {loaded.goldens:,} experiment_highscores rows"
     )
-    process, url, startup = start_server(env)
     failures = []
-    try:
+    with served(env, args.keep) as (url, startup):
         print(f"ax3l-reports ready in {startup:.1f} s (includes counting cycles over the history)")
         deep = max(1, loaded.events // 1000)
         cases = [
@@ -560,10 +576,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"deep/first page p95 ratio of {label}: {ratio:.2f} (target <= 2)")
             if ratio > 2:
                 failures.append(f"{label} deep page")
-    finally:
-        process.stop(10)
-        if not args.keep:
-            drop(env)
     print("\nall targets met" if not failures else f"\nover target: {', '.join(failures)}")
     return 0
 

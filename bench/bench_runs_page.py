@@ -19,6 +19,7 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ import httpx
 # The checkout's root: bench/ is a namespace package there (as mypy names it too).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_reports import drop, load, read_env, start_server
+from bench.bench_reports import load, p95, read_env, served
 
 CHROMIUM = "/usr/bin/chromium"
 LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -37,11 +38,6 @@ PAINT = (
     "() => { const p = performance.getEntriesByName('first-contentful-paint')[0];"
     " return p ? p.startTime : null; }"
 )
-
-
-def p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, round(0.95 * len(ordered)) - 1)]
 
 
 def load_page(page: Any, url: str, plot: bool) -> tuple[float, float]:
@@ -59,6 +55,31 @@ def load_page(page: Any, url: str, plot: bool) -> tuple[float, float]:
     return (paint if paint is not None else interactive), interactive
 
 
+def timed_loads(
+    page: Any, url: str, plot: bool, loads: int, before: Callable[[], object] = lambda: None
+) -> tuple[list[float], list[float]]:
+    """``loads`` loads of ``url``, each after ``before()``: their paints and readies in ms."""
+    paints, readies = [], []
+    for _ in range(loads):
+        before()
+        paint, ready = load_page(page, url, plot)
+        paints.append(paint)
+        readies.append(ready)
+    return paints, readies
+
+
+def page_row(name: str, paints: list, readies: list, goal: float, cold: str = "") -> bool:
+    """Print a page's p50/p95 of paint and ready (then ``cold``); True if p95 ready > ``goal``."""
+    over = p95(readies) > goal
+    print(
+        f"{name:<40} {statistics.median(paints):10.0f} {p95(paints):10.0f}"
+        f" {statistics.median(readies):10.0f} {p95(readies):10.0f}"
+        f"{cold}{'  <-- over goal' if over else ''}",
+        flush=True,
+    )
+    return over
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=1_000_000, help="events to load")
@@ -73,12 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     from playwright.sync_api import sync_playwright
 
     env = read_env()
-    print(f"loading {args.events:,} events and {args.runs:,} runs ...", flush=True)
     loaded = load(env, args.events, args.runs)
     print(f"data: {loaded.events:,} events, {loaded.runs:,} runs", flush=True)
-    process, url, startup = start_server(env)
     failures: list[str] = []
-    try:
+    with served(env, args.keep) as (url, startup):
         print(f"ax3l-reports ready in {startup:.1f} s")
         with httpx.Client(base_url=url, timeout=120) as client:
             began = time.perf_counter()
@@ -118,22 +137,11 @@ def main(argv: list[str] | None = None) -> int:
                         context = browser.new_context(viewport={"width": 1400, "height": 1000})
                         page = context.new_page()
                         _, cold = load_page(page, url + path, plot)
-                        paints, readies = [], []
-                        for _ in range(args.loads):
-                            paint, ready = load_page(page, url + path, plot)
-                            paints.append(paint)
-                            readies.append(ready)
+                        paints, readies = timed_loads(page, url + path, plot, args.loads)
                         context.close()
                         goal = PLOT_GOAL_MS if plot else PAGE_GOAL_MS
-                        flag = "" if p95(readies) <= goal else "  <-- over goal"
-                        if flag:
+                        if page_row(name, paints, readies, goal, f" {cold:8.0f}"):
                             failures.append(name)
-                        print(
-                            f"{name:<40} {statistics.median(paints):10.0f} {p95(paints):10.0f}"
-                            f" {statistics.median(readies):10.0f} {p95(readies):10.0f}"
-                            f" {cold:8.0f}{flag}",
-                            flush=True,
-                        )
                 finally:
                     browser.close()
 
@@ -156,10 +164,6 @@ def main(argv: list[str] | None = None) -> int:
                 print(
                     f"{label:<40} {statistics.median(times) * 1000:8.0f} ms  {size / 1e6:6.2f} MB"
                 )
-    finally:
-        process.stop(10)
-        if not args.keep:
-            drop(env)
     print("\nall goals met" if not failures else f"\nover goal: {', '.join(failures)}")
     return 0
 

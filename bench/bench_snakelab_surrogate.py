@@ -64,10 +64,6 @@ def cpu_seconds(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def db_env() -> dict[str, str]:
-    return private_db_env(REPO)
-
-
 async def one_round(
     client: SnakeLabClient, events_endpoint: str, runs: int, epochs: int, seed0: int
 ) -> dict:
@@ -204,7 +200,7 @@ def innodb_floor(database: ScratchDatabase, runs: int = 40, episodes: int = 1500
 
 async def bench(args: argparse.Namespace) -> int:
     failures = 0
-    with scratch_snakelab_database(db_env()) as database:
+    with scratch_snakelab_database(private_db_env(REPO)) as database:
         pid = mariadb_pid()
         before = cpu_seconds(pid)
         ceiling = database_ceiling(database)

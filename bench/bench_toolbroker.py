@@ -63,10 +63,6 @@ BATCH = 5000
 TARGET_P99_MS = 10.0
 
 
-def read_env() -> dict[str, str]:
-    return private_db_env(ROOT)
-
-
 # -- synthetic experiment -----------------------------------------------------------------------
 
 
@@ -341,7 +337,7 @@ async def broker_throughput(dbs: TestDatabases, requests: int) -> dict[str, floa
 
 
 async def run(args: argparse.Namespace) -> int:
-    env = read_env()
+    env = private_db_env(ROOT)
     schema = cached_schema(None)
     rng = random.Random(1970)
     sizes = sorted(int(size) for size in args.sizes.split(","))
