@@ -48,7 +48,6 @@ import pymysql
 from pydantic import SecretStr
 
 from ax3l.shared.db import upgrades
-from ax3l.shared.db.cli import login_arguments
 from ax3l.shared.db.database import placeholders, quote_identifier
 from ax3l.shared.db.errors import DatabaseError, DatabaseMisconfigured, translate
 from ax3l.shared.settings import Settings, setting
@@ -184,8 +183,16 @@ def tool_environment() -> dict[str, str]:
 def admin_connection(settings: BackupSettings, database: str | None = None) -> Any:
     user, password = admin_login(settings)
     try:
-        login = login_arguments(settings) | {"user": user, "password": password}
-        return pymysql.connect(**login, database=database, connect_timeout=10)
+        return pymysql.connect(
+            host=settings.db_host,
+            port=settings.db_port,
+            user=user,
+            password=password,
+            database=database,
+            charset="utf8mb4",
+            autocommit=True,
+            connect_timeout=10,
+        )
     except pymysql.err.MySQLError as exc:
         raise translate(
             exc, f"connecting to {settings.db_host}:{settings.db_port} as the admin login"
