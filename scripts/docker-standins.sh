@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds local stand-ins, under their official names, for the base images that the project's
-# Dockerfiles and compose files name, on a machine that cannot reach the public image
+# Dockerfile and compose files name, on a machine that cannot reach the public image
 # registries (this project's development and CI machines). Users never need it: their
 # `docker compose` pulls the real images.
 #

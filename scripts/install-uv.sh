@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs uv, the version the project's Dockerfiles use, for `make` on a machine without it.
+# Installs uv, the version the project's Dockerfile uses, for `make` on a machine without it.
 #
 #   scripts/install-uv.sh DIR     # puts uv and uvx into DIR (make's default:
 #                                 # $AX3L_CACHE_DIR/uv-<version>, ~/.cache/ax3l/uv-<version>)

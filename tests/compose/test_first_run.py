@@ -34,7 +34,7 @@ echo "test:"; make -n test
 
 def test_make_installs_uv_on_debian_12s_own_python_without_pip(base_images, tmp_path: Path):
     """In a fresh Debian 12 container with Debian's python3 (which has no pip) as root, ``make
-    uv`` installs the Dockerfiles' uv version into ~/.cache/ax3l (a second ``make uv`` does
+    uv`` installs the Dockerfile's uv version into ~/.cache/ax3l (a second ``make uv`` does
     nothing), and ``make run`` syncs without the test tools while ``make test`` syncs them."""
     src = tmp_path / "src"
     for name in (*FILES, "Dockerfile"):
