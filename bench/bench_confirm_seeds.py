@@ -18,7 +18,7 @@ import argparse
 import random
 from typing import Any
 
-from ax3l.orchestrator.confirmation import confirmation_seeds
+from ax3l.orchestrator.racing import confirmation_seeds
 from ax3l.shared.config_schema import ConfigSchema, Leaf, load_schema
 from snakelab.trainers.surrogate import expected_high_score, predict_high_score
 

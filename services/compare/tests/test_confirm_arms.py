@@ -22,7 +22,7 @@ from ax3l.compare.retest import (
     held_out_seeds,
     recommendations,
 )
-from ax3l.orchestrator import confirmation
+from ax3l.orchestrator import racing as confirmation
 from ax3l.shared.config_schema import load_schema
 from ax3l.testing.databases import compare_environment
 from snakelab.trainers.surrogate import expected_high_score, predict_high_score

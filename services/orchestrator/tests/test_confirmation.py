@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from orchestrator_stack import compared
 
-from ax3l.orchestrator.confirmation import confirmation_seeds
+from ax3l.orchestrator.racing import confirmation_seeds
 from ax3l.testing.confirmation_case import (
     BETTER,
     CONFIRM,

@@ -22,8 +22,12 @@ Points (in the order a turn meets them; the broker's is ``broker_after_submit``)
   rotation's confirmation runs pass here too).
 * ``confirmation_after_submit``: a confirmation run was submitted, its submission not recorded.
 * ``confirmation_waiting``: a confirmation run is recorded and being waited on.
+* ``race_round_logged`` (``AX3L_PROMOTION=race``): a round's ``promotion_race_round`` is
+  stored, the next round's runs not submitted (or the decision not stored).
 * ``confirmation_decided``: ``promotion_confirmation_decided`` is stored, the comparison not.
 * ``after_comparison``: ``configuration_compared`` is stored, promotion/retention is not.
+* ``after_model_golden`` (``AX3L_GOLDEN=model``): the golden that follows the model is stored,
+  nothing after it.
 * ``rotation_started``: ``seed_rotation_started`` is stored, nothing else of the rotation.
 * ``rotation_after_submit``: the rotation run was submitted, its submission not yet recorded.
 * ``rotation_waiting``: the rotation run is recorded and being waited on.
@@ -52,8 +56,10 @@ POINTS = frozenset(
         "confirmation_before_submit",
         "confirmation_after_submit",
         "confirmation_waiting",
+        "race_round_logged",
         "confirmation_decided",
         "after_comparison",
+        "after_model_golden",
         "rotation_started",
         "rotation_after_submit",
         "rotation_waiting",

@@ -545,9 +545,11 @@ class GoldenConfigSeedIncremented(EventContent):
 
 
 class PromotionConfirmationStarted(EventContent):
-    """Under ``AX3L_PROMOTION=confirm``: ``candidate_run_id`` beat the golden's high score on
-    ``seed``; both configurations now run on ``seeds`` (the confirmation seeds) before the
-    decision. ``candidate_config`` and ``golden_config`` are the configurations on ``seed``."""
+    """Under ``AX3L_PROMOTION=confirm`` or ``race`` (``policy``; None: confirm, as histories
+    before races wrote it): ``candidate_run_id`` beat the golden's high score on ``seed``; both
+    configurations now run on ``seeds`` (a confirmation's seeds, or every seed a race may use)
+    before the decision. ``candidate_config`` and ``golden_config`` are the configurations on
+    ``seed``; ``alpha`` is a race's ``AX3L_RACE_ALPHA``."""
 
     event: ClassVar[str] = "promotion_confirmation_started"
     candidate_run_id: str | None = None
@@ -561,12 +563,16 @@ class PromotionConfirmationStarted(EventContent):
     golden_config: dict[str, Any] | None = None
     parameter: str | None = None
     index: int | None = None
+    policy: str | None = None
+    alpha: float | None = None
 
 
 class PromotionConfirmationDecided(EventContent):
-    """The confirmation's outcome: both score lists over ``seeds`` (the current seed first),
-    their runs and means; ``decision`` is ``promoted`` (the candidate's mean strictly higher)
-    or ``retained``; ``problem`` names a confirmation run that ended without a score."""
+    """The trial's outcome: both score lists over ``seeds`` (a confirmation's: the current seed
+    first; a race's: the race seeds it used, the triggering run left out), their runs and means;
+    ``decision`` is ``promoted`` or ``retained``; ``problem`` names a run that ended without a
+    score. A race adds its ``mean_difference``, last ``p_value`` and the ``threshold`` a win
+    needed."""
 
     event: ClassVar[str] = "promotion_confirmation_decided"
     candidate_run_id: str | None = None
@@ -579,6 +585,52 @@ class PromotionConfirmationDecided(EventContent):
     candidate_mean: float | None = None
     golden_mean: float | None = None
     decision: str | None = None
+    problem: str | None = None
+    policy: str | None = None
+    mean_difference: float | None = None
+    p_value: float | None = None
+    threshold: float | None = None
+
+
+class PromotionRaceRound(EventContent):
+    """A round of a race (``AX3L_PROMOTION=race``): the scores of both configurations on the race
+    seeds so far, their mean paired difference, the one-sided p-value (None below three seeds),
+    the ``threshold`` a p-value must reach for a win and the ``verdict``: ``continue``,
+    ``promoted`` or ``retained``."""
+
+    event: ClassVar[str] = "promotion_race_round"
+    candidate_run_id: str | None = None
+    golden_run_id: str | None = None
+    round: int | None = None
+    seeds: list[int] | None = None
+    candidate_scores: list[int] | None = None
+    golden_scores: list[int] | None = None
+    candidate_runs: list[str] | None = None
+    golden_runs: list[str] | None = None
+    mean_difference: float | None = None
+    p_value: float | None = None
+    threshold: float | None = None
+    verdict: str | None = None
+
+
+class ModelRecommendation(EventContent):
+    """Under ``AX3L_GOLDEN=model``, after a comparison: the configuration the model of every run
+    recommends (``ax3l.shared.run_model``: the best predicted mean among configurations run on
+    the current seed), its ``run_id`` there, ``predicted_mean`` and ``predicted_sd``, the
+    ``runs`` and ``seeds`` behind the fit, and whether the golden followed it
+    (``golden_changed``; the new golden's event is written with this one)."""
+
+    event: ClassVar[str] = "model_recommendation"
+    run_id: str | None = None
+    config: dict[str, Any] | None = None
+    predicted_mean: float | None = None
+    predicted_sd: float | None = None
+    config_runs: int | None = None
+    runs: int | None = None
+    seeds: int | None = None
+    golden_run_id: str | None = None
+    golden_predicted_mean: float | None = None
+    golden_changed: bool | None = None
     problem: str | None = None
 
 

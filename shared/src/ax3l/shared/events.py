@@ -57,6 +57,11 @@ CATALOG: dict[str, tuple[Category, Level]] = {
     "golden_config_seed_incremented": (Category.CONFIGURATION, Level.INFO),
     "promotion_confirmation_started": (Category.CONFIGURATION, Level.INFO),
     "promotion_confirmation_decided": (Category.CONFIGURATION, Level.INFO),
+    # AX3L_PROMOTION=race: a round of a race (its paired differences and verdict).
+    "promotion_race_round": (Category.CONFIGURATION, Level.INFO),
+    # AX3L_GOLDEN=model: after a comparison, the model's recommendation and whether the golden
+    # followed it.
+    "model_recommendation": (Category.CONFIGURATION, Level.INFO),
     # AX3L_NOTIFY_URLS: a notification claimed once (written before it is sent), and a send
     # that did not reach every service.
     "alert_sent": (Category.ALERT, Level.INFO),

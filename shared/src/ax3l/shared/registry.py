@@ -15,6 +15,12 @@ from ax3l.shared.canonical import canonical_number
 from ax3l.shared.config_schema import ConfigSchema, Leaf
 
 EntryKind = Literal["single", "pair"]
+# The scale a tuned value is compared on, declared per path as Optuna's ``log=True`` is: on
+# ``log`` a doubling is one step wherever it starts (sizes, learning rates); on
+# ``log_complement`` the step is in log(1 - x), the horizon of a discount factor or the
+# episodes an exploration decay takes (0.99 -> 0.999 is as large as 0.9 -> 0.99); ``linear``
+# otherwise. Models of the runs (``ax3l.shared.run_model``) measure distance on these scales.
+Scale = Literal["linear", "log", "log_complement"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,22 @@ ENTRIES: tuple[Entry, ...] = (
         ("value_1", "value_2"),
     ),
 )
+
+SCALES: dict[str, Scale] = {
+    "model.hidden_size": "log",
+    "training.sequence_length": "log",
+    "training.batch_size": "log",
+    "training.learning_rate": "log",
+    "training.gamma": "log_complement",
+    "epsilon.initial": "linear",
+    "epsilon.decay": "log_complement",
+    "game.rewards.closer_to_food": "linear",
+    "game.rewards.further_from_food": "linear",
+}
+# Every tuned path, in round-robin order (the entries' paths, each once).
+TUNED_PATHS: tuple[str, ...] = tuple(path for entry in ENTRIES for path in entry.paths)
+if set(SCALES) != set(TUNED_PATHS):
+    raise ImportError(f"SCALES {sorted(SCALES)} must name exactly the tuned paths")
 
 PARAMETER_ORDER: tuple[str, ...] = tuple(entry.name for entry in ENTRIES)
 # The entries' names as a type (a tool argument that must be one of them, e.g. the seats'

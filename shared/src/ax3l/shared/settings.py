@@ -25,7 +25,7 @@ from pydantic_settings import (
 
 # The orchestrator's proposers (``AX3L_PROPOSER``; ``ax3l.orchestrator.proposers.make_proposer``
 # builds them), here so ``ax3l-compare`` reads the same list without importing the orchestrator.
-PROPOSER_NAMES = ("llm", "tpe", "random", "external", "llm+tpe")
+PROPOSER_NAMES = ("llm", "tpe", "random", "external", "llm+tpe", "model")
 
 
 def setting(default: Any, variable: str | AliasChoices, **limits: Any) -> Any:
@@ -216,14 +216,29 @@ class Settings(BaseSettings):
     baseline_max_attempts: int = setting(3, "AX3L_BASELINE_MAX_ATTEMPTS", ge=1)
     """runs of a seeding or seed-rotation baseline that may fail after training before the loop
     stops"""
-    promotion: Literal["single", "confirm"] = setting("single", "AX3L_PROMOTION")
+    promotion: Literal["single", "confirm", "race"] = setting("single", "AX3L_PROMOTION")
     """how a run that beats the golden's high score is promoted: single (the spec's rule: at
-    once) or confirm (the candidate and the golden first run on AX3L_CONFIRM_SEEDS more seeds,
-    and the candidate is promoted only when its mean over the shared seeds is strictly higher);
-    a change takes effect at the orchestrator's next step after its restart"""
+    once), confirm (the candidate and the golden first run on AX3L_CONFIRM_SEEDS more seeds,
+    and the candidate is promoted only when its mean over the shared seeds is strictly higher)
+    or race (they run on 1, then 2, then 4... more seeds, up to AX3L_RACE_MAX_SEEDS, and the
+    candidate is promoted only on a paired t-test win at AX3L_RACE_ALPHA; a loser is stopped
+    as soon as its mean difference is 0 or less); a change takes effect at the orchestrator's
+    next step after its restart"""
     confirm_seeds: int = setting(2, "AX3L_CONFIRM_SEEDS", ge=1, le=10)
     """extra seeds of a confirmation under AX3L_PROMOTION=confirm: seed + 1,000,001 onwards,
     a range no seed rotation reaches"""
+    race_max_seeds: int = setting(8, "AX3L_RACE_MAX_SEEDS", ge=3, le=64)
+    """most seeds a race runs (seed + 1,000,001 onwards, as a confirmation's) under
+    AX3L_PROMOTION=race"""
+    race_alpha: float = setting(0.1, "AX3L_RACE_ALPHA", gt=0, lt=1)
+    """a race promotes an equal challenger at most this often (split over its rounds)"""
+    golden: Literal["spec", "model"] = setting("spec", "AX3L_GOLDEN")
+    """spec: the golden is the last promoted run's configuration (the spec's rule); model:
+    after each comparison the golden follows the model of every run (the configuration run on
+    the current seed with the best predicted mean)"""
+    model_lower_bound: float = setting(0.0, "AX3L_MODEL_LOWER_BOUND", ge=0, le=3)
+    """the run model recommends the best predicted mean minus this many sds (0: the best
+    mean)"""
     infra_retry_max: int = setting(3, "AX3L_INFRA_RETRY_MAX", ge=0)
     """resubmissions of a run SnakeLab failed before its first episode"""
     run_deadline_seconds: float = setting(21600.0, "AX3L_RUN_DEADLINE_SECONDS", gt=0)

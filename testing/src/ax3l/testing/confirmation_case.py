@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ax3l.orchestrator.confirmation import confirmation_seeds
+from ax3l.orchestrator.racing import confirmation_seeds
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.testing.stack import FIXED_EXCEPT_HIDDEN_SIZE, narrowed_schema
 from snakelab.trainers.surrogate import predict_high_score

@@ -51,7 +51,7 @@ from snakelab.trainers.surrogate import expected_high_score
 
 HELD_OUT_OFFSET = 1_000_000
 # The orchestrator's confirmation seeds of a seed s are s + CONFIRMATION_OFFSET + k, k = 1..R
-# (ax3l.orchestrator.confirmation.confirmation_seeds; a test checks this copy against it).
+# (ax3l.orchestrator.racing.confirmation_seeds; a test checks this copy against it).
 CONFIRMATION_OFFSET = 1_000_000
 # Held-out seeds of a comparison with a confirm arm: above every confirmation seed.
 CONFIRM_HELD_OUT_OFFSET = 2_000_000

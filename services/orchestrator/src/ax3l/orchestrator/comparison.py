@@ -3,8 +3,8 @@
 The comparison is stored before the decision is applied, and both are looked up before being
 redone, so a restart between them applies the stored decision exactly once. A proposal wins
 only with a strictly higher high score than the current golden configuration; under
-``AX3L_PROMOTION=confirm`` such a run is first confirmed on more seeds
-(``ax3l.orchestrator.confirmation``), and promoted only when its mean is strictly higher too.
+``AX3L_PROMOTION=confirm`` or ``race`` such a run is first tried on more seeds beside the golden
+(``ax3l.orchestrator.racing``), and promoted only when it wins there too.
 
 Only a proposal of the latest checkpoint's turn is finished (``ax3l.shared.turn_state``): one
 made for another turn is ignored. A run SnakeLab failed before its first episode does not
@@ -18,15 +18,15 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from ax3l.orchestrator.confirmation import (
+from ax3l.orchestrator.golden import create_golden
+from ax3l.orchestrator.infra_retry import retry_never_trained
+from ax3l.orchestrator.racing import (
     Candidate,
     Promotion,
     confirm,
     confirmed_golden_fields,
     started_for,
 )
-from ax3l.orchestrator.golden import create_golden
-from ax3l.orchestrator.infra_retry import retry_never_trained
 from ax3l.orchestrator.services import Runs
 from ax3l.orchestrator.status import LoopStatus, Phase
 from ax3l.orchestrator.waiting import RunOutcome
@@ -164,7 +164,7 @@ async def finish_proposal(
         changes = changes_between(runs.schema, golden.config, run_config)
         won = outcome.scored and (outcome.high_score or 0) > golden.high_score
         confirmed: dict[str, Any] = {}
-        if won and (promotion.confirm or await started_for(db, run_id)):
+        if won and (promotion.trials or await started_for(db, run_id)):
             assert outcome.high_score is not None
             candidate = Candidate(
                 run_id, run_config, outcome.high_score, outcome.event_id, parameter, index
@@ -207,21 +207,30 @@ async def finish_proposal(
 
 
 def _confirmation_fields(decided: PromotionConfirmationDecided) -> dict[str, Any]:
-    """What the comparison carries of its confirmation, and a ``summary`` for its reason."""
+    """What the comparison carries of its trial, and a ``summary`` for its reason."""
     if decided.candidate_mean is None or decided.golden_mean is None:
         summary = f"not confirmed: {decided.problem or 'a confirmation run failed'}"
         return {"confirmation_problem": decided.problem, "summary": summary}
     seeds = ", ".join(str(seed) for seed in decided.seeds or ())
-    verdict = "confirmed" if decided.decision == "promoted" else "not confirmed"
-    sign = ">" if decided.decision == "promoted" else "<="
-    return {
+    fields: dict[str, Any] = {
         "candidate_mean": decided.candidate_mean,
         "golden_mean": decided.golden_mean,
-        "summary": (
-            f"{verdict} over seeds {seeds}: mean {decided.candidate_mean:g} {sign}"
-            f" {decided.golden_mean:g}"
-        ),
     }
+    if decided.policy == "race":
+        verdict = "won its race" if decided.decision == "promoted" else "lost its race"
+        p_value = "" if decided.p_value is None else f", p = {decided.p_value:.3g}"
+        fields["summary"] = (
+            f"{verdict} over seeds {seeds}: mean difference {decided.mean_difference:+g}"
+            f"{p_value} (a win needs p <= {decided.threshold:.3g})"
+        )
+        return fields
+    verdict = "confirmed" if decided.decision == "promoted" else "not confirmed"
+    sign = ">" if decided.decision == "promoted" else "<="
+    fields["summary"] = (
+        f"{verdict} over seeds {seeds}: mean {decided.candidate_mean:g} {sign}"
+        f" {decided.golden_mean:g}"
+    )
+    return fields
 
 
 def _attempt_fields(

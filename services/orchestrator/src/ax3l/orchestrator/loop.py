@@ -1,8 +1,9 @@
 """The round-robin experiment loop: each step is derived from the events, then done.
 
 A step is the first of: seed (no golden yet), finish a pending seed rotation, finish the latest
-accepted proposal (wait, compare, promote), rotate the seed when enough cycles stagnated, or
-take the next turn (checkpoint, exhaustion skip, conversation). Because every step starts from
+accepted proposal (wait, compare, promote), under ``AX3L_GOLDEN=model`` let the golden follow the
+model of every run (``model_golden``), rotate the seed when enough cycles stagnated, or take the
+next turn (checkpoint, exhaustion skip, conversation). Because every step starts from
 what the events say, startup recovery is just the first steps, and a restart anywhere resumes
 exactly where the events leave off. A failed step is retried after an exponential backoff.
 A full disk on the database server fails the step's write (its transaction rolled back), not
@@ -24,10 +25,12 @@ from tenacity import (
 )
 
 from ax3l.orchestrator.comparison import finish_proposal, pending_proposal
-from ax3l.orchestrator.confirmation import Promotion
 from ax3l.orchestrator.exhaustion import skip_if_exhausted
+from ax3l.orchestrator.model_golden import follow_model, pending_follow
 from ax3l.orchestrator.proposers import ConversationFailed, Proposer, TurnContext
 from ax3l.orchestrator.proposers.base import TurnAhead
+from ax3l.orchestrator.racing import Promotion
+from ax3l.orchestrator.run_models import RunModels
 from ax3l.orchestrator.seed_rotation import finish_rotation, pending_rotation, start_rotation
 from ax3l.orchestrator.seeding import seed
 from ax3l.orchestrator.services import Runs, StepFailed
@@ -120,6 +123,10 @@ class ExperimentLoop:
             self.status.error(text)
             raise StepFailed(text) from exc
 
+    def run_models(self) -> RunModels:
+        """The model of every run, shared with the proposer (one fit serves both)."""
+        return self.proposer.deps.models
+
     def _prepare(self, index: object, include_current: bool = False) -> None:
         """Start the MCP sessions of the turns after round-robin ``index`` (and its own), so
         they are ready when their conversations begin; others prepared earlier are closed."""
@@ -132,7 +139,9 @@ class ExperimentLoop:
     async def step(self) -> None:
         """Derive the next piece of work from the events and do it."""
         runs, status, settings, db = self.runs, self.status, self.settings, self.runs.db
-        promotion = Promotion(settings.promotion == "confirm", settings.confirm_seeds)
+        promotion = Promotion(
+            settings.promotion, settings.confirm_seeds, settings.race_max_seeds, settings.race_alpha
+        )
         golden_event = await current_golden(db)
         if golden_event is None:
             await seed(runs, status, promotion)
@@ -168,6 +177,17 @@ class ExperimentLoop:
                     )
                 )
             await finish_proposal(runs, status, promotion, pending)
+            return
+        if settings.golden == "model" and (decision := await pending_follow(db)) is not None:
+            await follow_model(
+                db,
+                runs.log,
+                self.run_models(),
+                status,
+                decision,
+                golden,
+                settings.model_lower_bound,
+            )
             return
         if cycles.stagnant >= settings.seed_stagnant_rounds:
             self._prepare((await next_turn(db)).index, include_current=True)

@@ -35,6 +35,7 @@ from ax3l.orchestrator.loop import FATAL, ExperimentLoop
 from ax3l.orchestrator.mcp_session import bound_session
 from ax3l.orchestrator.proposers import ProposerDeps, make_proposer
 from ax3l.orchestrator.raw_capture import RawCapture
+from ax3l.orchestrator.run_models import RunModels
 from ax3l.orchestrator.seat_server import QuietServer
 from ax3l.orchestrator.services import Runs
 from ax3l.orchestrator.session_pool import SessionPool
@@ -195,7 +196,7 @@ def _wire(settings: Settings, schema: ConfigSchema, proposer_name: str) -> _Proc
         infra_retry_max=settings.infra_retry_max,
     )
     sessions = SessionPool(partial(bound_session, settings=settings), settings.mcp_prepared_ahead)
-    deps = ProposerDeps(db, log, schema, status, capture, index, sessions)
+    deps = ProposerDeps(db, log, schema, status, capture, index, sessions, RunModels(db, schema))
     proposer = make_proposer(proposer_name, deps, settings)
     server = QuietServer(
         uvicorn.Config(

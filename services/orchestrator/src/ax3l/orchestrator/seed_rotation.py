@@ -16,12 +16,12 @@ import logging
 from typing import Any, TypeAlias
 
 from ax3l.orchestrator.baselines import BaselineKind, scored_baseline
-from ax3l.orchestrator.confirmation import (
+from ax3l.orchestrator.golden import create_golden
+from ax3l.orchestrator.racing import (
     Promotion,
     baseline_fields,
     submit_baseline_confirmation,
 )
-from ax3l.orchestrator.golden import create_golden
 from ax3l.orchestrator.services import Runs
 from ax3l.orchestrator.status import LoopStatus, Phase
 from ax3l.orchestrator.waiting import ended_unscored

@@ -17,6 +17,7 @@ class Phase(StrEnum):
     WAITING = "waiting"
     COMPARING = "comparing"
     CONFIRMING = "confirming a promotion"
+    MODELLING = "consulting the model of every run"
     ROTATING = "rotating"
     BACKING_OFF = "backing off"
     STOPPED = "stopped"

@@ -67,6 +67,10 @@ def make_proposer(name: str, deps: ProposerDeps, settings: Settings) -> Proposer
         from ax3l.orchestrator.proposers.random_search import RandomProposer
 
         return RandomProposer(deps, corrections, seed)
+    if name == "model":
+        from ax3l.orchestrator.proposers.model import ModelProposer
+
+        return ModelProposer(deps, corrections, seed)
     if name == "tpe":
         from ax3l.orchestrator.proposers.tpe import TpeProposer
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from ax3l.orchestrator.mcp_session import BoundSession, ToolSessionFailed
 from ax3l.orchestrator.raw_capture import RawCapture
+from ax3l.orchestrator.run_models import RunModels
 from ax3l.orchestrator.session_pool import SessionPool
 from ax3l.orchestrator.status import LoopStatus
 from ax3l.orchestrator.turns import Turn
@@ -38,6 +39,7 @@ class ProposerDeps:
     capture: RawCapture
     index: ConfigIndex
     sessions: SessionPool
+    models: RunModels  # the model of every run (the model proposer, AX3L_GOLDEN=model)
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,11 @@ class Proposer(ABC):
         """Start the conversation for the turn after the one whose run trains (AX3L_PIPELINE);
         ``propose`` for that turn then continues it. Proposers that answer at once ignore it."""
 
+    def explanation(self) -> dict[str, Any]:
+        """What ``conversation_ended`` says of how the accepted proposal was chosen (the model
+        proposer's figures); nothing by default."""
+        return {}
+
     def held_entry(self) -> str | None:
         """The entry of a pipelined conversation not yet handed to its turn, if any."""
         return None
@@ -163,6 +170,7 @@ class Proposer(ABC):
             logger.error("conversation %s (%s) failed: %s", conversation_id, parameter, message)
             raise ConversationFailed(message) from exc
         timings = [_timing(s) for s in (self.sessions if sessions is None else sessions)]
+        ended |= self.explanation()
         await deps.log.log(
             ConversationEnded(**ended, outcome="accepted", run_id=run_id, mcp_sessions=timings),
             process_id=conversation_id,
