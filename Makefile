@@ -25,6 +25,12 @@ uv: ## install uv when missing (into $AX3L_CACHE_DIR/uv-<version>, no pip needed
 install: uv ## install every package and the dev tools into .venv (from uv.lock)
 	$(UV) sync --frozen --all-packages --extra dashboard
 
+# A node of a Ray cluster (README's "Comparisons on a Ray cluster"): every package with Ray,
+# ax3l-compare's optional extra.
+.PHONY: install-ray
+install-ray: uv ## install every package and Ray (ax3l-compare's extra) into .venv, for a Ray node
+	$(UV) sync --frozen --all-packages --extra dashboard --extra ray
+
 # What running needs, without the test tools (pytest, playwright, mypy, hypothesis, ruff);
 # --inexact keeps them when `make install` or `make test` put them there.
 .PHONY: install-run

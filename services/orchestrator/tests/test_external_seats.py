@@ -349,15 +349,24 @@ def readme_agent() -> str:
     return text[start : text.index("```\n", start)]
 
 
-def test_the_readmes_agent_runs_as_written_and_takes_three_turns(
-    stack: Stack, tmp_path: Path
-) -> None:
+async def spend_calls(url: str, token: str, calls: int) -> None:
+    """Up to ``calls`` tool calls of the seat (``current_turn``), in one session, until one is
+    refused for the rate limit."""
+    async with seat_client(url, token) as client:
+        for _ in range(calls):
+            if (await client.call_tool("current_turn", {})).is_error:
+                return
+
+
+def run_readme_agent(
+    stack: Stack, tmp_path: Path, turns: int, timeout: float, spent: int = 0
+) -> tuple[subprocess.CompletedProcess[str], Proc, str]:
     """The README's agent example, copied out of the README and run as a program with a seat's
-    token: it reads each turn's machine-readable rules (or its open choices) and takes three
-    turns, each accepted and run; the rules it used give each argument's bounds as numbers."""
+    token against an orchestrator with the external proposer at the default rate limit, after
+    the seat made ``spent`` more calls."""
     stack.start()
     token = add_seat(stack, "readme")
-    proc, url = start_external(stack, AX3L_SEAT_RATE_LIMIT="100000")
+    proc, url = start_external(stack)
     turn = wait_for_turn(stack, url, token, proc)
     for rule in turn["rules"]:
         leaf = SCHEMA.by_path[rule["setting"]]
@@ -365,17 +374,45 @@ def test_the_readmes_agent_runs_as_written_and_takes_three_turns(
         assert rule["type"] == leaf.type and rule["golden_value"] is not None
     agent = tmp_path / "agent.py"
     agent.write_text(readme_agent())
+    asyncio.run(spend_calls(url, token, spent))
     done = subprocess.run(
-        [sys.executable, str(agent), url, token, "3"],
+        [sys.executable, str(agent), url, token, str(turns)],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=timeout,
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    return done, proc, url
+
+
+def test_the_readmes_agent_runs_as_written_and_takes_three_turns(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """At the default rate limit, the README's agent reads each turn's machine-readable rules
+    (or its open choices) and takes three turns, each accepted and run; the rules it used give
+    each argument's bounds as numbers."""
+    done, proc, _ = run_readme_agent(stack, tmp_path, 3, 180)
     printed = done.stdout.strip().splitlines()
     assert len(printed) >= 3 and all("run_id" in line for line in printed[-3:]), printed
     stack.wait_for(lambda: stack.count("proposal_accepted") >= 3, 60, "three proposals", proc)
     proc.stop()
     accepted = stack.events("seat_call")
     assert sum(e.get("outcome") == "accepted" for e in accepted) >= 3
+
+
+@pytest.mark.long  # about 5 minutes: 100 turns are 200 calls or more at 60 a minute
+@pytest.mark.timeout(900)
+def test_the_readmes_agent_takes_100_turns_at_the_default_rate_limit(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """The seat starts at the default limit (60 calls a minute, most of them spent), so the
+    agent is refused at once: it waits as told and goes on, to 100 turns."""
+    done, proc, url = run_readme_agent(stack, tmp_path, 100, 800, spent=60)
+    assert "waiting" in done.stderr, done.stderr[-2000:]  # refused, and waited
+    printed = [line for line in done.stdout.splitlines() if "run_id" in line]
+    assert len(printed) >= 100, done.stdout[-2000:]
+    metrics = httpx2.get(url.removesuffix("/mcp") + "/metrics").text
+    assert 'ax3l_seat_refused_total{reason="rate_limited"}' in metrics
+    proc.stop()
+    assert stack.count("proposal_accepted") >= 100

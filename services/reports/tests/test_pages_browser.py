@@ -350,3 +350,115 @@ def test_status_bar_shows_the_loop_and_its_outage(
     finally:
         if not stopped:
             orchestrator.close()
+
+
+PHONE = {"width": 390, "height": 844}
+# What overflows the page's width at a phone's: the element reaching furthest right, named.
+WIDEST = """() => {
+  let widest = null, right = 0;
+  for (const el of document.body.querySelectorAll('*')) {
+    const box = el.getBoundingClientRect();
+    if (box.right > right + 0.5 && getComputedStyle(el).position !== 'fixed') {
+      let clipped = false;
+      for (let up = el.parentElement; up && up !== document.body; up = up.parentElement) {
+        const o = getComputedStyle(up).overflowX;
+        if (o === 'auto' || o === 'scroll' || o === 'hidden') { clipped = true; break; }
+      }
+      if (!clipped) { right = box.right; widest = el; }
+    }
+  }
+  const name = !widest ? '' : widest.tagName.toLowerCase() + (widest.id ? '#' + widest.id : '')
+    + (typeof widest.className === 'string' ? '.' + widest.className.split(' ')[0] : '');
+  return [document.documentElement.scrollWidth, Math.round(right), name];
+}"""
+
+
+def test_no_page_is_wider_than_a_phone(server, experiment, browser, test_output_dir):
+    """At 390 px (a phone, with touch and its pixel ratio) no page scrolls sideways: wide tables
+    scroll inside their own box, long words and hashes wrap. On /runs and the dashboard's last
+    runs the Score column starts on the screen."""
+    replay = experiment.replay
+    golden_run = replay.goldens[-1][1].run_id
+    paths = [
+        "/", "/events", "/runs", "/plots/history", "/plots/slice", "/plots/parallel",
+        "/plots/importance", f"/events/{replay.prompt_ids[-1]}", f"/events/{replay.goldens[-1][0]}",
+        "/experiment-highscores", "/golden-configurations", "/score-distribution",
+        f"/simulations/{golden_run}", "/proposers", "/comparison", "/api-reference",
+    ]  # fmt: skip
+    phone = browser.new_context(
+        viewport=PHONE, is_mobile=True, has_touch=True, device_scale_factor=2
+    )
+    with closing(phone):
+        watched = Watched(phone.new_page())
+        p = watched.page
+        wide = {}
+        for path in paths:
+            p.goto(server.url + path)
+            if p.locator("[data-figure]").count():
+                p.wait_for_selector("[data-figure][data-ready=true]", timeout=15000)
+            width, right, element = p.evaluate(WIDEST)
+            if width > PHONE["width"]:
+                wide[path] = (width, right, element)
+                name = path.strip("/").replace("/", "-") or "dashboard"
+                p.screenshot(path=str(test_output_dir / f"phone-{name}.png"), full_page=True)
+        assert wide == {}, wide
+        for path, table in (("/runs", "#runs"), ("/", "#dash-last-runs")):
+            p.goto(server.url + path)
+            header = p.locator(f"{table} th", has_text="Score").first
+            box = header.bounding_box()
+            assert box is not None and box["x"] + box["width"] <= PHONE["width"], (path, box)
+        assert watched.problems == []
+
+
+LIVE_PAGES = ("/", "/events", "/runs", "/golden-configurations", "/experiment-highscores")
+
+
+def _refresh_of(p: Page) -> tuple[str | None, str]:
+    """The page's in-place refresh period and what its selector shows."""
+    return p.evaluate("document.body.dataset.refresh || null"), p.input_value("#filter-refresh")
+
+
+def test_refresh_is_on_by_default_while_the_experiment_runs_and_applies_at_once_everywhere(
+    experiment, snakelab, page, tmp_path
+):
+    """With the orchestrator answering (a live experiment) every page refreshes every 30 s
+    unless told otherwise; with it stopped, none does. On /runs, as on the other pages,
+    choosing a period applies at once (no Apply), and the URL carries no empty filters."""
+    loop = StatusServer({"phase": "waiting", "process_id": "loop-1", "updated_at": time.time()})
+    try:
+        with reports_server(
+            experiment.dbs, tmp_path / "live.log", snakelab.endpoint, loop.url
+        ) as live:
+            p = page.page
+            p.goto(live.url + "/")
+            for path in LIVE_PAGES:
+                wait_until(
+                    lambda path=path: (p.goto(live.url + path), _refresh_of(p))[1][0] == "30",
+                    10,
+                    f"{path} refreshing by default",
+                )
+                assert _refresh_of(p) == ("30", "30"), path
+            p.goto(live.url + "/runs?seed=1970")
+            with p.expect_navigation():
+                p.select_option("#filter-refresh", "5")
+            assert "refresh=5" in p.url and "seed=1970" in p.url, p.url
+            assert "=&" not in p.url + "&" and not p.url.endswith("="), p.url
+            assert _refresh_of(p) == ("5", "5")
+            with p.expect_navigation():
+                p.select_option("#filter-refresh", "0")
+            assert "refresh=0" in p.url and _refresh_of(p) == (None, "0")
+            p.goto(live.url + "/events?refresh=0")
+            assert _refresh_of(p) == (None, "0")
+
+            loop.status = {**loop.status, "phase": "stopped"}
+            wait_until(
+                lambda: (p.goto(live.url + "/"), _refresh_of(p))[1][0] is None,
+                10,
+                "no refresh once the loop stopped",
+            )
+            for path in LIVE_PAGES:
+                p.goto(live.url + path)
+                assert _refresh_of(p) == (None, "0"), path
+    finally:
+        loop.close()
+    assert page.problems == []

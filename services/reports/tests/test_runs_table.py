@@ -232,7 +232,7 @@ async def test_new_runs_state_changes_and_provenance_arrive_without_a_full_read(
             assert sorted(by_id) == [1, 2, 3, 4, 5, 6, 7]
             assert by_id[6]["status"] == "completed" and by_id[6]["high_score"] == 77
             assert by_id[6]["proposer"] == HOSTILE and by_id[6]["entry"] == "gamma"
-            assert by_id[1]["entry"] == "seeding" and by_id[1]["proposer"] is None
+            assert by_id[1]["entry"] == "seeding" and by_id[1]["proposer"] == "ax3l"
             page = (await client.get("/runs")).text
             assert HOSTILE not in page and "&lt;script&gt;window.__pwned" in page
 

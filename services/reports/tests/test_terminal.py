@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from reports_testing import OrchestratorStatusApi, reports_server
 
@@ -15,10 +16,10 @@ from ax3l.orchestrator.status import LoopStatus, Phase
 HOSTILE = "[red]boom[/red] \x1b[2J\x07 done"
 
 
-def _ax3l(*args: str) -> subprocess.CompletedProcess[str]:
+def _ax3l(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "ax3l.reports.terminal", *args],
-        env={**os.environ, "COLUMNS": "220", "TERM": "dumb"},
+        env={**os.environ, "COLUMNS": "220", "TERM": "dumb", **(env or {})},
         capture_output=True,
         text=True,
         timeout=60,
@@ -61,9 +62,19 @@ def test_status_shows_the_cards_the_last_runs_and_the_conversation(experiment, t
                 "status", "--watch", "--interval", "0.2", "--count", "2",
                 "--orchestrator", api.url, "--reports", server.url,
             )  # fmt: skip
+            # No flags: the same settings as make start's (the ports, the listen address).
+            ports = {
+                "AX3L_HTTP_HOST": "0.0.0.0",
+                "AX3L_ORCHESTRATOR_PORT": str(urlsplit(api.url).port),
+                "AX3L_REPORTS_PORT": str(urlsplit(server.url).port),
+            }
+            settled = _ax3l("status", env=ports)
+            named = _ax3l("status", env={**ports, "AX3L_ORCHESTRATOR_URL": "http://127.0.0.1:9"})
     finally:
         api.close()
-    for done in (once, watched):
+    assert "the orchestrator (http://127.0.0.1:9) does not answer" in named.stdout
+    assert "the report server" not in named.stdout
+    for done in (once, watched, settled):
         assert done.returncode == 0, done.stderr
         out = done.stdout
         assert "conversing" in out and "learning_rate (entry 3)" in out and "llm+tpe" in out

@@ -51,6 +51,7 @@ from ax3l.compare.throwaway import (
 )
 from ax3l.compare.version import VersionMismatch, ax3l_version
 from ax3l.shared import comparison_stats as stats
+from ax3l.shared.comparison_conclusion import conclusion
 from ax3l.shared.comparison_stats import CONTROL
 from ax3l.shared.db.cli import connect, ensure_schema
 from ax3l.shared.db.errors import DatabaseError
@@ -68,7 +69,8 @@ def proposer_names() -> tuple[str, ...]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="ax3l-compare", description=(__doc__ or "").splitlines()[0]
+        prog="ax3l-compare",
+        description=" ".join((__doc__ or "").split("\n\n")[0].split()).replace("``", ""),
     )
     parser.add_argument(
         "--proposers",
@@ -300,6 +302,7 @@ def verdict_lines(
                 f"{pair.a:<{w}} {pair.b:<{w}} {pair.repeats:>7} {pair.median_difference:>+11.2f}"
                 f" {_interval(pair.low, pair.high):>15} {pair.p_a_beats_b:>12.2f}"
             )
+    lines.append(f"conclusion: {conclusion(table)}")
     return lines
 
 

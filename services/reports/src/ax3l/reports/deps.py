@@ -40,14 +40,31 @@ class Page:
 
     request: Request
     templates: Jinja2Templates
+    live_refresh: int = 0  # a page's refresh when none was chosen
 
     def render(self, template: str, context: dict[str, Any], **options: Any) -> HTMLResponse:
-        """The template drawn with ``context``; ``options`` go to the response (headers)."""
+        """The template drawn with ``context``; ``options`` go to the response (headers). A
+        ``refresh`` of None (none chosen) is ``live_refresh``, on every page alike."""
+        if "refresh" in context and context["refresh"] is None:
+            context = {**context, "refresh": self.live_refresh}
         return self.templates.TemplateResponse(self.request, template, context, **options)
 
 
-def get_page(request: Request, resources: ResourcesDep) -> Page:
-    return Page(request, resources.templates)
+def experiment_live(orchestrator: OrchestratorMonitor | None) -> bool:
+    """Whether the experiment runs: its orchestrator answered the latest poll and has not
+    stopped."""
+    if orchestrator is None or orchestrator.latest.state != "up":
+        return False
+    return (orchestrator.latest.data or {}).get("phase") != "stopped"
+
+
+def get_page(
+    request: Request,
+    resources: ResourcesDep,
+    settings: Annotated[ReportsSettings, Depends(get_settings)],
+) -> Page:
+    live = experiment_live(resources.orchestrator)
+    return Page(request, resources.templates, settings.live_refresh if live else 0)
 
 
 SettingsDep = Annotated[ReportsSettings, Depends(get_settings)]

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from pydantic import AliasChoices, SecretStr
+from pydantic import AliasChoices, SecretStr, field_validator
 
 from ax3l.shared.settings import Settings, setting
+
+LIVE_REFRESH_CHOICES = (0, 5, 30, 60, 300)  # the pages' refresh choices (models/events.py)
 
 
 class ReportsSettings(Settings):
@@ -29,16 +31,30 @@ class ReportsSettings(Settings):
     (http://127.0.0.1:28871)"""
     page_size: int = setting(100, "AX3L_REPORTS_PAGE_SIZE", ge=1, le=500)
     """events per page"""
+    live_refresh: int = setting(30, "AX3L_REPORTS_LIVE_REFRESH")
+    """seconds between a page's in-place updates when its refresh is not chosen and the
+    experiment runs (0, 5, 30, 60 or 300; 0: off)"""
+
+    @field_validator("live_refresh")
+    @classmethod
+    def _a_refresh_choice(cls, value: int) -> int:
+        if value not in LIVE_REFRESH_CHOICES:
+            raise ValueError(f"must be one of {', '.join(map(str, LIVE_REFRESH_CHOICES))}")
+        return value
 
     def orchestrator_status_url(self) -> str:
         """Where the status bar reads what the loop is doing (``/api/status``)."""
         if self.orchestrator_url:
             return self.orchestrator_url.rstrip("/") + "/api/status"
+        return self.local_url(self.orchestrator_port) + "/api/status"
+
+    def local_url(self, port: int) -> str:
+        """``http://AX3L_HTTP_HOST:port``, where a service of this machine listens."""
         # A wildcard listen address is not an address to connect to.
         host = "127.0.0.1" if self.http_host in ("", "0.0.0.0", "::") else self.http_host
         if ":" in host:
             host = f"[{host}]"
-        return f"http://{host}:{self.orchestrator_port}/api/status"
+        return f"http://{host}:{port}"
 
 
 @lru_cache

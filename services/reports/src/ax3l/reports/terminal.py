@@ -32,13 +32,14 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-ORCHESTRATOR = "http://127.0.0.1:28871"
-REPORTS = "http://127.0.0.1:28870"
+from ax3l.reports.settings import ReportsSettings
+
 TIMEOUT = 3.0
 MAX_TEXT = 160
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -193,7 +194,20 @@ def render(snapshot: Snapshot) -> RenderableType:
     return Group(*parts)
 
 
+def default_urls() -> tuple[str, str]:
+    """The orchestrator's and the report server's base URLs from the settings ``make start``
+    and the services read: ``AX3L_ORCHESTRATOR_URL``, else ``AX3L_HTTP_HOST`` and
+    ``AX3L_ORCHESTRATOR_PORT``; ``AX3L_HTTP_HOST`` and ``AX3L_REPORTS_PORT``."""
+    settings = ReportsSettings()
+    orchestrator = settings.orchestrator_status_url().removesuffix("/api/status")
+    return orchestrator, settings.local_url(settings.reports_port)
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    try:
+        orchestrator, reports = default_urls()
+    except ValidationError as exc:
+        sys.exit(f"ax3l: a setting is not valid: {exc}")
     parser = argparse.ArgumentParser(prog="ax3l", description="Ax3l in a terminal")
     commands = parser.add_subparsers(dest="command", required=True)
     status = commands.add_parser("status", help="the status cards, last runs and conversation")
@@ -203,9 +217,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     status.add_argument("--runs", type=int, default=10, help="last runs shown (10)")
     status.add_argument("--events", type=int, default=8, help="conversation events shown (8)")
     status.add_argument(
-        "--orchestrator", default=ORCHESTRATOR, help=f"its status API ({ORCHESTRATOR})"
+        "--orchestrator",
+        default=orchestrator,
+        help=f"its status API (here {orchestrator}: AX3L_ORCHESTRATOR_URL, else AX3L_HTTP_HOST"
+        " and AX3L_ORCHESTRATOR_PORT)",
     )
-    status.add_argument("--reports", default=REPORTS, help=f"the report server ({REPORTS})")
+    status.add_argument(
+        "--reports",
+        default=reports,
+        help=f"the report server (here {reports}: AX3L_HTTP_HOST and AX3L_REPORTS_PORT)",
+    )
     args = parser.parse_args(argv)
     if args.interval <= 0 or args.runs < 1 or args.events < 1:
         parser.error("--interval, --runs and --events must be above 0")

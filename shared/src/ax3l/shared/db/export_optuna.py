@@ -9,8 +9,9 @@ an older schema, or one the user made by hand) is left out of that trial's param
 its ``params_outside_schema`` attribute: Optuna refuses a param outside its distribution.
 
 The user attributes are ``run_id``, ``snakelab_id`` (SnakeLab's submission order), ``seed``,
-``status``, ``proposer`` and ``entry`` (from the broker's ``proposal_accepted``; a run the loop
-submitted itself has its ``simulation_submitted`` purpose as its entry, e.g. ``seeding``) and
+``status``, ``proposer`` and ``entry`` (``ax3l.shared.run_provenance``: a proposal's
+conversation's proposer and its parameter; ``ax3l`` and the ``simulation_submitted`` purpose,
+e.g. ``seeding``, for a run the loop submitted itself) and
 ``golden`` (whether a ``golden_config_created`` event names the run).
 
 Runs still queued or training are left for a later export. Exporting again adds only the runs
@@ -31,9 +32,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from ax3l.shared import run_provenance
 from ax3l.shared.config_schema import ConfigSchema, cached_schema
 from ax3l.shared.db.database import placeholders, quote_identifier
 from ax3l.shared.registry import ENTRIES, leaf_domain
+from ax3l.shared.run_provenance import RunProvenance
 from ax3l.shared.settings import Settings
 
 if TYPE_CHECKING:
@@ -45,7 +48,7 @@ TUNED_PATHS: tuple[str, ...] = tuple(path for item in ENTRIES for path in item.p
 FINISHED_STATES = ("completed", "failed", "cancelled")
 _FINISHED = placeholders(FINISHED_STATES)
 # The events that tell who produced a run and which runs became golden.
-_PROVENANCE_EVENTS = ("proposal_accepted", "simulation_submitted", "golden_config_created")
+_PROVENANCE_EVENTS = (*run_provenance.EVENTS, run_provenance.GOLDEN_EVENT)
 
 
 class ExportError(RuntimeError):
@@ -112,45 +115,28 @@ def distributions(schema: ConfigSchema) -> dict[str, BaseDistribution]:
 
 
 def provenance(conn: Any) -> tuple[dict[str, Provenance], set[str]]:
-    """Each run's proposer and entry, and the runs that became golden, from Ax3l's events."""
-    made: dict[str, Provenance] = {}
-    retries: dict[str, str] = {}
-    golden: set[str] = set()
+    """Each run's proposer and entry, and the runs that became golden, from Ax3l's events
+    (``ax3l.shared.run_provenance``: the report's ``/runs`` and golden pages read them alike)."""
+    found = RunProvenance()
     with conn.cursor() as cur:
         cur.execute(
-            "SELECT e.name, m.content FROM events e JOIN event_messages m"
+            "SELECT e.name, e.process_id, m.content FROM events e JOIN event_messages m"
             f" ON m.event_id = e.event_id WHERE e.name IN ({placeholders(_PROVENANCE_EVENTS)})"
             " ORDER BY e.event_id",
             _PROVENANCE_EVENTS,
         )
-        for name, text in cur.fetchall():
+        for name, process_id, text in cur.fetchall():
             try:
                 content = json.loads(text)
             except (TypeError, ValueError):
                 continue
-            if not isinstance(content, dict) or not isinstance(content.get("run_id"), str):
-                continue
-            run_id = content["run_id"]
-            if name == "golden_config_created":
-                golden.add(run_id)
-            elif name == "proposal_accepted":
-                made[run_id] = Provenance(
-                    _text(content.get("proposer")), _text(content.get("parameter"))
-                )
-            elif run_id not in made:
-                retry_of = content.get("retry_of")
-                if isinstance(retry_of, str):
-                    retries[run_id] = retry_of
-                elif isinstance(content.get("purpose"), str):
-                    made[run_id] = Provenance("ax3l", content["purpose"])
-    for run_id, original in retries.items():
-        if run_id not in made and original in made:
-            made[run_id] = made[original]
-    return made, golden
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
+            if isinstance(content, dict):
+                found.add(name, process_id, content)
+    made = {
+        run_id: Provenance(found.proposer.get(run_id), found.entry.get(run_id))
+        for run_id in found.proposer.keys() | found.entry.keys()
+    }
+    return made, found.golden
 
 
 def finished_runs(conn: Any, settings: Settings, schema: ConfigSchema) -> Iterator[dict[str, Any]]:

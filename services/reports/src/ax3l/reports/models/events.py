@@ -8,9 +8,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ax3l.reports.models.parameters import QueryModel
+from ax3l.reports.settings import LIVE_REFRESH_CHOICES
 from ax3l.shared.events import CATALOG, Category
 
 REFRESH_CHOICES: dict[int, str] = {0: "off", 5: "5 s", 30: "30 s", 60: "1 min", 300: "5 min"}
+assert tuple(REFRESH_CHOICES) == LIVE_REFRESH_CHOICES
 
 
 class EventQuery(QueryModel):
@@ -55,15 +57,18 @@ class EventQuery(QueryModel):
 class RefreshQuery(QueryModel):
     """A page's refresh selector: how often the page updates its data in place."""
 
-    refresh: int = Field(
-        0, description="seconds between in-place updates of the page: 0 (off), 5, 30, 60 or 300"
+    refresh: int | None = Field(
+        None,
+        description="seconds between in-place updates of the page: 0 (off), 5, 30, 60 or 300;"
+        " unset: AX3L_REPORTS_LIVE_REFRESH while the experiment runs (its orchestrator answers"
+        " and has not stopped), else off",
     )
 
     @field_validator("refresh", mode="before")
     @classmethod
     def _refresh_choice(cls, value: Any) -> Any:
-        if value is None or value == "":  # a form's "off"
-            return 0
+        if value is None or value == "":  # not chosen: the live default
+            return None
         try:
             seconds = int(value)
         except (TypeError, ValueError):

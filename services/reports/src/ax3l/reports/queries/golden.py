@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from itertools import zip_longest
 from typing import Any
 
@@ -66,9 +67,16 @@ def confirmation(golden: GoldenConfig) -> Confirmation | None:
 
 
 async def golden_configurations(
-    db: Database, *, limit: int, before: int | None = None
+    db: Database,
+    *,
+    limit: int,
+    before: int | None = None,
+    proposers: Callable[[list[str]], Awaitable[dict[str, str]]] | None = None,
 ) -> GoldenPage:
-    """Golden configurations newest first, and the cursor of the next (older) page."""
+    """Golden configurations newest first, and the cursor of the next (older) page.
+
+    ``proposers`` gives each golden run's proposer as ``/runs`` names it
+    (``RunsTable.proposers``): a golden event names none unless written with one."""
     clauses = ["e.name = 'golden_config_created'"]
     args: list[Any] = []
     if before is not None:
@@ -105,6 +113,12 @@ async def golden_configurations(
         )
     more = len(entries) > limit
     entries = entries[:limit]
+    if proposers is not None:
+        named = await proposers([entry.run_id for entry in entries if entry.run_id])
+        entries = [
+            entry.model_copy(update={"proposer": entry.proposer or named.get(entry.run_id or "")})
+            for entry in entries
+        ]
     return GoldenPage(
         configurations=entries, older_before=entries[-1].event_id if more and entries else None
     )

@@ -9,12 +9,10 @@ than the newest it holds, the runs it holds that were not finished yet (their st
 still move), and events newer than the newest it read. A wipe (fewer runs, or another first
 run; another first event) makes it read everything again.
 
-Who proposed a run: the proposer a ``proposal_accepted`` names, else its conversation's (the
-``conversation_started`` of the same process), else the latest conversation's before it
-(conversations run one at a time), as the proposers page counts them
-(``queries/proposers.py``). The entry is the proposal's parameter; a run of the loop's own is
-known by its ``simulation_submitted`` purpose (``seeding``, ``seed_rotation``,
-``confirmation``, ``retry``).
+Who proposed a run, and its entry: ``ax3l.shared.run_provenance``, the reading the golden
+pages and the Optuna export share (a proposal's conversation's proposer, as the proposers page
+counts them, ``queries/proposers.py``; ``ax3l`` and the purpose for the loop's own runs; a
+retry's original's).
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ import base64
 import binascii
 import io
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -32,20 +30,17 @@ import polars as pl
 
 from ax3l.reports.models.runs import TUNED_COLUMNS, RunRow, RunsPage, RunsPageQuery, RunsQuery
 from ax3l.reports.queries.events import history_mark, runs_mark
+from ax3l.shared import run_provenance as provenance
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
+from ax3l.shared.run_provenance import RunProvenance
 from ax3l.shared.wire import TERMINAL_STATES
 
 CHUNK = 20_000  # runs per read of new runs (each statement stays well inside the query timeout)
 GROUP_ROWS = 500  # rows per value of a whole-table read
 GROUP_CONCAT_MAX = 64 * 1024 * 1024  # bytes of one such value (500 lines are about 70 KB)
 EVENT_WINDOW = 250_000  # event ids per provenance read
-PROVENANCE_EVENTS = (
-    "proposal_accepted",
-    "conversation_started",
-    "simulation_submitted",
-    "golden_config_created",
-)
+PROVENANCE_EVENTS = (*provenance.EVENTS, provenance.GOLDEN_EVENT)
 SEPARATOR = "\x1f"  # ASCII unit separator: in no run id, state, time or number
 DATETIME_FORMAT = "%Y-%m-%d %H:%M:%S%.f"
 
@@ -66,7 +61,7 @@ def _schema(config: ConfigSchema) -> dict[str, pl.DataType]:
     return columns
 
 
-PROVENANCE_FIELDS = ("run_id", "proposer", "parameter", "purpose")
+PROVENANCE_FIELDS = ("run_id", "proposer", "parameter", "purpose", "retry_of")
 PROVENANCE_SCHEMA: dict[str, pl.DataType] = {
     "run_id": pl.String(),
     "proposer": pl.String(),
@@ -129,38 +124,15 @@ async def _scan(db: Database, select: str, schema: dict[str, pl.DataType]) -> pl
 
 
 @dataclass
-class Provenance:
-    """Who proposed each run and for which entry, and which runs became golden; read
-    incrementally from the events."""
+class Provenance(RunProvenance):
+    """``RunProvenance`` (who proposed each run, for which entry, which runs became golden) read
+    incrementally from the events: how far it read and of which history."""
 
-    proposer: dict[str, str] = field(default_factory=dict)
-    entry: dict[str, str] = field(default_factory=dict)
-    golden: set[str] = field(default_factory=set)
-    by_process: dict[str, str] = field(default_factory=dict)
-    latest_conversation: str | None = None
     newest: int = 0
     history: tuple[int, datetime] | None = None
 
-    def add(self, row: dict[str, Any]) -> None:
-        name, process = row["name"], row["process_id"]
-        proposer = row.get("proposer") or None
-        run_id = row.get("run_id") or None
-        if name == "conversation_started":
-            if proposer and process:
-                self.by_process.setdefault(process, proposer)
-            self.latest_conversation = proposer or (self.by_process.get(process or ""))
-        elif name == "proposal_accepted" and run_id:
-            if proposer and process:
-                self.by_process.setdefault(process, proposer)
-            named = proposer or self.by_process.get(process or "") or self.latest_conversation
-            if named:
-                self.proposer[run_id] = named
-            if row.get("parameter"):
-                self.entry[run_id] = row["parameter"]
-        elif name == "simulation_submitted" and run_id and row.get("purpose"):
-            self.entry.setdefault(run_id, row["purpose"])
-        elif name == "golden_config_created" and run_id:
-            self.golden.add(run_id)
+    def add_row(self, row: dict[str, Any]) -> None:
+        self.add(row["name"], row["process_id"], row)
 
     def frame(self) -> pl.DataFrame:
         runs = sorted(set(self.proposer) | set(self.entry) | self.golden)
@@ -208,6 +180,16 @@ class RunsTable:
                     .sort("id")
                 )
             return self._frame
+
+    async def proposers(
+        self, db: Database, schema: ConfigSchema, run_ids: list[str]
+    ) -> dict[str, str]:
+        """The proposer of each of ``run_ids`` that has one, as ``/runs`` shows it."""
+        frame = await self.frame(db, schema)
+        if not run_ids or frame.is_empty():
+            return {}
+        picked = frame.filter(pl.col("run_id").is_in(run_ids) & pl.col("proposer").is_not_null())
+        return dict(zip(picked["run_id"].to_list(), picked["proposer"].to_list(), strict=True))
 
     # -- SnakeLab's runs ---------------------------------------------------------------------
 
@@ -322,7 +304,7 @@ class RunsTable:
             keys = ("event_id", "name", "process_id", *PROVENANCE_FIELDS)
             for block in blocks:
                 for values in json.loads(f"[{block}]"):
-                    self._provenance.add(dict(zip(keys, values, strict=True)))
+                    self._provenance.add_row(dict(zip(keys, values, strict=True)))
             self._provenance.newest = end
             changed = changed or bool(blocks)
         return changed

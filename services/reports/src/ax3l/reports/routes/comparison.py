@@ -33,6 +33,7 @@ from ax3l.reports.queries.comparison import (
     verdict,
     with_verdicts,
 )
+from ax3l.shared.comparison_conclusion import conclusion
 
 router = APIRouter(prefix="/api/comparison", tags=["comparison"])
 pages = APIRouter(tags=["pages"])
@@ -109,7 +110,8 @@ async def comparison_page(
             "figure": figure,
             "pairs_plot": pairs_plot,
             "curves_plot": curves_plot,
+            "conclusion": conclusion(found.pairs) if found.has_retests else None,
             "query": query,
-            "refresh": query.refresh,
+            "refresh": query.refresh or 0,  # not the live experiment: off unless chosen
         },
     )

@@ -74,7 +74,7 @@ def page_links(request: Request, query: EventPageQuery, **changes: Any) -> str:
         "parameter": query.parameter,
         "process": query.process,
         "limit": query.limit,
-        "refresh": query.refresh or None,
+        "refresh": query.refresh,
     }
     values.update(changes)
     kept = {key: item for key, item in values.items() if item is not None}
@@ -110,6 +110,7 @@ async def event_log_page(
         "events.html",
         {
             "query": query,
+            "refresh": query.refresh,
             "rows": found.events,
             "page": found,
             "status": status,

@@ -2,31 +2,52 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse
 
-from ax3l.reports.deps import DatabaseDep, PageDep
+from ax3l.reports.deps import DatabaseDep, PageDep, RunsTableDep, SchemaDep
 from ax3l.reports.models.golden import GoldenPage, GoldenPageQuery, GoldenQuery
 from ax3l.reports.queries.golden import golden_configurations
+from ax3l.reports.queries.runs import RunsTable
+from ax3l.shared.config_schema import ConfigSchema
+from ax3l.shared.db.database import Database
 
 router = APIRouter(prefix="/api/golden-configurations", tags=["golden configurations"])
 pages = APIRouter(tags=["pages"])
 
 
 @router.get("", response_model=GoldenPage)
-async def list_golden(query: Annotated[GoldenQuery, Query()], db: DatabaseDep) -> GoldenPage:
+async def list_golden(
+    query: Annotated[GoldenQuery, Query()], db: DatabaseDep, table: RunsTableDep, schema: SchemaDep
+) -> GoldenPage:
     """Golden configurations newest first, each with the differences from the one before it
-    (`changes` is null for the first). Page with `before=older_before`."""
-    return await golden_configurations(db, limit=query.limit, before=query.before)
+    (`changes` is null for the first) and the proposer of its run, as `/runs` names it. Page
+    with `before=older_before`."""
+    return await golden_configurations(
+        db, limit=query.limit, before=query.before, proposers=_proposers(db, table, schema)
+    )
+
+
+def _proposers(
+    db: Database, table: RunsTable, schema: ConfigSchema
+) -> Callable[[list[str]], Awaitable[dict[str, str]]]:
+    return lambda run_ids: table.proposers(db, schema, run_ids)
 
 
 @pages.get("/golden-configurations", response_class=HTMLResponse, summary="Golden page")
 async def golden_page(
-    query: Annotated[GoldenPageQuery, Query()], db: DatabaseDep, page: PageDep
+    query: Annotated[GoldenPageQuery, Query()],
+    db: DatabaseDep,
+    table: RunsTableDep,
+    schema: SchemaDep,
+    page: PageDep,
 ) -> HTMLResponse:
     """Each golden configuration with its score, seed, the change that produced it and why;
     ``refresh`` updates the table in place every so many seconds."""
-    found = await golden_configurations(db, limit=query.limit, before=query.before)
+    found = await golden_configurations(
+        db, limit=query.limit, before=query.before, proposers=_proposers(db, table, schema)
+    )
     return page.render("golden.html", {"page": found, "query": query, "refresh": query.refresh})

@@ -99,7 +99,7 @@ def runs_url(path: str, query: RunsQuery, **changes: Any) -> str:
     values: dict[str, Any] = {**query.filters(), "sort": query.sort, "order": query.order}
     if isinstance(query, RunsPageQuery) and query.limit != 100:
         values["limit"] = query.limit
-    if isinstance(query, RunsViewQuery) and query.refresh:
+    if isinstance(query, RunsViewQuery) and query.refresh is not None:
         values["refresh"] = query.refresh
     values.update(changes)
     if values.get("sort") == "id" and values.get("order") == "desc":
@@ -140,6 +140,7 @@ async def runs_page(
         "runs.html",
         {
             "query": query,
+            "refresh": query.refresh,
             "found": found,
             "tuned": TUNED_COLUMNS,
             "short": SHORT,

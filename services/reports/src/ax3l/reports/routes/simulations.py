@@ -14,6 +14,7 @@ from ax3l.reports.figures import episodes_figure
 from ax3l.reports.models.events import RefreshQuery
 from ax3l.reports.models.simulations import Simulation
 from ax3l.reports.queries.simulations import simulation
+from ax3l.shared.wire import TERMINAL_STATES
 
 router = APIRouter(prefix="/api/simulations", tags=["simulations"])
 pages = APIRouter(tags=["pages"])
@@ -70,6 +71,9 @@ async def simulation_page(
                 if found.flat_config is not None and leaf.column in found.flat_config
             ],
             "label": label,
-            "refresh": query.refresh,
+            # The live default only for a run under way.
+            "refresh": 0
+            if query.refresh is None and found.run.status in TERMINAL_STATES
+            else query.refresh,
         },
     )

@@ -32,6 +32,24 @@
     });
   });
 
+  // Every page's refresh selector applies at once, in a form with an Apply button too (/runs).
+  document.querySelectorAll("select[data-submit-on-change]").forEach(function (select) {
+    var form = select.form;
+    if (!form || form.hasAttribute("data-autosubmit")) return;  // submitted on change above
+    select.addEventListener("change", function () {
+      if (form.requestSubmit) form.requestSubmit(); else form.submit();
+    });
+  });
+  // No GET form of a page puts its unset fields into the URL.
+  document.querySelectorAll("form.filters:not([data-autosubmit])").forEach(function (form) {
+    if ((form.getAttribute("method") || "get").toLowerCase() !== "get") return;
+    form.addEventListener("submit", function () {
+      form.querySelectorAll("select, input").forEach(function (field) {
+        if (field.name && field.value === "") field.disabled = true;
+      });
+    });
+  });
+
   // Plots follow the system's colour scheme, as the page does, and switch with it.
   var darkScheme = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
   var DARK = { paper: "#0f172a", plot: "#1e293b", ink: "#e2e8f0", grid: "#334155" };
