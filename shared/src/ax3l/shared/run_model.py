@@ -28,8 +28,8 @@ service that never fits a model does not pay for it at start.
 
 from __future__ import annotations
 
+import functools
 import math
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -198,10 +198,6 @@ class RunModel:
     ):
         if len(records) < MIN_RUNS:
             raise TooFewRuns(f"{len(records)} completed runs; the model needs {MIN_RUNS}")
-        from sklearn.gaussian_process import (
-            GaussianProcessRegressor,
-        )
-
         from ax3l.shared.gp_kernels import initial_kernel
 
         self.space = space
@@ -213,17 +209,12 @@ class RunModel:
         scores = _raise_collapses(scores)
         self._center = float(scores.mean())
         self._scale = float(scores.std()) or 1.0
+        targets = (scores - self._center) / self._scale
         kernel = start.kernel if start is not None else initial_kernel(len(TUNED_PATHS))
-        self._gp = GaussianProcessRegressor(
-            kernel,
-            optimizer="fmin_l_bfgs_b" if optimize or start is None else None,
-            n_restarts_optimizer=0,
-            random_state=0,
-        )
-        with warnings.catch_warnings():
-            # ConvergenceWarning at a bound is expected (a value without effect); the fit stands.
-            warnings.simplefilter("ignore")
-            self._gp.fit(inputs, (scores - self._center) / self._scale)
+        with one_blas_thread():
+            if optimize or start is None:
+                kernel = _most_likely(kernel, inputs, targets)
+            self._gp = _conditioned(kernel, inputs, targets)
         self.fitted = self._describe()
         self.log_marginal_likelihood = float(self._gp.log_marginal_likelihood_value_)
 
@@ -248,7 +239,8 @@ class RunModel:
         points = np.array([[*self.space.encode(v), UNSEEN_SEED] for v in values], dtype=np.float64)
         cross = signal(points, self._gp.X_train_)
         mean = cross @ self._gp.alpha_
-        solved = solve_triangular(self._gp.L_, cross.T, lower=True, check_finite=False)
+        with one_blas_thread():
+            solved = solve_triangular(self._gp.L_, cross.T, lower=True, check_finite=False)
         variance = signal.diag(points) - np.einsum("ij,ij->j", solved, solved)
         sd = np.sqrt(np.maximum(variance, 0.0))
         return [
@@ -296,11 +288,52 @@ class RunModel:
         return self.predict(points)
 
 
+@functools.cache
+def _blas() -> Any:
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+def one_blas_thread() -> Any:
+    """A context in which BLAS uses one thread. The model's matrices are a few hundred rows:
+    a second thread only waits for the first, and on a busy machine (a comparison's repeats,
+    several services) the threads spin against each other, which made one Cholesky
+    decomposition fifty times slower here."""
+    return _blas().limit(limits=1, user_api="blas")
+
+
+def _conditioned(kernel: Any, inputs: Floats, targets: Floats) -> Any:
+    """scikit-learn's Gaussian process with ``kernel`` as it is, conditioned on the runs."""
+    from sklearn.gaussian_process import GaussianProcessRegressor
+
+    return GaussianProcessRegressor(kernel, optimizer=None).fit(inputs, targets)
+
+
+def _most_likely(kernel: Any, inputs: Floats, targets: Floats) -> Any:
+    """``kernel`` with the hyperparameters of highest log marginal likelihood, found by
+    L-BFGS-B from its own (scikit-learn's likelihood and gradient, scipy's optimizer).
+
+    scikit-learn's own optimizer does the same and then warns when a hyperparameter sits at a
+    bound, which is the expected outcome here (a value without effect has the longest length
+    scale) and, warnings being process-wide, cannot be silenced safely in a thread."""
+    from scipy.optimize import minimize
+
+    gp = _conditioned(kernel, inputs, targets)
+
+    def negative(theta: Floats) -> tuple[float, Floats]:
+        value, gradient = gp.log_marginal_likelihood(theta, eval_gradient=True, clone_kernel=False)
+        return -float(value), -gradient
+
+    bounds = gp.kernel_.bounds
+    start = np.clip(gp.kernel_.theta, bounds[:, 0], bounds[:, 1])
+    found = minimize(negative, start, jac=True, method="L-BFGS-B", bounds=bounds)
+    return kernel.clone_with_theta(found.x)
+
+
 def _length_scales(kernel: Any) -> list[float]:
-    """The fitted length scale of each value's curve (the sum's terms, in order)."""
-    if hasattr(kernel, "k1") and hasattr(kernel, "k2"):
-        return [*_length_scales(kernel.k1), *_length_scales(kernel.k2)]
-    return [float(kernel.kernel.length_scale)]
+    """The fitted length scale of each value's curve."""
+    return [float(v) for v in np.atleast_1d(kernel.length_scale)]
 
 
 def _raise_collapses(scores: Floats) -> Floats:

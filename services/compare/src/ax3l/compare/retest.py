@@ -141,9 +141,12 @@ class Recommendation:
     """What a repeat recommends after ``at_runs`` runs."""
 
     at_runs: int
-    golden_run_id: str
+    golden_run_id: (
+        str  # the run whose configuration it is (the model's pick under --recommend model)
+    )
     config: dict[str, Any]
     expected_score: float | None  # surrogate only
+    by: str = "golden"  # golden, or model (--recommend model)
 
 
 def recommendations(
