@@ -48,6 +48,11 @@ MIN_RUNS = 5
 COLLAPSE_SDS = 3.0
 # A seed no run has: predicting there averages over seeds (the seed effect's mean is 0).
 UNSEEN_SEED = -1.0e12
+# A long experiment (the user's has about 1,800 runs) is modelled from its most recent
+# MAX_RUNS; the hyperparameters are fitted to the most recent MAX_FIT_RUNS of those (each
+# step of the fit decomposes an n x n matrix: 400 runs take about a second, 2,000 minutes).
+MAX_RUNS = 2000
+MAX_FIT_RUNS = 400
 
 
 class TooFewRuns(ValueError):
@@ -201,7 +206,8 @@ class RunModel:
         from ax3l.shared.gp_kernels import initial_kernel
 
         self.space = space
-        self.records = list(records)
+        self.records = list(records)[-MAX_RUNS:]
+        records = self.records
         inputs = np.array(
             [[*space.encode(r.values), float(r.seed)] for r in records], dtype=np.float64
         )
@@ -213,7 +219,8 @@ class RunModel:
         kernel = start.kernel if start is not None else initial_kernel(len(TUNED_PATHS))
         with one_blas_thread():
             if optimize or start is None:
-                kernel = _most_likely(kernel, inputs, targets)
+                recent = slice(-MAX_FIT_RUNS, None)
+                kernel = _most_likely(kernel, inputs[recent], targets[recent])
             self._gp = _conditioned(kernel, inputs, targets)
         self.fitted = self._describe()
         self.log_marginal_likelihood = float(self._gp.log_marginal_likelihood_value_)

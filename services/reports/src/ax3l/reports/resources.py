@@ -10,6 +10,7 @@ from ax3l.reports.orchestrator_status import OrchestratorMonitor
 from ax3l.reports.queries.highscores import HighscoreReader
 from ax3l.reports.queries.importance import ImportanceCache
 from ax3l.reports.queries.proposer_board import ProposerBoard
+from ax3l.reports.queries.run_model import RunModelCache
 from ax3l.reports.queries.runs import RunsTable
 from ax3l.reports.snakelab_status import SnakeLabMonitor
 from ax3l.shared.config_schema import ConfigSchema
@@ -29,3 +30,4 @@ class Resources:
     runs: RunsTable = field(default_factory=RunsTable)
     importance: ImportanceCache = field(default_factory=ImportanceCache)
     proposers: ProposerBoard = field(default_factory=ProposerBoard)
+    models: RunModelCache = field(default_factory=RunModelCache)

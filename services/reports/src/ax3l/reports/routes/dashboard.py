@@ -14,6 +14,7 @@ from ax3l.reports.deps import (
     CyclesDep,
     DatabaseDep,
     HighscoresDep,
+    ModelsDep,
     MonitorDep,
     OrchestratorDep,
     PageDep,
@@ -50,6 +51,7 @@ async def dashboard(
     table: RunsTableDep,
     schema: SchemaDep,
     reader: HighscoresDep,
+    models: ModelsDep,
     page: PageDep,
 ) -> Response:
     """The status cards, the golden configuration and its score, the last runs, a small
@@ -78,12 +80,16 @@ async def dashboard(
     if before:  # the golden line starts at the plot's left edge with the score it had there
         shown.insert(0, before[-1].model_copy(update={"simulations": start}))
     last = [RunRow.model_validate(row) for row in frame.tail(LAST_RUNS).reverse().to_dicts()]
+    model = await models.view(
+        frame, schema, golden.config if golden else None, settings.model_lower_bound
+    )
     turn = status.current_parameter or status.orchestrator.parameter
     return page.render(
         "dashboard.html",
         {
             "status": status,
             "golden": golden,
+            "model": model,
             "tuned": tuned,
             "last_runs": last,
             "runs": frame.height,
