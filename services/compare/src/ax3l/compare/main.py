@@ -646,6 +646,7 @@ def verdict_json(
         found = stats.proposer_verdict(proposer, verdicts[proposer])
         versus = against.get(proposer)
         expected = [v.expected_score for v in verdicts[proposer] if v.expected_score is not None]
+        goldens = [g for r in mine if (g := r.golden_expected_score) is not None]
         walls = [r.wall_seconds for r in mine]
         arms.append(
             {
@@ -664,6 +665,8 @@ def verdict_json(
                 },
                 "expected_score_mean": stats.mean(expected) if expected else None,
                 "expected_scores": expected or None,
+                # under --recommend model: what the final goldens would have scored instead
+                "golden_expected_scores": goldens or None,
                 "best_observed_mean": None if found is None else found.best_observed,
                 "accepted_proposals": sum(r.turns.accepted_proposals for r in mine),
                 "wasted_turns": sum(r.turns.wasted_turns for r in mine),

@@ -45,6 +45,7 @@ from ax3l.compare.recommend import GOLDEN, MODEL, model_recommendations, read_ru
 from ax3l.compare.retest import (
     Golden,
     PointRetest,
+    Recommendation,
     RunSource,
     SnakeLabRuns,
     recommendations,
@@ -113,8 +114,16 @@ class RepeatResult:
     promotions: PromotionFigures | None = None  # tuned repeats only
     error: str | None = None
     placement: Placement | None = None
-    # --recommend model: the first ``budget`` runs with their configurations (not stored).
+    # --recommend model: the first ``budget`` runs with their configurations (not stored), and
+    # what the golden would have handed over instead (its recommendations, not re-tested).
     run_rows: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    golden_picks: list[Recommendation] = field(default_factory=list)
+
+    @property
+    def golden_expected_score(self) -> float | None:
+        """Under --recommend model, the surrogate's expected score of the final golden."""
+        final = [p for p in self.golden_picks if p.at_runs == self.plan.budget]
+        return final[0].expected_score if final else None
 
     @property
     def curve(self) -> list[int | None]:
@@ -149,6 +158,8 @@ class RepeatResult:
             if self.retest_hosts:
                 found["retest_hosts"] = self.retest_hosts
             found["recommendations"] = [asdict(p.recommendation) for p in self.retests]
+            if self.golden_picks:
+                found["golden_recommendations"] = [asdict(p) for p in self.golden_picks]
         if self.placement is not None:
             found["placement"] = asdict(self.placement)
         if self.error:
@@ -468,6 +479,7 @@ async def _retest_with(
 ) -> None:
     picks = recommendations(result.goldens, result.run_ids, job.plan.retest_at, surrogate=True)
     if schema is not None and result.run_rows:
+        result.golden_picks = picks
         picks = model_recommendations(
             result.run_rows,
             schema,
