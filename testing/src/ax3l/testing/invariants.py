@@ -705,6 +705,35 @@ def goldens_have_their_snapshots(history: History, snapshot: Invariant) -> None:
         )
 
 
+@invariant("each comparison's decision followed by the model at most once (AX3L_GOLDEN=model)")
+def model_follows_each_decision_once(history: History, rule: Invariant) -> None:
+    """A decision (a promotion's ``golden_config_created`` or a ``golden_config_retained``) has
+    at most one follow-up of the model step: a golden of kind ``model`` or a
+    ``model_recommendation``; a model golden's run ran on its seed and scored its high score."""
+    follow_ups = _grouped(
+        (
+            e
+            for e in history.events
+            if e.name == "model_recommendation"
+            or (e.name == "golden_config_created" and e.get("kind") == "model")
+        ),
+        lambda e: e.parent,
+    )
+    for parent, made in follow_ups.items():
+        rule.check(len(made) == 1, f"decision #{parent} followed by {[e.event_id for e in made]}")
+    by_run_id = history.by_run_id
+    for golden in history.named("golden_config_created"):
+        if golden.get("kind") != "model":
+            continue
+        run = by_run_id.get(golden.get("run_id"))
+        rule.check(
+            run is not None
+            and run["high_score"] == golden.get("high_score")
+            and dict(run["config"] or ()).get("seed") == golden.get("seed"),
+            f"model golden #{golden.event_id}: run {golden.get('run_id')} is {run}",
+        )
+
+
 @invariant("each confirmation or race decided once, by its rule on shared seeds")
 def confirmations_decided_by_their_means(history: History, rule: Invariant) -> None:
     """Under ``AX3L_PROMOTION=confirm``: each confirmation is decided at most once (only the
