@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,7 +65,7 @@ def test_a_race_arm_moves_the_held_out_seeds_above_its_race_seeds():
     ]
 
 
-def _rows(count: int, seed: int = 1) -> list[dict[str, object]]:
+def _rows(count: int, seed: int = 1) -> list[dict[str, Any]]:
     """SnakeLab rows: the default configuration with batch size varied, scored by batch size
     (larger is better) plus noise; run 1 is the default."""
     schema = cached_schema()
