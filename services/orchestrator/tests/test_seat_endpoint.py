@@ -321,6 +321,42 @@ async def test_a_wrong_host_or_origin_is_refused_on_a_wildcard_bind(
     assert counts['ax3l_seat_refused_total{reason="wrong_origin"}'] == 1
 
 
+async def test_strangers_from_many_addresses_cannot_lock_a_seat_out(
+    databases: TestDatabases,
+) -> None:
+    """M1: token-less requests from a hundred addresses (one of them the seat's own) empty the
+    strangers' shared bucket, and the seat's polls, between them, are all answered: its token
+    is read before any bucket is charged, and its bucket is its own. Addresses of one IPv6 /64
+    share one address bucket."""
+    proxy = {"AX3L_SEATS_TRUSTED_PROXIES": "127.0.0.1"}
+    async with (
+        running(databases, AX3L_SEATS_RATE_GLOBAL=2, AX3L_SEATS_RATE_PER_ADDRESS=5, **proxy) as run,
+        httpx2.AsyncClient(timeout=10) as http,
+    ):
+        token = seat(databases, "kim")
+        own = {"x-forwarded-for": "198.51.100.7"}
+        strangers, polls = [], []
+        for n in range(100):
+            address = {"x-forwarded-for": f"198.51.100.{n}"}
+            strangers.append((await post(http, run.url, CURRENT_TURN, **address)).status_code)
+            if n % 10 == 9:
+                polls.append(await post(http, run.url, CURRENT_TURN, token=token, **own))
+        assert strangers.count(429) >= 50 and set(strangers) == {401, 429}
+        assert [p.status_code for p in polls] == [200] * 10
+        assert all(tool_result(p)["structuredContent"]["open"] is False for p in polls)
+    async with (
+        running(databases, AX3L_SEATS_RATE_PER_ADDRESS=5, **proxy) as run,
+        httpx2.AsyncClient(timeout=10) as http,
+    ):
+        rotating = [
+            (await post(http, run.url, CURRENT_TURN, **{"x-forwarded-for": f"2001:db8:0:7::{n:x}"}))
+            for n in range(1, 16)
+        ]
+        other = await post(http, run.url, CURRENT_TURN, **{"x-forwarded-for": "2001:db8:0:8::1"})
+    assert [r.status_code for r in rotating] == [401] * 10 + [429] * 5
+    assert other.status_code == 401
+
+
 def test_the_client_address_comes_from_a_proxy_header_only_behind_a_trusted_proxy() -> None:
     trusted = parse_networks("10.0.0.0/8, 127.0.0.1")
     assert client_address("203.0.113.9", "1.2.3.4", []) == "203.0.113.9"
@@ -342,10 +378,10 @@ def test_the_address_table_of_the_rate_limit_is_bounded() -> None:
     buckets = Buckets(1e9, 1.0, clock=lambda: now[0], max_addresses=100)
     for n in range(10_000):
         now[0] += 0.001
-        assert buckets.admit(f"10.0.{n // 256}.{n % 256}") is None
+        assert buckets.admit_stranger(f"10.0.{n // 256}.{n % 256}") is None
     assert len(buckets.addresses) <= 100
-    assert buckets.admit("10.9.9.9") is None and buckets.admit("10.9.9.9") is None
-    assert buckets.admit("10.9.9.9") is not None
+    assert buckets.admit_stranger("10.9.9.9") is None and buckets.admit_stranger("10.9.9.9") is None
+    assert buckets.admit_stranger("10.9.9.9") is not None
 
 
 def test_two_concurrent_adds_of_one_name_leave_one_token(databases: TestDatabases) -> None:

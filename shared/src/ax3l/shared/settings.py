@@ -176,10 +176,11 @@ class Settings(BaseSettings):
     seats_max_connections: int = setting(64, "AX3L_SEATS_MAX_CONNECTIONS", ge=1)
     """concurrent connections and requests the seats' endpoint serves; more get 503"""
     seats_rate_global: float = setting(200.0, "AX3L_SEATS_RATE_GLOBAL", gt=0)
-    """requests a second the seats' endpoint takes from all clients together (bursts of twice
-    that); more get 429"""
+    """requests a second the seats' endpoint takes from all clients without a seat's token
+    together (bursts of twice that); more get 429; a seat's requests never draw on it"""
     seats_rate_per_address: float = setting(20.0, "AX3L_SEATS_RATE_PER_ADDRESS", gt=0)
-    """requests a second it takes from one client address (bursts of twice that); more get 429"""
+    """requests a second it takes from one client address without a seat's token (IPv6: one
+    /64), and from each seat (bursts of twice that); more get 429"""
     seat_token_refresh: float = setting(5.0, "AX3L_SEAT_TOKEN_REFRESH", gt=0, le=300)
     """seconds the seats' endpoint trusts its copy of the seats table: a revoked token stops
     working (and a new one starts) within this bound"""

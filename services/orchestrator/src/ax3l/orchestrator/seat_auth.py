@@ -2,11 +2,14 @@
 
 1. the ``Host`` and ``Origin`` headers (``seat_limits.HostCheck``; 421 / 403), whatever the
    bind address;
-2. the client address's and everyone's request rate (``seat_limits.Buckets``; 429 with
-   ``Retry-After``), the address from a proxy header only behind a trusted proxy;
-3. an active seat's bearer token (401), looked up in the seats' in-memory copy
-   (``SeatDirectory``: a revoke takes effect within ``AX3L_SEAT_TOKEN_REFRESH`` seconds);
-4. a seat that was already told it is over ``AX3L_SEAT_RATE_LIMIT`` gets 429 until its
+2. the bearer token, looked up in the seats' in-memory copy (``SeatDirectory``: a revoke takes
+   effect within ``AX3L_SEAT_TOKEN_REFRESH`` seconds). A request without an active seat's token
+   draws on the strangers' buckets (``seat_limits.Buckets``: its client address's, an IPv6
+   address by its /64, and the one all strangers share; 429 with ``Retry-After``), the address
+   from a proxy header only behind a trusted proxy, and then gets 401. The token is read first
+   so that no flood of strangers, from however many addresses, can empty a seat's bucket: a
+   seat's requests draw on its own bucket only (429 when it is empty);
+3. a seat that was already told it is over ``AX3L_SEAT_RATE_LIMIT`` gets 429 until its
    window frees (``seat_blocked``).
 
 A refused request writes nothing to the database: it is counted by reason
@@ -100,55 +103,76 @@ class SeatAuth:
         ):
             await text_response(send, 200, self.metrics())
             return
-        wait = self.buckets.admit(address)
-        if wait is not None:
-            await self._deny(send, "too_many_requests", address, 429, "slow down", wait=wait)
+        seat = await self._seat(headers, address, send)
+        if seat is None:
             return
-        scheme, _, token = headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            await self._unauthorized(
-                send, "no_token", address, "send Authorization: Bearer <token>"
-            )
-            return
-        try:
-            verdict = await self.seats.verify(token.strip())
-        except DatabaseError as exc:
-            logger.warning("seat endpoint: cannot read the seats: %s", exc)
-            await self._deny(send, "unavailable", address, 503, "try again later", wait=5)
-            return
-        if verdict.seat is None:
-            await self._unauthorized(
-                send, "unknown_token", address, "this token belongs to no seat"
-            )
-            return
-        if not verdict.allowed:
-            await self._unauthorized(
-                send,
-                "revoked",
-                address,
-                f"seat {verdict.seat.name!r} was revoked; ask for a new token",
-            )
-            return
-        wait = self.seat_blocked(verdict.seat.name) if self.seat_blocked else None
-        if wait is not None:
-            seat = verdict.seat.name
-            await self._deny(
-                send,
-                "rate_limited",
-                f"{address} (seat {seat})",
-                429,
-                f"seat {seat} is over AX3L_SEAT_RATE_LIMIT",
-                error="too_many_requests",
-                wait=wait,
-            )
-            return
-        seat_reset = CURRENT_SEAT.set(verdict.seat.name)
+        seat_reset = CURRENT_SEAT.set(seat)
         address_reset = CURRENT_ADDRESS.set(address)
         try:
             await self.app(scope, receive, send)
         finally:
             CURRENT_SEAT.reset(seat_reset)
             CURRENT_ADDRESS.reset(address_reset)
+
+    async def _seat(self, headers: Headers, address: str, send: Send) -> str | None:
+        """The active seat whose bearer token the request carries, within its own rate; else
+        None, the refusal sent. Without an active seat's token the strangers' buckets are
+        charged (429) before the 401."""
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        token = token.strip() if scheme.lower() == "bearer" else ""
+        verdict = None
+        if token:
+            try:
+                verdict = await self.seats.verify(token)
+            except DatabaseError as exc:
+                logger.warning("seat endpoint: cannot read the seats: %s", exc)
+                wait = self.buckets.admit_stranger(address)
+                if wait is not None:
+                    await self._deny(
+                        send, "too_many_requests", address, 429, "slow down", wait=wait
+                    )
+                else:
+                    await self._deny(send, "unavailable", address, 503, "try again later", wait=5)
+                return None
+        if verdict is None or verdict.seat is None or not verdict.allowed:
+            wait = self.buckets.admit_stranger(address)
+            if wait is not None:
+                await self._deny(send, "too_many_requests", address, 429, "slow down", wait=wait)
+            elif verdict is None:
+                await self._unauthorized(
+                    send, "no_token", address, "send Authorization: Bearer <token>"
+                )
+            elif verdict.seat is None:
+                await self._unauthorized(
+                    send, "unknown_token", address, "this token belongs to no seat"
+                )
+            else:
+                await self._unauthorized(
+                    send,
+                    "revoked",
+                    address,
+                    f"seat {verdict.seat.name!r} was revoked; ask for a new token",
+                )
+            return None
+        seat = verdict.seat.name
+        who = f"{address} (seat {seat})"
+        wait = self.buckets.admit_seat(seat)
+        if wait is not None:
+            await self._deny(send, "seat_too_many_requests", who, 429, "slow down", wait=wait)
+            return None
+        wait = self.seat_blocked(seat) if self.seat_blocked else None
+        if wait is not None:
+            await self._deny(
+                send,
+                "rate_limited",
+                who,
+                429,
+                f"seat {seat} is over AX3L_SEAT_RATE_LIMIT",
+                error="too_many_requests",
+                wait=wait,
+            )
+            return None
+        return seat
 
     async def _deny(
         self,

@@ -13,11 +13,11 @@ SnakeLab and never decides a proposal: a submission is forwarded to the broker a
 envelope the stdio MCP tool sends, so validation, duplicates, turn integrity, submission and
 their events are exactly the local path's.
 
-Every HTTP request passes ``SeatAuth`` first: an allowed Host and Origin, the global and
-per-address request rates, then ``Authorization: Bearer <seat token>`` against the seats'
-in-memory copy. A refused request is counted and sampled into the log, never written to the
-database, so a flood of strangers costs no write and at most one read per
-``AX3L_SEAT_TOKEN_REFRESH`` seconds.
+Every HTTP request passes ``SeatAuth`` first: an allowed Host and Origin, then
+``Authorization: Bearer <seat token>`` against the seats' in-memory copy, and the request rate
+of the seat, or (no active seat's token) of strangers by address and together. A refused
+request is counted and sampled into the log, never written to the database, so a flood of
+strangers costs no write and at most one read per ``AX3L_SEAT_TOKEN_REFRESH`` seconds.
 
 What a seat costs is bounded too. Arguments are typed exactly (``history``'s entry is one of
 the entry names) and a request body is at most ``MAX_BODY`` bytes. A seat may make
