@@ -357,6 +357,76 @@ async def test_strangers_from_many_addresses_cannot_lock_a_seat_out(
     assert other.status_code == 401
 
 
+async def raw_request(
+    url: str, method: str, token: str, body: bytes = b"", length: int | None = None
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A request written on a connection of its own, its body possibly short of the
+    ``length`` it announces (the rest never sent); the connection, left open."""
+    host = url.split("/")[2]
+    reader, writer = await asyncio.open_connection(*host.split(":"))
+    head = (
+        f"{method} /mcp HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
+        "Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
+    )
+    if method == "POST":
+        head += f"Content-Length: {len(body) if length is None else length}\r\n"
+    writer.write(head.encode() + b"\r\n" + body)
+    await writer.drain()
+    return reader, writer
+
+
+async def status_of(reader: asyncio.StreamReader) -> int:
+    line = await asyncio.wait_for(reader.readline(), 30)
+    return int(line.split()[1])
+
+
+async def test_one_seat_cannot_hold_the_connection_slots(databases: TestDatabases) -> None:
+    """M2: a seat's 64 GET requests (event streams that would never end) get 405 and hold no
+    slot, so another seat's poll is answered; a seat's fifth request in flight gets 429; a
+    request that outlives the deadline gets 504 and frees its place."""
+    async with (
+        running(databases, AX3L_SEATS_RATE_PER_ADDRESS=100_000) as run,
+        httpx2.AsyncClient(timeout=10) as http,
+    ):
+        greedy, other = seat(databases, "greedy"), seat(databases, "other")
+        streams, statuses = [], []
+        try:
+            for _ in range(64):  # each left open by the client
+                streams.append(await raw_request(run.url, "GET", greedy))
+                statuses.append(await status_of(streams[-1][0]))
+            poll = await post(http, run.url, CURRENT_TURN, token=other)
+            assert poll.status_code == 200, poll.text
+            assert statuses == [405] * 64
+            # The endpoint closed each refused connection itself.
+            ends = [await asyncio.wait_for(reader.read(), 10) for reader, _ in streams]
+            assert all(end.endswith(b"}") for end in ends)
+        finally:
+            for _, writer in streams:
+                writer.close()
+        assert run.endpoint._auth is not None
+        run.endpoint._auth.deadline = 1.0
+        body = json.dumps(CURRENT_TURN).encode()
+        slow = [await raw_request(run.url, "POST", greedy, body[:10], len(body)) for _ in range(4)]
+        try:
+            for _ in range(100):  # the four are being served (waiting for their bodies)
+                if run.endpoint._auth.in_flight["greedy"] == 4:
+                    break
+                await asyncio.sleep(0.02)
+            fifth = await post(http, run.url, CURRENT_TURN, token=greedy)
+            assert fifth.status_code == 429 and "requests being served" in fifth.text
+            assert (await post(http, run.url, CURRENT_TURN, token=other)).status_code == 200
+            assert [await status_of(reader) for reader, _ in slow] == [504] * 4
+        finally:
+            for _, writer in slow:
+                writer.close()
+        again = await post(http, run.url, CURRENT_TURN, token=greedy)
+        assert again.status_code == 200, again.text
+        counts = await run.metrics(http)
+    assert counts['ax3l_seat_refused_total{reason="wrong_method"}'] == 64
+    assert counts['ax3l_seat_refused_total{reason="in_flight"}'] == 1
+    assert counts['ax3l_seat_refused_total{reason="deadline"}'] == 4
+
+
 def test_the_client_address_comes_from_a_proxy_header_only_behind_a_trusted_proxy() -> None:
     trusted = parse_networks("10.0.0.0/8, 127.0.0.1")
     assert client_address("203.0.113.9", "1.2.3.4", []) == "203.0.113.9"

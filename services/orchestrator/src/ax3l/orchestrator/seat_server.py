@@ -19,7 +19,10 @@ of the seat, or (no active seat's token) of strangers by address and together. A
 request is counted and sampled into the log, never written to the database, so a flood of
 strangers costs no write and at most one read per ``AX3L_SEAT_TOKEN_REFRESH`` seconds.
 
-What a seat costs is bounded too. Arguments are typed exactly (``history``'s entry is one of
+What a seat costs is bounded too. Only POST is served (405 otherwise: a GET's event stream
+would never end), a seat has at most ``seat_auth.MAX_IN_FLIGHT`` requests being served, every
+one of its requests draws on its own rate bucket, and each has an overall deadline
+(``request_deadline``). Arguments are typed exactly (``history``'s entry is one of
 the entry names) and a request body is at most ``MAX_BODY`` bytes. A seat may make
 ``AX3L_SEAT_RATE_LIMIT`` tool calls a minute; calls beyond it are tool errors that are counted,
 not logged as events. A ``current_turn`` poll is an event only the first time a seat sees an
@@ -427,6 +430,7 @@ class SeatEndpoint:
             self.refusals,
             self.metrics,
             self._seat_blocked,
+            deadline=request_deadline(self.settings),
         )
         return self._auth
 
@@ -489,6 +493,12 @@ class SeatEndpoint:
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError, SystemExit, Exception):
                 await asyncio.wait_for(self._task, 10)
+
+
+def request_deadline(settings: Settings) -> float:
+    """A seat's request's overall deadline: a submission forwarded to the broker may wait for
+    another seat's to be answered first, so two tool-channel timeouts, and 10 s more."""
+    return 2 * settings.zmq_timeout + 10
 
 
 async def turn_payload(schema: ConfigSchema, index: ConfigIndex, turn: OpenTurn) -> dict[str, Any]:
