@@ -560,7 +560,9 @@ async def test_the_endpoint_process_shares_the_board_and_is_restarted_when_it_di
         )
         db = await Database(settings).open()
         index = ConfigIndex(db, SCHEMA)
-        process = SeatProcess(settings, lambda turn: turn_payload(SCHEMA, index, turn), read_golden)
+        process = SeatProcess(
+            settings, lambda turn: turn_payload(SCHEMA, index, turn), read_golden, log=EventLog(db)
+        )
         url = f"http://127.0.0.1:{port}/mcp"
         token = seat(snakelab_tables, "ivy")
         try:
@@ -637,7 +639,9 @@ def seats_login(databases: TestDatabases) -> Iterator[tuple[str, str]]:
                 cur.execute(statement)
             cur.execute(f"GRANT ALL PRIVILEGES ON {ax3l} WITH GRANT OPTION")
         summary = ensure_schema(settings)
-        assert summary.endswith(f"the seats' endpoint user {user} may read seats and insert events")
+        assert summary.endswith(
+            f"the seats' endpoint user {user} may read seats, and write nothing"
+        )
         yield user, password
     finally:
         with admin.cursor() as cur:
@@ -646,30 +650,38 @@ def seats_login(databases: TestDatabases) -> Iterator[tuple[str, str]]:
         admin.close()
 
 
-def test_the_seats_user_may_read_seats_and_snakelab_and_insert_events_nothing_more(
+def test_the_seats_user_may_read_seats_and_snakelab_and_write_nothing(
     snakelab_tables: TestDatabases,
 ) -> None:
-    """The endpoint's own login: it reads seats and SnakeLab's tables and inserts events; an
-    UPDATE or DELETE of events, reading events, and any write to another table are refused by
-    MariaDB itself."""
+    """M5: the endpoint's own login reads seats and SnakeLab's tables; it cannot forge an event
+    the loop trusts (a ``proposal_accepted`` naming any run, a ``golden_config_created``), nor
+    any other event or message, nor change anything: MariaDB itself refuses. The INSERT an
+    earlier Ax3l granted it is taken back by ``ax3l-db create``."""
     import pymysql
 
     databases = snakelab_tables
     with seats_login(databases) as (user, password):
+        admin = databases.connect("admin")
+        try:
+            with admin.cursor() as cur:  # what an earlier Ax3l granted
+                for table in ("events", "event_messages"):
+                    cur.execute(f"GRANT INSERT ON `{databases.ax3l_db}`.{table} TO '{user}'@'%'")
+        finally:
+            admin.close()
+        ensure_schema(databases.settings(AX3L_SEATS_DB_USER=user))
         conn = mysql_connection(databases.host, databases.port, user, password, databases.ax3l_db)
         try:
             with conn.cursor() as cur:
                 cur.execute("SELECT name, token_hash FROM seats")
                 cur.execute(f"SELECT COUNT(*) FROM `{databases.snakelab_db}`.simulation_runs")
-                cur.execute(
-                    "INSERT INTO events (occurred_at, name, category, log_level)"
-                    " VALUES (NOW(), 'seat_call', 'proposer', 'INFO')"
-                )
-                event_id = cur.lastrowid
-                cur.execute(
-                    "INSERT INTO event_messages (event_id, content) VALUES (%s, '{}')", (event_id,)
-                )
                 refused = [
+                    "INSERT INTO events (occurred_at, name, category, log_level, process_id)"
+                    " VALUES (NOW(), 'proposal_accepted', 'Configuration', 'INFO', 'c-1')",
+                    "INSERT INTO events (occurred_at, name, category, log_level)"
+                    " VALUES (NOW(), 'golden_config_created', 'Configuration', 'INFO')",
+                    "INSERT INTO events (occurred_at, name, category, log_level)"
+                    " VALUES (NOW(), 'seat_call', 'Tool', 'INFO')",
+                    "INSERT INTO event_messages (event_id, content) VALUES (1, '{}')",
                     "UPDATE events SET name = 'forged'",
                     "DELETE FROM events",
                     "UPDATE event_messages SET content = '{}'",
@@ -691,8 +703,66 @@ def test_the_seats_user_may_read_seats_and_snakelab_and_insert_events_nothing_mo
                     assert denied.value.args[0] in (1142, 1143), (statement, denied.value)
         finally:
             conn.close()
-        assert databases.query("SELECT COUNT(*) FROM events") == [(1,)]
+        assert databases.query("SELECT COUNT(*) FROM events") == [(0,)]
         assert databases.query("SELECT COUNT(*) FROM seats") == [(0,)]
+
+
+class _Closed:
+    def close(self) -> None:
+        pass
+
+
+async def test_the_orchestrator_writes_only_the_seats_own_events_the_endpoint_sends(
+    databases: TestDatabases,
+) -> None:
+    """M5: of what the endpoint's process sends over the board socket, the orchestrator writes
+    a seat's call (hung on the open turn it names) and nothing else: a forged
+    ``proposal_accepted`` or ``golden_config_created``, an invalid content, a bad level and a
+    garbled line are dropped and counted, and the reader goes on."""
+    from ax3l.orchestrator.seat_process import SeatProcess
+
+    db = await Database(databases.settings()).open()
+    try:
+        log = EventLog(db)
+        index = ConfigIndex(db, SCHEMA)
+        process = SeatProcess(
+            databases.settings(), lambda turn: turn_payload(SCHEMA, index, turn), log=log
+        )
+        turn = await open_turn(log, process.board, 0)
+        lines = [
+            "not json",
+            json.dumps({"event": "proposal_accepted", "content": {"run_id": "r-forged"}}),
+            json.dumps({"event": "golden_config_created", "content": {"run_id": "r-forged"}}),
+            json.dumps({"event": "seat_call", "content": {"seat": 7}}),
+            json.dumps({"event": "seat_call", "content": {"seat": "x"}, "level": "FATAL"}),
+            json.dumps(
+                {
+                    "event": "seat_call",
+                    "content": {"seat": "lee", "tool": "current_turn", "checkpoint_event_id": 1000},
+                }
+            ),
+            json.dumps({"event": "seat_call_refused", "content": {"seat": "lee", "tool": "x"}}),
+        ]
+        reader = asyncio.StreamReader()
+        reader.feed_data("".join(line + "\n" for line in lines).encode())
+        reader.feed_eof()
+        process._stopping = True
+        await process._read(reader, _Closed())  # type: ignore[arg-type]
+        rows = databases.query(
+            "SELECT e.name, e.source_name, e.process_id, e.parameter FROM events e"
+            " WHERE e.name <> 'conversation_started' ORDER BY e.event_id"
+        )
+        assert rows == [
+            ("seat_call", "lee", turn.conversation_id, "gamma"),
+            ("seat_call_refused", "lee", None, None),
+        ]
+        assert process.dropped.counts == {
+            "malformed": 1,
+            "not_a_seat_event": 3,
+            "invalid_seat_event": 1,
+        }
+    finally:
+        await db.close()
 
 
 async def test_the_endpoint_as_a_service_shares_the_board_over_its_unix_socket(
@@ -741,7 +811,9 @@ async def test_the_endpoint_as_a_service_shares_the_board_over_its_unix_socket(
             log = EventLog(db)
             async with httpx2.AsyncClient(timeout=10) as http:
                 for number in range(2):  # an orchestrator, then the one that replaced it
-                    process = SeatProcess(settings, lambda turn: turn_payload(SCHEMA, index, turn))
+                    process = SeatProcess(
+                        settings, lambda turn: turn_payload(SCHEMA, index, turn), log=log
+                    )
                     processes.append(process)
                     await process.start()
                     assert process.pid() is None  # nothing of the orchestrator's

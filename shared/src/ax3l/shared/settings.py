@@ -193,7 +193,7 @@ class Settings(BaseSettings):
     board through it; unset: the orchestrator starts the endpoint as its child process"""
     seats_db_user: str | None = setting(None, "AX3L_SEATS_DB_USER")
     """the seats' endpoint process's own database user: it may read seats and SnakeLab's
-    tables and insert events, nothing more (``ax3l-db grant-seats``); unset: DB_USER"""
+    tables, nothing more (``ax3l-db grant-seats``); unset: DB_USER"""
     seats_db_password: SecretStr = setting(SecretStr(""), "AX3L_SEATS_DB_PASSWORD")
     """its password (set both or neither)"""
     seat_turn_share: float = setting(1.0, "AX3L_SEAT_TURN_SHARE", gt=0, le=1)

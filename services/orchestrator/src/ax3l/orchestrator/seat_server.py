@@ -40,7 +40,7 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,6 +109,11 @@ MAX_BODY = 64 * 1024
 SHARE_WINDOW = 10
 # Seconds a history served while no turn is open stays cached.
 IDLE_HISTORY_SECONDS = 10.0
+SeatEvent = SeatCall | SeatCallRefused
+# The events the seats' endpoint writes, by name: the only ones it may have written.
+SEAT_EVENTS: dict[str, type[SeatEvent]] = {
+    model.event: model for model in (SeatCall, SeatCallRefused)
+}
 
 
 @dataclass(frozen=True)
@@ -150,6 +155,9 @@ class SeatEndpoint:
     # endpoint's own database user may not read events).
     read_golden: bool = True
     idle_golden: GoldenConfigCreated | None = None
+    # Apart from the orchestrator, the endpoint writes no event itself: each goes to the
+    # orchestrator (``seat_process``), which writes it. Inside, None: the endpoint writes.
+    forward: Callable[[SeatEvent, str | None], None] | None = None
 
     def __post_init__(self) -> None:
         settings = self.settings
@@ -175,14 +183,11 @@ class SeatEndpoint:
         if turn is not None:
             content.setdefault("checkpoint_event_id", turn.checkpoint_event_id)
         content.setdefault("client", CURRENT_ADDRESS.get())
-        await self.log.log(
-            model.model_validate({"seat": seat, **content}),
-            level=level,
-            process_id=turn.conversation_id if turn else None,
-            parent_event_id=turn.started_event_id if turn else None,
-            source_name=seat,
-            parameter=turn.entry.name if turn else None,
-        )
+        event = model.model_validate({"seat": seat, **content})
+        if self.forward is not None:
+            self.forward(event, level)
+            return
+        await self.log.log(event, **seat_event_fields(event, turn, level))
 
     async def _refuse(self, seat: str, tool: str, reason: str, message: str, **facts: Any) -> None:
         """Log a refused tool call and raise the tool error the seat reads."""
@@ -493,6 +498,18 @@ class SeatEndpoint:
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError, SystemExit, Exception):
                 await asyncio.wait_for(self._task, 10)
+
+
+def seat_event_fields(event: SeatEvent, turn: OpenTurn | None, level: str | None) -> dict[str, Any]:
+    """The columns of a seat's event: named by its seat, hung on the open turn's conversation
+    (``turn``, when the event is of that turn)."""
+    return {
+        "level": level,
+        "process_id": turn.conversation_id if turn else None,
+        "parent_event_id": turn.started_event_id if turn else None,
+        "source_name": event.seat,
+        "parameter": turn.entry.name if turn else None,
+    }
 
 
 def request_deadline(settings: Settings) -> float:
