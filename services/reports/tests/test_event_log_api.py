@@ -281,3 +281,42 @@ async def test_a_cut_reply_shows_its_reasoning_and_finish_reason_escaped(databas
     assert finish.startswith('id="reply-finish"><span class="mono">length</span>')
     assert "cut at max_tokens" in finish[:300]
     assert listed == "Model reply cut at max_tokens, without a tool call"
+
+
+async def test_stored_replies_nested_thousands_deep_still_render(snakelab_tables, make_client):
+    """M6: replies as a model could have them stored (tool call arguments nested 100,000
+    deep, the text of a content nested 5,000 deep) leave the list, the JSON API and each
+    detail page answering 200, the nested text shown as text."""
+    from ax3l.shared.db.database import Database
+    from ax3l.shared.db.event_log import EventLog
+    from ax3l.shared.event_models import ReplyReceived
+    from ax3l.testing.scripted_llm import completion, tool_call
+
+    deep = "[" * 100_000 + "]" * 100_000
+    arguments = '{"value": ' + deep + "}"
+    reply = completion(
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [tool_call("submit_single_value", arguments)],
+        },
+        "tool_calls",
+    )
+    async with Database(snakelab_tables.settings()) as db:
+        log = EventLog(db)
+        ids = [
+            await log.log(ReplyReceived.model_validate(reply), parameter="gamma"),
+            await log.log("llm_request_failed", "[" * 5000 + "]" * 5000, parameter="gamma"),
+            await log.log("tool_request_received", {"text": '{"method": ' + deep + "}"}),
+        ]
+    async with make_client(snakelab_tables) as http:
+        for path in [
+            "/events",
+            "/api/events",
+            *(f"/events/{i}" for i in ids),
+            *(f"/api/events/{i}" for i in ids),
+        ]:
+            answer = await http.get(path)
+            assert answer.status_code == 200, (path, answer.text[:300])
+        page = (await http.get(f"/events/{ids[1]}")).text
+    assert "[[[[[[[[" in page
