@@ -209,6 +209,9 @@ class Settings(BaseSettings):
     compared (the model then reasons from a history that lacks the run still training)"""
     max_corrections: int = setting(3, "AX3L_MAX_CORRECTIONS", ge=0)
     retry_backoff_max: float = setting(60.0, "AX3L_RETRY_BACKOFF_MAX", gt=0)
+    unexpected_failure_limit: int = setting(10, "AX3L_UNEXPECTED_FAILURE_LIMIT", ge=1)
+    """times in a row the same unexpected failure of a loop step (its type and place) is
+    retried before the loop stops with a message naming it"""
     proposer: str | None = setting(None, "AX3L_PROPOSER")
     proposer_seed: int | None = setting(None, "AX3L_PROPOSER_SEED", ge=0)
     """seed of the random and tpe proposers' draws (unset: a fresh one each start);
