@@ -126,7 +126,8 @@ class Settings(BaseSettings):
     submit_settle_wait: float = setting(8.0, "AX3L_SUBMIT_SETTLE_WAIT", gt=0)
     """seconds to wait for SnakeLab to answer again after it did not answer a submission in
     time, before the outcome is settled (run adopted or known not to exist); the broker's wait
-    must fit in the tool channel's timeout together with AX3L_SNAKELAB_TIMEOUT"""
+    must fit in the tool channel's timeout together with AX3L_SNAKELAB_TIMEOUT (checked at
+    start: ``tool_channel.settle_does_not_fit``)"""
 
     zmq_endpoint: str = setting("tcp://127.0.0.1:61970", "AX3L_ZMQ_ENDPOINT")
     zmq_timeout: float = setting(15.0, "AX3L_ZMQ_TIMEOUT", gt=0)

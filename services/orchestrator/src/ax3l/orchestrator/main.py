@@ -56,6 +56,7 @@ from ax3l.shared.settings import PROPOSER_NAMES, Settings
 from ax3l.shared.snakelab_hosts import SnakeLabHosts, snakelab_client
 from ax3l.shared.submit_once import OnceSubmitter
 from ax3l.shared.tasks import stop_task
+from ax3l.shared.tool_channel import settle_does_not_fit
 
 logger = logging.getLogger("ax3l.orchestrator")
 
@@ -337,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         arm(armed_points())
         settings, proposer_name, note = configure(args, Settings())
+        if (misfit := settle_does_not_fit(settings)) is not None:
+            raise ConfigurationError(misfit)
         schema = load_schema(settings.schema_path)
         notifier_from(settings)
     except (
