@@ -218,3 +218,15 @@ def test_tool_call_arguments_nested_deep_are_an_invalid_reply() -> None:
     with pytest.raises(ModelFailure) as caught:
         extract_tool_call(reply(("submit_single_value", '{"value": 1')), SINGLE)
     assert caught.value.kind == "wrong_arguments"
+
+
+def test_the_model_url_is_shown_without_its_secrets() -> None:
+    """L6: what the events and the console show of AX3L_LLM_URL holds no user, password, query
+    or fragment (where a hosted server's key would be)."""
+    from ax3l.orchestrator.llm_client import shown_url
+
+    assert shown_url("https://me:s3cret@llm.example.org:8443/v1?key=abc#x") == (
+        "https://llm.example.org:8443/v1"
+    )
+    assert shown_url("http://127.0.0.1:27770") == "http://127.0.0.1:27770"
+    assert shown_url("http://[::1]:27770/") == "http://[::1]:27770/"

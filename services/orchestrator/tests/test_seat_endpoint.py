@@ -18,6 +18,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -569,6 +570,11 @@ async def test_the_endpoint_process_shares_the_board_and_is_restarted_when_it_di
             await process.start()
             first = process.pid()
             assert first is not None and first != os.getpid()
+            # L5: the child inherits none of Ax3l's settings or passwords.
+            environ = Path(f"/proc/{first}/environ")
+            inherited = (await asyncio.to_thread(environ.read_bytes)).split(b"\0")
+            names = {item.split(b"=", 1)[0].decode() for item in inherited if item}
+            assert not {n for n in names if n.startswith(("AX3L_", "DB_", "SNAKELAB_"))}
             logins = snakelab_tables.query(
                 "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = %s", (user,)
             )
@@ -847,3 +853,17 @@ async def test_the_endpoint_as_a_service_shares_the_board_over_its_unix_socket(
             " WHERE e.name = 'seat_call' AND m.content LIKE '%%accepted%%'"
         )
     assert len(rows) == 2 and all(json.loads(r[0])["client"] == "127.0.0.1" for r in rows)
+
+
+def test_an_endpoint_reachable_from_elsewhere_needs_its_own_login(databases: TestDatabases) -> None:
+    """L5: without AX3L_SEATS_DB_USER the endpoint would use Ax3l's own login: on loopback that
+    is a warning, on any other address a refusal that says what to set."""
+    from ax3l.orchestrator.seat_process import endpoint_login
+
+    assert endpoint_login(databases.settings()).db_user == databases.ax3l_user
+    with pytest.raises(ValueError, match="AX3L_SEATS_DB_USER"):
+        endpoint_login(databases.settings(AX3L_SEATS_HOST="0.0.0.0"))
+    own = databases.settings(
+        AX3L_SEATS_HOST="0.0.0.0", AX3L_SEATS_DB_USER="s", AX3L_SEATS_DB_PASSWORD="p"
+    )
+    assert endpoint_login(own).db_user == "s"

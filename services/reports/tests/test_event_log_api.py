@@ -214,6 +214,10 @@ async def test_database_outage_is_a_503_not_a_500(experiment, make_client):
         assert (await http.get("/api/events")).status_code == 503
         page = await http.get("/events")
         assert page.status_code == 503 and "Database unavailable" in page.text
+        # The error's text (server, port, login) is the log's, not a page's (L6).
+        api = (await http.get("/api/runs")).text
+        for shown in (page.text, api):
+            assert str(experiment.dbs.port) not in shown and "Can't connect" not in shown
         ready = await http.get("/ready")
         assert ready.status_code == 503 and ready.json()["status"] == "not ready"
         assert ready.json()["checks"] == {"database": False, "disk": True}
@@ -320,3 +324,13 @@ async def test_stored_replies_nested_thousands_deep_still_render(snakelab_tables
             assert answer.status_code == 200, (path, answer.text[:300])
         page = (await http.get(f"/events/{ids[1]}")).text
     assert "[[[[[[[[" in page
+
+
+async def test_no_page_loads_a_script_from_elsewhere(client):
+    """L6: Swagger UI and ReDoc (scripts from a CDN) are not served; /api-reference and
+    /openapi.json describe the API from this server alone."""
+    assert (await client.get("/docs")).status_code == 404
+    assert (await client.get("/redoc")).status_code == 404
+    assert (await client.get("/openapi.json")).status_code == 200
+    reference = await client.get("/api-reference")
+    assert reference.status_code == 200 and "cdn." not in reference.text

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,6 +146,17 @@ class ModelClient:
         if not isinstance(reply, dict):
             raise ModelFailure("invalid_reply", "the reply is not a JSON object", reply)
         return reply
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may be logged, stored in an event or printed: without a user, password,
+    query or fragment (where a hosted server's key would be)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 async def _read_capped(response: httpx.Response) -> bytes | None:

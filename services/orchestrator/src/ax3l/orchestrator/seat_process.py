@@ -92,10 +92,12 @@ from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import GoldenConfigCreated
 from ax3l.shared.registry import BY_NAME
 from ax3l.shared.settings import Settings
+from ax3l.shared.stack.spec import process_env
 
 logger = logging.getLogger(__name__)
 
 MODULE = "ax3l.orchestrator.seat_process"
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
 START_TIMEOUT = 60.0
 CLOSE_TIMEOUT = 30.0
 # Seconds a turn's opening waits for an endpoint service that went away to answer again.
@@ -118,8 +120,15 @@ GoldenReader = Callable[[], Awaitable[GoldenConfigCreated | None]]
 
 def endpoint_login(settings: Settings) -> Settings:
     """``settings`` with the endpoint's own database login (``AX3L_SEATS_DB_USER``), or as they
-    are when none is configured (a warning: Ax3l's own login has every grant on its database)."""
+    are when none is configured (a warning: Ax3l's own login has every grant on its database;
+    refused when the endpoint listens beyond loopback, where the internet may reach it)."""
     if not settings.seats_db_user:
+        if settings.seats_host not in LOOPBACK:
+            raise ValueError(
+                f"AX3L_SEATS_HOST={settings.seats_host} is reachable from other machines: set"
+                " AX3L_SEATS_DB_USER and AX3L_SEATS_DB_PASSWORD (ax3l-db grant-seats), so the"
+                " endpoint does not serve them with Ax3l's own database login"
+            )
         logger.warning(
             "no AX3L_SEATS_DB_USER: the seats' endpoint uses Ax3l's own database login"
             " (see ax3l-db grant-seats)"
@@ -238,6 +247,12 @@ class SeatProcess:
         if self.settings.seats_board_socket:
             await self._connect(self.settings.seats_board_socket, wait)
             return
+        # The child gets what it needs and no more: no environment but the process's basics
+        # (none of Ax3l's passwords or alert URLs), and settings with its own login in
+        # place of Ax3l's and without the alert or model URLs.
+        mine = endpoint_login(self.settings).model_copy(
+            update={"notify_urls": None, "llm_url": None}
+        )
         ours, theirs = socket.socketpair()
         try:
             self.process = await asyncio.create_subprocess_exec(
@@ -247,11 +262,12 @@ class SeatProcess:
                 str(theirs.fileno()),
                 pass_fds=[theirs.fileno()],
                 stdin=subprocess.DEVNULL,
+                env=process_env(os.environ),
             )
         finally:
             theirs.close()
         reader, writer = await asyncio.open_unix_connection(sock=ours, limit=LINE_LIMIT)
-        settings = base64.b64encode(pickle.dumps(self.settings)).decode()
+        settings = base64.b64encode(pickle.dumps(mine)).decode()
         await self._hello(reader, writer, {"settings": settings})
 
     async def _connect(self, path: str, wait: float) -> None:

@@ -491,6 +491,15 @@ class SeatEndpoint:
                 )
             await asyncio.sleep(0.02)
         logger.info("seat endpoint on http://%s:%s%s", config.host, config.port, MCP_PATH)
+        if config.host not in ("127.0.0.1", "::1", "localhost") and not self.trusted:
+            # Nothing here bounds how long or how large a request's headers may be: a proxy
+            # that buffers them must sit in front (docs/security.md, L1).
+            logger.warning(
+                "seat endpoint: listening on %s with no AX3L_SEATS_TRUSTED_PROXIES: put it"
+                " behind a reverse proxy that buffers requests (README: Connect your own"
+                " agent), and name that proxy",
+                config.host,
+            )
 
     async def stop(self) -> None:
         if self._server is not None:
