@@ -767,6 +767,14 @@ async def test_the_orchestrator_writes_only_the_seats_own_events_the_endpoint_se
             "not_a_seat_event": 3,
             "invalid_seat_event": 1,
         }
+        # A database that does not answer costs the event, not the reader.
+        away = Database(databases.settings(DB_PORT=free_port(), AX3L_DB_ACQUIRE_TIMEOUT=1))
+        process.log = EventLog(away)
+        reader = asyncio.StreamReader()
+        reader.feed_data("".join(line + "\n" for line in lines[-2:]).encode())
+        reader.feed_eof()
+        await process._read(reader, _Closed())  # type: ignore[arg-type]
+        assert process.dropped.counts["seat_event_unwritten"] == 2, process.dropped.counts
     finally:
         await db.close()
 

@@ -88,6 +88,7 @@ from ax3l.orchestrator.seats import SeatDirectory
 from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import cached_schema
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import GoldenConfigCreated
 from ax3l.shared.registry import BY_NAME
@@ -365,7 +366,10 @@ class SeatProcess:
         turn = self.board.turn
         if turn is not None and turn.checkpoint_event_id != event.checkpoint_event_id:
             turn = None
-        await self.log.log(event, **seat_event_fields(event, turn, level))
+        try:
+            await self.log.log(event, **seat_event_fields(event, turn, level))
+        except DatabaseError as exc:  # the loop meets the outage itself; the reader goes on
+            self.dropped.count("seat_event_unwritten", f"{model.event}: {exc}"[:200])
 
     async def send(self, message: dict[str, Any]) -> None:
         async with self._lock:
