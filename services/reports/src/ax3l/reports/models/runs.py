@@ -4,7 +4,7 @@ filter, sort and page it."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -34,6 +34,7 @@ SORT_COLUMNS: tuple[str, ...] = (
     "proposer",
     "entry",
     "golden",
+    "score_difference",
 )
 MAX_LIMIT = 1000
 
@@ -198,6 +199,57 @@ class RunRow(BaseModel):
         description="the round-robin entry of its proposal, else the loop's purpose"
     )
     golden: bool = Field(description="it became a golden configuration")
+    golden_run_id: str | None = Field(
+        None,
+        description="its golden configuration of its time: the one a proposal was built from,"
+        " the one the loop's run re-ran (a seed rotation) or confirmed against",
+    )
+    golden_high_score: int | None = Field(None, description="that golden's high score")
+    score_difference: int | None = Field(
+        None, description="high score minus that golden's (a seed rotation's: the golden's fall)"
+    )
+    changes: str | None = Field(
+        None,
+        description="what differs from that golden: `path: golden -> this run`, `; ` between"
+        " (the value tried; the seed for a seed rotation)",
+    )
+    changed: list[str] = Field(
+        default_factory=list, description="the columns that differ from that golden"
+    )
+    seat: str | None = Field(
+        None, description="the seat whose submission it was (proposer `external`)"
+    )
+    reason: str | None = Field(
+        None,
+        description="why it was chosen, in one line: the model's reasoning, the `model`"
+        " proposer's prediction, a fallback's cause (pages and `/api/runs`; not in downloads)",
+    )
+
+
+# The columns of the CSV and Parquet downloads: a row's facts, without what a page works out.
+EXPORT_COLUMNS: tuple[str, ...] = tuple(
+    name for name in RunRow.model_fields if name not in ("changed", "seat", "reason")
+)
+
+
+class RunReason(BaseModel):
+    """Who chose a run and why, from its conversation's events."""
+
+    model_config = ConfigDict(frozen=True)
+
+    conversation_id: str | None = Field(description="the conversation that proposed it")
+    proposer: str | None = Field(description="the proposer its conversation names")
+    seat: str | None = Field(description="the seat whose submission it was")
+    fallback: str | None = Field(description="why a fallback proposer took the turn")
+    reasoning: str | None = Field(description="the model's reasoning (`reasoning_content`)")
+    message: str | None = Field(description="the model's reply text, when it wrote one")
+    reply_event_id: int | None = Field(description="the reply with the accepted tool call")
+    model: dict[str, Any] | None = Field(
+        description="the `model` proposer's figures (its `conversation_ended` event's `model`):"
+        " predicted_mean, predicted_sd, expected_improvement, incumbent_mean, choices, runs; or"
+        " `random` with why it chose at random"
+    )
+    summary: str | None = Field(description="all of it in one line")
 
 
 class RunsPage(BaseModel):

@@ -28,11 +28,19 @@ from typing import Any
 
 import polars as pl
 
-from ax3l.reports.models.runs import TUNED_COLUMNS, RunRow, RunsPage, RunsPageQuery, RunsQuery
+from ax3l.reports.models.runs import (
+    EXPORT_COLUMNS,
+    TUNED_COLUMNS,
+    RunRow,
+    RunsPage,
+    RunsPageQuery,
+    RunsQuery,
+)
 from ax3l.reports.queries.events import history_mark, runs_mark
 from ax3l.shared import run_provenance as provenance
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
+from ax3l.shared.registry import ENTRIES
 from ax3l.shared.run_provenance import RunProvenance
 from ax3l.shared.wire import TERMINAL_STATES
 
@@ -61,13 +69,34 @@ def _schema(config: ConfigSchema) -> dict[str, pl.DataType]:
     return columns
 
 
-PROVENANCE_FIELDS = ("run_id", "proposer", "parameter", "purpose", "retry_of")
+PROVENANCE_FIELDS = (
+    "run_id",
+    "proposer",
+    "parameter",
+    "purpose",
+    "retry_of",
+    "golden_run_id",
+    "outcome",
+)
 PROVENANCE_SCHEMA: dict[str, pl.DataType] = {
     "run_id": pl.String(),
     "proposer": pl.String(),
     "entry": pl.String(),
     "golden": pl.Boolean(),
+    "golden_run_id": pl.String(),
+    "conversation": pl.String(),
 }
+# What a run is compared with in its golden of its time: the seed and the nine tuned values.
+COMPARED_COLUMNS: tuple[str, ...] = ("seed", *TUNED_COLUMNS)
+PATHS: dict[str, str] = {
+    "seed": "seed",
+    **{
+        column: path
+        for entry in ENTRIES
+        for column, path in zip(entry.columns, entry.paths, strict=True)
+    },
+}
+GOLDEN_PREFIX = "golden."  # the golden of its time's values, beside the run's own (``with_golden``)
 
 
 def _json(field_name: str) -> str:
@@ -135,16 +164,62 @@ class Provenance(RunProvenance):
         self.add(row["name"], row["process_id"], row)
 
     def frame(self) -> pl.DataFrame:
-        runs = sorted(set(self.proposer) | set(self.entry) | self.golden)
+        runs = sorted(set(self.proposer) | set(self.entry) | self.golden | set(self.challenged))
         return pl.DataFrame(
             {
                 "run_id": runs,
                 "proposer": [self.proposer.get(run) for run in runs],
                 "entry": [self.entry.get(run) for run in runs],
                 "golden": [run in self.golden for run in runs],
+                "golden_run_id": [self.challenged.get(run) for run in runs],
+                "conversation": [self.conversation.get(run) for run in runs],
             },
             schema=PROVENANCE_SCHEMA,
         )
+
+
+def with_golden(runs: pl.DataFrame) -> pl.DataFrame:
+    """``runs`` (with their provenance) plus, for each, its golden of its time's high score
+    (``golden_high_score``), the difference of the scores (``score_difference``) and that
+    golden's seed and tuned values (``golden.<column>``, for ``with_changes``)."""
+    golden = runs.select(
+        pl.col("run_id").alias("golden_run_id"),
+        pl.col("high_score").alias("golden_high_score"),
+        *(pl.col(column).alias(GOLDEN_PREFIX + column) for column in COMPARED_COLUMNS),
+    )
+    joined = runs.join(golden, on="golden_run_id", how="left", maintain_order="left")
+    return joined.with_columns(
+        (pl.col("high_score") - pl.col("golden_high_score")).alias("score_difference")
+    )
+
+
+def with_changes(runs: pl.DataFrame) -> pl.DataFrame:
+    """``runs`` (of ``with_golden``) plus what differs from their golden of its time: the
+    columns (``changed``) and, for people, ``path: golden -> run; ...`` (``changes``, in the
+    order of ``COMPARED_COLUMNS``). Worked out for the rows a page or a download shows, not for
+    the whole table at each refresh."""
+    differs = {
+        column: pl.col(column).ne_missing(pl.col(GOLDEN_PREFIX + column))
+        & pl.col("golden_run_id").is_not_null()
+        for column in COMPARED_COLUMNS
+    }
+    parts = [
+        pl.when(differs[column]).then(
+            pl.format(
+                "{}: {} -> {}",
+                pl.lit(PATHS[column]),
+                pl.col(GOLDEN_PREFIX + column).cast(pl.String).fill_null("–"),
+                pl.col(column).cast(pl.String).fill_null("–"),
+            )
+        )
+        for column in COMPARED_COLUMNS
+    ]
+    names = [pl.when(differs[column]).then(pl.lit(column)) for column in COMPARED_COLUMNS]
+    text = pl.concat_str(parts, separator="; ", ignore_nulls=True)
+    return runs.with_columns(
+        pl.when(text == "").then(None).otherwise(text).alias("changes"),
+        pl.concat_list(names).list.drop_nulls().alias("changed"),
+    )
 
 
 class RunsTable:
@@ -174,7 +249,7 @@ class RunsTable:
             runs_changed = await self._refresh_runs(db)
             events_changed = await self._refresh_provenance(db)
             if self._frame is None or runs_changed or events_changed:
-                self._frame = (
+                self._frame = with_golden(
                     self._runs.join(self._provenance.frame(), on="run_id", how="left")
                     .with_columns(pl.col("golden").fill_null(False))
                     .sort("id")
@@ -392,6 +467,11 @@ def _beyond(sort: str, descending: bool, value: Any, run: int) -> pl.Expr:
     return column.is_null() | later | (same & later_id)
 
 
+def rows(runs: pl.DataFrame) -> list[RunRow]:
+    """A few runs of the table (a page's, the dashboard's) as records, with their changes."""
+    return [RunRow.model_validate(row) for row in with_changes(runs).to_dicts()]
+
+
 def page(frame: pl.DataFrame, query: RunsPageQuery) -> RunsPage:
     """One page of the matching runs in the query's order, from its cursor."""
     found = ordered(matching(frame, query), query.sort, query.order)
@@ -410,28 +490,30 @@ def page(frame: pl.DataFrame, query: RunsPageQuery) -> RunsPage:
         start = max(0, end - limit)
     else:
         start, end = 0, min(found.height, limit)
-    rows = found.slice(start, end - start).to_dicts()
+    shown = found.slice(start, end - start)
+    edges = shown.select(sorted({"id", query.sort})).to_dicts()
     return RunsPage(
-        runs=[RunRow.model_validate(row) for row in rows],
+        runs=rows(shown),
         matching=found.height,
         total=frame.height,
-        next_after=encode_cursor(query, rows[-1]) if rows and end < found.height else None,
-        previous_before=encode_cursor(query, rows[0]) if rows and start > 0 else None,
+        next_after=encode_cursor(query, edges[-1]) if edges and end < found.height else None,
+        previous_before=encode_cursor(query, edges[0]) if edges and start > 0 else None,
     )
 
 
-EXPORT_COLUMNS = tuple(RunRow.model_fields)
+def _export(frame: pl.DataFrame, query: RunsQuery) -> pl.DataFrame:
+    found = ordered(matching(frame, query), query.sort, query.order)
+    return with_changes(found).select(EXPORT_COLUMNS)
 
 
 def export_csv(frame: pl.DataFrame, query: RunsQuery) -> bytes:
     """The matching runs in the query's order as CSV (UTF-8, a header row, ISO times)."""
-    found = ordered(matching(frame, query), query.sort, query.order).select(EXPORT_COLUMNS)
-    return found.write_csv().encode("utf-8")
+    return _export(frame, query).write_csv().encode("utf-8")
 
 
 def export_parquet(frame: pl.DataFrame, query: RunsQuery) -> bytes:
     """The matching runs in the query's order as Parquet (zstd)."""
-    found = ordered(matching(frame, query), query.sort, query.order).select(EXPORT_COLUMNS)
+    found = _export(frame, query)
     buffer = io.BytesIO()
     found.write_parquet(buffer, compression="zstd")
     return buffer.getvalue()

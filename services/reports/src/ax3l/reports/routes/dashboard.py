@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ax3l.reports.deps import (
+    CurvesDep,
     CyclesDep,
     DatabaseDep,
     HighscoresDep,
@@ -22,8 +23,10 @@ from ax3l.reports.deps import (
     SettingsDep,
 )
 from ax3l.reports.models.events import EventPageQuery, RefreshQuery
-from ax3l.reports.models.runs import TUNED_COLUMNS, RunRow
+from ax3l.reports.models.runs import TUNED_COLUMNS
 from ax3l.reports.queries.golden import flatten, golden_configurations
+from ax3l.reports.queries.run_reasons import explained
+from ax3l.reports.queries.runs import rows
 from ax3l.reports.run_figures import history_figure
 from ax3l.reports.status_report import build_status
 from ax3l.shared.registry import PARAMETER_ORDER
@@ -50,6 +53,7 @@ async def dashboard(
     table: RunsTableDep,
     schema: SchemaDep,
     reader: HighscoresDep,
+    curves: CurvesDep,
     page: PageDep,
 ) -> Response:
     """The status cards, the golden configuration and its score, the last runs, a small
@@ -77,7 +81,7 @@ async def dashboard(
     shown = [p for p in points if p.simulations >= start]
     if before:  # the golden line starts at the plot's left edge with the score it had there
         shown.insert(0, before[-1].model_copy(update={"simulations": start}))
-    last = [RunRow.model_validate(row) for row in frame.tail(LAST_RUNS).reverse().to_dicts()]
+    last = await explained(db, frame, rows(frame.tail(LAST_RUNS).reverse()))
     turn = status.current_parameter or status.orchestrator.parameter
     return page.render(
         "dashboard.html",
@@ -86,6 +90,7 @@ async def dashboard(
             "golden": golden,
             "tuned": tuned,
             "last_runs": last,
+            "sparks": await curves.drawn(db, [(run.run_id, run.status) for run in last]),
             "runs": frame.height,
             "completed": frame.filter(pl.col("status") == "completed").height,
             "figure": history_figure(recent, shown, height=320, webgl=False),

@@ -9,7 +9,7 @@ import polars as pl
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import HTMLResponse, Response
 
-from ax3l.reports.deps import DatabaseDep, PageDep, RunsTableDep, SchemaDep
+from ax3l.reports.deps import CurvesDep, DatabaseDep, PageDep, RunsTableDep, SchemaDep
 from ax3l.reports.models.runs import (
     RUN_STATES,
     SORT_COLUMNS,
@@ -19,7 +19,9 @@ from ax3l.reports.models.runs import (
     RunsQuery,
     RunsViewQuery,
 )
+from ax3l.reports.queries.run_reasons import explained
 from ax3l.reports.queries.runs import BadCursor, export_csv, export_parquet, page
+from ax3l.shared.db.database import Database
 from ax3l.shared.registry import PARAMETER_ORDER
 
 router = APIRouter(prefix="/api/runs", tags=["runs"])
@@ -40,11 +42,13 @@ SHORT = {
 }
 
 
-def read_page(frame: pl.DataFrame, query: RunsPageQuery) -> RunsPage:
+async def read_page(db: Database, frame: pl.DataFrame, query: RunsPageQuery) -> RunsPage:
+    """A page of the table, each run with who chose it and why."""
     try:
-        return page(frame, query)
+        found = page(frame, query)
     except BadCursor as exc:
         raise HTTPException(422, str(exc)) from None
+    return found.model_copy(update={"runs": await explained(db, frame, found.runs)})
 
 
 @router.get("", response_model=RunsPage)
@@ -60,9 +64,11 @@ async def list_runs(
     and `<column>_min`/`<column>_max` for each tuned value. `sort` (any column) and `order`
     set the order; ties go by run number. Page with `after=next_after` and
     `before=previous_before`: a cursor holds the last row's sort value and run number, so
-    pages neither repeat nor skip a run when new runs arrive.
+    pages neither repeat nor skip a run when new runs arrive. Each run names its golden
+    configuration of its time, the difference of their scores, what differs from it and,
+    for a proposal, who chose it and why (`reason`).
     """
-    return read_page(await table.frame(db, schema), query)
+    return await read_page(db, await table.frame(db, schema), query)
 
 
 def _download(body: bytes, media_type: str, name: str) -> Response:
@@ -118,13 +124,15 @@ async def runs_page(
     db: DatabaseDep,
     table: RunsTableDep,
     schema: SchemaDep,
+    curves: CurvesDep,
     page: PageDep,
 ) -> HTMLResponse:
-    """Every SnakeLab run with its seed, status, score, tuned values, proposer, entry and
-    golden flag; filters, sorting by any column, keyset pages and downloads of the filter;
+    """Every SnakeLab run with its seed, status, score and its difference from its golden of
+    its time, what it tried, tuned values, proposer, entry, why, learning curve and golden
+    flag; filters, sorting by any column, keyset pages and downloads of the filter;
     ``refresh`` updates the table in place every so many seconds."""
     frame = await table.frame(db, schema)
-    found = read_page(frame, query)
+    found = await read_page(db, frame, query)
     entries = [*PARAMETER_ORDER, *LOOP_PURPOSES]
     entries += [e for e in _choices(frame, "entry") if e not in entries]
     sort_links = {
@@ -142,6 +150,7 @@ async def runs_page(
             "query": query,
             "refresh": query.refresh,
             "found": found,
+            "sparks": await curves.drawn(db, [(run.run_id, run.status) for run in found.runs]),
             "tuned": TUNED_COLUMNS,
             "short": SHORT,
             "paths": {column: schema.by_column[column].path for column in TUNED_COLUMNS},
