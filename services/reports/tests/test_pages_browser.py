@@ -59,6 +59,7 @@ def test_every_page_loads_cleanly(server, experiment, page, test_output_dir):
         "simulation": f"/simulations/{golden_run}",
         "proposers": "/proposers",
         "api-reference": "/api-reference",
+        "runs-compare": f"/runs/compare?run={golden_run}&run={experiment.runs[0].run_id}",
     }
     for name, path in pages.items():
         page.page.goto(server.url + path)
@@ -384,6 +385,7 @@ def test_no_page_is_wider_than_a_phone(server, experiment, browser, test_output_
         "/plots/importance", f"/events/{replay.prompt_ids[-1]}", f"/events/{replay.goldens[-1][0]}",
         "/experiment-highscores", "/golden-configurations", "/score-distribution",
         f"/simulations/{golden_run}", "/proposers", "/comparison", "/api-reference",
+        f"/runs/compare?run={golden_run}&run={experiment.runs[0].run_id}",
     ]  # fmt: skip
     phone = browser.new_context(
         viewport=PHONE, is_mobile=True, has_touch=True, device_scale_factor=2

@@ -26,7 +26,7 @@ from ax3l.shared.trusted_hosts import allow_only
 
 DESCRIPTION = """Read-only pages and JSON over Ax3l's events and SnakeLab's runs.
 
-Pages: `/` (dashboard), `/runs`, `/plots/history`, `/plots/slice`, `/plots/parallel`,
+Pages: `/` (dashboard), `/runs`, `/runs/compare`, `/plots/history`, `/plots/slice`, `/plots/parallel`,
 `/plots/importance`, `/events` (event log; `/?category=...` links redirect there),
 `/events/{id}`, `/experiment-highscores`, `/golden-configurations`, `/score-distribution`,
 `/simulations/{run_id}`, `/proposers`, `/comparison`. JSON: everything under `/api/`.

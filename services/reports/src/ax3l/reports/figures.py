@@ -243,20 +243,23 @@ def episodes_figure(
     }
 
 
-def curves_figure(curves: Sequence[tuple[str, Sequence[Episode]]]) -> dict[str, Any]:
-    """Runs' learning curves overlaid: each one's 50-episode moving average, in its colour
-    (``curves``: a name and the episodes, in the order compared)."""
+def curves_figure(
+    curves: Sequence[tuple[int, str, Sequence[int], Sequence[float]]],
+) -> dict[str, Any]:
+    """Runs' learning curves overlaid (``curves``: each one's place among the compared runs,
+    name, episodes and 50-episode moving average), each in its place's colour of
+    ``COMPARED_COLOURS``, as its column is."""
     data = [
         {
             "type": "scatter",
             "mode": "lines",
             "name": escape(name),
-            "x": [e.episode for e in episodes],
-            "y": moving_average([e.score for e in episodes]),
+            "x": list(episodes),
+            "y": list(average),
             "line": {"color": COMPARED_COLOURS[i % len(COMPARED_COLOURS)], "width": 2},
             "hovertemplate": f"{escape(name)}: episode %{{x}}, average %{{y}}<extra></extra>",
         }
-        for i, (name, episodes) in enumerate(curves)
+        for i, name, episodes, average in curves
     ]
     return {
         "data": data,

@@ -263,3 +263,57 @@ class RunsPage(BaseModel):
     total: int = Field(description="runs SnakeLab holds")
     next_after: str | None = Field(description="pass as `after` for the next page")
     previous_before: str | None = Field(description="pass as `before` for the previous page")
+
+
+MAX_COMPARED = 8
+
+
+class RunsCompareQuery(RefreshQuery):
+    """Runs chosen on ``/runs`` to compare side by side."""
+
+    run: list[str] = Field(
+        default_factory=list,
+        validate_default=True,
+        description=f"a run id to compare (repeat it: 1 to {MAX_COMPARED} runs, in this order)",
+    )
+
+    @field_validator("run", mode="before")
+    @classmethod
+    def _listed(cls, value: object) -> object:
+        if value is None or value == "":
+            return []
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("run")
+    @classmethod
+    def _some_runs(cls, value: list[str]) -> list[str]:
+        chosen = list(dict.fromkeys(v for v in value if v))
+        if not chosen:
+            raise ValueError(f"choose 1 to {MAX_COMPARED} runs to compare (run=<run id>)")
+        if len(chosen) > MAX_COMPARED:
+            raise ValueError(f"{len(chosen)} runs chosen: compare at most {MAX_COMPARED}")
+        if any(len(v) > 36 for v in chosen):
+            raise ValueError("a run id is at most 36 characters")
+        return chosen
+
+
+class ComparedCurve(BaseModel):
+    """A compared run's learning curve: its 50-episode moving average per episode."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    episodes: list[int]
+    average: list[float]
+
+
+class RunsComparison(BaseModel):
+    """Runs side by side: their rows, the columns in which they differ, their curves."""
+
+    model_config = ConfigDict(frozen=True)
+
+    runs: list[RunRow] = Field(description="the runs, in the order asked")
+    differing: list[str] = Field(
+        description="the columns (seed, the nine tuned values) whose values differ among them"
+    )
+    curves: list[ComparedCurve] = Field(description="each run's learning curve that has one")

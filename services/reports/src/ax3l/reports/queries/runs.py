@@ -517,3 +517,18 @@ def export_parquet(frame: pl.DataFrame, query: RunsQuery) -> bytes:
     buffer = io.BytesIO()
     found.write_parquet(buffer, compression="zstd")
     return buffer.getvalue()
+
+
+def differing(runs: list[RunRow]) -> list[str]:
+    """The columns (seed, the nine tuned values, in that order) whose values differ among
+    ``runs``."""
+    return [
+        column for column in COMPARED_COLUMNS if len({getattr(run, column) for run in runs}) > 1
+    ]
+
+
+def chosen(frame: pl.DataFrame, run_ids: list[str]) -> tuple[list[RunRow], list[str]]:
+    """The rows of ``run_ids`` in that order, and the ids the table does not hold."""
+    picked = frame.filter(pl.col("run_id").is_in(run_ids)) if frame.height else frame
+    found = {row.run_id: row for row in rows(picked)} if picked.height else {}
+    return [found[r] for r in run_ids if r in found], [r for r in run_ids if r not in found]

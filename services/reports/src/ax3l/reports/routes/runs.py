@@ -10,17 +10,31 @@ from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import HTMLResponse, Response
 
 from ax3l.reports.deps import CurvesDep, DatabaseDep, PageDep, RunsTableDep, SchemaDep
+from ax3l.reports.figures import COMPARED_COLOURS, curves_figure, moving_average
 from ax3l.reports.models.runs import (
+    MAX_COMPARED,
     RUN_STATES,
     SORT_COLUMNS,
     TUNED_COLUMNS,
+    ComparedCurve,
+    RunsCompareQuery,
+    RunsComparison,
     RunsPage,
     RunsPageQuery,
     RunsQuery,
     RunsViewQuery,
 )
+from ax3l.reports.queries.curves import episodes_of
 from ax3l.reports.queries.run_reasons import explained
-from ax3l.reports.queries.runs import BadCursor, export_csv, export_parquet, page
+from ax3l.reports.queries.runs import (
+    PATHS,
+    BadCursor,
+    chosen,
+    differing,
+    export_csv,
+    export_parquet,
+    page,
+)
 from ax3l.shared.db.database import Database
 from ax3l.shared.registry import PARAMETER_ORDER
 
@@ -100,6 +114,35 @@ async def runs_parquet(
     return _download(body, "application/vnd.apache.parquet", "ax3l-runs.parquet")
 
 
+@router.get("/compare", response_model=RunsComparison)
+async def compare_runs(
+    query: Annotated[RunsCompareQuery, Query()],
+    db: DatabaseDep,
+    table: RunsTableDep,
+    schema: SchemaDep,
+) -> RunsComparison:
+    """Up to 8 runs side by side (`run`, repeated, in the order wanted): their rows as
+    `/api/runs` gives them, the columns (seed, tuned values) in which they differ, and each
+    one's learning curve (its 50-episode moving average). An id SnakeLab does not hold is a
+    422 naming it."""
+    frame = await table.frame(db, schema)
+    runs, unknown = chosen(frame, query.run)
+    if unknown:
+        raise HTTPException(422, f"SnakeLab holds no run {', '.join(unknown)}")
+    runs = await explained(db, frame, runs)
+    episodes = await episodes_of(db, [run.run_id for run in runs])
+    curves = [
+        ComparedCurve(
+            run_id=run.run_id,
+            episodes=[e.episode for e in episodes[run.run_id]],
+            average=moving_average([e.score for e in episodes[run.run_id]]),
+        )
+        for run in runs
+        if episodes[run.run_id]
+    ]
+    return RunsComparison(runs=runs, differing=differing(runs), curves=curves)
+
+
 def runs_url(path: str, query: RunsQuery, **changes: Any) -> str:
     """``path`` with the query's filters and order, some values changed (None drops one)."""
     values: dict[str, Any] = {**query.filters(), "sort": query.sort, "order": query.order}
@@ -151,6 +194,7 @@ async def runs_page(
             "refresh": query.refresh,
             "found": found,
             "sparks": await curves.drawn(db, [(run.run_id, run.status) for run in found.runs]),
+            "max_compared": MAX_COMPARED,
             "tuned": TUNED_COLUMNS,
             "short": SHORT,
             "paths": {column: schema.by_column[column].path for column in TUNED_COLUMNS},
@@ -168,6 +212,47 @@ async def runs_page(
             "previous_url": runs_url("/runs", query, before=found.previous_before)
             if found.previous_before
             else None,
+        },
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+@pages.get("/runs/compare", response_class=HTMLResponse, summary="Runs side by side")
+async def compare_page(
+    query: Annotated[RunsCompareQuery, Query()],
+    db: DatabaseDep,
+    table: RunsTableDep,
+    schema: SchemaDep,
+    page: PageDep,
+) -> HTMLResponse:
+    """Up to 8 runs chosen on `/runs`, side by side: each value, marked where they differ,
+    what each tried against its golden configuration of its time, who chose it and why, and
+    their learning curves overlaid; ``refresh`` updates them in place (a run under way)."""
+    found = await compare_runs(query, db, table, schema)
+    names = {run.run_id: f"run {run.id} ({run.run_id[:8]})" for run in found.runs}
+    by_run = {curve.run_id: curve for curve in found.curves}
+    figure = (
+        curves_figure(
+            [
+                (i, names[run.run_id], by_run[run.run_id].episodes, by_run[run.run_id].average)
+                for i, run in enumerate(found.runs)
+                if run.run_id in by_run
+            ]
+        )
+        if found.curves
+        else None
+    )
+    return page.render(
+        "runs_compare.html",
+        {
+            "found": found,
+            "figure": figure,
+            "colours": COMPARED_COLOURS,
+            "values": [(column, PATHS[column]) for column in ("seed", *TUNED_COLUMNS)],
+            "paths": PATHS,
+            "short": SHORT,
+            "max_compared": MAX_COMPARED,
+            "refresh": query.refresh,
         },
         headers={"Cache-Control": "no-store"},
     )
