@@ -185,7 +185,7 @@ def test_highscore_plot_points_are_the_table_rows(server, experiment, page, test
     seed_points = [
         (s, sc) for (s, sc, seed), prev in zip(rows[1:], rows, strict=False) if seed != prev[2]
     ]
-    seeds = by_name["Seed change"]
+    seeds = by_name["Golden on a fresh seed"]
     assert list(zip(seeds["x"], seeds["y"], strict=True)) == seed_points and len(seed_points) == 2
     # Hovering a point shows its seed, run and reason.
     point = p.locator("#highscores-plot .scatterlayer .trace:first-child .points path").nth(1)

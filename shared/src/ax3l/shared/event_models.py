@@ -641,8 +641,10 @@ class AlertSent(EventContent):
     """A notification, claimed once: written *before* it is sent, so a restart never sends it
     again (at most once; ``ax3l.shared.alerts``). ``key`` names what it is about (e.g.
     ``golden:<event id>``); ``kind`` is ``new_golden``, ``seed_rotation``, ``loop_stopped``,
-    ``service_gave_up`` or ``stall``; ``services`` counts the notification URLs (never the
-    URLs: they hold tokens)."""
+    ``service_gave_up``, ``stall`` or ``burst`` (several events of one look in one message);
+    ``services`` counts the notification URLs (never the URLs: they hold tokens); ``severity``
+    is apprise's type (``info``, ``success``, ``warning``, ``failure``) and ``link`` the report
+    page it is about."""
 
     event: ClassVar[str] = "alert_sent"
     key: str | None = None
@@ -650,6 +652,8 @@ class AlertSent(EventContent):
     title: str | None = None
     body: str | None = None
     services: int | None = None
+    severity: str | None = None
+    link: str | None = None
 
 
 class AlertFailed(EventContent):

@@ -19,7 +19,7 @@ from ax3l.reports.models.simulations import Episode
 
 GOLDEN_TRACE = "Accepted golden scores"
 EXTENSION_TRACE = "Since the last acceptance"
-SEED_TRACE = "Seed change"
+SEED_TRACE = "Golden on a fresh seed"
 LINE_COLOUR = "#2563eb"
 SEED_COLOUR = "#d97706"
 AVERAGE_OF = 50  # episodes per point of a learning curve's moving average
@@ -82,6 +82,17 @@ def _confirmation_hover(confirmation: Confirmation) -> str:
     )
 
 
+def _fresh_hover(before: HighscorePoint, point: HighscorePoint) -> str:
+    """A seed rotation's point: the golden's score where it was chosen and on the fresh seed."""
+    fall = before.score - point.score
+    said = f"fell {fall}" if fall > 0 else f"rose {-fall}" if fall < 0 else "held"
+    head = (
+        f"It scored {before.score} on seed {escape(str(before.seed))}, {point.score} on seed"
+        f" {escape(str(point.seed))}: {said}"
+    )
+    return head + "<br>" + highscore_hover(point)
+
+
 def seed_changes(points: Sequence[HighscorePoint]) -> list[HighscorePoint]:
     """The points whose seed differs from the previous point's."""
     return [point for previous, point in itertools.pairwise(points) if point.seed != previous.seed]
@@ -118,7 +129,10 @@ def highscore_figure(points: Sequence[HighscorePoint], current: int) -> dict[str
                 "showlegend": False,
             }
         )
-    changes = seed_changes(points)
+    changes_with_before = [
+        (before, point) for before, point in itertools.pairwise(points) if point.seed != before.seed
+    ]
+    changes = [point for _, point in changes_with_before]
     shapes: list[dict[str, Any]] = []
     annotations: list[dict[str, Any]] = []
     if changes:
@@ -130,8 +144,8 @@ def highscore_figure(points: Sequence[HighscorePoint], current: int) -> dict[str
                 "x": [p.simulations for p in changes],
                 "y": [p.score for p in changes],
                 "marker": {"symbol": "diamond", "size": 13, "color": SEED_COLOUR},
-                "text": [highscore_hover(p) for p in changes],
-                "hovertemplate": "<b>New seed</b><br>%{text}<extra></extra>",
+                "text": [_fresh_hover(before, p) for before, p in changes_with_before],
+                "hovertemplate": "<b>Golden on a fresh seed</b><br>%{text}<extra></extra>",
             }
         )
         for point in changes if len(changes) <= MAX_SEED_LINES else []:

@@ -22,6 +22,7 @@ from ax3l.reports.deps import (
     SchemaDep,
     SettingsDep,
 )
+from ax3l.reports.experiment_conclusion import fresh_seeds
 from ax3l.reports.models.events import EventPageQuery, RefreshQuery
 from ax3l.reports.models.runs import TUNED_COLUMNS
 from ax3l.reports.queries.golden import flatten, golden_configurations
@@ -56,7 +57,9 @@ async def dashboard(
     curves: CurvesDep,
     page: PageDep,
 ) -> Response:
-    """The status cards, the golden configuration and its score, the last runs, a small
+    """The experiment's conclusion in one sentence (how the golden did on fresh seeds), the
+    status cards, the golden configuration and its score with its fresh-seed record, the last
+    runs, a small
     history plot, the turn the loop is on and links to every page; ``refresh`` updates them in
     place every so many seconds. A link with the event log's filters (``/?category=...``, from
     before the log moved) redirects to ``/events``."""
@@ -89,6 +92,7 @@ async def dashboard(
             "status": status,
             "golden": golden,
             "tuned": tuned,
+            "fresh": fresh_seeds(points),
             "last_runs": last,
             "sparks": await curves.drawn(db, [(run.run_id, run.status) for run in last]),
             "runs": frame.height,
