@@ -3,6 +3,7 @@ the user's real runs and a replayed history."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -464,3 +465,32 @@ def test_refresh_is_on_by_default_while_the_experiment_runs_and_applies_at_once_
     finally:
         loop.close()
     assert page.problems == []
+
+
+def test_the_golden_configuration_copies_as_snakelab_json_in_one_click(server, browser):
+    """The dashboard's and the golden page's Copy button put the golden configuration's JSON
+    (SnakeLab's nested config, as its event stores it) on the clipboard; a run page copies
+    that run's configuration."""
+    context = browser.new_context(
+        viewport={"width": 1400, "height": 1000}, permissions=["clipboard-read", "clipboard-write"]
+    )
+    with closing(context):
+        watched = Watched(context.new_page())
+        p = watched.page
+        golden = p.request.get(server.url + "/api/golden-configurations?limit=1").json()
+        config = golden["configurations"][0]["config"]
+        for path in ("/", "/golden-configurations"):
+            p.goto(server.url + path)
+            p.evaluate("() => navigator.clipboard.writeText('')")
+            p.click("#golden-json-copy")
+            p.wait_for_function("() => document.getElementById('golden-json-copied').textContent")
+            assert p.inner_text("#golden-json-copied") == "copied"
+            assert json.loads(p.evaluate("() => navigator.clipboard.readText()")) == config
+        run = golden["configurations"][0]["run_id"]
+        p.goto(f"{server.url}/simulations/{run}")
+        p.click("#run-config-json-copy")
+        p.wait_for_function("() => document.getElementById('run-config-json-copied').textContent")
+        copied = json.loads(p.evaluate("() => navigator.clipboard.readText()"))
+        stored = p.request.get(f"{server.url}/api/simulations/{run}").json()["config"]
+        assert copied == stored and copied["seed"] == config["seed"]
+        assert watched.problems == []

@@ -81,7 +81,7 @@ def test_status_shows_the_cards_the_last_runs_and_the_conversation(experiment, t
     wanted = {row["run_id"]: row for row in expected_rows(experiment)}
     for run_id, _ in newest:
         row = wanted[str(run_id)]
-        for out in (once.stdout, narrow.stdout):
+        for out in (once.stdout, watched.stdout, narrow.stdout):
             line = next(x for x in out.splitlines() if str(run_id)[:8] in x)
             if row["score_difference"] is not None:
                 difference = row["score_difference"]

@@ -664,3 +664,31 @@ class AlertFailed(EventContent):
     key: str | None = None
     kind: str | None = None
     reason: str | None = None
+
+
+# -- Notes (ax3l-db note / tag) ---------------------------------------------------------------
+
+
+class RunNoteAdded(EventContent):
+    """A person's note on a run (``ax3l.shared.run_notes``), in their words."""
+
+    event: ClassVar[str] = "run_note_added"
+    run_id: str | None = None
+    note: str | None = None
+
+
+class RunTagChange(EventContent):
+    run_id: str | None = None
+    tag: str | None = None
+
+
+class RunTagged(RunTagChange):
+    """A tag put on a run."""
+
+    event: ClassVar[str] = "run_tagged"
+
+
+class RunUntagged(RunTagChange):
+    """A tag taken off a run."""
+
+    event: ClassVar[str] = "run_untagged"

@@ -54,6 +54,7 @@ class RunsQuery(QueryModel):
         None, max_length=100, description="only runs proposed by this proposer (llm, tpe, ...)"
     )
     golden: bool | None = Field(None, description="only runs that became (or never became) golden")
+    tag: str | None = Field(None, max_length=40, description="only runs with this tag")
     score_min: int | None = Field(None, description="high score at least this")
     score_max: int | None = Field(None, description="high score at most this")
     model_hidden_size_min: float | None = Field(None, description="model.hidden_size at least")
@@ -215,6 +216,13 @@ class RunRow(BaseModel):
     )
     changed: list[str] = Field(
         default_factory=list, description="the columns that differ from that golden"
+    )
+    tags: list[str] = Field(
+        default_factory=list, description="its tags (`ax3l-db tag`; CSV: joined by `,`)"
+    )
+    notes: list[str] = Field(
+        default_factory=list,
+        description="its notes, oldest first (`ax3l-db note`; CSV: joined by a blank line)",
     )
     seat: str | None = Field(
         None, description="the seat whose submission it was (proposer `external`)"

@@ -22,7 +22,7 @@ import base64
 import binascii
 import io
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -37,6 +37,7 @@ from ax3l.reports.models.runs import (
     RunsQuery,
 )
 from ax3l.reports.queries.events import history_mark, runs_mark
+from ax3l.shared import run_notes
 from ax3l.shared import run_provenance as provenance
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
@@ -48,7 +49,7 @@ CHUNK = 20_000  # runs per read of new runs (each statement stays well inside th
 GROUP_ROWS = 500  # rows per value of a whole-table read
 GROUP_CONCAT_MAX = 64 * 1024 * 1024  # bytes of one such value (500 lines are about 70 KB)
 EVENT_WINDOW = 250_000  # event ids per provenance read
-PROVENANCE_EVENTS = (*provenance.EVENTS, provenance.GOLDEN_EVENT)
+PROVENANCE_EVENTS = (*provenance.EVENTS, provenance.GOLDEN_EVENT, *run_notes.EVENTS)
 SEPARATOR = "\x1f"  # ASCII unit separator: in no run id, state, time or number
 DATETIME_FORMAT = "%Y-%m-%d %H:%M:%S%.f"
 
@@ -77,6 +78,8 @@ PROVENANCE_FIELDS = (
     "retry_of",
     "golden_run_id",
     "outcome",
+    "note",
+    "tag",
 )
 PROVENANCE_SCHEMA: dict[str, pl.DataType] = {
     "run_id": pl.String(),
@@ -85,6 +88,8 @@ PROVENANCE_SCHEMA: dict[str, pl.DataType] = {
     "golden": pl.Boolean(),
     "golden_run_id": pl.String(),
     "conversation": pl.String(),
+    "tags": pl.List(pl.String()),
+    "notes": pl.List(pl.String()),
 }
 # What a run is compared with in its golden of its time: the seed and the nine tuned values.
 COMPARED_COLUMNS: tuple[str, ...] = ("seed", *TUNED_COLUMNS)
@@ -159,12 +164,22 @@ class Provenance(RunProvenance):
 
     newest: int = 0
     history: tuple[int, datetime] | None = None
+    notes: run_notes.RunNotes = field(default_factory=run_notes.RunNotes)
 
     def add_row(self, row: dict[str, Any]) -> None:
-        self.add(row["name"], row["process_id"], row)
+        if row["name"] in run_notes.EVENTS:
+            self.notes.add(row["name"], row)
+        else:
+            self.add(row["name"], row["process_id"], row)
 
     def frame(self) -> pl.DataFrame:
-        runs = sorted(set(self.proposer) | set(self.entry) | self.golden | set(self.challenged))
+        runs = sorted(
+            set(self.proposer)
+            | set(self.entry)
+            | self.golden
+            | set(self.challenged)
+            | self.notes.runs()
+        )
         return pl.DataFrame(
             {
                 "run_id": runs,
@@ -173,6 +188,8 @@ class Provenance(RunProvenance):
                 "golden": [run in self.golden for run in runs],
                 "golden_run_id": [self.challenged.get(run) for run in runs],
                 "conversation": [self.conversation.get(run) for run in runs],
+                "tags": [self.notes.tags_of(run) for run in runs],
+                "notes": [self.notes.notes_of(run) for run in runs],
             },
             schema=PROVENANCE_SCHEMA,
         )
@@ -251,10 +268,30 @@ class RunsTable:
             if self._frame is None or runs_changed or events_changed:
                 self._frame = with_golden(
                     self._runs.join(self._provenance.frame(), on="run_id", how="left")
-                    .with_columns(pl.col("golden").fill_null(False))
+                    .with_columns(
+                        pl.col("golden").fill_null(False),
+                        pl.col("tags").fill_null([]),
+                        pl.col("notes").fill_null([]),
+                    )
                     .sort("id")
                 )
             return self._frame
+
+    async def annotations(
+        self, db: Database, schema: ConfigSchema, run_ids: list[str]
+    ) -> dict[str, tuple[list[str], list[str]]]:
+        """The tags and notes of each of ``run_ids`` that has some (``ax3l.shared.run_notes``)."""
+        frame = await self.frame(db, schema)
+        if not run_ids or frame.is_empty():
+            return {}
+        picked = frame.filter(
+            pl.col("run_id").is_in(run_ids)
+            & ((pl.col("tags").list.len() > 0) | (pl.col("notes").list.len() > 0))
+        )
+        return {
+            row["run_id"]: (row["tags"], row["notes"])
+            for row in picked.select("run_id", "tags", "notes").to_dicts()
+        }
 
     async def proposers(
         self, db: Database, schema: ConfigSchema, run_ids: list[str]
@@ -402,6 +439,8 @@ def matching(frame: pl.DataFrame, query: RunsQuery) -> pl.DataFrame:
         "golden": query.golden,
     }
     conditions = [pl.col(column) == value for column, value in equal.items() if value is not None]
+    if query.tag is not None:
+        conditions.append(pl.col("tags").list.contains(query.tag))
     for column, low, high in query.ranges():
         if low is not None:
             conditions.append(pl.col(column) >= low)
@@ -507,8 +546,12 @@ def _export(frame: pl.DataFrame, query: RunsQuery) -> pl.DataFrame:
 
 
 def export_csv(frame: pl.DataFrame, query: RunsQuery) -> bytes:
-    """The matching runs in the query's order as CSV (UTF-8, a header row, ISO times)."""
-    return _export(frame, query).write_csv().encode("utf-8")
+    """The matching runs in the query's order as CSV (UTF-8, a header row, ISO times; a run's
+    tags joined by ``,``, its notes by a blank line)."""
+    found = _export(frame, query).with_columns(
+        pl.col("tags").list.join(","), pl.col("notes").list.join("\n\n")
+    )
+    return found.write_csv().encode("utf-8")
 
 
 def export_parquet(frame: pl.DataFrame, query: RunsQuery) -> bytes:

@@ -86,11 +86,15 @@ async def dashboard(
         shown.insert(0, before[-1].model_copy(update={"simulations": start}))
     last = await explained(db, frame, rows(frame.tail(LAST_RUNS).reverse()))
     turn = status.current_parameter or status.orchestrator.parameter
+    noted = await table.annotations(db, schema, [golden.run_id]) if golden and golden.run_id else {}
+    golden_tags, golden_notes = noted.get(golden.run_id or "", ([], [])) if golden else ([], [])
     return page.render(
         "dashboard.html",
         {
             "status": status,
             "golden": golden,
+            "golden_tags": golden_tags,
+            "golden_notes": golden_notes,
             "tuned": tuned,
             "fresh": fresh_seeds(points),
             "last_runs": last,

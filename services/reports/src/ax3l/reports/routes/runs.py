@@ -201,6 +201,9 @@ async def runs_page(
             "states": RUN_STATES,
             "entries": entries,
             "proposers": _choices(frame, "proposer"),
+            "tags": sorted(frame["tags"].explode().drop_nulls().unique().to_list())
+            if frame.height
+            else [],
             "seeds": _choices(frame, "seed"),
             "sort_links": sort_links,
             "csv_url": runs_url("/api/runs/export.csv", query, limit=None, refresh=None),

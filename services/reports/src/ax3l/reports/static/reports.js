@@ -110,6 +110,36 @@
     showCompared(document);
   }
 
+  // Copy a configuration's JSON in one click ([data-copy] names the <pre> that holds it). The
+  // clipboard API needs a secure context (https or this machine); elsewhere the text is
+  // selected and copied the old way.
+  document.addEventListener("click", function (event) {
+    var button = event.target && event.target.closest ? event.target.closest("[data-copy]") : null;
+    if (!button) return;
+    var source = document.getElementById(button.dataset.copy);
+    var said = document.getElementById(button.dataset.copy + "-copied");
+    if (!source) return;
+    var text = source.textContent;
+    var done = function (ok) { if (said) said.textContent = ok ? "copied" : "select the JSON and copy it"; };
+    var fallback = function () {
+      var details = source.closest("details");
+      if (details) details.open = true;
+      var range = document.createRange();
+      range.selectNodeContents(source);
+      var selection = window.getSelection();
+      selection.removeAllRanges();
+      selection.addRange(range);
+      var ok = false;
+      try { ok = document.execCommand("copy"); } catch (e) { ok = false; }
+      done(ok);
+    };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(function () { done(true); }, fallback);
+    } else {
+      fallback();
+    }
+  });
+
   // Plots follow the system's colour scheme, as the page does, and switch with it.
   var darkScheme = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
   var DARK = { paper: "#0f172a", plot: "#1e293b", ink: "#e2e8f0", grid: "#334155" };
