@@ -85,7 +85,7 @@ async def dashboard(
     if before:  # the golden line starts at the plot's left edge with the score it had there
         shown.insert(0, before[-1].model_copy(update={"simulations": start}))
     last = await explained(db, frame, rows(frame.tail(LAST_RUNS).reverse()))
-    turn = status.current_parameter or status.orchestrator.parameter
+    turn = status.turn
     noted = await table.annotations(db, schema, [golden.run_id]) if golden and golden.run_id else {}
     golden_tags, golden_notes = noted.get(golden.run_id or "", ([], [])) if golden else ([], [])
     return page.render(
