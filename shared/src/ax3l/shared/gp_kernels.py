@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ from sklearn.gaussian_process.kernels import (
     ConstantKernel,
     Hyperparameter,
     Kernel,
-    Matern,
+    StationaryKernelMixin,
     WhiteKernel,
 )
 
@@ -78,6 +79,61 @@ class OnColumns(Kernel):  # type: ignore[misc]
         return f"OnColumns({self.kernel!r}, {list(self.columns)})"
 
 
+class AdditiveMatern(StationaryKernelMixin, Kernel):  # type: ignore[misc]
+    """The sum over ``columns`` of a one-dimensional Matérn 5/2 kernel, each with its own length
+    scale: ``k(x, y) = sum_j m(|x_j - y_j| / l_j)``, ``m(r) = (1 + √5 r + 5 r²/3) e^(-√5 r)``.
+
+    scikit-learn can build the same from a Matérn per column added up, but the nested sums
+    cost it a Python call per column per term of the gradient: this one is a few numpy
+    operations, about ten times faster for the loop's runs."""
+
+    def __init__(
+        self,
+        columns: tuple[int, ...],
+        length_scale: Any = 0.5,
+        length_scale_bounds: Any = LENGTH_SCALE_BOUNDS,
+    ):
+        self.columns = columns
+        self.length_scale = length_scale
+        self.length_scale_bounds = length_scale_bounds
+
+    @property
+    def hyperparameter_length_scale(self) -> Hyperparameter:
+        return Hyperparameter(
+            "length_scale", "numeric", self.length_scale_bounds, len(self.columns)
+        )
+
+    def _scales(self) -> Floats:
+        return np.broadcast_to(
+            np.asarray(self.length_scale, dtype=np.float64), (len(self.columns),)
+        )
+
+    def __call__(self, X: Any, Y: Any = None, eval_gradient: bool = False) -> Any:
+        columns = list(self.columns)
+        left = np.asarray(X, dtype=np.float64)[:, columns]
+        right = left if Y is None else np.asarray(Y, dtype=np.float64)[:, columns]
+        distances = np.abs(left[:, None, :] - right[None, :, :]) / self._scales()
+        root5 = math.sqrt(5.0) * distances
+        decay = np.exp(-root5)
+        matrix = ((1.0 + root5 + root5 * root5 / 3.0) * decay).sum(axis=2)
+        if not eval_gradient:
+            return matrix
+        if Y is not None:
+            raise ValueError("the gradient is only defined for Y None")
+        # d m / d log l = r dm/dr * -1 = (5/3) r^2 (1 + √5 r) e^(-√5 r)
+        gradient = (5.0 / 3.0) * distances * distances * (1.0 + root5) * decay
+        if self.hyperparameter_length_scale.fixed:
+            return matrix, np.empty((len(left), len(left), 0))
+        return matrix, gradient
+
+    def diag(self, X: Any) -> Floats:
+        return np.full(len(np.asarray(X)), float(len(self.columns)))
+
+    def __repr__(self) -> str:
+        scales = ", ".join(f"{v:.3g}" for v in self._scales())
+        return f"AdditiveMatern(columns={list(self.columns)}, length_scale=[{scales}])"
+
+
 def initial_kernel(dimensions: int) -> Kernel:
     """signal * (a Matérn 5/2 per value, added up) + seed offset + noise, in units of the
     standardised scores.
@@ -88,10 +144,7 @@ def initial_kernel(dimensions: int) -> Kernel:
     additive kernel lets every run inform the curve of the value it changed, whatever the
     others were. A value without effect gets a long length scale: a flat curve.
     """
-    parts = [OnColumns(Matern(0.5, LENGTH_SCALE_BOUNDS, nu=2.5), (j,)) for j in range(dimensions)]
-    curves = parts[0]
-    for part in parts[1:]:
-        curves = curves + part
+    curves = AdditiveMatern(tuple(range(dimensions)), [0.5] * dimensions)
     signal = ConstantKernel(0.1, (1e-3, 1e2)) * curves
     # Two runs share the seed term only when their seeds are equal (seeds differ by >= 1).
     seed = ConstantKernel(0.05, (1e-4, 1e1)) * OnColumns(RBF(1e-3, "fixed"), (dimensions,))

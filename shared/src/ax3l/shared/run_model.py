@@ -28,8 +28,8 @@ service that never fits a model does not pay for it at start.
 
 from __future__ import annotations
 
+import functools
 import math
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +48,11 @@ MIN_RUNS = 5
 COLLAPSE_SDS = 3.0
 # A seed no run has: predicting there averages over seeds (the seed effect's mean is 0).
 UNSEEN_SEED = -1.0e12
+# A long experiment (the user's has about 1,800 runs) is modelled from its most recent
+# MAX_RUNS; the hyperparameters are fitted to the most recent MAX_FIT_RUNS of those (each
+# step of the fit decomposes an n x n matrix: 400 runs take about a second, 2,000 minutes).
+MAX_RUNS = 2000
+MAX_FIT_RUNS = 400
 
 
 class TooFewRuns(ValueError):
@@ -198,14 +203,11 @@ class RunModel:
     ):
         if len(records) < MIN_RUNS:
             raise TooFewRuns(f"{len(records)} completed runs; the model needs {MIN_RUNS}")
-        from sklearn.gaussian_process import (
-            GaussianProcessRegressor,
-        )
-
         from ax3l.shared.gp_kernels import initial_kernel
 
         self.space = space
-        self.records = list(records)
+        self.records = list(records)[-MAX_RUNS:]
+        records = self.records
         inputs = np.array(
             [[*space.encode(r.values), float(r.seed)] for r in records], dtype=np.float64
         )
@@ -213,17 +215,13 @@ class RunModel:
         scores = _raise_collapses(scores)
         self._center = float(scores.mean())
         self._scale = float(scores.std()) or 1.0
+        targets = (scores - self._center) / self._scale
         kernel = start.kernel if start is not None else initial_kernel(len(TUNED_PATHS))
-        self._gp = GaussianProcessRegressor(
-            kernel,
-            optimizer="fmin_l_bfgs_b" if optimize or start is None else None,
-            n_restarts_optimizer=0,
-            random_state=0,
-        )
-        with warnings.catch_warnings():
-            # ConvergenceWarning at a bound is expected (a value without effect); the fit stands.
-            warnings.simplefilter("ignore")
-            self._gp.fit(inputs, (scores - self._center) / self._scale)
+        with one_blas_thread():
+            if optimize or start is None:
+                recent = slice(-MAX_FIT_RUNS, None)
+                kernel = _most_likely(kernel, inputs[recent], targets[recent])
+            self._gp = _conditioned(kernel, inputs, targets)
         self.fitted = self._describe()
         self.log_marginal_likelihood = float(self._gp.log_marginal_likelihood_value_)
 
@@ -248,7 +246,8 @@ class RunModel:
         points = np.array([[*self.space.encode(v), UNSEEN_SEED] for v in values], dtype=np.float64)
         cross = signal(points, self._gp.X_train_)
         mean = cross @ self._gp.alpha_
-        solved = solve_triangular(self._gp.L_, cross.T, lower=True, check_finite=False)
+        with one_blas_thread():
+            solved = solve_triangular(self._gp.L_, cross.T, lower=True, check_finite=False)
         variance = signal.diag(points) - np.einsum("ij,ij->j", solved, solved)
         sd = np.sqrt(np.maximum(variance, 0.0))
         return [
@@ -296,11 +295,91 @@ class RunModel:
         return self.predict(points)
 
 
+@functools.cache
+def _blas() -> Any:
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+def one_blas_thread() -> Any:
+    """A context in which BLAS uses one thread. The model's matrices are a few hundred rows:
+    a second thread only waits for the first, and on a busy machine (a comparison's repeats,
+    several services) the threads spin against each other, which made one Cholesky
+    decomposition fifty times slower here."""
+    return _blas().limit(limits=1, user_api="blas")
+
+
+class Refitter:
+    """The fit of the runs as they arrive, cheaply: the same records give the same fit; the
+    hyperparameters are optimised again (from the last ones) only when the runs grew by
+    ``GROWTH`` since they last were, and otherwise the last ones are conditioned on the new runs
+    (milliseconds); every ``COLD_EVERY`` runs a fit from the initial kernel is made too and the
+    more likely of the two kept, so that what the first few runs suggested does not hold for
+    ever. Not thread-safe: a caller that shares one locks around ``fit``."""
+
+    GROWTH = 1.2
+    COLD_EVERY = 10
+
+    def __init__(self, space: Space):
+        self.space = space
+        self._model: RunModel | None = None
+        self._key: tuple[int, str | None] | None = None
+        self._optimised_at = 0
+        self._cold_at = 0
+
+    def fit(self, records: Sequence[RunRecord]) -> RunModel:
+        """The model of ``records`` (``TooFewRuns`` below ``MIN_RUNS``)."""
+        key = (len(records), records[-1].run_id if records else None)
+        if self._model is not None and key == self._key:
+            return self._model
+        n, previous = len(records), self._model.fitted if self._model is not None else None
+        optimise = previous is None or n >= self.GROWTH * self._optimised_at
+        model = RunModel(self.space, records, start=previous, optimize=optimise)
+        if optimise:
+            self._optimised_at = n
+        if previous is None:
+            self._cold_at = n  # that fit started from the initial kernel
+        elif n >= self._cold_at + self.COLD_EVERY:
+            cold = RunModel(self.space, records)
+            if cold.log_marginal_likelihood > model.log_marginal_likelihood:
+                model = cold
+            self._cold_at = self._optimised_at = n
+        self._model, self._key = model, key
+        return model
+
+
+def _conditioned(kernel: Any, inputs: Floats, targets: Floats) -> Any:
+    """scikit-learn's Gaussian process with ``kernel`` as it is, conditioned on the runs."""
+    from sklearn.gaussian_process import GaussianProcessRegressor
+
+    return GaussianProcessRegressor(kernel, optimizer=None).fit(inputs, targets)
+
+
+def _most_likely(kernel: Any, inputs: Floats, targets: Floats) -> Any:
+    """``kernel`` with the hyperparameters of highest log marginal likelihood, found by
+    L-BFGS-B from its own (scikit-learn's likelihood and gradient, scipy's optimizer).
+
+    scikit-learn's own optimizer does the same and then warns when a hyperparameter sits at a
+    bound, which is the expected outcome here (a value without effect has the longest length
+    scale) and, warnings being process-wide, cannot be silenced safely in a thread."""
+    from scipy.optimize import minimize
+
+    gp = _conditioned(kernel, inputs, targets)
+
+    def negative(theta: Floats) -> tuple[float, Floats]:
+        value, gradient = gp.log_marginal_likelihood(theta, eval_gradient=True, clone_kernel=False)
+        return -float(value), -gradient
+
+    bounds = gp.kernel_.bounds
+    start = np.clip(gp.kernel_.theta, bounds[:, 0], bounds[:, 1])
+    found = minimize(negative, start, jac=True, method="L-BFGS-B", bounds=bounds)
+    return kernel.clone_with_theta(found.x)
+
+
 def _length_scales(kernel: Any) -> list[float]:
-    """The fitted length scale of each value's curve (the sum's terms, in order)."""
-    if hasattr(kernel, "k1") and hasattr(kernel, "k2"):
-        return [*_length_scales(kernel.k1), *_length_scales(kernel.k2)]
-    return [float(kernel.kernel.length_scale)]
+    """The fitted length scale of each value's curve."""
+    return [float(v) for v in np.atleast_1d(kernel.length_scale)]
 
 
 def _raise_collapses(scores: Floats) -> Floats:

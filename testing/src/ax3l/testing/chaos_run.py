@@ -8,10 +8,11 @@ Settings (environment): ``AX3L_CHAOS_SEED`` (default 11), ``AX3L_CHAOS_KILLS`` (
 uniform), ``AX3L_CHAOS_INTERVAL`` ("1.5,6.5": seconds between disturbances, uniform),
 ``AX3L_CHAOS_RUN_SECONDS`` (1.5: surrogate run time), ``AX3L_CHAOS_STAGNANT_ROUNDS`` (2, so seed
 rotations happen), ``AX3L_CHAOS_RECOVERY_DEADLINE`` (90 s for 3 new steps after the last
-disturbance), ``AX3L_CHAOS_PROMOTION`` (single; confirm runs the loop under confirmed
-promotions), ``AX3L_CHAOS_HOSTS`` (1; 2 adds a second SnakeLab host, ``snakelab-2``, on the
-same database, killed like the others). The first half of the kills runs the ``tpe``
-proposer, the second half the scripted model (``llm``).
+disturbance), ``AX3L_CHAOS_PROMOTION`` (single; confirm or race runs the loop under that
+promotion policy), ``AX3L_CHAOS_GOLDEN`` (spec; model: the golden follows the model of every
+run), ``AX3L_CHAOS_HOSTS`` (1; 2 adds a second SnakeLab host, ``snakelab-2``, on the same
+database, killed like the others). The first half of the kills runs
+``AX3L_CHAOS_PROPOSER`` (tpe), the second half the scripted model (``llm``).
 
 Kills and freezes come in one shuffled sequence. Half of the freezes are SnakeLab's; the others
 hit MariaDB (twice the share of the others), the broker and the orchestrator (with its MCP
@@ -75,6 +76,8 @@ class ChaosConfig:
     stagnant_rounds: int = 2
     recovery_deadline: float = 90.0
     promotion: str = "single"
+    golden: str = "spec"  # AX3L_GOLDEN: model lets the golden follow the model of every run
+    proposer: str = "tpe"  # the first half's proposer (the second half's is the scripted model)
     hosts: int = 1  # 2: a second SnakeLab host (snakelab-2) on the same database
     recovery_steps: int = 3
     restart_delay: tuple[float, float] = (0.2, 2.0)
@@ -93,6 +96,8 @@ class ChaosConfig:
             stagnant_rounds=int(env.get("AX3L_CHAOS_STAGNANT_ROUNDS", "2")),
             recovery_deadline=float(env.get("AX3L_CHAOS_RECOVERY_DEADLINE", "90")),
             promotion=env.get("AX3L_CHAOS_PROMOTION", "single"),
+            golden=env.get("AX3L_CHAOS_GOLDEN", "spec"),
+            proposer=env.get("AX3L_CHAOS_PROPOSER", "tpe"),
             hosts=int(env.get("AX3L_CHAOS_HOSTS", "1")),
         )
 
@@ -316,7 +321,7 @@ class ChaosStack:
         self.mariadb = PrivateMariaDB(repo)
         self.supervisor = Supervisor([])
         self.freezer = chaos.Freezer()
-        self.proposer = "tpe"
+        self.proposer = config.proposer
         names = ["snakelab", "snakelab_events", "snakelab2", "snakelab2_events"]
         names += ["toolbroker", "orchestrator", "model", "zmq"]
         self.ports = {name: free_port() for name in names}
@@ -368,6 +373,7 @@ class ChaosStack:
             "AX3L_SEED_STAGNANT_ROUNDS": str(self.config.stagnant_rounds),
             "AX3L_PROPOSER": self.proposer,
             "AX3L_PROMOTION": self.config.promotion,
+            "AX3L_GOLDEN": self.config.golden,
         }
         if self.proposer == "llm":
             env["AX3L_LLM_URL"] = f"http://127.0.0.1:{self.ports['model']}"

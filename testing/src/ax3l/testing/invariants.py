@@ -500,7 +500,9 @@ def goldens_rise_within_a_seed(history: History, increasing: Invariant) -> None:
             f"golden {golden.event_id} score/seed {golden.get('high_score')}/"
             f"{golden.get('seed')} but snapshot {snapshot}",
         )
-        if previous is not None and previous.get("seed") == seed:
+        if golden.get("kind") == "model":
+            pass  # AX3L_GOLDEN=model: the golden follows the model, whatever its run's score
+        elif previous is not None and previous.get("seed") == seed:
             increasing.check(
                 golden.get("high_score") > previous.get("high_score"),
                 f"seed {golden.get('seed')}: golden {golden.event_id}"
@@ -703,12 +705,42 @@ def goldens_have_their_snapshots(history: History, snapshot: Invariant) -> None:
         )
 
 
-@invariant("each confirmation decided once, by the strictly-higher mean on shared seeds")
+@invariant("each comparison's decision followed by the model at most once (AX3L_GOLDEN=model)")
+def model_follows_each_decision_once(history: History, rule: Invariant) -> None:
+    """A decision (a promotion's ``golden_config_created`` or a ``golden_config_retained``) has
+    at most one follow-up of the model step: a golden of kind ``model`` or a
+    ``model_recommendation``; a model golden's run ran on its seed and scored its high score."""
+    follow_ups = _grouped(
+        (
+            e
+            for e in history.events
+            if e.name == "model_recommendation"
+            or (e.name == "golden_config_created" and e.get("kind") == "model")
+        ),
+        lambda e: e.parent,
+    )
+    for parent, made in follow_ups.items():
+        rule.check(len(made) == 1, f"decision #{parent} followed by {[e.event_id for e in made]}")
+    by_run_id = history.by_run_id
+    for golden in history.named("golden_config_created"):
+        if golden.get("kind") != "model":
+            continue
+        run = by_run_id.get(golden.get("run_id"))
+        rule.check(
+            run is not None
+            and run["high_score"] == golden.get("high_score")
+            and dict(run["config"] or ()).get("seed") == golden.get("seed"),
+            f"model golden #{golden.event_id}: run {golden.get('run_id')} is {run}",
+        )
+
+
+@invariant("each confirmation or race decided once, by its rule on shared seeds")
 def confirmations_decided_by_their_means(history: History, rule: Invariant) -> None:
     """Under ``AX3L_PROMOTION=confirm``: each confirmation is decided at most once (only the
     newest may be undecided), over 1 + R scores per side that are its runs' high scores on its
-    seeds, and promotes exactly when the candidate's mean is strictly higher; each comparison
-    that follows it says the same."""
+    seeds, and promotes exactly when the candidate's mean is strictly higher; under ``race``,
+    over the race seeds of its rounds, by the race's rule; each comparison that follows it says
+    the same."""
     started = history.named("promotion_confirmation_started")
     decided = _grouped(history.named("promotion_confirmation_decided"), lambda e: e.parent)
     by_run_id = history.by_run_id
@@ -734,7 +766,12 @@ def confirmations_decided_by_their_means(history: History, rule: Invariant) -> N
 def _confirmation_problem(decision: Ev, start: Ev, by_run_id: dict[str, Run]) -> str | None:
     if decision.get("problem"):
         return None if decision.get("decision") == "retained" else "promoted despite a problem"
-    seeds = [start.get("seed"), *(start.get("seeds") or [])]
+    race = start.get("policy") == "race"
+    seeds = list(start.get("seeds") or []) if race else [start.get("seed"), *start.get("seeds")]
+    if race:
+        seeds = seeds[: len(decision.get("seeds") or [])]
+        if decision.get("seeds") != seeds or not seeds:
+            return f"race seeds {decision.get('seeds')} are not a prefix of {start.get('seeds')}"
     sides = []
     for side in ("candidate", "golden"):
         runs, scores = decision.get(f"{side}_runs") or [], decision.get(f"{side}_scores") or []
@@ -745,9 +782,51 @@ def _confirmation_problem(decision: Ev, start: Ev, by_run_id: dict[str, Run]) ->
             if run is None or run["high_score"] != score or dict(run["config"]).get("seed") != seed:
                 return f"{side} run {run_id} on seed {seed}: stored {run and run['high_score']}"
         sides.append(scores)
+    if race:
+        return _race_problem(decision, start, sides[0], sides[1])
     promoted = sum(sides[0]) > sum(sides[1])
     if decision.get("decision") != ("promoted" if promoted else "retained"):
         return f"decided {decision.get('decision')} with scores {sides[0]} vs {sides[1]}"
+    return None
+
+
+def _race_problem(decision: Ev, start: Ev, ours: list[int], theirs: list[int]) -> str | None:
+    """A race ends at a round's end (1, 3, 7... seeds); before, no round ended it; at its end a
+    mean difference of 0 or less retains, a one-sided paired t-test p-value at or below alpha
+    over the rounds that can promote (those of 3 seeds or more) promotes, and the seed cap
+    retains. Recomputed here with scipy, not with the loop's code."""
+    from scipy.stats import ttest_1samp
+
+    cap = len(start.get("seeds") or [])
+    alpha = float(start.get("alpha") or 0.1)
+    ends, total, size = [], 0, 1
+    while total < cap:
+        total += min(size, cap - total)
+        ends.append(total)
+        size *= 2
+    level = alpha / max(1, sum(1 for end in ends if end >= 3))
+
+    def verdict(n: int) -> str | None:
+        differences = [a - b for a, b in zip(ours[:n], theirs[:n], strict=True)]
+        if sum(differences) <= 0:
+            return "retained"
+        if n >= 3:
+            if len(set(differences)) == 1:
+                return "promoted"
+            if float(ttest_1samp(differences, 0.0, alternative="greater").pvalue) <= level:
+                return "promoted"
+        return "retained" if n >= cap else None
+
+    n = len(ours)
+    if n not in ends:
+        return f"a race ended after {n} seeds, not at a round's end {ends}"
+    early = [end for end in ends if end < n and verdict(end) is not None]
+    if early:
+        return f"the race should have ended after {early[0]} seeds"
+    expected = verdict(n)
+    if expected is None or decision.get("decision") != expected:
+        said = decision.get("decision")
+        return f"race decided {said}, its scores say {expected}: {ours} vs {theirs}"
     return None
 
 

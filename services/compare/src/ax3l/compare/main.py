@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -37,9 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from ax3l.compare import results
-from ax3l.compare.arms import CONFIRM, ArmError, parse_arm, policy_pairs
+from ax3l.compare.arms import CONFIRM, RACE, ArmError, parse_arm, policy_pairs
 from ax3l.compare.executor import Executor, ExecutorUnavailable, LocalExecutor, RepeatJob
 from ax3l.compare.promotions import PromotionFigures
+from ax3l.compare.recommend import CHOICES, GOLDEN
 from ax3l.compare.repeat import RepeatPlan, RepeatResult
 from ax3l.compare.retest import check_disjoint, held_out_seeds, retest_points
 from ax3l.compare.settings import CompareSettings, effective_env, load_settings
@@ -89,6 +91,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="repeats side by side (AX3L_COMPARE_PARALLEL, else 2 x cores; cores/2 with a model)",
     )
     parser.add_argument("--csv", type=Path, help="also write the results to this CSV file")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        help="also write the verdict to this JSON file (for scripts and CI; README: Comparing)",
+    )
+    parser.add_argument(
+        "--recommend",
+        choices=CHOICES,
+        default=GOLDEN,
+        help="what a repeat hands over for its held-out re-test: its final golden (golden, the"
+        " default) or the evaluated configuration the model of every run predicts best (model)",
+    )
     parser.add_argument(
         "--seed", type=int, default=DEFAULT_SEED, help="seed of repeat 0; repeat i runs seed+i"
     )
@@ -209,13 +223,19 @@ def check_args(args: argparse.Namespace, env: dict[str, str]) -> list[str]:
 
 
 def confirm_seeds(proposers: list[str], env: dict[str, str]) -> int:
-    """``AX3L_CONFIRM_SEEDS`` as the confirm arms' orchestrators read it; 0 without one."""
-    if not any(parse_arm(p).promotion == CONFIRM for p in proposers):
+    """The most trial seeds any arm's orchestrator may run beyond seed + 1,000,000:
+    ``AX3L_CONFIRM_SEEDS`` for a confirm arm, ``AX3L_RACE_MAX_SEEDS`` for a race arm; 0 without
+    either."""
+    policies = {parse_arm(p).promotion for p in proposers}
+    if not policies & {CONFIRM, RACE}:
         return 0
     try:
-        return load_settings(env).confirm_seeds
+        settings = load_settings(env)
     except ValueError as exc:  # pydantic's ValidationError
-        raise UsageError(f"AX3L_CONFIRM_SEEDS: {exc}") from None
+        raise UsageError(f"AX3L_CONFIRM_SEEDS or AX3L_RACE_MAX_SEEDS: {exc}") from None
+    found = [settings.confirm_seeds if CONFIRM in policies else 0]
+    found.append(settings.race_max_seeds if RACE in policies else 0)
+    return max(found)
 
 
 def uses_model(proposer: str) -> bool:
@@ -252,12 +272,24 @@ def plans(
     repeats: int,
     budget: int,
     seed: int,
-    retest_seeds: tuple[int, ...] = (),
+    retest: int = 0,
     retest_at: tuple[int, ...] = (),
+    recommend: str = GOLDEN,
+    trial_seeds: int = 0,
 ) -> list[RepeatPlan]:
-    """Repeat 0 of every proposer, then repeat 1...: partial results stay balanced."""
+    """Repeat 0 of every proposer, then repeat 1...: partial results stay balanced. Each repeat
+    re-tests on ``retest`` held-out seeds of its own, the same for every arm
+    (``retest.held_out_seeds``)."""
     return [
-        RepeatPlan(proposer, index, seed + index, budget, retest_seeds, retest_at)
+        RepeatPlan(
+            proposer,
+            index,
+            seed + index,
+            budget,
+            tuple(held_out_seeds(seed, retest, trial_seeds, index)) if retest else (),
+            retest_at,
+            recommend,
+        )
         for index in range(repeats)
         for proposer in proposers
     ]
@@ -485,8 +517,7 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
     executor.prepare()  # fail early: a cluster that does not answer or lacks the resource
     url = args.url or env.get("AX3L_LLM_URL")
     confirming = confirm_seeds(proposers, env)
-    seeds = tuple(held_out_seeds(args.seed, args.retest, confirming))
-    points = tuple(retest_at(args)) if seeds else ()
+    points = tuple(retest_at(args)) if args.retest else ()
     pairs = stats.pairs_to_compare(
         proposers, [*policy_pairs(proposers), *named_pairs(args, proposers)]
     )
@@ -502,7 +533,17 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
             " many repeats run at once (--ray-resource)",
             file=sys.stderr,
         )
-    work = [*plans(proposers, args.repeats, args.budget, args.seed, seeds, points)]
+    work = plans(
+        proposers,
+        args.repeats,
+        args.budget,
+        args.seed,
+        args.retest,
+        points,
+        args.recommend,
+        confirming,
+    )
+    seeds = sorted({s for plan in work for s in plan.retest_seeds})
     job = RepeatJob(
         env,
         url,
@@ -527,7 +568,13 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
         "ax3l_version": settings.ax3l_version,
         "version": job.version,
         "settings": {k: v for k, v in env.items() if k.startswith(("AX3L_LLM_", "AX3L_MAX_"))},
-        "retest": {"seeds": list(seeds), "at": list(points), "control": CONTROL in proposers},
+        "retest": {
+            "seeds": seeds,
+            "per_repeat": args.retest,
+            "at": list(points),
+            "control": CONTROL in proposers,
+        },
+        "recommend": args.recommend,
         "pairs": [list(pair) for pair in pairs],
         "promotion": {
             "arms": {p: parse_arm(p).promotion for p in proposers if p != CONTROL},
@@ -574,6 +621,8 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
             results.finish_comparison(conn, comparison_id, state, wall)
             if args.csv is not None:
                 results.export_csv(conn, comparison_id, args.csv)
+            if args.json is not None:
+                write_json(args.json, verdict_json(done, proposers, pairs, args, wall))
         conn.close()
     failed = [r for r in done if r.state != "finished"]
     for line in [
@@ -586,6 +635,8 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
     print(f"wall time of the whole comparison: {wall:.1f} s")
     if args.csv is not None:
         print(f"CSV: {args.csv}")
+    if args.json is not None:
+        print(f"JSON: {args.json}")
     if failed:
         where = "on their nodes " if args.ray is not None else ""
         print(
@@ -596,6 +647,88 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
     if args.logs is None:
         shutil.rmtree(job.log_root, True)
     return 0
+
+
+def verdict_json(
+    done: list[RepeatResult],
+    proposers: list[str],
+    pairs: list[tuple[str, str]],
+    args: argparse.Namespace,
+    wall: float,
+) -> dict[str, Any]:
+    """The verdict for scripts and CI (``--json``): per arm its held-out IQM with its interval,
+    its paired difference against ``default``, the mean expected score of its recommendations
+    (the surrogate's ground truth; null elsewhere), its wasted turns and wall time."""
+    verdicts = _verdicts(done, proposers)
+    against = {
+        pair.a: pair
+        for pair in stats.paired_table(verdicts, [(p, CONTROL) for p in proposers if p != CONTROL])
+        if pair.b == CONTROL
+    }
+    arms = []
+    for proposer in proposers:
+        mine = _finished(done, proposer)
+        found = stats.proposer_verdict(proposer, verdicts[proposer])
+        versus = against.get(proposer)
+        expected = [v.expected_score for v in verdicts[proposer] if v.expected_score is not None]
+        goldens = [g for r in mine if (g := r.golden_expected_score) is not None]
+        walls = [r.wall_seconds for r in mine]
+        arms.append(
+            {
+                "arm": proposer,
+                "repeats": len(mine),
+                "heldout_iqm": None
+                if found is None
+                else {"value": found.iqm.value, "ci": [found.iqm.low, found.iqm.high]},
+                "heldout_mean": None if found is None else found.held_out_mean,
+                "vs_default": None
+                if versus is None
+                else {
+                    "median": versus.median_difference,
+                    "ci": [versus.low, versus.high],
+                    "p_beats": versus.p_a_beats_b,
+                },
+                "expected_score_mean": stats.mean(expected) if expected else None,
+                "expected_scores": expected or None,
+                # under --recommend model: what the final goldens would have scored instead
+                "golden_expected_scores": goldens or None,
+                "best_observed_mean": None if found is None else found.best_observed,
+                "accepted_proposals": sum(r.turns.accepted_proposals for r in mine),
+                "wasted_turns": sum(r.turns.wasted_turns for r in mine),
+                "wall_seconds_per_repeat": stats.median(walls) if walls else None,
+            }
+        )
+    table = stats.paired_table(verdicts, pairs)
+    return {
+        "seconds": round(wall, 1),
+        "budget": args.budget,
+        "repeats": args.repeats,
+        "retest": args.retest,
+        "recommend": args.recommend,
+        "seed": args.seed,
+        "trainer": "surrogate",
+        "arms": arms,
+        "pairs": [
+            {
+                "a": pair.a,
+                "b": pair.b,
+                "repeats": pair.repeats,
+                "median": pair.median_difference,
+                "ci": [pair.low, pair.high],
+                "p_a_beats_b": pair.p_a_beats_b,
+            }
+            for pair in table
+        ],
+        "conclusion": conclusion(table),
+        "failed_repeats": sum(1 for r in done if r.state != "finished"),
+    }
+
+
+def write_json(path: Path, verdict: dict[str, Any]) -> None:
+    """The verdict as JSON, written whole (a reader never sees half a file)."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(json.dumps(verdict, indent=2) + "\n", encoding="utf-8")
+    partial.replace(path)
 
 
 def _executor_content(args: argparse.Namespace) -> dict[str, Any]:

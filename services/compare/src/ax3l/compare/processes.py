@@ -176,10 +176,12 @@ def start_orchestrator(
     launcher: Launcher = launch,
     *,
     promotion: str = "single",
+    golden: str = "spec",
     seed: int | None = None,
 ) -> Service:
     """The orchestrator with ``AX3L_PROPOSER`` = ``proposer``, ``AX3L_PROMOTION`` =
-    ``promotion`` and ``AX3L_PROPOSER_SEED`` = ``seed`` (the repeat's: its draws are the same
+    ``promotion``, ``AX3L_GOLDEN`` = ``golden`` and ``AX3L_PROPOSER_SEED`` = ``seed`` (the
+    repeat's: its draws are the same
     in every comparison with that seed), once its status API answers (``/health``; it seeds
     meanwhile), started again on another port when its port was taken (a restart it recovers
     from, like any)."""
@@ -189,6 +191,7 @@ def start_orchestrator(
             "AX3L_ORCHESTRATOR_PORT": str(free_port()),
             "AX3L_PROPOSER": proposer,
             "AX3L_PROMOTION": promotion,
+            "AX3L_GOLDEN": golden,
         }
         if seed is not None:
             overrides["AX3L_PROPOSER_SEED"] = str(seed)

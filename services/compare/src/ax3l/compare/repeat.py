@@ -41,9 +41,11 @@ from ax3l.compare import processes
 from ax3l.compare.arms import Arm, parse_arm
 from ax3l.compare.processes import Launcher, Service
 from ax3l.compare.promotions import PromotionFigures, read_promotion_figures
+from ax3l.compare.recommend import GOLDEN, MODEL, model_recommendations, read_run_rows
 from ax3l.compare.retest import (
     Golden,
     PointRetest,
+    Recommendation,
     RunSource,
     SnakeLabRuns,
     recommendations,
@@ -77,6 +79,7 @@ class RepeatPlan:
     budget: int
     retest_seeds: tuple[int, ...] = ()  # the held-out seeds (none: no re-test)
     retest_at: tuple[int, ...] = ()  # the run counts whose recommendation is re-tested
+    recommend: str = GOLDEN  # what is re-tested: the golden, or the model's pick (recommend.py)
 
     @property
     def arm(self) -> Arm:
@@ -111,6 +114,16 @@ class RepeatResult:
     promotions: PromotionFigures | None = None  # tuned repeats only
     error: str | None = None
     placement: Placement | None = None
+    # --recommend model: the first ``budget`` runs with their configurations (not stored), and
+    # what the golden would have handed over instead (its recommendations, not re-tested).
+    run_rows: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    golden_picks: list[Recommendation] = field(default_factory=list)
+
+    @property
+    def golden_expected_score(self) -> float | None:
+        """Under --recommend model, the surrogate's expected score of the final golden."""
+        final = [p for p in self.golden_picks if p.at_runs == self.plan.budget]
+        return final[0].expected_score if final else None
 
     @property
     def curve(self) -> list[int | None]:
@@ -145,6 +158,8 @@ class RepeatResult:
             if self.retest_hosts:
                 found["retest_hosts"] = self.retest_hosts
             found["recommendations"] = [asdict(p.recommendation) for p in self.retests]
+            if self.golden_picks:
+                found["golden_recommendations"] = [asdict(p) for p in self.golden_picks]
         if self.placement is not None:
             found["placement"] = asdict(self.placement)
         if self.error:
@@ -327,7 +342,7 @@ def _run(
         _tune(job, dbs, services, result, began, endpoints, schema, config_schema)
         if job.plan.retest_seeds:
             ended = time.monotonic()
-            asyncio.run(_retests(job, open_runs, result))
+            asyncio.run(_retests(job, open_runs, result, config_schema))
             result.retest_seconds = time.monotonic() - ended
     result.state = "finished"
 
@@ -368,6 +383,7 @@ def _tune(
         arm.proposer,
         job.launcher,
         promotion=arm.promotion,
+        golden=arm.golden,
         seed=job.plan.seed,
     )
     services.append(orchestrator)
@@ -401,6 +417,10 @@ def _tune(
             result.promotions = read_promotion_figures(
                 cur, arm.promotion, result.goldens, result.run_ids, surrogate=True
             )
+            if job.plan.recommend == MODEL:
+                result.run_rows = read_run_rows(
+                    cur, dbs.snakelab_db, config_schema, job.plan.budget
+                )
     finally:
         conn.close()
 
@@ -446,14 +466,27 @@ async def _control(
             result.retest_seconds = time.monotonic() - ended
 
 
-async def _retests(job: _Job, open_runs: OpenRuns, result: RepeatResult) -> None:
+async def _retests(
+    job: _Job, open_runs: OpenRuns, result: RepeatResult, schema: ConfigSchema
+) -> None:
     async with open_runs() as runs:
         await runs.cancel_beyond(job.plan.budget)
-        await _retest_with(runs, job, result)
+        await _retest_with(runs, job, result, schema)
 
 
-async def _retest_with(runs: SnakeLabRuns, job: _Job, result: RepeatResult) -> None:
+async def _retest_with(
+    runs: SnakeLabRuns, job: _Job, result: RepeatResult, schema: ConfigSchema | None = None
+) -> None:
     picks = recommendations(result.goldens, result.run_ids, job.plan.retest_at, surrogate=True)
+    if schema is not None and result.run_rows:
+        result.golden_picks = picks
+        picks = model_recommendations(
+            result.run_rows,
+            schema,
+            picks,
+            lower_bound=job.settings.model_lower_bound,
+            surrogate=True,
+        )
     deadline = time.monotonic() + job.timeout
     result.retests = await retest(
         runs,

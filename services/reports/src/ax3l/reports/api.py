@@ -13,6 +13,7 @@ from ax3l.reports.routes import (
     golden,
     health,
     highscores,
+    model,
     plots,
     proposers,
     runs,
@@ -23,7 +24,18 @@ from ax3l.reports.routes import (
 
 api_router = APIRouter()
 api_router.include_router(dashboard.pages)
-for module in (events, highscores, golden, scores, simulations, proposers, comparison, runs, plots):
+for module in (
+    events,
+    highscores,
+    golden,
+    scores,
+    simulations,
+    proposers,
+    comparison,
+    runs,
+    plots,
+    model,
+):
     api_router.include_router(module.router)
     api_router.include_router(module.pages)
 api_router.include_router(status.router)

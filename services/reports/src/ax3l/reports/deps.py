@@ -14,6 +14,7 @@ from ax3l.reports.queries.curves import LearningCurves
 from ax3l.reports.queries.highscores import HighscoreReader
 from ax3l.reports.queries.importance import ImportanceCache
 from ax3l.reports.queries.proposer_board import ProposerBoard
+from ax3l.reports.queries.run_model import RunModelCache
 from ax3l.reports.queries.runs import RunsTable
 from ax3l.reports.resources import Resources
 from ax3l.reports.settings import ReportsSettings, get_settings
@@ -77,6 +78,7 @@ HighscoresDep = Annotated[HighscoreReader, _resource("highscores")]
 RunsTableDep = Annotated[RunsTable, _resource("runs")]
 ImportanceDep = Annotated[ImportanceCache, _resource("importance")]
 ProposerBoardDep = Annotated[ProposerBoard, _resource("proposers")]
+ModelsDep = Annotated[RunModelCache, _resource("models")]
 SchemaDep = Annotated[ConfigSchema, _resource("schema")]
 CurvesDep = Annotated[LearningCurves, _resource("curves")]
 PageDep = Annotated[Page, Depends(get_page)]

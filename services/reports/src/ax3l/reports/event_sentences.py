@@ -339,7 +339,13 @@ def golden_config_created(c: ev.GoldenConfigCreated, parameter: str | None) -> s
         sentence += f", high score {score}"
     if (seed := _int(c.seed)) is not None:
         sentence += f", seed {seed}"
-    if kind and kind != "promotion":
+    if kind == "model":
+        mean, sd = c.get("predicted_mean"), c.get("predicted_sd")
+        if isinstance(mean, int | float) and isinstance(sd, int | float):
+            sentence += f" (it follows the model of every run: predicted {mean:.1f} ± {sd:.1f})"
+        else:
+            sentence += " (it follows the model of every run)"
+    elif kind and kind != "promotion":
         sentence += f" ({kind.replace('_', ' ')})"
     return sentence
 
@@ -416,11 +422,14 @@ def promotion_confirmation_started(
     candidate, seeds = _run(c.candidate_run_id), _seeds(c.seeds)
     if candidate is None and seeds is None:
         return None
-    sentence = f"Confirming {candidate or 'a candidate'}"
+    racing = _text(c.policy) == "race"
+    sentence = f"{'Racing' if racing else 'Confirming'} {candidate or 'a candidate'}"
     if beat := _beat(_int(c.candidate_high_score), _int(c.golden_high_score), _int(c.seed)):
         sentence += f" ({beat})"
     golden = _run(c.golden_run_id)
     sentence += f" against golden {golden}" if golden else " against the golden"
+    if racing:
+        return sentence + (f" on up to {len(c.seeds or [])} more seeds" if seeds else "")
     return sentence + (f": both run on {seeds}" if seeds else "")
 
 
@@ -436,6 +445,8 @@ def _side(name: str, mean: float | None, scores: list[int] | None) -> str | None
 def promotion_confirmation_decided(
     c: ev.PromotionConfirmationDecided, parameter: str | None
 ) -> str | None:
+    if _text(c.policy) == "race":
+        return _race_decided(c)
     sides = [
         side
         for side in (
@@ -454,6 +465,64 @@ def promotion_confirmation_decided(
         said += (": " if said else "") + DECISIONS.get(decision, _short(decision, 60))
     problem = _text(c.problem)
     return f"Confirmation: {said}" + (f"; {_short(problem)}" if problem else "")
+
+
+def _race_decided(c: ev.PromotionConfirmationDecided) -> str:
+    """``Race: promoted after 3 seeds, challenger mean 45.0 vs golden 40.0 (...)``."""
+    decision = _text(c.decision)
+    said = "Race: " + (DECISIONS.get(decision, _short(decision, 60)) if decision else "decided")
+    if isinstance(c.seeds, list) and c.seeds:
+        said += f" after {len(c.seeds)} seed{'s' * (len(c.seeds) > 1)}"
+    if isinstance(c.candidate_mean, int | float) and isinstance(c.golden_mean, int | float):
+        said += f", challenger mean {c.candidate_mean:.1f} vs golden {c.golden_mean:.1f}"
+    said += _race_figures(c.mean_difference, c.p_value, c.threshold)
+    problem = _text(c.problem)
+    return said + (f"; {_short(problem)}" if problem else "")
+
+
+def _race_figures(difference: float | None, p_value: float | None, threshold: float | None) -> str:
+    """`` (mean difference +2.3, p = 0.012, a win needs p <= 0.0333)``."""
+    parts = []
+    if isinstance(difference, int | float):
+        parts.append(f"mean difference {difference:+.2f}")
+    if isinstance(p_value, int | float):
+        parts.append(f"p = {p_value:.3g}")
+    if isinstance(threshold, int | float):
+        parts.append(f"a win needs p <= {threshold:.3g}")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+RACE_VERDICTS = {
+    "continue": "another round",
+    "promoted": "the challenger wins",
+    "retained": "the golden stays",
+}
+
+
+def promotion_race_round(c: ev.PromotionRaceRound, parameter: str | None) -> str | None:
+    number, verdict = _int(c.round), _text(c.verdict)
+    if number is None and verdict is None:
+        return None
+    said = f"Race round {number if number is not None else '?'}"
+    if isinstance(c.seeds, list) and c.seeds:
+        said += f" ({len(c.seeds)} seed{'s' * (len(c.seeds) > 1)})"
+    said += _race_figures(c.mean_difference, c.p_value, c.threshold)
+    if verdict:
+        said += f": {RACE_VERDICTS.get(verdict, _short(verdict, 40))}"
+    return said
+
+
+def model_recommendation(c: ev.ModelRecommendation, parameter: str | None) -> str | None:
+    problem = _text(c.problem)
+    if problem:
+        return f"The model of every run cannot recommend yet: {_short(problem)}"
+    mean, sd = c.predicted_mean, c.predicted_sd
+    if not isinstance(mean, int | float):
+        return None
+    estimate = f"{mean:.1f}" + (f" ± {sd:.1f}" if isinstance(sd, int | float) else "")
+    runs = _int(c.runs)
+    fitted = f" (fitted to {runs} runs)" if runs is not None else ""
+    return f"The model of every run still recommends the golden: predicted {estimate}{fitted}"
 
 
 # -- Seats (outside agents) ---------------------------------------------------------------
@@ -564,6 +633,8 @@ BUILDERS: dict[str, Builder] = {
     ev.GoldenConfigSeedIncremented.event: golden_config_seed_incremented,
     ev.PromotionConfirmationStarted.event: promotion_confirmation_started,
     ev.PromotionConfirmationDecided.event: promotion_confirmation_decided,
+    ev.PromotionRaceRound.event: promotion_race_round,
+    ev.ModelRecommendation.event: model_recommendation,
     ev.AlertSent.event: alert_sent,
     ev.AlertFailed.event: alert_failed,
 }

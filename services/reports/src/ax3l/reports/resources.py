@@ -11,6 +11,7 @@ from ax3l.reports.queries.curves import LearningCurves
 from ax3l.reports.queries.highscores import HighscoreReader
 from ax3l.reports.queries.importance import ImportanceCache
 from ax3l.reports.queries.proposer_board import ProposerBoard
+from ax3l.reports.queries.run_model import RunModelCache
 from ax3l.reports.queries.runs import RunsTable
 from ax3l.reports.snakelab_status import SnakeLabMonitor
 from ax3l.shared.config_schema import ConfigSchema
@@ -31,3 +32,4 @@ class Resources:
     importance: ImportanceCache = field(default_factory=ImportanceCache)
     proposers: ProposerBoard = field(default_factory=ProposerBoard)
     curves: LearningCurves = field(default_factory=LearningCurves)
+    models: RunModelCache = field(default_factory=RunModelCache)

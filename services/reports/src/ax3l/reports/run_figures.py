@@ -391,3 +391,84 @@ def bar_figure(
             "yaxis": {"autorange": "reversed", "automargin": True},
         },
     }
+
+
+EFFECT_COLOUR = "#2563eb"
+EFFECT_RUNS = "runs"
+EFFECT_ALONG = "runs that change this value alone"
+
+
+def effect_figure(effect: Any) -> dict[str, Any]:
+    """One tuned value's effect curve (``queries/run_model.Effect``): the predicted mean as the
+    value varies, a band of two sds, every run's score against the value (those that differ
+    from the recommendation in this value alone darker) and the recommendation's value."""
+    upper = [m + 2 * s for m, s in zip(effect.means, effect.sds, strict=True)]
+    lower = [m - 2 * s for m, s in zip(effect.means, effect.sds, strict=True)]
+    along = [i for i, only in enumerate(effect.run_varies_only_this) if only]
+    others = [i for i, only in enumerate(effect.run_varies_only_this) if not only]
+    path = escape(effect.path)
+    data: list[dict[str, Any]] = [
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "name": name,
+            "x": [effect.run_values[i] for i in rows],
+            "y": [effect.run_scores[i] for i in rows],
+            "marker": {"size": size, "opacity": opacity, "color": colour},
+            "hovertemplate": f"{path} %{{x}}: score %{{y}}<extra></extra>",
+        }
+        for name, rows, size, opacity, colour in (
+            (EFFECT_RUNS, others, 4, 0.35, RUN_COLOUR),
+            (EFFECT_ALONG, along, 6, 0.8, SEED_COLOUR),
+        )
+        if rows
+    ]
+    data += [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "mean + 2 sd",
+            "x": effect.values,
+            "y": upper,
+            "line": {"width": 0, "color": EFFECT_COLOUR},
+            "showlegend": False,
+            "hoverinfo": "skip",
+        },
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "± 2 sd",
+            "x": effect.values,
+            "y": lower,
+            "fill": "tonexty",
+            "fillcolor": "rgba(37, 99, 235, 0.15)",
+            "line": {"width": 0, "color": EFFECT_COLOUR},
+            "hoverinfo": "skip",
+        },
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "predicted mean",
+            "x": effect.values,
+            "y": effect.means,
+            "line": {"width": 2, "color": EFFECT_COLOUR},
+            "hovertemplate": f"{path} %{{x}}: predicted %{{y:.1f}}<extra></extra>",
+        },
+    ]
+    shapes = [] if effect.recommended is None else [vertical_line(effect.recommended, 2, "dash")]
+    return {
+        "data": data,
+        "layout": {
+            **LAYOUT_BASE,
+            "height": 260,
+            "margin": {"l": 50, "r": 10, "t": 30, "b": 40},
+            "title": {"text": path, "font": {"size": 13}},
+            "xaxis": {
+                "title": {"text": f"{path} ({escape(effect.scale)} scale)"},
+                **({"type": "log"} if effect.scale == "log" else {}),
+            },
+            "yaxis": {"title": {"text": "High score"}},
+            "shapes": shapes,
+            "showlegend": False,
+        },
+    }

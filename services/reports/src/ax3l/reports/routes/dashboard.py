@@ -15,6 +15,7 @@ from ax3l.reports.deps import (
     CyclesDep,
     DatabaseDep,
     HighscoresDep,
+    ModelsDep,
     MonitorDep,
     OrchestratorDep,
     PageDep,
@@ -55,6 +56,7 @@ async def dashboard(
     schema: SchemaDep,
     reader: HighscoresDep,
     curves: CurvesDep,
+    models: ModelsDep,
     page: PageDep,
 ) -> Response:
     """The experiment's conclusion in one sentence (how the golden did on fresh seeds), the
@@ -85,6 +87,9 @@ async def dashboard(
     if before:  # the golden line starts at the plot's left edge with the score it had there
         shown.insert(0, before[-1].model_copy(update={"simulations": start}))
     last = await explained(db, frame, rows(frame.tail(LAST_RUNS).reverse()))
+    model = await models.view(
+        frame, schema, golden.config if golden else None, settings.model_lower_bound
+    )
     turn = status.turn
     noted = await table.annotations(db, schema, [golden.run_id]) if golden and golden.run_id else {}
     golden_tags, golden_notes = noted.get(golden.run_id or "", ([], [])) if golden else ([], [])
@@ -95,6 +100,7 @@ async def dashboard(
             "golden": golden,
             "golden_tags": golden_tags,
             "golden_notes": golden_notes,
+            "model": model,
             "tuned": tuned,
             "fresh": fresh_seeds(points),
             "last_runs": last,

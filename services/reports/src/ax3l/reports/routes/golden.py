@@ -8,7 +8,14 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse
 
-from ax3l.reports.deps import DatabaseDep, PageDep, RunsTableDep, SchemaDep
+from ax3l.reports.deps import (
+    DatabaseDep,
+    ModelsDep,
+    PageDep,
+    RunsTableDep,
+    SchemaDep,
+    SettingsDep,
+)
 from ax3l.reports.models.golden import GoldenPage, GoldenPageQuery, GoldenQuery
 from ax3l.reports.queries.golden import golden_configurations
 from ax3l.reports.queries.runs import RunsTable
@@ -62,9 +69,22 @@ async def golden_page(
     db: DatabaseDep,
     table: RunsTableDep,
     schema: SchemaDep,
+    models: ModelsDep,
+    settings: SettingsDep,
     page: PageDep,
 ) -> HTMLResponse:
-    """Each golden configuration with its score, seed, the change that produced it and why;
-    ``refresh`` updates the table in place every so many seconds."""
+    """Each golden configuration with its score, seed, the change that produced it and why,
+    its run's tags and notes, and the model of every run's recommendation beside the current
+    one; ``refresh`` updates the table in place every so many seconds."""
     found = await list_golden(query, db, table, schema)
-    return page.render("golden.html", {"page": found, "query": query, "refresh": query.refresh})
+    current = (await golden_configurations(db, limit=1)).configurations
+    model = await models.view(
+        await table.frame(db, schema),
+        schema,
+        current[0].config if current else None,
+        settings.model_lower_bound,
+    )
+    return page.render(
+        "golden.html",
+        {"page": found, "query": query, "refresh": query.refresh, "model": model},
+    )

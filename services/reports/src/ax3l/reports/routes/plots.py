@@ -14,9 +14,11 @@ from ax3l.reports.deps import (
     DatabaseDep,
     HighscoresDep,
     ImportanceDep,
+    ModelsDep,
     PageDep,
     RunsTableDep,
     SchemaDep,
+    SettingsDep,
 )
 from ax3l.reports.models.parameters import QueryModel
 from ax3l.reports.models.runs import TUNED_COLUMNS
@@ -24,6 +26,7 @@ from ax3l.reports.queries.golden import flatten, golden_configurations
 from ax3l.reports.queries.importance import Importance
 from ax3l.reports.run_figures import (
     bar_figure,
+    effect_figure,
     history_figure,
     parallel_figure,
     parallel_lines_figure,
@@ -191,10 +194,20 @@ async def get_importance(
 
 @pages.get("/plots/importance", response_class=HTMLResponse, summary="Importance page")
 async def importance_page(
-    db: DatabaseDep, table: RunsTableDep, schema: SchemaDep, cache: ImportanceDep, page: PageDep
+    db: DatabaseDep,
+    table: RunsTableDep,
+    schema: SchemaDep,
+    cache: ImportanceDep,
+    models: ModelsDep,
+    settings: SettingsDep,
+    page: PageDep,
 ) -> HTMLResponse:
-    """Which entries produced improvements, and Optuna's importances, with their caveat."""
+    """Which entries produced improvements, Optuna's importances with their caveat, and what
+    the model of every run says about each tuned value (its effect curve and the runs)."""
     found = await get_importance(db, table, schema, cache)
+    effects = await models.effects(
+        await table.frame(db, schema), schema, settings.model_lower_bound
+    )
     entries = found.entries
     figure = bar_figure(
         [e.entry for e in entries],
@@ -220,5 +233,7 @@ async def importance_page(
             "found": found,
             "figure": figure,
             "parameters_figure": parameters,
+            "effects": effects,
+            "effect_figures": [effect_figure(e) for e in effects.effects],
         },
     )
