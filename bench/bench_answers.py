@@ -114,7 +114,8 @@ def compare(args: argparse.Namespace, budget: int, recommend: str) -> dict[str, 
         return found
 
 
-def _cell(value: Any, low: Any, high: Any, percent: bool = False) -> str:
+def _cell(found: tuple[Any, Any, Any], percent: bool = False) -> str:
+    value, low, high = found
     if value is None:
         return "–"
     scale = 100.0 if percent else 1.0
@@ -139,10 +140,10 @@ def report(verdict: dict[str, Any], default: float, best: float) -> None:
         iqm = arm.get("heldout_iqm") or {}
         versus = arm.get("vs_default") or {}
         print(
-            f"{arm['arm']:<20} {_cell(*ours, percent=True):>22}"
-            f" {_cell(*theirs, percent=True):>22}"
-            f" {_cell(iqm.get('value'), *(iqm.get('ci') or [None, None])):>20}"
-            f" {_cell(versus.get('median'), *(versus.get('ci') or [None, None])):>20}"
+            f"{arm['arm']:<20} {_cell(ours, percent=True):>22}"
+            f" {_cell(theirs, percent=True):>22}"
+            f" {_cell((iqm.get('value'), *(iqm.get('ci') or [None, None]))):>20}"
+            f" {_cell((versus.get('median'), *(versus.get('ci') or [None, None]))):>20}"
             f" {versus.get('p_beats', float('nan')):>8.2f} {arm.get('wasted_turns') or 0:>6}"
             f" {arm.get('wall_seconds_per_repeat') or 0:>8.1f}"
         )

@@ -18,7 +18,13 @@ import dataclasses
 import time
 from typing import Any
 
-from ax3l.orchestrator.llm_client import ModelClient, ModelFailure, ToolCall, extract_tool_call
+from ax3l.orchestrator.llm_client import (
+    ModelClient,
+    ModelFailure,
+    ToolCall,
+    extract_tool_call,
+    shown_url,
+)
 from ax3l.orchestrator.mcp_session import BoundSession
 from ax3l.orchestrator.model_corrections import correction_for, prose_of
 from ax3l.orchestrator.open_values import OpenValues, constrained_tool, open_values
@@ -147,7 +153,7 @@ class LlmProposer(Proposer):
                 detail=exc.detail,
                 http_status=exc.http_status,
                 parameter=parameter,
-                url=self.model.url,
+                url=shown_url(self.model.url),
                 correctable=exc.correctable,
                 **exc.facts,
             ),
