@@ -11,9 +11,12 @@ from pathlib import Path
 
 import optuna
 import polars as pl
+import pytest
 from reports_history import HOSTILE
 from run_story import write_story
 
+from ax3l.shared.db.database import Database
+from ax3l.shared.run_notes import NoteRefused, add_note, change_tags
 from ax3l.testing.databases import run_module
 
 
@@ -42,13 +45,18 @@ async def test_notes_and_tags_are_events_shown_on_every_page_and_exported(
         assert done.returncode == 0, done.stderr
     refused = {
         "unknown run": (("note", "no-such-run", "x"), "SnakeLab has no run no-such-run"),
-        "empty note": (("note", golden, "   "), "the note is empty"),
         "bad tag": (("tag", golden, "two words"), "is not a tag"),
-        "no tag": (("tag", golden), "name a tag"),
     }
     for why, (args, said) in refused.items():
         done = _db(dbs, *args)
         assert done.returncode == 2 and said in done.stderr, (why, done.stderr)
+    async with Database(dbs.settings()) as db:  # the same refusals, without a process each
+        with pytest.raises(NoteRefused, match="the note is empty"):
+            await add_note(db, golden, "   ")
+        with pytest.raises(NoteRefused, match="name a tag"):
+            await change_tags(db, golden, [], [])
+        with pytest.raises(NoteRefused, match="at most 2000"):
+            await add_note(db, golden, "x" * 2001)
     (count,) = dbs.query("SELECT COUNT(*) FROM events WHERE category = 'Note'")[0]
     assert count == 2 + 2 + 2 + 1
 
