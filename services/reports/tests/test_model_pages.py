@@ -14,7 +14,7 @@ from contextlib import closing
 from dataclasses import dataclass
 
 import pytest
-from headless_browser import have_chromium
+from headless_browser import Watched, have_chromium
 from playwright.sync_api import Browser, Page
 from reports_history import RealRun, insert_runs, read_runs
 from reports_testing import Server, private_databases, reports_server
@@ -192,14 +192,10 @@ def server(written, tmp_path_factory) -> Iterator[Server]:
 
 
 @pytest.fixture
-def page(browser: Browser) -> Iterator[tuple[Page, list[str]]]:
+def page(browser: Browser) -> Iterator[Watched]:
     context = browser.new_context(viewport={"width": 390, "height": 844})
-    problems: list[str] = []
-    p = context.new_page()
-    p.on("pageerror", lambda error: problems.append(f"page error: {error}"))
-    p.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
     try:
-        yield p, problems
+        yield Watched(context.new_page())
     finally:
         context.close()
 
@@ -215,7 +211,7 @@ def test_the_pages_show_the_recommendation_and_the_effect_curves_on_a_phone(
     """At 390 px: the dashboard and the golden page show the recommendation (its predicted mean
     and run, the golden's estimate), /plots/importance draws nine effect curves; nothing is
     wider than the screen and no script fails."""
-    p, problems = page
+    p = page.page
     for path, card in (
         ("/", "#dash-recommendation"),
         ("/golden-configurations", "#golden-recommendation"),
@@ -232,4 +228,4 @@ def test_the_pages_show_the_recommendation_and_the_effect_curves_on_a_phone(
     assert p.locator(".effect").count() == len(TUNED_PATHS)
     assert _width(p) <= 390, _width(p)
     p.screenshot(path=str(test_output_dir / "importance-effects.png"), full_page=True)
-    assert problems == []
+    assert page.problems == []
