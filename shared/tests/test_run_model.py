@@ -14,6 +14,7 @@ from ax3l.shared.run_model import (
     MIN_RUNS,
     Dimension,
     Estimate,
+    Refitter,
     RunModel,
     RunRecord,
     Space,
@@ -157,3 +158,19 @@ def test_rows_become_records_only_when_completed_with_a_score() -> None:
     ]
     (only,) = records_from_rows(rows)
     assert (only.run_id, only.score, only.seed, only.values) == ("a", 40.0, 1970, DEFAULT)
+
+
+def test_the_refitter_reuses_a_fit_and_optimises_again_only_as_the_runs_grow() -> None:
+    """The same runs give the same fit; one more run is conditioned on with the hyperparameters
+    as they were; a fifth more optimises them again (from the last ones)."""
+    runs = one_factor_runs(batch_matters, 40, seed=7)
+    refitter = Refitter(SPACE)
+    first = refitter.fit(runs[:20])
+    assert refitter.fit(runs[:20]) is first
+    one_more = refitter.fit(runs[:21])
+    assert one_more is not first and len(one_more.records) == 21
+    assert list(one_more.fitted.kernel.theta) == list(first.fitted.kernel.theta)
+    grown = refitter.fit(runs[:25])
+    assert list(grown.fitted.kernel.theta) != list(first.fitted.kernel.theta)
+    with pytest.raises(TooFewRuns):
+        Refitter(SPACE).fit(runs[: MIN_RUNS - 1])

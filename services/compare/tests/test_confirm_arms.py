@@ -84,12 +84,15 @@ def test_held_out_seeds_never_meet_a_confirmation_seed_of_any_repeat():
     confirming = held_out_seeds(1970, 5, confirm)
     reachable = {
         c
-        for plan in compare_main.plans(["tpe@confirm"], repeats, budget, 1970, tuple(confirming))
+        for plan in compare_main.plans(
+            ["tpe@confirm"], repeats, budget, 1970, 5, (), "golden", confirm
+        )
         for rotations in range(plan.budget + 1)  # one rotation per run at most
         for c in confirmation.confirmation_seeds(plan.seed + rotations, confirm)
     }
     assert set(single) & reachable  # the spec-only seeds would be confirmation seeds
-    assert not set(confirming) & reachable
+    every = {s for i in range(repeats) for s in held_out_seeds(1970, 5, confirm, i)}
+    assert set(confirming) <= every and not every & reachable
     span = confirmation_seed_range(1970, repeats, budget, confirm)
     assert (span[0], span[-1]) == (min(reachable), max(reachable))
     check_disjoint(1970, repeats, budget, 5, confirm)

@@ -36,17 +36,28 @@ from ax3l.testing.databases import ADMIN_KEYS
 from snakelab.trainers.surrogate import expected_high_score, predict_high_score
 
 
-def test_held_out_seeds_are_the_same_for_every_repeat_and_never_a_tuning_seed():
-    """Every plan of every proposer gets the same K seeds, all above the highest seed any
-    repeat can tune on (its seed plus one rotation per run); a comparison big enough to reach
-    them is refused."""
-    seeds = tuple(held_out_seeds(1970, 5))
-    assert seeds == tuple(1970 + HELD_OUT_OFFSET + j for j in range(5))
-    plans = compare_main.plans(["default", "random", "tpe"], 10, 50, 1970, seeds, (50,))
-    assert {plan.retest_seeds for plan in plans} == {seeds}
+def test_each_repeat_has_held_out_seeds_of_its_own_shared_by_its_arms_never_a_tuning_seed():
+    """Repeat i of every proposer re-tests on the same K seeds, another K than every other
+    repeat's (the control arm's score is then a fresh draw in each repeat, not one fixed draw
+    that every paired difference shares), all above the highest seed any repeat can tune on
+    (its seed plus one rotation per run); a comparison big enough to reach them is refused."""
+    plans = compare_main.plans(["default", "random", "tpe"], 10, 50, 1970, 5, (50,))
+    by_repeat: dict[int, set[tuple[int, ...]]] = {}
+    for plan in plans:
+        by_repeat.setdefault(plan.index, set()).add(plan.retest_seeds)
+    assert all(len(seeds) == 1 for seeds in by_repeat.values())
+    each = [next(iter(by_repeat[i])) for i in range(10)]
+    assert (
+        each[0]
+        == tuple(held_out_seeds(1970, 5))
+        == tuple(1970 + HELD_OUT_OFFSET + j for j in range(5))
+    )
+    assert each[3] == tuple(1970 + HELD_OUT_OFFSET + 15 + j for j in range(5))
+    every = [seed for seeds in each for seed in seeds]
+    assert len(set(every)) == 50
     tuning = {plan.seed + rotations for plan in plans for rotations in range(plan.budget + 1)}
     assert max(tuning) == highest_tuning_seed(1970, 10, 50)
-    assert not tuning & set(seeds)
+    assert not tuning & set(every)
     check_disjoint(1970, 10, 50, 5)
     with pytest.raises(ValueError, match="must stay below"):
         check_disjoint(1970, 10, HELD_OUT_OFFSET - 9, 5)

@@ -310,6 +310,45 @@ def one_blas_thread() -> Any:
     return _blas().limit(limits=1, user_api="blas")
 
 
+class Refitter:
+    """The fit of the runs as they arrive, cheaply: the same records give the same fit; the
+    hyperparameters are optimised again (from the last ones) only when the runs grew by
+    ``GROWTH`` since they last were, and otherwise the last ones are conditioned on the new runs
+    (milliseconds); every ``COLD_EVERY`` runs a fit from the initial kernel is made too and the
+    more likely of the two kept, so that what the first few runs suggested does not hold for
+    ever. Not thread-safe: a caller that shares one locks around ``fit``."""
+
+    GROWTH = 1.2
+    COLD_EVERY = 10
+
+    def __init__(self, space: Space):
+        self.space = space
+        self._model: RunModel | None = None
+        self._key: tuple[int, str | None] | None = None
+        self._optimised_at = 0
+        self._cold_at = 0
+
+    def fit(self, records: Sequence[RunRecord]) -> RunModel:
+        """The model of ``records`` (``TooFewRuns`` below ``MIN_RUNS``)."""
+        key = (len(records), records[-1].run_id if records else None)
+        if self._model is not None and key == self._key:
+            return self._model
+        n, previous = len(records), self._model.fitted if self._model is not None else None
+        optimise = previous is None or n >= self.GROWTH * self._optimised_at
+        model = RunModel(self.space, records, start=previous, optimize=optimise)
+        if optimise:
+            self._optimised_at = n
+        if previous is None:
+            self._cold_at = n  # that fit started from the initial kernel
+        elif n >= self._cold_at + self.COLD_EVERY:
+            cold = RunModel(self.space, records)
+            if cold.log_marginal_likelihood > model.log_marginal_likelihood:
+                model = cold
+            self._cold_at = self._optimised_at = n
+        self._model, self._key = model, key
+        return model
+
+
 def _conditioned(kernel: Any, inputs: Floats, targets: Floats) -> Any:
     """scikit-learn's Gaussian process with ``kernel`` as it is, conditioned on the runs."""
     from sklearn.gaussian_process import GaussianProcessRegressor

@@ -273,13 +273,24 @@ def plans(
     repeats: int,
     budget: int,
     seed: int,
-    retest_seeds: tuple[int, ...] = (),
+    retest: int = 0,
     retest_at: tuple[int, ...] = (),
     recommend: str = GOLDEN,
+    trial_seeds: int = 0,
 ) -> list[RepeatPlan]:
-    """Repeat 0 of every proposer, then repeat 1...: partial results stay balanced."""
+    """Repeat 0 of every proposer, then repeat 1...: partial results stay balanced. Each repeat
+    re-tests on ``retest`` held-out seeds of its own, the same for every arm
+    (``retest.held_out_seeds``)."""
     return [
-        RepeatPlan(proposer, index, seed + index, budget, retest_seeds, retest_at, recommend)
+        RepeatPlan(
+            proposer,
+            index,
+            seed + index,
+            budget,
+            tuple(held_out_seeds(seed, retest, trial_seeds, index)) if retest else (),
+            retest_at,
+            recommend,
+        )
         for index in range(repeats)
         for proposer in proposers
     ]
@@ -536,8 +547,7 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
     executor.prepare()  # fail early: a cluster that does not answer or lacks the resource
     url = args.url or env.get("AX3L_LLM_URL")
     confirming = confirm_seeds(proposers, env)
-    seeds = tuple(held_out_seeds(args.seed, args.retest, confirming))
-    points = tuple(retest_at(args)) if seeds else ()
+    points = tuple(retest_at(args)) if args.retest else ()
     pairs = stats.pairs_to_compare(
         proposers, [*policy_pairs(proposers), *named_pairs(args, proposers)]
     )
@@ -553,7 +563,17 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
             " many repeats run at once (--ray-resource)",
             file=sys.stderr,
         )
-    work = [*plans(proposers, args.repeats, args.budget, args.seed, seeds, points, args.recommend)]
+    work = plans(
+        proposers,
+        args.repeats,
+        args.budget,
+        args.seed,
+        args.retest,
+        points,
+        args.recommend,
+        confirming,
+    )
+    seeds = sorted({s for plan in work for s in plan.retest_seeds})
     job = RepeatJob(
         env,
         url,
@@ -578,7 +598,12 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
         "ax3l_version": settings.ax3l_version,
         "version": job.version,
         "settings": {k: v for k, v in env.items() if k.startswith(("AX3L_LLM_", "AX3L_MAX_"))},
-        "retest": {"seeds": list(seeds), "at": list(points), "control": CONTROL in proposers},
+        "retest": {
+            "seeds": seeds,
+            "per_repeat": args.retest,
+            "at": list(points),
+            "control": CONTROL in proposers,
+        },
         "recommend": args.recommend,
         "pairs": [list(pair) for pair in pairs],
         "promotion": {

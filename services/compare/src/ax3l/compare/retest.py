@@ -4,15 +4,18 @@ A repeat's **recommendation** after ``b`` SnakeLab runs is the golden configurat
 have been handed then: the latest ``golden_config_created`` whose run is among runs ``1..b``
 and that was written while SnakeLab held at most ``b`` runs (its ``simulations``: a confirmed
 golden was decided on confirmation runs after its own) (the ``default`` arm's is the default
-configuration, never tuned). It is re-tested on the
-**held-out seeds** ``--seed + HELD_OUT_OFFSET + j`` (``j < --retest``): the same for every
-proposer and repeat, and disjoint from every seed a repeat tunes on, which are ``--seed + i``
-for repeat ``i`` plus at most one increment per run by the seed rotation
-(``check_disjoint``). When an arm runs under ``AX3L_PROMOTION=confirm`` (``arms.py``), its
-orchestrator also runs configurations on the confirmation seeds ``s + 1,000,000 + k``
-(k = 1..``AX3L_CONFIRM_SEEDS``) of every seed ``s`` it tunes on, which would overlap
-``--seed + 1,000,000 + j``: such a comparison re-tests on ``--seed + CONFIRM_HELD_OUT_OFFSET + j``
-instead, above every confirmation seed any repeat can reach.
+configuration, never tuned). It is re-tested on repeat ``i``'s
+**held-out seeds** ``--seed + HELD_OUT_OFFSET + i * R + j`` (``j < R = --retest``): the same
+for every arm in a repeat, so the paired differences compare like with like, and another draw
+in every repeat, so that the control arm's held-out score (one configuration) is not one fixed
+draw of luck that every paired difference shares: over the repeats that luck averages out and
+the intervals carry it. They are disjoint from every seed a repeat tunes on, which are
+``--seed + i`` for repeat ``i`` plus at most one increment per run by the seed rotation
+(``check_disjoint``). When an arm runs under ``AX3L_PROMOTION=confirm`` or ``race``
+(``arms.py``), its orchestrator also runs configurations on the trial seeds
+``s + 1,000,000 + k`` (k = 1..``AX3L_CONFIRM_SEEDS`` or ``AX3L_RACE_MAX_SEEDS``) of every seed
+``s`` it tunes on, which would overlap ``--seed + 1,000,000 + ...``: such a comparison re-tests
+from ``--seed + CONFIRM_HELD_OUT_OFFSET`` instead, above every trial seed any repeat can reach.
 
 The re-test runs go through the repeat's own SnakeLab and databases, after its budget is spent
 (they are not counted in it), and exactly once (``SnakeLabRuns``, on
@@ -62,12 +65,14 @@ class RetestFailed(RuntimeError):
     """A held-out seed got no score in ``RETEST_ATTEMPTS`` runs."""
 
 
-def held_out_seeds(base_seed: int, count: int, confirm_seeds: int = 0) -> list[int]:
-    """The re-test seeds of a comparison whose repeat 0 tunes on ``base_seed``; with
-    ``confirm_seeds`` (an arm under confirm, ``AX3L_CONFIRM_SEEDS``) above the confirmation
+def held_out_seeds(
+    base_seed: int, count: int, confirm_seeds: int = 0, repeat: int = 0
+) -> list[int]:
+    """Repeat ``repeat``'s re-test seeds in a comparison whose repeat 0 tunes on ``base_seed``;
+    with ``confirm_seeds`` (an arm under confirm or race: its most trial seeds) above the trial
     seeds."""
     offset = CONFIRM_HELD_OUT_OFFSET if confirm_seeds else HELD_OUT_OFFSET
-    return [base_seed + offset + j for j in range(count)]
+    return [base_seed + offset + repeat * count + j for j in range(count)]
 
 
 def highest_tuning_seed(base_seed: int, repeats: int, budget: int) -> int:
@@ -97,7 +102,10 @@ def check_disjoint(
     ``confirm_seeds``: an arm runs under confirm) a confirmation seed."""
     if not count:
         return
-    held_out = held_out_seeds(base_seed, count, confirm_seeds)
+    held_out = [
+        held_out_seeds(base_seed, count, confirm_seeds)[0],
+        held_out_seeds(base_seed, count, confirm_seeds, repeats - 1)[-1],
+    ]
     if highest_tuning_seed(base_seed, repeats, budget) >= held_out[0]:
         raise ValueError(
             f"--repeats + --budget must stay below {HELD_OUT_OFFSET:,}: the held-out seeds start"

@@ -200,6 +200,11 @@ class ComparisonOut(BaseModel):
         " it has only the observed-best figures",
     )
     retest_seeds: list[int] = Field(default_factory=list, description="the held-out seeds")
+    retest_per_repeat: int | None = Field(
+        None,
+        description="held-out seeds of each repeat's own (shared by its arms); None: every"
+        " repeat used the same seeds (comparisons before per-repeat seeds)",
+    )
     verdict: list[stats.ProposerVerdict] = Field(default_factory=list, description=VERDICT)
     pairs: list[stats.PairedDifference] = Field(default_factory=list, description=PAIRS)
     proposers: list[ProposerSummary]

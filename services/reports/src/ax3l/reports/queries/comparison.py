@@ -113,6 +113,13 @@ def retest_seeds(comparison: ComparisonRow) -> list[int]:
     return [int(s) for s in seeds] if isinstance(seeds, list) else []
 
 
+def retest_per_repeat(comparison: ComparisonRow) -> int | None:
+    """How many held-out seeds each repeat had of its own; None when all shared the same."""
+    retest = comparison.content.get("retest")
+    count = retest.get("per_repeat") if isinstance(retest, dict) else None
+    return int(count) if isinstance(count, int) and count > 0 else None
+
+
 def with_verdicts(
     comparison: ComparisonRow, repeats: list[RepeatRow], retests: list[RetestRow]
 ) -> list[RepeatRow]:

@@ -21,6 +21,7 @@ from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.registry import SCALES, TUNED_PATHS
 from ax3l.shared.run_model import (
     MIN_RUNS,
+    Refitter,
     RunModel,
     RunRecord,
     Space,
@@ -110,24 +111,18 @@ class RunModelCache:
     """The fit of the runs table's completed runs, refitted only when they changed."""
 
     def __init__(self) -> None:
-        self._key: tuple[int, str | None] | None = None
-        self._model: RunModel | None = None
-        self._problem: str | None = None
+        self._refitter: Refitter | None = None
         self._lock = threading.Lock()
 
     def _fit(self, frame: pl.DataFrame, schema: ConfigSchema) -> tuple[RunModel | None, str | None]:
         records = records_of(frame)
-        key = (len(records), records[-1].run_id if records else None)
         with self._lock:
-            if key != self._key:
-                start = self._model.fitted if self._model is not None else None
-                try:
-                    self._model = RunModel(Space(schema), records, start=start)
-                    self._problem = None
-                except TooFewRuns as exc:
-                    self._model, self._problem = None, str(exc)
-                self._key = key
-            return self._model, self._problem
+            if self._refitter is None:
+                self._refitter = Refitter(Space(schema))
+            try:
+                return self._refitter.fit(records), None
+            except TooFewRuns as exc:
+                return None, str(exc)
 
     async def model(
         self, frame: pl.DataFrame, schema: ConfigSchema
