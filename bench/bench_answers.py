@@ -122,6 +122,14 @@ def _cell(value: Any, low: Any, high: Any, percent: bool = False) -> str:
     return f"{value * scale:+.1f}{unit} [{low * scale:+.1f}, {high * scale:+.1f}]"
 
 
+NONE = (None, None, None)
+
+
+def _bounds(figure: dict[str, Any]) -> tuple[Any, Any]:
+    low, high = figure.get("ci") or (None, None)
+    return low, high
+
+
 def report(verdict: dict[str, Any], default: float, best: float) -> None:
     print(
         f"budget {verdict['budget']}, --recommend {verdict['recommend']}, {verdict['repeats']}"
@@ -134,15 +142,15 @@ def report(verdict: dict[str, Any], default: float, best: float) -> None:
     for arm in verdict["arms"]:
         expected = arm.get("expected_scores") or []
         goldens = arm.get("golden_expected_scores") or []
-        ours = share(expected, default, best) if expected else (None, None, None)
-        theirs = share(goldens, default, best) if goldens else (None, None, None)
+        ours: tuple[Any, Any, Any] = share(expected, default, best) if expected else NONE
+        theirs: tuple[Any, Any, Any] = share(goldens, default, best) if goldens else NONE
         iqm = arm.get("heldout_iqm") or {}
         versus = arm.get("vs_default") or {}
         print(
             f"{arm['arm']:<20} {_cell(*ours, percent=True):>22}"
             f" {_cell(*theirs, percent=True):>22}"
-            f" {_cell(iqm.get('value'), *(iqm.get('ci') or [None, None])):>20}"
-            f" {_cell(versus.get('median'), *(versus.get('ci') or [None, None])):>20}"
+            f" {_cell(iqm.get('value'), *_bounds(iqm)):>20}"
+            f" {_cell(versus.get('median'), *_bounds(versus)):>20}"
             f" {versus.get('p_beats', float('nan')):>8.2f} {arm.get('wasted_turns') or 0:>6}"
             f" {arm.get('wall_seconds_per_repeat') or 0:>8.1f}"
         )
