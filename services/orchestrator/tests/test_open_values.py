@@ -135,7 +135,7 @@ def test_a_grammar_request_carries_exactly_the_open_values(stack: Stack) -> None
     proc.stop()
     first = model.requests()[0]
     assert "tools" not in first and "tool_choice" not in first
-    replies = GrammarReader.parse(first["grammar"]).language()
+    replies = GrammarReader.parse(first["grammar"]).language("answer")
     offered = [json.loads(reply)["value"] for reply in replies]
     (golden,) = [e for e in stack.events("golden_config_created")][:1]
     golden_hidden = golden.get("config")["model"]["hidden_size"]

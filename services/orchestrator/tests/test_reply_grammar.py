@@ -128,7 +128,7 @@ def test_every_reply_the_grammar_admits_is_a_legal_untested_call(name: str, seed
         tested |= {(first, key[1]) for key in _tested(dims, rng, 3)}
     reader, _ = _grammar_and_dims(name, tested)
     for _ in range(30):
-        text = reader.sample(rng)
+        text = reader.sample(rng, "answer")
         arguments = json.loads(text)
         assert list(arguments) == list(entry.value_names)
         texts = re.findall(r": (-?[0-9.]+)", text)
@@ -140,7 +140,7 @@ def test_every_reply_the_grammar_admits_is_a_legal_untested_call(name: str, seed
 def test_a_continuous_pair_admits_a_tested_first_value_with_another_partner() -> None:
     """A tested pair excludes only that pair: its first value stays open with other partners."""
     reader, _ = _grammar_and_dims("epsilon_pair", {(Fraction("0.96"), Fraction("0.97"))})
-    root = reader.regex()
+    root = reader.regex("answer")
     assert not root.fullmatch('{"value_1": 0.96, "value_2": 0.97}')
     assert root.fullmatch('{"value_1": 0.96, "value_2": 0.98}')
     assert root.fullmatch('{"value_1": 0.95, "value_2": 0.97}')
@@ -156,7 +156,7 @@ def test_a_finite_entry_admits_exactly_its_open_choices(name: str) -> None:
     tested = set(random.Random(name).sample(legal, len(legal) // 3))
     values = open_values(SCHEMA, entry, tested)
     grammar = reply_grammar(SCHEMA, values, entry.value_names, tested)
-    replies = GrammarReader.parse(grammar.text).language()
+    replies = GrammarReader.parse(grammar.text).language("answer")
     admitted = {key_of(tuple(json.loads(r).values())) for r in replies}
     assert admitted == set(legal) - tested
     assert len(replies) == len(admitted)  # one written form per choice
@@ -177,3 +177,26 @@ def test_ranges_cross_zero_and_whole_numbers() -> None:
     }
     assert language == expected
     assert "-0" not in language and "0" in language and "-1.5" in language
+
+
+def test_only_the_answer_is_constrained_after_an_optional_reasoning_part() -> None:
+    """A reply may reason first, up to the end tag that llama-server forces under a reasoning
+    budget, then a little whitespace; the answer is constrained either way, and nothing but
+    reasoning may come before it."""
+    reader, _ = _grammar_and_dims("gamma", set())
+    root = reader.regex()
+    answer = '{"value": 0.95}'
+    for reply in (
+        answer,
+        "\n</think>\n\n" + answer,
+        "The decay matters; 0.95 < 0.99 suits </think> " + answer,
+    ):
+        assert root.fullmatch(reply), reply
+    for reply in (
+        "I choose " + answer,  # prose without a reasoning part
+        "</think>\n\n\n\n" + answer,  # unbounded whitespace would let a small model loop
+        "</think>" + '{"value": 0.5}',  # out of range after reasoning too
+        "</think></think>" + answer,
+        answer + " ",
+    ):
+        assert not root.fullmatch(reply), reply

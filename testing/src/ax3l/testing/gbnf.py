@@ -3,7 +3,8 @@ grammar's language as a Python regular expression, a random string of it, or all
 
 The subset: ``name ::= expression`` rules (the first is ``root`` and rules do not recurse),
 expressions of alternatives (``|``), sequences, groups (``(...)``), double-quoted literals with
-``\\"`` and ``\\\\`` escapes, character classes (``[0-9]``) and the postfix ``?``, ``*`` and ``+``.
+``\\"`` and ``\\\\`` escapes, character classes (``[0-9]``) and the postfix ``?``, ``*``, ``+`` and
+``{m,n}``.
 Written independently of the grammar's builder so that a test checks one against the other.
 """
 
@@ -70,7 +71,7 @@ class GrammarReader:
             return rng.choice(_class_members(str(node[1])))
         if kind == "ref":
             return self._sample(self.rules[str(node[1])], rng)
-        low, high = {"?": (0, 1), "*": (0, 3), "+": (1, 3)}[node[2]]
+        low, high = _bounds(str(node[2]))
         return "".join(self._sample(node[1], rng) for _ in range(rng.randint(low, high)))
 
     def language(self, rule: str = "root") -> set[str]:
@@ -95,7 +96,9 @@ class GrammarReader:
         raise ValueError("a repeated part has no finite language")
 
 
-_TOKEN = re.compile(r'\s*("(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|[()|?*+]|[A-Za-z0-9-]+)')
+_TOKEN = re.compile(
+    r'\s*("(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|\{\d+,\d+\}|[()|?*+]|[A-Za-z0-9-]+)'
+)
 
 
 def _tokens(text: str) -> list[str]:
@@ -136,11 +139,19 @@ def _sequence(tokens: list[str]) -> tuple[Node, list[str]]:
             node = ("class", token)
         else:
             node = ("ref", token)
-        while tokens and tokens[0] in ("?", "*", "+"):
+        while tokens and (tokens[0] in ("?", "*", "+") or tokens[0].startswith("{")):
             node = ("rep", node, tokens[0])
             tokens = tokens[1:]
         parts.append(node)
     return ("seq", parts), tokens
+
+
+def _bounds(operator: str) -> tuple[int, int]:
+    """How often a repeated part occurs when sampled (``*`` and ``+``: at most 3 times)."""
+    if operator.startswith("{"):
+        low, high = operator[1:-1].split(",")
+        return int(low), int(high)
+    return {"?": (0, 1), "*": (0, 3), "+": (1, 3)}[operator]
 
 
 def _class_members(pattern: str) -> list[str]:

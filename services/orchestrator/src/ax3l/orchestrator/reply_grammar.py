@@ -12,6 +12,13 @@ the grammar admits is legal and open:
   except the values ``excluded`` (already run on the current seed with every other setting as
   in the golden, and the golden's own); a pair excludes the tested pairs, not each value alone.
 
+A reasoning model may reason first: the grammar admits a reasoning part ending in
+``REASONING_END`` (``</think>``, as the chat templates of Qwen3, Qwen3.5 and DeepSeek close it)
+before the answer, with at most ``SPACE_AFTER_REASONING`` whitespace characters between them.
+llama-server forces that end tag at once under ``--reasoning-budget 0`` (``make llm-start``), and
+a grammar that refused it fails the request; a model that does not reason starts with the
+answer. Only the answer is constrained.
+
 A continuous range becomes alternatives of digit classes, one per run of numbers with a common
 prefix (the usual construction of a numeric range as a regular expression), so the grammar
 stays a few dozen alternatives for any range. No library builds GBNF (or a regular expression)
@@ -38,6 +45,8 @@ Pattern = tuple[Digits | str, ...]
 
 # What a number without bounds may be (JSON's number without exponent): the broker decides.
 ANY_NUMBER = '"-"? ("0" | [1-9] [0-9]*) ("." [0-9]+)?'
+REASONING_END = "</think>"
+SPACE_AFTER_REASONING = 3
 
 
 @dataclass(frozen=True)
@@ -214,6 +223,22 @@ def _continuous_rule(dim: Dimension, excluded: Iterable[Fraction]) -> str:
     return _alternatives(patterns) if patterns else '"no-legal-value"'
 
 
+def _not_char(char: str) -> str:
+    """A GBNF class of every character but ``char``."""
+    escaped = char
+    for special in ("\\", "]", "^", "-"):
+        escaped = escaped.replace(special, "\\" + special)
+    return "[^" + escaped + "]"
+
+
+def text_without(tag: str) -> str:
+    """GBNF for text that does not contain ``tag``: pieces of a proper prefix of the tag and one
+    character that does not continue it. (A tag's first character right before the tag, as in
+    ``<</think>``, reads as text: the reasoning then goes on to the next end tag.)"""
+    options = [(f"{_literal(tag[:i])} " if i else "") + _not_char(tag[i]) for i in range(len(tag))]
+    return "(" + " | ".join(options) + ")*"
+
+
 def _object(names: Sequence[str], values: Sequence[str]) -> str:
     """The JSON object ``{"name": value, ...}`` as a GBNF sequence (values are rule names or
     literals)."""
@@ -231,8 +256,24 @@ def reply_grammar(
     excluded: Iterable[Key] = (),
 ) -> Grammar:
     """The grammar of a reply for ``values``' entry, its arguments called ``names`` (the tool's
-    argument order). ``excluded``: the keys a continuous entry may not take (tested on this seed,
-    the golden's); a finite entry's open choices already leave them out."""
+    argument order): an optional reasoning part, then the answer. ``excluded``: the keys a
+    continuous entry may not take (tested on this seed, the golden's); a finite entry's open
+    choices already leave them out."""
+    answer = answer_grammar(schema, values, names, excluded)
+    reasoning = (
+        f"root ::= (reasoning {_literal(REASONING_END)} [ \\t\\n]{{0,{SPACE_AFTER_REASONING}}})?"
+        f" answer\nreasoning ::= {text_without(REASONING_END)}\n"
+    )
+    return Grammar(reasoning + answer.text.replace("root ::=", "answer ::=", 1), answer.names)
+
+
+def answer_grammar(
+    schema: ConfigSchema,
+    values: OpenValues,
+    names: Sequence[str],
+    excluded: Iterable[Key] = (),
+) -> Grammar:
+    """The grammar of the answer alone (its root rule ``root``): the arguments object."""
     names = tuple(names)
     if len(names) != len(values.leaves):
         raise ValueError(f"{len(names)} argument names for {len(values.leaves)} values")
