@@ -200,3 +200,13 @@ def test_only_the_answer_is_constrained_after_an_optional_reasoning_part() -> No
         answer + " ",
     ):
         assert not root.fullmatch(reply), reply
+
+
+def test_an_unconstrained_grammar_still_leaves_out_the_golden() -> None:
+    """With every legal choice offered (AX3L_LLM_CONSTRAINED=false) the excluded keys, the
+    golden's, are still not admitted."""
+    entry = BY_NAME["hidden_size"]
+    golden = key_of((224,))
+    grammar = reply_grammar(SCHEMA, open_values(SCHEMA, entry, set()), ("value",), {golden})
+    offered = {json.loads(r)["value"] for r in GrammarReader.parse(grammar.text).language("answer")}
+    assert 224 not in offered and len(offered) == len(domain(SCHEMA, entry) or []) - 1

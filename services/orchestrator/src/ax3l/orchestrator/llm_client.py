@@ -29,6 +29,7 @@ import httpx
 
 from ax3l.orchestrator.mcp_session import ToolDefinition
 from ax3l.orchestrator.prompt_budget import is_context_overflow
+from ax3l.orchestrator.reply_grammar import REASONING_END
 
 BODY_EXCERPT = 500
 
@@ -201,11 +202,15 @@ def _call(
 
 def extract_grammar_call(reply: dict[str, Any], tool: ToolDefinition) -> ToolCall:
     """The call of ``tool`` that a grammar-constrained ``reply`` states: its visible content is
-    the arguments as one JSON object. A server that ignored the grammar answered in prose
-    (``no_tool_call``) or with other arguments (``wrong_arguments``)."""
+    the arguments as one JSON object (after the reasoning's end tag, if the server left it). A
+    server that ignored the grammar answered in prose (``no_tool_call``) or with other
+    arguments (``wrong_arguments``)."""
     message = _message(reply)
     content = message.get("content")
-    text = content.strip() if isinstance(content, str) else ""
+    text = content if isinstance(content, str) else ""
+    # A server that leaves the reasoning in the content (--reasoning-format none): the answer
+    # is what follows its end.
+    text = text.rsplit(REASONING_END, 1)[-1].strip()
     try:
         arguments = json.loads(text)
     except ValueError:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ax3l.orchestrator.open_values import OpenValues
-from ax3l.orchestrator.proposers.search_space import Dimension, Key, dimensions
+from ax3l.orchestrator.proposers.search_space import Dimension, Key, dimensions, key_of
 from ax3l.shared.canonical import canonical_number
 from ax3l.shared.config_schema import ConfigSchema
 
@@ -256,9 +256,9 @@ def reply_grammar(
     excluded: Iterable[Key] = (),
 ) -> Grammar:
     """The grammar of a reply for ``values``' entry, its arguments called ``names`` (the tool's
-    argument order): an optional reasoning part, then the answer. ``excluded``: the keys a
-    continuous entry may not take (tested on this seed, the golden's); a finite entry's open
-    choices already leave them out."""
+    argument order): an optional reasoning part, then the answer. ``excluded``: the keys the
+    answer may not take (tested on this seed, the golden's), beside those ``values`` leaves
+    out."""
     answer = answer_grammar(schema, values, names, excluded)
     reasoning = (
         f"root ::= (reasoning {_literal(REASONING_END)} [ \\t\\n]{{0,{SPACE_AFTER_REASONING}}})?"
@@ -277,10 +277,11 @@ def answer_grammar(
     names = tuple(names)
     if len(names) != len(values.leaves):
         raise ValueError(f"{len(names)} argument names for {len(values.leaves)} values")
-    if values.choices is not None:
-        return Grammar(_finite(names, values.choices), names)
-    dims = dimensions(schema, values.entry)
     excluded = set(excluded)
+    if values.choices is not None:
+        open_choices = [c for c in values.choices if key_of(c) not in excluded]
+        return Grammar(_finite(names, open_choices), names)
+    dims = dimensions(schema, values.entry)
     rules = []
     if len(dims) == 1:
         singles = [key[0] for key in excluded if len(key) == 1]
