@@ -73,6 +73,10 @@ test-llm: system-deps install db-start llm-start ## the real-model tier: the sta
 test-long: system-deps install db-start ## the minute-long statistical and multi-host tests and the slower restart tests (-m long; about 11 min)
 	$(UV) run --frozen pytest -m long $(PYTEST_ARGS)
 
+.PHONY: test-hostile
+test-hostile: system-deps install db-start ## the adversarial tier: the security review's attacks at the running parts (-m hostile; about 1.5 min)
+	$(UV) run --frozen pytest tests/hostile -m hostile $(PYTEST_ARGS)
+
 .PHONY: test-chaos
 test-chaos: install ## the chaos test: the whole stack kill -9'd and frozen at random (about 6 min; AX3L_CHAOS_SEED, AX3L_CHAOS_KILLS, AX3L_CHAOS_FREEZES)
 	$(UV) run --frozen pytest tests/chaos -m chaos -s $(PYTEST_ARGS)

@@ -114,20 +114,13 @@ def compare(args: argparse.Namespace, budget: int, recommend: str) -> dict[str, 
         return found
 
 
-def _cell(value: Any, low: Any, high: Any, percent: bool = False) -> str:
+def _cell(found: tuple[Any, Any, Any], percent: bool = False) -> str:
+    value, low, high = found
     if value is None:
         return "–"
     scale = 100.0 if percent else 1.0
     unit = "%" if percent else ""
     return f"{value * scale:+.1f}{unit} [{low * scale:+.1f}, {high * scale:+.1f}]"
-
-
-NONE = (None, None, None)
-
-
-def _bounds(figure: dict[str, Any]) -> tuple[Any, Any]:
-    low, high = figure.get("ci") or (None, None)
-    return low, high
 
 
 def report(verdict: dict[str, Any], default: float, best: float) -> None:
@@ -142,15 +135,15 @@ def report(verdict: dict[str, Any], default: float, best: float) -> None:
     for arm in verdict["arms"]:
         expected = arm.get("expected_scores") or []
         goldens = arm.get("golden_expected_scores") or []
-        ours: tuple[Any, Any, Any] = share(expected, default, best) if expected else NONE
-        theirs: tuple[Any, Any, Any] = share(goldens, default, best) if goldens else NONE
+        ours = share(expected, default, best) if expected else (None, None, None)
+        theirs = share(goldens, default, best) if goldens else (None, None, None)
         iqm = arm.get("heldout_iqm") or {}
         versus = arm.get("vs_default") or {}
         print(
-            f"{arm['arm']:<20} {_cell(*ours, percent=True):>22}"
-            f" {_cell(*theirs, percent=True):>22}"
-            f" {_cell(iqm.get('value'), *_bounds(iqm)):>20}"
-            f" {_cell(versus.get('median'), *_bounds(versus)):>20}"
+            f"{arm['arm']:<20} {_cell(ours, percent=True):>22}"
+            f" {_cell(theirs, percent=True):>22}"
+            f" {_cell((iqm.get('value'), *(iqm.get('ci') or [None, None]))):>20}"
+            f" {_cell((versus.get('median'), *(versus.get('ci') or [None, None]))):>20}"
             f" {versus.get('p_beats', float('nan')):>8.2f} {arm.get('wasted_turns') or 0:>6}"
             f" {arm.get('wall_seconds_per_repeat') or 0:>8.1f}"
         )

@@ -205,7 +205,7 @@ def test_restore_refuses_a_running_stack_and_damaged_backups(
     dump.unlink()
     (saved / "manifest.json").unlink()
     backups.backup(settings(history, db_env), saved)
-    dump.write_text(dump.read_text() + "INSERT INTO no_such_table VALUES (1);\n")
+    dump.write_text(dump.read_text() + "INSERT INTO `no_such_table` VALUES (1);\n")
     manifest = json.loads((saved / "manifest.json").read_text())
     manifest["dump"].update(bytes=dump.stat().st_size, sha256=backups.sha256_of(dump))
     (saved / "manifest.json").write_text(json.dumps(manifest))
@@ -244,3 +244,101 @@ def test_the_option_file_carries_any_password(db_env: dict[str, str]) -> None:
         with admin.cursor() as cur:
             cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
         admin.close()
+
+
+def tamper(saved: Path, database: str, text: str) -> None:
+    """Put ``text`` into the dump right after the ``USE`` of ``database``, drop the line by
+    which a new ``mariadb-dump`` asks the client for its sandbox mode, and set the manifest's
+    size and SHA-256 to match, as whoever could write a backup could."""
+    dump = saved / "dump.sql"
+    use = f"USE `{database}`;\n"
+    lines = dump.read_text().replace(use, use + text, 1).splitlines(keepends=True)
+    dump.write_text("".join(line for line in lines if "enable the sandbox mode" not in line))
+    manifest = json.loads((saved / "manifest.json").read_text())
+    manifest["dump"].update(bytes=dump.stat().st_size, sha256=backups.sha256_of(dump))
+    (saved / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_a_tampered_backup_runs_no_command_and_no_statement_beyond_its_tables(
+    history: TestDatabases, fresh: TestDatabases, db_env: dict[str, str], tmp_path: Path
+) -> None:
+    """M4: a backup whose dump was given a shell command (``\\!``, ``system``), another
+    database (``use mysql``, ``\\u``), a grant, a new user or a trigger running as root, its
+    manifest made to match, is refused before anything is loaded: no command runs, no user,
+    grant, table or trigger appears, the target databases stay as they were and no staging
+    database is left. The same backup untampered restores."""
+    create_snakelab_tables(fresh)
+    before = snapshot(fresh)
+    mark = f"pwn{secrets.token_hex(4)}"
+    ran = tmp_path / "ran"
+    trigger = (
+        f"/*!50003 CREATE*/ /*!50017 DEFINER=`root`@`localhost`*/ /*!50003 TRIGGER {mark}"
+        " BEFORE INSERT ON events FOR EACH ROW SET NEW.name = NEW.name */;\n"
+    )
+    attacks = {
+        "shell": f"\\! touch {ran}\n",
+        "system": f"system touch {ran}\n",
+        "use": f"use mysql;\nCREATE TABLE {mark} (i INT);\n",
+        "client use": f"\\u mysql\nCREATE TABLE {mark} (i INT);\n",
+        "grant": f"GRANT ALL ON *.* TO '{mark}'@'%' IDENTIFIED BY 'x';\n",
+        "create user": f"CREATE USER '{mark}'@'%' IDENTIFIED BY 'x';\n",
+        "definer": trigger,
+        "versioned": f"/*!40000 GRANT ALL ON *.* TO '{mark}'@'%' IDENTIFIED BY 'x' */;\n",
+    }
+    admin = admin_connection(db_env)
+    try:
+        for name, text in attacks.items():
+            saved = tmp_path / name.replace(" ", "-")
+            backups.backup(settings(history, db_env), saved)
+            tamper(saved, history.ax3l_db, text)
+            with pytest.raises(backups.BackupError, match="refused") as refused:
+                backups.restore(settings(fresh, db_env), saved, replace=True)
+            assert "restore only backups you made" in str(refused.value), name
+            assert not ran.exists(), name
+            with admin.cursor() as cur:
+                cur.execute("SELECT COUNT(*) FROM mysql.user WHERE user = %s", (mark,))
+                assert cur.fetchone() == (0,), name
+                cur.execute(
+                    "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = %s", (mark,)
+                )
+                assert cur.fetchone() == (0,), name
+                cur.execute("SELECT COUNT(*) FROM information_schema.triggers")
+                assert cur.fetchone() == (0,), name
+            assert snapshot(fresh) == before and not staging_left(fresh), name
+        clean = tmp_path / "clean"
+        backups.backup(settings(history, db_env), clean)
+        backups.restore(settings(fresh, db_env), clean, replace=True)
+        assert snapshot(fresh) == snapshot(history)
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f"DROP USER IF EXISTS '{mark}'@'%'")
+            cur.execute(f"DROP TABLE IF EXISTS mysql.{mark}")
+            cur.execute(f"DROP TRIGGER IF EXISTS `{fresh.ax3l_db}`.{mark}")
+        admin.close()
+
+
+def test_a_client_without_a_sandbox_mode_is_refused(
+    history: TestDatabases,
+    fresh: TestDatabases,
+    db_env: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """M4: a ``mariadb`` client that knows neither ``--sandbox`` nor ``--commands=OFF`` (an old
+    one) does not load a backup at all: the restore says why and leaves everything as it was."""
+    saved = tmp_path / "backup"
+    backups.backup(settings(history, db_env), saved)
+    create_snakelab_tables(fresh)
+    before = snapshot(fresh)
+    old = tmp_path / "bin"
+    old.mkdir()
+    client = old / "mariadb"
+    client.write_text(
+        "#!/bin/sh\nfor a; do case $a in --sandbox|--commands=*)"
+        ' echo "unknown option \'$a\'" >&2; exit 7;; esac; done\nexec /usr/bin/mariadb "$@"\n'
+    )
+    client.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{old}:{os.environ['PATH']}")
+    with pytest.raises(backups.BackupError, match="has no sandbox mode"):
+        backups.restore(settings(fresh, db_env), saved, replace=True)
+    assert snapshot(fresh) == before and not staging_left(fresh)

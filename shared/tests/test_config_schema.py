@@ -127,3 +127,23 @@ def test_each_leafs_constraints_as_data_say_what_its_rules_text_says():
     assert set(schema.by_path["model.hidden_size"].constraints()) == {
         "type", "minimum", "maximum", "multiple_of", "const", "unit"
     }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("path", "low", "high"),
+    [
+        ("training.gamma", 0.9, 0.99),  # spec 001: gamma 0.9-0.99
+        ("training.learning_rate", 0.0005, 0.005),  # 0.0005-0.005
+        ("epsilon.initial", 0.85, 0.999),  # 0.85-0.999
+        ("epsilon.decay", 0.9, 0.999),  # 0.9-0.999
+    ],
+)
+def test_the_continuous_ranges_are_the_specs_both_ends_included(path, low, high):
+    """The spec's continuous ranges, pinned by number (R9-R12): both ends valid, a step past
+    either refused with the bound named."""
+    for inside in (low, high, (low + high) / 2):
+        assert SCHEMA.errors(SCHEMA.with_values(default(), {path: inside})) == [], inside
+    below = SCHEMA.errors(SCHEMA.with_values(default(), {path: low - low / 1000}))
+    above = SCHEMA.errors(SCHEMA.with_values(default(), {path: high + high / 1000}))
+    assert below == [f"$.{path}: {low - low / 1000} is less than the minimum of {low}"]
+    assert above == [f"$.{path}: {high + high / 1000} is greater than the maximum of {high}"]

@@ -67,7 +67,9 @@ def test_a_tiny_comparison_runs_every_repeat_through_the_services_and_stores_it(
         ("tpe", 1, 1971, "finished", 4),
     ]
     held_out = json.loads(content)["retest"]["seeds"]
-    assert held_out == [1970 + 1_000_000, 1970 + 1_000_001]
+    # Two held-out seeds of its own for each repeat, shared by its arms.
+    assert held_out == [1970 + 1_000_000 + k for k in range(4)]
+    assert json.loads(content)["retest"]["per_repeat"] == 2
     default = load_schema().default_config()
     stored_lines = []
     picks = {}
@@ -97,6 +99,8 @@ def test_a_tiny_comparison_runs_every_repeat_through_the_services_and_stores_it(
         assert score == predict_high_score({**config, "seed": seed})
         assert json.loads(failed) == []
     assert sorted({r[3] for r in retests}) == held_out
+    for _, index, _, seed, *_ in retests:
+        assert seed in held_out[2 * index : 2 * index + 2]
     # The closing verdict table shows each proposer's IQM of its repeats' held-out means and
     # the mean best observed, as computed here from the stored rows.
     lines = completed.stdout.splitlines()

@@ -81,6 +81,21 @@ async def test_non_numbers_and_non_finite_values_are_refused_before_forwarding(v
     assert result.is_error and broker.requests == []
 
 
+@pytest.mark.parametrize("bad", ["3", True, False, None, [3], float("nan")])
+@pytest.mark.parametrize("position", ["value_1", "value_2"])
+async def test_a_pair_with_a_string_or_boolean_is_refused_before_forwarding(bad, position):
+    """S83: a pair whose first or second value is a string, a boolean, null, a list or NaN
+    (the other value a valid number, so only the type is wrong) never leaves the tool, and the
+    tool error names the argument; the same call with numbers is forwarded."""
+    values = {"value_1": 3, "value_2": -1, position: bad}
+    async with session("reward_pair", {"status": "ok", "run_id": "r"}) as (client, broker):
+        result = await client.call_tool("submit_pair_values", values)
+        assert result.is_error and broker.requests == []
+        assert position in text(result)
+        fine = await client.call_tool("submit_pair_values", {"value_1": 3, "value_2": -1})
+    assert not fine.is_error and len(broker.requests) == 1
+
+
 async def test_broker_protocol_errors_are_flagged_but_passed_through():
     """A broker error payload is returned as its JSON text with isError set."""
     error = {"error": {"code": "handler_error", "message": "no golden configuration yet"}}

@@ -33,6 +33,8 @@ async def test_a_changed_parameter_order_stops_with_the_reset_instruction(
         ({"AX3L_PROPOSER": "bayes"}, [], "is not a proposer"),
         ({"AX3L_TEST_CRASH_AT": "nowhere"}, [], "unknown crash point"),
         ({"AX3L_SCHEMA_PATH": "/nonexistent/schema.json"}, [], "cannot read SnakeLab schema"),
+        # The broker's settle wait after a SnakeLab timeout must fit in the tool channel's.
+        ({"AX3L_ZMQ_TIMEOUT": "10", "AX3L_SUBMIT_SETTLE_WAIT": "8"}, [], "is 11 s, more than"),
     ],
 )
 def test_bad_configuration_is_refused_with_exit_code_2(

@@ -293,14 +293,16 @@ def test_a_silent_seat_lets_the_turn_fall_back_after_the_deadline(stack: Stack) 
 def test_hostile_calls_are_refused_or_answered_without_a_crash_or_a_submission(
     stack: Stack,
 ) -> None:
-    """Hundreds of malformed, mistyped, oversized and unauthenticated requests: every one gets
-    a 4xx or a tool error, the endpoint keeps answering, and nothing reaches the broker."""
-    stack.start(surrogate_seconds=30)
+    """Hundreds of malformed, mistyped (a pair with a string or a boolean beside a valid
+    number), oversized and unauthenticated requests while a turn is open: every one gets a 4xx
+    or a tool error, nothing reaches the broker, and the endpoint still shows the same turn
+    open afterwards."""
+    stack.start()
     token = add_seat(stack, "eve")
     proc, url = start_external(
         stack, AX3L_SEAT_RATE_LIMIT="100000", AX3L_SEATS_RATE_PER_ADDRESS="100000"
     )
-    stack.wait_for(lambda: _status_code(url, token) == 200, 60, "the seat endpoint", proc)
+    turn = wait_for_turn(stack, url, token, proc)
     rng = random.Random(15)
     good = {"authorization": f"Bearer {token}", "accept": "application/json, text/event-stream"}
 
@@ -314,7 +316,9 @@ def test_hostile_calls_are_refused_or_answered_without_a_crash_or_a_submission(
         )
         hostile.append((good, junk))
         hostile.append((good, encoded({"value": rng.choice(["1", True, None, [1]])})))
-        hostile.append((good, encoded({"value_1": "a"}, "submit_pair_values")))
+        pair: dict[str, Any] = {"value_1": 3, "value_2": -1}
+        pair[rng.choice(["value_1", "value_2"])] = rng.choice(["a", "3", True, False])
+        hostile.append((good, encoded(pair, "submit_pair_values")))
         hostile.append((good, b'{"jsonrpc": "2.0", "id": 1, "method": "no/such"}'))
         hostile.append(({"accept": good["accept"]}, encoded({"value": 224})))
         hostile.append(({**good, "authorization": "Bearer " + "A" * 5000}, encoded({"value": 224})))
@@ -331,7 +335,8 @@ def test_hostile_calls_are_refused_or_answered_without_a_crash_or_a_submission(
     assert all(400 <= code < 500 or code == 200 for code in statuses), sorted(set(statuses))
     assert statuses.count(401) >= 80
     assert proc.alive()
-    assert payload(asyncio.run(call(url, token, "current_turn", {})))["open"] in (True, False)
+    after = payload(asyncio.run(call(url, token, "current_turn", {})))
+    assert after["open"] is True and after["checkpoint_event_id"] == turn["checkpoint_event_id"]
     proc.stop()
     assert stack.count("tool_request_received", "proposal_accepted") == 0
     # The 401s wrote nothing; what was written is the seat's own, bounded calls.

@@ -96,6 +96,27 @@ def test_two_full_cycles_store_every_prompt_exactly_as_sent(stack: Stack) -> Non
 
     check_comparable_histories(stack, events)
     assert not capture_dir.exists(), "raw capture is off by default: no directory may appear"
+    check_process_ids(proc, events, conversations)
+
+
+def check_process_ids(proc: Any, events: list[Any], conversations: list[Any]) -> None:
+    """S139 as implemented (the orchestrator README's event list): the loop's process id is
+    printed at its start and is the process id of its checkpoints and the ``loop_process_id``
+    of each conversation; a conversation's events share the conversation's own id; a run's
+    events carry its run id."""
+    printed = re.search(r"process id ([0-9a-f-]{36})", proc.log_path.read_text())
+    assert printed is not None
+    loop_id = printed.group(1)
+    checkpoints = [e for e in events if e.name == "round_robin_checkpoint"]
+    assert checkpoints and all(e.process_id == loop_id for e in checkpoints)
+    ids = {c.process_id for c in conversations}
+    assert len(ids) == len(conversations) and loop_id not in ids
+    for conversation in conversations:
+        assert conversation.get("loop_process_id") == loop_id
+        mine = {e.name for e in events if e.process_id == conversation.process_id}
+        assert {"prompt_sent", "reply_received", "conversation_ended"} <= mine
+    for submitted in (e for e in events if e.name == "simulation_submitted"):
+        assert submitted.process_id == submitted.get("run_id")
 
 
 def check_comparable_histories(stack: Stack, events: list[Any]) -> None:

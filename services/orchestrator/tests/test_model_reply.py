@@ -197,3 +197,75 @@ def test_a_grammar_reply_a_server_did_not_enforce_is_a_model_failure(
     with pytest.raises(ModelFailure) as failure:
         extract_grammar_call(_grammar_reply(content, finish_reason), SINGLE)
     assert failure.value.kind == kind and failure.value.correctable
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+HOSTILE_BODIES = {
+    "deeply nested": b'{"choices": [], "x": ' + DEEP.encode() + b"}",
+    "nested a little too deep": b'{"choices": ' + b"[" * 70 + b"]" * 70 + b"}",
+    "huge": b'{"choices": [], "x": "' + b"a" * (2 * 1024 * 1024) + b'"}',
+    "binary": bytes(range(256)) * 8,
+    "a lone surrogate": b'{"choices": [{"message": {"content": "\\ud800"}}]}',
+}
+
+
+async def serving(body: bytes) -> tuple[Any, int]:
+    """A model server that answers every request 200 with ``body`` as JSON; it and its port."""
+    import asyncio
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            head = (
+                f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}"
+            )
+            writer.write(head.encode() + b"\r\nConnection: close\r\n\r\n" + body)
+            await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass  # the client stopped reading (a reply over its cap)
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_BODIES))
+async def test_a_hostile_reply_is_an_invalid_reply_never_a_crash(case: str) -> None:
+    """M6: a reply nested 100,000 (or just 70) deep, over 1 MiB, binary, or holding a lone
+    surrogate is a ModelFailure ``invalid_reply`` (which ends the conversation and counts
+    toward the fallback), never a RecursionError or an error of the database later."""
+    server, port = await serving(HOSTILE_BODIES[case])
+    client = ModelClient(f"http://127.0.0.1:{port}", timeout=30.0)
+    try:
+        with pytest.raises(ModelFailure) as caught:
+            await client.complete({"messages": []})
+    finally:
+        await client.close()
+        server.close()
+        await server.wait_closed()
+    assert caught.value.kind == "invalid_reply" and not caught.value.correctable
+    assert len(caught.value.detail) < 2000
+
+
+def test_tool_call_arguments_nested_deep_are_an_invalid_reply() -> None:
+    """M6: a tool call whose arguments text nests 100,000 deep is ``invalid_reply``, not a
+    RecursionError; arguments that are merely not JSON stay a correctable mistake."""
+    with pytest.raises(ModelFailure) as caught:
+        extract_tool_call(reply(("submit_single_value", '{"value": ' + DEEP + "}")), SINGLE)
+    assert caught.value.kind == "invalid_reply" and not caught.value.correctable
+    with pytest.raises(ModelFailure) as caught:
+        extract_tool_call(reply(("submit_single_value", '{"value": 1')), SINGLE)
+    assert caught.value.kind == "wrong_arguments"
+
+
+def test_the_model_url_is_shown_without_its_secrets() -> None:
+    """L6: what the events and the console show of AX3L_LLM_URL holds no user, password, query
+    or fragment (where a hosted server's key would be)."""
+    from ax3l.orchestrator.llm_client import shown_url
+
+    assert shown_url("https://me:s3cret@llm.example.org:8443/v1?key=abc#x") == (
+        "https://llm.example.org:8443/v1"
+    )
+    assert shown_url("http://127.0.0.1:27770") == "http://127.0.0.1:27770"
+    assert shown_url("http://[::1]:27770/") == "http://[::1]:27770/"

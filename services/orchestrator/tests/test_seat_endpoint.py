@@ -18,6 +18,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -321,6 +322,112 @@ async def test_a_wrong_host_or_origin_is_refused_on_a_wildcard_bind(
     assert counts['ax3l_seat_refused_total{reason="wrong_origin"}'] == 1
 
 
+async def test_strangers_from_many_addresses_cannot_lock_a_seat_out(
+    databases: TestDatabases,
+) -> None:
+    """M1: token-less requests from a hundred addresses (one of them the seat's own) empty the
+    strangers' shared bucket, and the seat's polls, between them, are all answered: its token
+    is read before any bucket is charged, and its bucket is its own. Addresses of one IPv6 /64
+    share one address bucket."""
+    proxy = {"AX3L_SEATS_TRUSTED_PROXIES": "127.0.0.1"}
+    async with (
+        running(databases, AX3L_SEATS_RATE_GLOBAL=2, AX3L_SEATS_RATE_PER_ADDRESS=5, **proxy) as run,
+        httpx2.AsyncClient(timeout=10) as http,
+    ):
+        token = seat(databases, "kim")
+        own = {"x-forwarded-for": "198.51.100.7"}
+        strangers, polls = [], []
+        for n in range(100):
+            address = {"x-forwarded-for": f"198.51.100.{n}"}
+            strangers.append((await post(http, run.url, CURRENT_TURN, **address)).status_code)
+            if n % 10 == 9:
+                polls.append(await post(http, run.url, CURRENT_TURN, token=token, **own))
+        assert strangers.count(429) >= 50 and set(strangers) == {401, 429}
+        assert [p.status_code for p in polls] == [200] * 10
+        assert all(tool_result(p)["structuredContent"]["open"] is False for p in polls)
+    async with (
+        running(databases, AX3L_SEATS_RATE_PER_ADDRESS=5, **proxy) as run,
+        httpx2.AsyncClient(timeout=10) as http,
+    ):
+        rotating = [
+            (await post(http, run.url, CURRENT_TURN, **{"x-forwarded-for": f"2001:db8:0:7::{n:x}"}))
+            for n in range(1, 16)
+        ]
+        other = await post(http, run.url, CURRENT_TURN, **{"x-forwarded-for": "2001:db8:0:8::1"})
+    assert [r.status_code for r in rotating] == [401] * 10 + [429] * 5
+    assert other.status_code == 401
+
+
+async def raw_request(
+    url: str, method: str, token: str, body: bytes = b"", length: int | None = None
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A request written on a connection of its own, its body possibly short of the
+    ``length`` it announces (the rest never sent); the connection, left open."""
+    host = url.split("/")[2]
+    reader, writer = await asyncio.open_connection(*host.split(":"))
+    head = (
+        f"{method} /mcp HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
+        "Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
+    )
+    if method == "POST":
+        head += f"Content-Length: {len(body) if length is None else length}\r\n"
+    writer.write(head.encode() + b"\r\n" + body)
+    await writer.drain()
+    return reader, writer
+
+
+async def status_of(reader: asyncio.StreamReader) -> int:
+    line = await asyncio.wait_for(reader.readline(), 30)
+    return int(line.split()[1])
+
+
+async def test_one_seat_cannot_hold_the_connection_slots(databases: TestDatabases) -> None:
+    """M2: a seat's 64 GET requests (event streams that would never end) get 405 and hold no
+    slot, so another seat's poll is answered; a seat's fifth request in flight gets 429; a
+    request that outlives the deadline gets 504 and frees its place."""
+    async with (
+        running(databases, AX3L_SEATS_RATE_PER_ADDRESS=100_000) as run,
+        httpx2.AsyncClient(timeout=10) as http,
+    ):
+        greedy, other = seat(databases, "greedy"), seat(databases, "other")
+        streams, statuses = [], []
+        try:
+            for _ in range(64):  # each left open by the client
+                streams.append(await raw_request(run.url, "GET", greedy))
+                statuses.append(await status_of(streams[-1][0]))
+            poll = await post(http, run.url, CURRENT_TURN, token=other)
+            assert poll.status_code == 200, poll.text
+            assert statuses == [405] * 64
+            # The endpoint closed each refused connection itself.
+            ends = [await asyncio.wait_for(reader.read(), 10) for reader, _ in streams]
+            assert all(end.endswith(b"}") for end in ends)
+        finally:
+            for _, writer in streams:
+                writer.close()
+        assert run.endpoint._auth is not None
+        run.endpoint._auth.deadline = 1.0
+        body = json.dumps(CURRENT_TURN).encode()
+        slow = [await raw_request(run.url, "POST", greedy, body[:10], len(body)) for _ in range(4)]
+        try:
+            for _ in range(100):  # the four are being served (waiting for their bodies)
+                if run.endpoint._auth.in_flight["greedy"] == 4:
+                    break
+                await asyncio.sleep(0.02)
+            fifth = await post(http, run.url, CURRENT_TURN, token=greedy)
+            assert fifth.status_code == 429 and "requests being served" in fifth.text
+            assert (await post(http, run.url, CURRENT_TURN, token=other)).status_code == 200
+            assert [await status_of(reader) for reader, _ in slow] == [504] * 4
+        finally:
+            for _, writer in slow:
+                writer.close()
+        again = await post(http, run.url, CURRENT_TURN, token=greedy)
+        assert again.status_code == 200, again.text
+        counts = await run.metrics(http)
+    assert counts['ax3l_seat_refused_total{reason="wrong_method"}'] == 64
+    assert counts['ax3l_seat_refused_total{reason="in_flight"}'] == 1
+    assert counts['ax3l_seat_refused_total{reason="deadline"}'] == 4
+
+
 def test_the_client_address_comes_from_a_proxy_header_only_behind_a_trusted_proxy() -> None:
     trusted = parse_networks("10.0.0.0/8, 127.0.0.1")
     assert client_address("203.0.113.9", "1.2.3.4", []) == "203.0.113.9"
@@ -342,10 +449,10 @@ def test_the_address_table_of_the_rate_limit_is_bounded() -> None:
     buckets = Buckets(1e9, 1.0, clock=lambda: now[0], max_addresses=100)
     for n in range(10_000):
         now[0] += 0.001
-        assert buckets.admit(f"10.0.{n // 256}.{n % 256}") is None
+        assert buckets.admit_stranger(f"10.0.{n // 256}.{n % 256}") is None
     assert len(buckets.addresses) <= 100
-    assert buckets.admit("10.9.9.9") is None and buckets.admit("10.9.9.9") is None
-    assert buckets.admit("10.9.9.9") is not None
+    assert buckets.admit_stranger("10.9.9.9") is None and buckets.admit_stranger("10.9.9.9") is None
+    assert buckets.admit_stranger("10.9.9.9") is not None
 
 
 def test_two_concurrent_adds_of_one_name_leave_one_token(databases: TestDatabases) -> None:
@@ -454,13 +561,20 @@ async def test_the_endpoint_process_shares_the_board_and_is_restarted_when_it_di
         )
         db = await Database(settings).open()
         index = ConfigIndex(db, SCHEMA)
-        process = SeatProcess(settings, lambda turn: turn_payload(SCHEMA, index, turn), read_golden)
+        process = SeatProcess(
+            settings, lambda turn: turn_payload(SCHEMA, index, turn), read_golden, log=EventLog(db)
+        )
         url = f"http://127.0.0.1:{port}/mcp"
         token = seat(snakelab_tables, "ivy")
         try:
             await process.start()
             first = process.pid()
             assert first is not None and first != os.getpid()
+            # L5: the child inherits none of Ax3l's settings or passwords.
+            environ = Path(f"/proc/{first}/environ")
+            inherited = (await asyncio.to_thread(environ.read_bytes)).split(b"\0")
+            names = {item.split(b"=", 1)[0].decode() for item in inherited if item}
+            assert not {n for n in names if n.startswith(("AX3L_", "DB_", "SNAKELAB_"))}
             logins = snakelab_tables.query(
                 "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = %s", (user,)
             )
@@ -531,7 +645,9 @@ def seats_login(databases: TestDatabases) -> Iterator[tuple[str, str]]:
                 cur.execute(statement)
             cur.execute(f"GRANT ALL PRIVILEGES ON {ax3l} WITH GRANT OPTION")
         summary = ensure_schema(settings)
-        assert summary.endswith(f"the seats' endpoint user {user} may read seats and insert events")
+        assert summary.endswith(
+            f"the seats' endpoint user {user} may read seats, and write nothing"
+        )
         yield user, password
     finally:
         with admin.cursor() as cur:
@@ -540,30 +656,38 @@ def seats_login(databases: TestDatabases) -> Iterator[tuple[str, str]]:
         admin.close()
 
 
-def test_the_seats_user_may_read_seats_and_snakelab_and_insert_events_nothing_more(
+def test_the_seats_user_may_read_seats_and_snakelab_and_write_nothing(
     snakelab_tables: TestDatabases,
 ) -> None:
-    """The endpoint's own login: it reads seats and SnakeLab's tables and inserts events; an
-    UPDATE or DELETE of events, reading events, and any write to another table are refused by
-    MariaDB itself."""
+    """M5: the endpoint's own login reads seats and SnakeLab's tables; it cannot forge an event
+    the loop trusts (a ``proposal_accepted`` naming any run, a ``golden_config_created``), nor
+    any other event or message, nor change anything: MariaDB itself refuses. The INSERT an
+    earlier Ax3l granted it is taken back by ``ax3l-db create``."""
     import pymysql
 
     databases = snakelab_tables
     with seats_login(databases) as (user, password):
+        admin = databases.connect("admin")
+        try:
+            with admin.cursor() as cur:  # what an earlier Ax3l granted
+                for table in ("events", "event_messages"):
+                    cur.execute(f"GRANT INSERT ON `{databases.ax3l_db}`.{table} TO '{user}'@'%'")
+        finally:
+            admin.close()
+        ensure_schema(databases.settings(AX3L_SEATS_DB_USER=user))
         conn = mysql_connection(databases.host, databases.port, user, password, databases.ax3l_db)
         try:
             with conn.cursor() as cur:
                 cur.execute("SELECT name, token_hash FROM seats")
                 cur.execute(f"SELECT COUNT(*) FROM `{databases.snakelab_db}`.simulation_runs")
-                cur.execute(
-                    "INSERT INTO events (occurred_at, name, category, log_level)"
-                    " VALUES (NOW(), 'seat_call', 'proposer', 'INFO')"
-                )
-                event_id = cur.lastrowid
-                cur.execute(
-                    "INSERT INTO event_messages (event_id, content) VALUES (%s, '{}')", (event_id,)
-                )
                 refused = [
+                    "INSERT INTO events (occurred_at, name, category, log_level, process_id)"
+                    " VALUES (NOW(), 'proposal_accepted', 'Configuration', 'INFO', 'c-1')",
+                    "INSERT INTO events (occurred_at, name, category, log_level)"
+                    " VALUES (NOW(), 'golden_config_created', 'Configuration', 'INFO')",
+                    "INSERT INTO events (occurred_at, name, category, log_level)"
+                    " VALUES (NOW(), 'seat_call', 'Tool', 'INFO')",
+                    "INSERT INTO event_messages (event_id, content) VALUES (1, '{}')",
                     "UPDATE events SET name = 'forged'",
                     "DELETE FROM events",
                     "UPDATE event_messages SET content = '{}'",
@@ -585,8 +709,74 @@ def test_the_seats_user_may_read_seats_and_snakelab_and_insert_events_nothing_mo
                     assert denied.value.args[0] in (1142, 1143), (statement, denied.value)
         finally:
             conn.close()
-        assert databases.query("SELECT COUNT(*) FROM events") == [(1,)]
+        assert databases.query("SELECT COUNT(*) FROM events") == [(0,)]
         assert databases.query("SELECT COUNT(*) FROM seats") == [(0,)]
+
+
+class _Closed:
+    def close(self) -> None:
+        pass
+
+
+async def test_the_orchestrator_writes_only_the_seats_own_events_the_endpoint_sends(
+    databases: TestDatabases,
+) -> None:
+    """M5: of what the endpoint's process sends over the board socket, the orchestrator writes
+    a seat's call (hung on the open turn it names) and nothing else: a forged
+    ``proposal_accepted`` or ``golden_config_created``, an invalid content, a bad level and a
+    garbled line are dropped and counted, and the reader goes on."""
+    from ax3l.orchestrator.seat_process import SeatProcess
+
+    db = await Database(databases.settings()).open()
+    try:
+        log = EventLog(db)
+        index = ConfigIndex(db, SCHEMA)
+        process = SeatProcess(
+            databases.settings(), lambda turn: turn_payload(SCHEMA, index, turn), log=log
+        )
+        turn = await open_turn(log, process.board, 0)
+        lines = [
+            "not json",
+            json.dumps({"event": "proposal_accepted", "content": {"run_id": "r-forged"}}),
+            json.dumps({"event": "golden_config_created", "content": {"run_id": "r-forged"}}),
+            json.dumps({"event": "seat_call", "content": {"seat": 7}}),
+            json.dumps({"event": "seat_call", "content": {"seat": "x"}, "level": "FATAL"}),
+            json.dumps(
+                {
+                    "event": "seat_call",
+                    "content": {"seat": "lee", "tool": "current_turn", "checkpoint_event_id": 1000},
+                }
+            ),
+            json.dumps({"event": "seat_call_refused", "content": {"seat": "lee", "tool": "x"}}),
+        ]
+        reader = asyncio.StreamReader()
+        reader.feed_data("".join(line + "\n" for line in lines).encode())
+        reader.feed_eof()
+        process._stopping = True
+        await process._read(reader, _Closed())  # type: ignore[arg-type]
+        rows = databases.query(
+            "SELECT e.name, e.source_name, e.process_id, e.parameter FROM events e"
+            " WHERE e.name <> 'conversation_started' ORDER BY e.event_id"
+        )
+        assert rows == [
+            ("seat_call", "lee", turn.conversation_id, "gamma"),
+            ("seat_call_refused", "lee", None, None),
+        ]
+        assert process.dropped.counts == {
+            "malformed": 1,
+            "not_a_seat_event": 3,
+            "invalid_seat_event": 1,
+        }
+        # A database that does not answer costs the event, not the reader.
+        away = Database(databases.settings(DB_PORT=free_port(), AX3L_DB_ACQUIRE_TIMEOUT=1))
+        process.log = EventLog(away)
+        reader = asyncio.StreamReader()
+        reader.feed_data("".join(line + "\n" for line in lines[-2:]).encode())
+        reader.feed_eof()
+        await process._read(reader, _Closed())  # type: ignore[arg-type]
+        assert process.dropped.counts["seat_event_unwritten"] == 2, process.dropped.counts
+    finally:
+        await db.close()
 
 
 async def test_the_endpoint_as_a_service_shares_the_board_over_its_unix_socket(
@@ -635,7 +825,9 @@ async def test_the_endpoint_as_a_service_shares_the_board_over_its_unix_socket(
             log = EventLog(db)
             async with httpx2.AsyncClient(timeout=10) as http:
                 for number in range(2):  # an orchestrator, then the one that replaced it
-                    process = SeatProcess(settings, lambda turn: turn_payload(SCHEMA, index, turn))
+                    process = SeatProcess(
+                        settings, lambda turn: turn_payload(SCHEMA, index, turn), log=log
+                    )
                     processes.append(process)
                     await process.start()
                     assert process.pid() is None  # nothing of the orchestrator's
@@ -669,3 +861,17 @@ async def test_the_endpoint_as_a_service_shares_the_board_over_its_unix_socket(
             " WHERE e.name = 'seat_call' AND m.content LIKE '%%accepted%%'"
         )
     assert len(rows) == 2 and all(json.loads(r[0])["client"] == "127.0.0.1" for r in rows)
+
+
+def test_an_endpoint_reachable_from_elsewhere_needs_its_own_login(databases: TestDatabases) -> None:
+    """L5: without AX3L_SEATS_DB_USER the endpoint would use Ax3l's own login: on loopback that
+    is a warning, on any other address a refusal that says what to set."""
+    from ax3l.orchestrator.seat_process import endpoint_login
+
+    assert endpoint_login(databases.settings()).db_user == databases.ax3l_user
+    with pytest.raises(ValueError, match="AX3L_SEATS_DB_USER"):
+        endpoint_login(databases.settings(AX3L_SEATS_HOST="0.0.0.0"))
+    own = databases.settings(
+        AX3L_SEATS_HOST="0.0.0.0", AX3L_SEATS_DB_USER="s", AX3L_SEATS_DB_PASSWORD="p"
+    )
+    assert endpoint_login(own).db_user == "s"

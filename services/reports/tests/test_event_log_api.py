@@ -214,6 +214,10 @@ async def test_database_outage_is_a_503_not_a_500(experiment, make_client):
         assert (await http.get("/api/events")).status_code == 503
         page = await http.get("/events")
         assert page.status_code == 503 and "Database unavailable" in page.text
+        # The error's text (server, port, login) is the log's, not a page's (L6).
+        api = (await http.get("/api/runs")).text
+        for shown in (page.text, api):
+            assert str(experiment.dbs.port) not in shown and "Can't connect" not in shown
         ready = await http.get("/ready")
         assert ready.status_code == 503 and ready.json()["status"] == "not ready"
         assert ready.json()["checks"] == {"database": False, "disk": True}
@@ -281,3 +285,52 @@ async def test_a_cut_reply_shows_its_reasoning_and_finish_reason_escaped(databas
     assert finish.startswith('id="reply-finish"><span class="mono">length</span>')
     assert "cut at max_tokens" in finish[:300]
     assert listed == "Model reply cut at max_tokens, without a tool call"
+
+
+async def test_stored_replies_nested_thousands_deep_still_render(snakelab_tables, make_client):
+    """M6: replies as a model could have them stored (tool call arguments nested 100,000
+    deep, the text of a content nested 5,000 deep) leave the list, the JSON API and each
+    detail page answering 200, the nested text shown as text."""
+    from ax3l.shared.db.database import Database
+    from ax3l.shared.db.event_log import EventLog
+    from ax3l.shared.event_models import ReplyReceived
+    from ax3l.testing.scripted_llm import completion, tool_call
+
+    deep = "[" * 100_000 + "]" * 100_000
+    arguments = '{"value": ' + deep + "}"
+    reply = completion(
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [tool_call("submit_single_value", arguments)],
+        },
+        "tool_calls",
+    )
+    async with Database(snakelab_tables.settings()) as db:
+        log = EventLog(db)
+        ids = [
+            await log.log(ReplyReceived.model_validate(reply), parameter="gamma"),
+            await log.log("llm_request_failed", "[" * 5000 + "]" * 5000, parameter="gamma"),
+            await log.log("tool_request_received", {"text": '{"method": ' + deep + "}"}),
+        ]
+    async with make_client(snakelab_tables) as http:
+        for path in [
+            "/events",
+            "/api/events",
+            *(f"/events/{i}" for i in ids),
+            *(f"/api/events/{i}" for i in ids),
+        ]:
+            answer = await http.get(path)
+            assert answer.status_code == 200, (path, answer.text[:300])
+        page = (await http.get(f"/events/{ids[1]}")).text
+    assert "[[[[[[[[" in page
+
+
+async def test_no_page_loads_a_script_from_elsewhere(client):
+    """L6: Swagger UI and ReDoc (scripts from a CDN) are not served; /api-reference and
+    /openapi.json describe the API from this server alone."""
+    assert (await client.get("/docs")).status_code == 404
+    assert (await client.get("/redoc")).status_code == 404
+    assert (await client.get("/openapi.json")).status_code == 200
+    reference = await client.get("/api-reference")
+    assert reference.status_code == 200 and "cdn." not in reference.text

@@ -3,8 +3,10 @@ the user's real runs and a replayed history."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import closing
 
@@ -221,7 +223,9 @@ def reload_until(p: Page, url: str, selector: str, text: str, what: str) -> None
 
 def test_status_bar_reads_snakelab_and_the_experiment(server, experiment, snakelab, page):
     """The status bar shows SnakeLab's state from its control socket and the experiment's
-    golden, all-time high, run count and seed; a reload picks up a change of state."""
+    golden, all-time high, run count, seed and cycles (the numbers /api/status gives, whose
+    counting test_reports_api.py checks against a history counted by hand); a reload picks up
+    a change of state."""
     p = page.page
     _, golden_run, _ = experiment.replay.goldens[-1]
     best = max(run.high_score for _, run, _ in experiment.replay.goldens)
@@ -233,7 +237,12 @@ def test_status_bar_reads_snakelab_and_the_experiment(server, experiment, snakel
     assert p.locator("#all-time-high-score .v").inner_text() == str(best)
     assert p.locator("#simulations-submitted .v").inner_text() == str(len(experiment.runs))
     assert p.locator("#current-seed .v").inner_text() == str(golden_run.seed)
-    assert p.locator("#experiment-cycles .v").inner_text().isdigit()
+    with urllib.request.urlopen(server.url + "/api/status", timeout=30) as answer:
+        status = json.loads(answer.read())
+    assert status["experiment_cycles"] > 10
+    assert p.locator("#experiment-cycles .v").inner_text() == str(status["experiment_cycles"])
+    stagnant = p.locator("#experiment-cycles .muted").inner_text()
+    assert stagnant.startswith(f"{status['stagnant_cycles']} stagnant")
     snakelab.active = running_status(experiment.runs[-1].run_id)
     reload_until(
         p,

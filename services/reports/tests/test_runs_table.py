@@ -348,3 +348,21 @@ async def test_the_table_is_read_at_startup_once_and_a_request_meanwhile_shares_
                     frame = await table.frame(db, app.state.resources.schema)
                 assert frame["id"].to_list() == [1, 2, 3, 4, 5]
             assert table.full_reads == 1
+
+
+async def test_exports_are_built_two_at_a_time_and_a_third_is_told_to_wait(client):
+    """L8: while two exports are being built (each in a thread, off the event loop), a third
+    gets 503 with Retry-After, pages still answer, and once one is done exports work again."""
+    from ax3l.reports.routes import runs
+
+    for _ in range(runs.EXPORTS_AT_ONCE):
+        assert runs._exports.acquire(blocking=False)
+    try:
+        busy = await client.get("/api/runs/export.csv")
+        assert busy.status_code == 503 and busy.headers["retry-after"] == "5"
+        assert "exports are being built" in busy.json()["message"]
+        assert (await client.get("/api/runs", params={"limit": 1})).status_code == 200
+    finally:
+        for _ in range(runs.EXPORTS_AT_ONCE):
+            runs._exports.release()
+    assert (await client.get("/api/runs/export.parquet")).status_code == 200

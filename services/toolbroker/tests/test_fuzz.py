@@ -153,7 +153,9 @@ def check_reply(raw: bytes) -> str:
 
 @pytest.mark.long  # minutes of the default suite's 15 (make test-long)
 async def test_ten_thousand_hostile_messages_get_well_formed_errors(databases, lab):
-    """Each hostile message gets a well-formed error or rejection; nothing reaches SnakeLab."""
+    """Each hostile message gets a well-formed error or rejection; nothing reaches SnakeLab.
+    A third of the messages meet gamma's turn, a third epsilon_pair's and a third
+    reward_pair's, so the pair value rules are fuzzed too (not only the turn gate)."""
     golden = SCHEMA.with_values(SCHEMA.default_config(), {"seed": 77})
     await write_golden(databases, lab.insert_run(golden), golden)
     snakelab = ScriptedSnakeLab(
@@ -164,11 +166,18 @@ async def test_ten_thousand_hostile_messages_get_well_formed_errors(databases, l
     )
     async with broker_on(snakelab, databases, lab) as broker:
         limit = broker.broker.settings.zmq_max_message_bytes
-        await broker.open_turn("gamma")
         messages = hostile_messages(random.Random(20240229), golden, limit)
-        kinds = await _send_all(broker.endpoint, messages)
+        turns = ("gamma", "epsilon_pair", "reward_pair")
+        by_turn = {}
+        for number, turn in enumerate(turns):
+            await broker.open_turn(turn)
+            by_turn[turn] = await _send_all(broker.endpoint, messages[number :: len(turns)])
         still_serving = await broker.single("gamma", 0.931)
+    kinds = [kind for turn in turns for kind in by_turn[turn]]
     assert len(kinds) == MESSAGES
+    for turn in turns:  # each turn's own value rules refused some of them
+        assert "invalid_value" in by_turn[turn], turn
+    assert "duplicate_config" in by_turn["epsilon_pair"]
     expected = {"invalid_request", "unknown_method", "invalid_value", "duplicate_config"}
     assert expected | {"refused_turn"} <= set(kinds)
     assert "handler_error" not in kinds

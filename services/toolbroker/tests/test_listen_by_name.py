@@ -48,3 +48,19 @@ def test_a_name_that_does_not_resolve_is_a_clear_error():
             listener.bind()
     finally:
         context.term()
+
+
+def test_a_peer_can_queue_only_a_few_messages():
+    """L7: the listener queues at most 16 messages per peer (then ZeroMQ stops reading from
+    it), not ZeroMQ's default 1,000 of up to 16 times the message limit each."""
+    from ax3l.toolbroker.listener import RECEIVE_QUEUE
+
+    context = zmq.asyncio.Context()
+    listener = ToolListener("tcp://127.0.0.1:0", _echo, 65536, context)
+    try:
+        listener.bind()
+        assert listener._socket is not None
+        assert listener._socket.getsockopt(zmq.RCVHWM) == RECEIVE_QUEUE == 16
+    finally:
+        listener.close()
+        context.term()

@@ -13,6 +13,8 @@ import ax3l.shared.intents as intents
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.processes import ManagedProcess
+from ax3l.shared.settings import Settings
+from ax3l.shared.tool_channel import settle_does_not_fit
 from ax3l.testing.databases import run_module
 from ax3l.testing.plugin import free_port
 
@@ -143,3 +145,21 @@ def test_an_unknown_crash_point_stops_the_broker_at_start():
     result = run_module("ax3l.toolbroker", env=env, timeout=60)
     assert result.returncode == 2
     assert "unknown crash point 'broker_after_sumbit'" in result.stderr
+
+
+def test_a_settle_wait_that_does_not_fit_the_tool_channel_stops_the_broker_at_start():
+    """The documented limit, checked: AX3L_SNAKELAB_TIMEOUT plus AX3L_SUBMIT_SETTLE_WAIT over
+    AX3L_ZMQ_TIMEOUT (a proposal accepted after a late answer would reach its client as a
+    timeout) ends the broker at once with exit 2, naming all three; at the limit it is fine."""
+    env = dict(
+        os.environ,
+        AX3L_SNAKELAB_TIMEOUT="3",
+        AX3L_SUBMIT_SETTLE_WAIT="8",
+        AX3L_ZMQ_TIMEOUT="10.5",
+    )
+    result = run_module("ax3l.toolbroker", env=env, timeout=60)
+    assert result.returncode == 2
+    assert "AX3L_SNAKELAB_TIMEOUT (3 s) plus AX3L_SUBMIT_SETTLE_WAIT (8 s) is 11 s" in result.stderr
+    assert "more than AX3L_ZMQ_TIMEOUT (10.5 s)" in result.stderr
+    fits = Settings(AX3L_SNAKELAB_TIMEOUT=3, AX3L_SUBMIT_SETTLE_WAIT=8, AX3L_ZMQ_TIMEOUT=11)
+    assert settle_does_not_fit(fits) is None

@@ -46,6 +46,39 @@ async def test_accepted_single_value_is_submitted_once_and_logged(databases, lab
         assert await intents.pending_intents(db) == []
 
 
+async def test_accepted_submissions_leave_the_golden_configuration_as_it_was(
+    databases, lab, golden, broker
+):
+    """S73: the broker accepts and submits, it never selects: after an accepted single, an
+    accepted pair and a rejected value, the golden is the same event, run and configuration,
+    no golden, comparison or high-score row was written, and the runs are the golden's
+    configuration with one change each."""
+    from ax3l.shared.db.reads import current_golden
+
+    async with Database(databases.settings()) as db:
+        before = await current_golden(db)
+    highscores = sql(databases, "SELECT event_id, score FROM experiment_highscores")
+    single = await broker.single("hidden_size", 80)
+    pair = await broker.pair("reward_pair", 5, -5)
+    rejected = await broker.single("gamma", 7)
+    assert single["status"] == pair["status"] == "ok" and rejected["status"] == "rejected"
+    async with Database(databases.settings()) as db:
+        after = await current_golden(db)
+    assert before is not None and after is not None
+    assert after[0] == before[0] and after[1] == before[1]
+    assert after[1].run_id == golden["run_id"] and after[1].config == golden["config"]
+    assert sql(databases, "SELECT event_id, score FROM experiment_highscores") == highscores
+    written = event_names(databases)
+    assert written.count("golden_config_created") == 1
+    assert not {"golden_config_replaced", "golden_config_retained", "configuration_compared"} & set(
+        written
+    )
+    assert lab.stored_config(pair["run_id"]) == golden_with(
+        golden,
+        {"game.rewards.closer_to_food": 5, "game.rewards.further_from_food": -5},
+    )
+
+
 async def test_integral_float_for_an_integer_setting_is_submitted_as_integer(
     databases, lab, golden, broker
 ):

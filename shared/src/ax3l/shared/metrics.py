@@ -5,6 +5,8 @@ registry) on its HTTP port: the orchestrator 28871, the toolbroker 28872, the re
 Names (the README's "Metrics" section lists them with their labels):
 
 * every service: ``ax3l_http_request_seconds{service,method,route,status}`` (its HTTP requests;
+  ``method`` one of ``HTTP_METHODS``, any other token ``other``: h11, which serves where
+  httptools is not installed, accepts any token as a method, and each would be a new series;
   ``route`` is the route's template, ``unmatched`` for a 404 without one, ``other`` for a
   mounted app such as the static files) and
   ``ax3l_database_up{service}`` (1 when Ax3l's database answered the scrape's ping in 2 s);
@@ -50,6 +52,8 @@ STEP_BUCKETS = (0.1, 1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 36
 MODEL_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
 PING_TIMEOUT = 2.0
 RUN_STATES: tuple[str, ...] = get_args(RunState)
+# The method label's values; any other method is ``other`` (a label's values must be bounded).
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 
 HTTP_REQUEST_SECONDS = Histogram(
     "ax3l_http_request_seconds",
@@ -110,8 +114,9 @@ class RequestTimer:
             template = getattr(scope.get("route"), "path", None)
             route = template or ("unmatched" if status == 404 else "other")
             if route != "/metrics":
+                method = scope.get("method", "")
                 HTTP_REQUEST_SECONDS.labels(
-                    self.service, scope.get("method", ""), route, str(status)
+                    self.service, method if method in HTTP_METHODS else "other", route, str(status)
                 ).observe(time.perf_counter() - started)
 
 
@@ -174,7 +179,7 @@ class RunsByStatus:
         counts = collections.Counter(dict.fromkeys(RUN_STATES, 0))
         counts.update(self.settled)
         counts.update(dict(await self._counts(db, self.settled_through, None)))
-        for status, n in counts.items():
+        for status, n in bounded_states(counts).items():
             SNAKELAB_RUNS.labels(status).set(n)
 
     @staticmethod
@@ -187,3 +192,11 @@ class RunsByStatus:
             doing="counting runs by status",
         )
         return [(str(r["status"]), int(r["n"])) for r in rows]
+
+
+def bounded_states(counts: collections.Counter[str]) -> dict[str, int]:
+    """Runs by status with any status SnakeLab's table holds outside ``RUN_STATES`` counted as
+    ``other``: the label's values stay the known few whatever the table holds."""
+    bounded = {state: counts.get(state, 0) for state in RUN_STATES}
+    bounded["other"] = sum(n for state, n in counts.items() if state not in bounded)
+    return bounded

@@ -128,7 +128,8 @@ class Settings(BaseSettings):
     submit_settle_wait: float = setting(8.0, "AX3L_SUBMIT_SETTLE_WAIT", gt=0)
     """seconds to wait for SnakeLab to answer again after it did not answer a submission in
     time, before the outcome is settled (run adopted or known not to exist); the broker's wait
-    must fit in the tool channel's timeout together with AX3L_SNAKELAB_TIMEOUT"""
+    must fit in the tool channel's timeout together with AX3L_SNAKELAB_TIMEOUT (checked at
+    start: ``tool_channel.settle_does_not_fit``)"""
 
     zmq_endpoint: str = setting("tcp://127.0.0.1:61970", "AX3L_ZMQ_ENDPOINT")
     zmq_timeout: float = setting(15.0, "AX3L_ZMQ_TIMEOUT", gt=0)
@@ -184,10 +185,11 @@ class Settings(BaseSettings):
     seats_max_connections: int = setting(64, "AX3L_SEATS_MAX_CONNECTIONS", ge=1)
     """concurrent connections and requests the seats' endpoint serves; more get 503"""
     seats_rate_global: float = setting(200.0, "AX3L_SEATS_RATE_GLOBAL", gt=0)
-    """requests a second the seats' endpoint takes from all clients together (bursts of twice
-    that); more get 429"""
+    """requests a second the seats' endpoint takes from all clients without a seat's token
+    together (bursts of twice that); more get 429; a seat's requests never draw on it"""
     seats_rate_per_address: float = setting(20.0, "AX3L_SEATS_RATE_PER_ADDRESS", gt=0)
-    """requests a second it takes from one client address (bursts of twice that); more get 429"""
+    """requests a second it takes from one client address without a seat's token (IPv6: one
+    /64), and from each seat (bursts of twice that); more get 429"""
     seat_token_refresh: float = setting(5.0, "AX3L_SEAT_TOKEN_REFRESH", gt=0, le=300)
     """seconds the seats' endpoint trusts its copy of the seats table: a revoked token stops
     working (and a new one starts) within this bound"""
@@ -200,7 +202,7 @@ class Settings(BaseSettings):
     board through it; unset: the orchestrator starts the endpoint as its child process"""
     seats_db_user: str | None = setting(None, "AX3L_SEATS_DB_USER")
     """the seats' endpoint process's own database user: it may read seats and SnakeLab's
-    tables and insert events, nothing more (``ax3l-db grant-seats``); unset: DB_USER"""
+    tables, nothing more (``ax3l-db grant-seats``); unset: DB_USER"""
     seats_db_password: SecretStr = setting(SecretStr(""), "AX3L_SEATS_DB_PASSWORD")
     """its password (set both or neither)"""
     seat_turn_share: float = setting(1.0, "AX3L_SEAT_TURN_SHARE", gt=0, le=1)
@@ -216,6 +218,9 @@ class Settings(BaseSettings):
     compared (the model then reasons from a history that lacks the run still training)"""
     max_corrections: int = setting(3, "AX3L_MAX_CORRECTIONS", ge=0)
     retry_backoff_max: float = setting(60.0, "AX3L_RETRY_BACKOFF_MAX", gt=0)
+    unexpected_failure_limit: int = setting(10, "AX3L_UNEXPECTED_FAILURE_LIMIT", ge=1)
+    """times in a row the same unexpected failure of a loop step (its type and place) is
+    retried before the loop stops with a message naming it"""
     proposer: str | None = setting(None, "AX3L_PROPOSER")
     proposer_seed: int | None = setting(None, "AX3L_PROPOSER_SEED", ge=0)
     """seed of the random and tpe proposers' draws (unset: a fresh one each start);

@@ -214,3 +214,20 @@ def listen_endpoint(settings: Settings, override: str | None = None) -> str:
 def client_endpoint(settings: Settings) -> str:
     """Where an MCP child sends: env, config file (wildcards made local), default."""
     return connectable(listen_endpoint(settings))
+
+
+def settle_does_not_fit(settings: Settings) -> str | None:
+    """Why the broker's longest answer to a submission would not fit in the tool channel's
+    timeout, else None. An unanswered submit waits ``AX3L_SNAKELAB_TIMEOUT``, then up to
+    ``AX3L_SUBMIT_SETTLE_WAIT`` for SnakeLab to answer again; a client (an MCP child, a seat)
+    that gave up at ``AX3L_ZMQ_TIMEOUT`` before that would report a timeout for a proposal the
+    broker accepted. Checked when the broker and the orchestrator start."""
+    needed = settings.snakelab_timeout + settings.submit_settle_wait
+    if needed <= settings.zmq_timeout:
+        return None
+    return (
+        f"AX3L_SNAKELAB_TIMEOUT ({settings.snakelab_timeout:g} s) plus AX3L_SUBMIT_SETTLE_WAIT"
+        f" ({settings.submit_settle_wait:g} s) is {needed:g} s, more than AX3L_ZMQ_TIMEOUT"
+        f" ({settings.zmq_timeout:g} s): a submission the broker accepts after a late answer"
+        " would reach its client as a timeout. Raise AX3L_ZMQ_TIMEOUT or lower the other two"
+    )

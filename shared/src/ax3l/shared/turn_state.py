@@ -47,13 +47,15 @@ def checkpoint_order_problem(
             f"the latest round_robin_checkpoint (event {checkpoint_event_id}) has the parameter"
             f" order {parameter_order!r}, but this Ax3l visits {list(PARAMETER_ORDER)!r}. The"
             " order of an experiment cannot change and old checkpoints are not upgraded: back up"
-            " the database, then reset the experiment events with `ax3l-db reset-events --yes`"
-            " and start again"
+            " the database, then reset the experiment events with `ax3l-db reset-events --yes`;"
+            " SnakeLab still holds the runs, so take them as the new experiment's past with"
+            " `ax3l-db adopt` (or start on an empty SnakeLab database), then start again"
         )
     if type(index) is not int or not 0 <= index < len(PARAMETER_ORDER):
         return (
             f"the latest round_robin_checkpoint (event {checkpoint_event_id}) has the index"
-            f" {index!r}; reset the experiment events with `ax3l-db reset-events --yes`"
+            f" {index!r}; reset the experiment events with `ax3l-db reset-events --yes`, then"
+            " `ax3l-db adopt` (SnakeLab still holds the runs) and start again"
         )
     return None
 

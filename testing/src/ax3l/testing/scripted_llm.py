@@ -22,6 +22,9 @@ Behaviours (every one may add ``"delay": seconds`` before answering)::
     {"status": 500, "body": "boom"}                            an HTTP error (body: text or JSON)
     {"cut": "I think... I think..."}                           a reply cut at the request's
                                                                max_tokens (finish_reason length)
+    {"raw": "any text", "repeat": n}                           the text (n times, default once)
+                                                               as the body of a 200 JSON reply
+    {"raw_base64": "..."}                                      those bytes as that body
     {"random_call": {"hidden_size": [[64, 384, 16]], "epsilon_pair": [[0.85, 0.999], [0.9, 0.999]]}}
         calls the request's first tool; the entry is the key named after "assigned" in the tool
         description or the messages (else the first key mentioned); one [low, high] or
@@ -34,6 +37,7 @@ Behaviours (every one may add ``"delay": seconds`` before answering)::
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import random
 import re
@@ -178,7 +182,11 @@ def _random_call(rng: random.Random, spec: dict[str, Any], body: dict[str, Any])
 
 
 def build_reply(script: Script, behaviour: dict[str, Any], body: Any) -> tuple[int, Any]:
-    """The HTTP status and JSON (or text) body for one behaviour."""
+    """The HTTP status and JSON (or text, or bytes: sent as they are) body for one behaviour."""
+    if "raw" in behaviour:
+        return 200, str(behaviour["raw"]).encode("utf-8") * int(behaviour.get("repeat", 1))
+    if "raw_base64" in behaviour:
+        return 200, base64.b64decode(behaviour["raw_base64"])
     if "status" in behaviour:
         return int(behaviour["status"]), behaviour.get("body", "error")
     if "prose" in behaviour:
@@ -225,6 +233,8 @@ def make_handler(script: Script) -> type[BaseHTTPRequestHandler]:
             if isinstance(payload, (dict, list)):
                 data = json.dumps(payload).encode("utf-8")
                 kind = "application/json"
+            elif isinstance(payload, bytes):  # a raw reply: whatever a hostile server sends
+                data, kind = payload, "application/json"
             else:
                 data = str(payload).encode("utf-8")
                 kind = "text/plain; charset=utf-8"

@@ -15,6 +15,12 @@ Failures come in two audiences. What the model did wrong (prose, a wrong tool, w
 a reply cut at the cap) is ``correctable``: the conversation tells the model and asks again.
 What the server did (timeouts, HTTP errors, unreadable replies, a context overflow) ends the
 conversation.
+
+A reply is untrusted text: it is read up to ``MAX_REPLY_BYTES`` (more is an invalid reply, read
+no further), and it and its tool call's arguments are parsed by ``untrusted_json``, so a reply
+nested thousands deep, binary, or holding what no database can store is an ``invalid_reply``
+(which ends the conversation and counts toward the fallback), never an exception of another
+kind that would fail the loop's step.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,8 +37,11 @@ import httpx
 from ax3l.orchestrator.mcp_session import ToolDefinition
 from ax3l.orchestrator.prompt_budget import is_context_overflow
 from ax3l.orchestrator.reply_grammar import REASONING_END
+from ax3l.shared import untrusted_json
 
 BODY_EXCERPT = 500
+# The most of a reply read (a reply with 4,096 tokens of reasoning is some 20 KB).
+MAX_REPLY_BYTES = 1024 * 1024
 
 # Mistakes of the model that a correction prompt in the same conversation may fix.
 CORRECTABLE = frozenset({"no_tool_call", "wrong_tool", "wrong_arguments", "length"})
@@ -116,32 +126,57 @@ class ModelClient:
         """
         seconds = self.timeout if deadline is None else max(0.001, min(deadline, self.timeout))
         try:
-            async with asyncio.timeout(seconds):
-                response = await self._http.post(self.url, json=body)
+            async with (
+                asyncio.timeout(seconds),
+                self._http.stream("POST", self.url, json=body) as response,
+            ):
+                status, raw = response.status_code, await _read_capped(response)
         except (httpx.TimeoutException, TimeoutError) as exc:
             raise ModelFailure(
                 "timeout", f"no reply within {seconds:g} s", facts={"timeout_seconds": seconds}
             ) from exc
         except httpx.HTTPError as exc:
             raise ModelFailure("connection_error", f"{type(exc).__name__}: {exc}") from exc
-        if response.status_code >= 400:
-            text = response.text[:BODY_EXCERPT]
+        if raw is None:
+            raise ModelFailure("invalid_reply", f"the reply is over {MAX_REPLY_BYTES:,} bytes")
+        text = raw[: 4 * BODY_EXCERPT].decode("utf-8", "replace")[:BODY_EXCERPT]
+        if status >= 400:
             raise ModelFailure(
-                "context_overflow"
-                if is_context_overflow(response.status_code, text)
-                else "http_error",
-                f"HTTP {response.status_code}: {text}",
-                http_status=response.status_code,
+                "context_overflow" if is_context_overflow(status, text) else "http_error",
+                f"HTTP {status}: {text}",
+                http_status=status,
             )
         try:
-            reply = response.json()
-        except ValueError as exc:
-            raise ModelFailure(
-                "invalid_reply", f"the reply is not JSON: {response.text[:BODY_EXCERPT]}"
-            ) from exc
+            reply = untrusted_json.loads(raw)
+        except untrusted_json.UnsafeJSON as exc:
+            raise ModelFailure("invalid_reply", f"the reply is unusable JSON: {exc}") from None
+        except ValueError:
+            raise ModelFailure("invalid_reply", f"the reply is not JSON: {text!r}") from None
         if not isinstance(reply, dict):
             raise ModelFailure("invalid_reply", "the reply is not a JSON object", reply)
         return reply
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may be logged, stored in an event or printed: without a user, password,
+    query or fragment (where a hosted server's key would be)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+async def _read_capped(response: httpx.Response) -> bytes | None:
+    """The response's body, or None once it is over ``MAX_REPLY_BYTES`` (read no further)."""
+    chunks, size = [], 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > MAX_REPLY_BYTES:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _is_number(value: Any) -> bool:
@@ -212,7 +247,9 @@ def extract_grammar_call(reply: dict[str, Any], tool: ToolDefinition) -> ToolCal
     # is what follows its end.
     text = text.rsplit(REASONING_END, 1)[-1].strip()
     try:
-        arguments = json.loads(text)
+        arguments = untrusted_json.loads(text)
+    except untrusted_json.UnsafeJSON as exc:
+        raise ModelFailure("invalid_reply", f"the arguments are unusable JSON: {exc}") from None
     except ValueError:
         raise ModelFailure(
             "no_tool_call", f"the reply is not the arguments object: {text[:BODY_EXCERPT]!r}", reply
@@ -245,7 +282,9 @@ def extract_tool_call(reply: dict[str, Any], tool: ToolDefinition) -> ToolCall:
     else:
         raw_text = str(raw)
         try:
-            arguments = json.loads(raw_text)
+            arguments = untrusted_json.loads(raw_text)
+        except untrusted_json.UnsafeJSON as exc:
+            raise ModelFailure("invalid_reply", f"the arguments are unusable JSON: {exc}") from None
         except ValueError:
             raise ModelFailure(
                 "wrong_arguments", f"the arguments are not JSON: {raw_text[:BODY_EXCERPT]!r}", reply

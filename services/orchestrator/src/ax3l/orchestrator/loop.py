@@ -8,14 +8,18 @@ what the events say, startup recovery is just the first steps, and a restart any
 exactly where the events leave off. A failed step is retried after an exponential backoff.
 A full disk on the database server fails the step's write (its transaction rolled back), not
 the loop: the step is retried with the same backoff, and the status says "disk full" until a
-step goes through.
+step goes through. An unexpected failure (a bug, an unforeseen reply) is retried the same way,
+but the same one (its type, where it was raised) ``AX3L_UNEXPECTED_FAILURE_LIMIT`` times in a
+row stops the loop with ``RepeatedFailure``, whose message names it: retrying cannot fix a bug.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tenacity import (
     AsyncRetrying,
@@ -48,8 +52,13 @@ from ax3l.shared.submit_once import SubmissionRefused
 
 logger = logging.getLogger(__name__)
 
+
+class RepeatedFailure(RuntimeError):
+    """The same unexpected failure ``AX3L_UNEXPECTED_FAILURE_LIMIT`` steps in a row."""
+
+
 # These stop the loop: retrying cannot help and the user must act.
-FATAL = (DatabaseError, ParameterOrderChanged, SubmissionRefused)
+FATAL = (DatabaseError, ParameterOrderChanged, SubmissionRefused, RepeatedFailure)
 
 
 @dataclass(eq=False)
@@ -65,6 +74,7 @@ class ExperimentLoop:
     steps: int = 0
     cycles: CycleTracker = field(default_factory=CycleTracker)
     _last_unexpected: str | None = None
+    _unexpected: tuple[str, int] | None = None  # the last unexpected failure's place, its count
 
     async def run(self) -> None:
         """Step until cancelled or a fatal error."""
@@ -77,7 +87,7 @@ class ExperimentLoop:
         initial = min(1.0, backoff_max)
         retrying = AsyncRetrying(
             retry=retry_if_exception_type(StepFailed),
-            wait=wait_exponential_jitter(initial=initial, max=backoff_max, jitter=initial),
+            wait=wait_exponential_jitter(multiplier=initial, max=backoff_max, jitter=initial),
             before_sleep=self._backing_off,
             reraise=True,
         )
@@ -85,7 +95,7 @@ class ExperimentLoop:
         async for attempt in retrying:
             with attempt:
                 await self._guarded_step()
-        self._last_unexpected = None
+        self._last_unexpected = self._unexpected = None
         self.status.backoff_until = None
         self.status.disk_full = self.runs.db.disk_full.describe()
         self.steps += 1
@@ -121,11 +131,30 @@ class ExperimentLoop:
                 logger.exception("step failed unexpectedly")
             self._last_unexpected = text
             self.status.error(text)
+            self._count_unexpected(exc, text)
             raise StepFailed(text) from exc
 
     def run_models(self) -> RunModels:
         """The model of every run, shared with the proposer (one fit serves both)."""
         return self.proposer.deps.models
+
+    def _count_unexpected(self, exc: Exception, text: str) -> None:
+        """Count ``exc`` with the unexpected failures before it of the same type raised at the
+        same place (their messages may differ); ``RepeatedFailure`` at the limit."""
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else "?"
+        place = f"{type(exc).__name__} at {where}"
+        last = self._unexpected
+        count = last[1] + 1 if last is not None and last[0] == place else 1
+        self._unexpected = (place, count)
+        limit = self.settings.unexpected_failure_limit
+        if count >= limit:
+            raise RepeatedFailure(
+                f"the same unexpected failure {count} times in a row ({place}): {text}; retrying"
+                f" cannot fix it (AX3L_UNEXPECTED_FAILURE_LIMIT={limit}): fix its cause (the"
+                " log has its traceback), then start the orchestrator again, which continues"
+                " where the events say"
+            ) from exc
 
     def _prepare(self, index: object, include_current: bool = False) -> None:
         """Start the MCP sessions of the turns after round-robin ``index`` (and its own), so

@@ -31,6 +31,7 @@ from pathlib import Path
 import uvicorn
 
 from ax3l.orchestrator.alerts import AlertWatcher
+from ax3l.orchestrator.llm_client import shown_url
 from ax3l.orchestrator.loop import FATAL, ExperimentLoop
 from ax3l.orchestrator.mcp_session import bound_session
 from ax3l.orchestrator.proposers import ProposerDeps, make_proposer
@@ -57,6 +58,7 @@ from ax3l.shared.settings import LLM_PROPOSERS, PROPOSER_NAMES, Settings
 from ax3l.shared.snakelab_hosts import SnakeLabHosts, snakelab_client
 from ax3l.shared.submit_once import OnceSubmitter
 from ax3l.shared.tasks import stop_task
+from ax3l.shared.tool_channel import settle_does_not_fit
 
 logger = logging.getLogger("ax3l.orchestrator")
 
@@ -111,14 +113,14 @@ def configure(args: argparse.Namespace, settings: Settings) -> tuple[Settings, s
     if name is None:
         name = "llm" if settings.llm_url else "tpe"
     if name in LLM_PROPOSERS:
-        note = f"proposer: {name}, model server {settings.llm_url}"
+        note = f"proposer: {name}, model server {shown_url(settings.llm_url or '')}"
     elif name == "external":
         note = (
             f"proposer: external, seats at http://{settings.seats_host}:{settings.seats_port}/mcp"
             f" (fallback {settings.llm_fallback} after {settings.external_deadline:g} s)"
         )
     elif settings.llm_url:
-        note = f"proposer: {name} (the model server {settings.llm_url} is not used)"
+        note = f"proposer: {name} (the model server {shown_url(settings.llm_url)} is not used)"
     elif args.proposer or settings.proposer:
         note = f"proposer: {name}"
     else:
@@ -230,7 +232,7 @@ async def run(settings: Settings, schema: ConfigSchema, proposer_name: str) -> i
         loop.add_signal_handler(sig, stop.set)
     try:
         await process.loop.proposer.start()
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: the seats' endpoint without its login
         print(f"ax3l-orchestrator: {exc}", file=sys.stderr, flush=True)
         await process.close()
         return 2
@@ -338,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         arm(armed_points())
         settings, proposer_name, note = configure(args, Settings())
+        if (misfit := settle_does_not_fit(settings)) is not None:
+            raise ConfigurationError(misfit)
         schema = load_schema(settings.schema_path)
         notifier_from(settings)
     except (

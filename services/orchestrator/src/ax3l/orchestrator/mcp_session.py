@@ -10,7 +10,6 @@ definition sent to the model is exactly that.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
 import time
@@ -25,6 +24,7 @@ from mcp.client.stdio import get_default_environment
 
 from ax3l.app.snakelab.tools.binding import BINDING_ENV
 from ax3l.orchestrator.mcp_fork import forked_stdio, zygote_for
+from ax3l.shared import untrusted_json
 from ax3l.shared.registry import Entry
 from ax3l.shared.settings import Settings
 from ax3l.shared.stack.spec import BASIC_KEYS, process_env
@@ -117,7 +117,7 @@ class BoundSession:
         if result.is_error:
             raise ToolSessionFailed(f"{self.tool.name} failed: {text or 'no detail'}")
         try:
-            payload = json.loads(text)
+            payload = untrusted_json.loads(text)
         except ValueError:
             payload = None
         if not isinstance(payload, dict):

@@ -20,6 +20,8 @@ from typing import Any
 
 import httpx
 
+from ax3l.shared import untrusted_json
+
 # Used when neither the setting nor the server's /props says how large the context is.
 DEFAULT_CONTEXT_TOKENS = 16_384
 # The chat template's own tokens: role markers around each message, the tool block's frame,
@@ -109,7 +111,7 @@ async def model_context_tokens(
             response = await client.get(url, timeout=httpx.Timeout(request_timeout))
         if response.status_code != 200:
             return None
-        props = response.json()
+        props = untrusted_json.loads(response.content)
     except (httpx.HTTPError, ValueError):
         return None
     if not isinstance(props, dict):

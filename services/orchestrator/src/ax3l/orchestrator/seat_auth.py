@@ -2,12 +2,22 @@
 
 1. the ``Host`` and ``Origin`` headers (``seat_limits.HostCheck``; 421 / 403), whatever the
    bind address;
-2. the client address's and everyone's request rate (``seat_limits.Buckets``; 429 with
-   ``Retry-After``), the address from a proxy header only behind a trusted proxy;
-3. an active seat's bearer token (401), looked up in the seats' in-memory copy
-   (``SeatDirectory``: a revoke takes effect within ``AX3L_SEAT_TOKEN_REFRESH`` seconds);
-4. a seat that was already told it is over ``AX3L_SEAT_RATE_LIMIT`` gets 429 until its
-   window frees (``seat_blocked``).
+2. the bearer token, looked up in the seats' in-memory copy (``SeatDirectory``: a revoke takes
+   effect within ``AX3L_SEAT_TOKEN_REFRESH`` seconds). A request without an active seat's token
+   draws on the strangers' buckets (``seat_limits.Buckets``: its client address's, an IPv6
+   address by its /64, and the one all strangers share; 429 with ``Retry-After``), the address
+   from a proxy header only behind a trusted proxy, and then gets 401. The token is read first
+   so that no flood of strangers, from however many addresses, can empty a seat's bucket: a
+   seat's requests draw on its own bucket only (429 when it is empty);
+3. a seat that was already told it is over ``AX3L_SEAT_RATE_LIMIT`` gets 429 until its
+   window frees (``seat_blocked``), and one with ``MAX_IN_FLIGHT`` requests being served gets
+   429 for another.
+
+Only ``POST`` is served (405 for any other method, before the token is read): the endpoint is
+stateless and answers in JSON, so it needs nothing else, and a ``GET`` would open a
+server-sent-event stream that never ends and holds one of the ``AX3L_SEATS_MAX_CONNECTIONS``
+slots. Every request a seat makes draws on its bucket, whatever it asks, and each has an
+overall deadline (``deadline``): past it the request gets 504 and its slot is free again.
 
 A refused request writes nothing to the database: it is counted by reason
 (``RefusalCounter``) and logged at most every few seconds per reason with the client address.
@@ -18,15 +28,17 @@ only that (its error goes to the log, never to a client without a token).
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import json
 import logging
 import math
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from starlette.datastructures import Headers
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ax3l.orchestrator.seat_limits import (
     Buckets,
@@ -50,6 +62,8 @@ CURRENT_ADDRESS: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 METRICS_PATH = "/metrics"
 _LOOPBACK_PEERS = ("127.0.0.1", "::1")
 _FORWARD_HEADERS = ("x-forwarded-for", "forwarded", "x-real-ip")
+# Requests of one seat served at once; one more gets 429.
+MAX_IN_FLIGHT = 4
 
 
 class SeatAuth:
@@ -66,6 +80,7 @@ class SeatAuth:
         refusals: RefusalCounter,
         metrics: Callable[[], str] | None = None,
         seat_blocked: Callable[[str], float | None] | None = None,
+        deadline: float = 60.0,
     ):
         self.app = app
         self.seats = seats
@@ -75,11 +90,15 @@ class SeatAuth:
         self.refusals = refusals
         self.metrics = metrics
         self.seat_blocked = seat_blocked
+        self.deadline = deadline
+        self.in_flight: Counter[str] = Counter()
         self.answered = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] == "lifespan":
             await self.app(scope, receive, send)
+            return
+        if scope["type"] != "http":  # a websocket: nothing here speaks it
             return
         self.answered += 1
         headers = Headers(scope=scope)
@@ -100,55 +119,115 @@ class SeatAuth:
         ):
             await text_response(send, 200, self.metrics())
             return
-        wait = self.buckets.admit(address)
-        if wait is not None:
-            await self._deny(send, "too_many_requests", address, 429, "slow down", wait=wait)
-            return
-        scheme, _, token = headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            await self._unauthorized(
-                send, "no_token", address, "send Authorization: Bearer <token>"
+        if scope.get("method") != "POST":
+            await self._deny(
+                send, "wrong_method", address, 405, "only POST is served", headers={"allow": "POST"}
             )
             return
-        try:
-            verdict = await self.seats.verify(token.strip())
-        except DatabaseError as exc:
-            logger.warning("seat endpoint: cannot read the seats: %s", exc)
-            await self._deny(send, "unavailable", address, 503, "try again later", wait=5)
+        seat = await self._seat(headers, address, send)
+        if seat is None:
             return
-        if verdict.seat is None:
-            await self._unauthorized(
-                send, "unknown_token", address, "this token belongs to no seat"
-            )
-            return
-        if not verdict.allowed:
-            await self._unauthorized(
+        if self.in_flight[seat] >= MAX_IN_FLIGHT:
+            await self._deny(
                 send,
-                "revoked",
-                address,
-                f"seat {verdict.seat.name!r} was revoked; ask for a new token",
+                "in_flight",
+                f"{address} (seat {seat})",
+                429,
+                f"seat {seat} has {MAX_IN_FLIGHT} requests being served; wait for their answers",
+                error="too_many_requests",
+                wait=1,
             )
             return
-        wait = self.seat_blocked(verdict.seat.name) if self.seat_blocked else None
+        self.in_flight[seat] += 1
+        seat_reset = CURRENT_SEAT.set(seat)
+        address_reset = CURRENT_ADDRESS.set(address)
+        try:
+            await self._within_deadline(scope, receive, send, f"{address} (seat {seat})")
+        finally:
+            CURRENT_SEAT.reset(seat_reset)
+            CURRENT_ADDRESS.reset(address_reset)
+            self.in_flight[seat] -= 1
+            if not self.in_flight[seat]:
+                del self.in_flight[seat]
+
+    async def _within_deadline(self, scope: Scope, receive: Receive, send: Send, who: str) -> None:
+        """The MCP app on the request, cut at ``deadline`` seconds: 504 when nothing was
+        answered yet (else the connection is closed mid-answer)."""
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            async with asyncio.timeout(self.deadline):
+                await self.app(scope, receive, sending)
+        except TimeoutError:
+            self.refusals.count("deadline", who)
+            if not started:
+                text = f"the request took longer than {self.deadline:g} s"
+                await json_response(send, 504, {"error": "deadline", "error_description": text})
+
+    async def _seat(self, headers: Headers, address: str, send: Send) -> str | None:
+        """The active seat whose bearer token the request carries, within its own rate; else
+        None, the refusal sent. Without an active seat's token the strangers' buckets are
+        charged (429) before the 401."""
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        token = token.strip() if scheme.lower() == "bearer" else ""
+        verdict = None
+        if token:
+            try:
+                verdict = await self.seats.verify(token)
+            except DatabaseError as exc:
+                logger.warning("seat endpoint: cannot read the seats: %s", exc)
+                wait = self.buckets.admit_stranger(address)
+                if wait is not None:
+                    await self._deny(
+                        send, "too_many_requests", address, 429, "slow down", wait=wait
+                    )
+                else:
+                    await self._deny(send, "unavailable", address, 503, "try again later", wait=5)
+                return None
+        if verdict is None or verdict.seat is None or not verdict.allowed:
+            wait = self.buckets.admit_stranger(address)
+            if wait is not None:
+                await self._deny(send, "too_many_requests", address, 429, "slow down", wait=wait)
+            elif verdict is None:
+                await self._unauthorized(
+                    send, "no_token", address, "send Authorization: Bearer <token>"
+                )
+            elif verdict.seat is None:
+                await self._unauthorized(
+                    send, "unknown_token", address, "this token belongs to no seat"
+                )
+            else:
+                await self._unauthorized(
+                    send,
+                    "revoked",
+                    address,
+                    f"seat {verdict.seat.name!r} was revoked; ask for a new token",
+                )
+            return None
+        seat = verdict.seat.name
+        who = f"{address} (seat {seat})"
+        wait = self.buckets.admit_seat(seat)
         if wait is not None:
-            seat = verdict.seat.name
+            await self._deny(send, "seat_too_many_requests", who, 429, "slow down", wait=wait)
+            return None
+        wait = self.seat_blocked(seat) if self.seat_blocked else None
+        if wait is not None:
             await self._deny(
                 send,
                 "rate_limited",
-                f"{address} (seat {seat})",
+                who,
                 429,
                 f"seat {seat} is over AX3L_SEAT_RATE_LIMIT",
                 error="too_many_requests",
                 wait=wait,
             )
-            return
-        seat_reset = CURRENT_SEAT.set(verdict.seat.name)
-        address_reset = CURRENT_ADDRESS.set(address)
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            CURRENT_SEAT.reset(seat_reset)
-            CURRENT_ADDRESS.reset(address_reset)
+            return None
+        return seat
 
     async def _deny(
         self,
@@ -165,8 +244,10 @@ class SeatAuth:
         "error_description": text}``, with ``Retry-After`` (whole seconds, at least 1) when
         the client should ``wait``."""
         self.refusals.count(reason, who)
+        # A refused client keeps no connection open: every slot is one of the served's.
+        headers = {**(headers or {}), "connection": "close"}
         if wait is not None:
-            headers = {"retry-after": str(max(1, math.ceil(wait)))}
+            headers["retry-after"] = str(max(1, math.ceil(wait)))
         body = {"error": error or reason, "error_description": text}
         await json_response(send, status, body, headers)
 

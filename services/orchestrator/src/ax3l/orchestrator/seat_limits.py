@@ -7,9 +7,12 @@
 * ``client_address``: the socket's peer, or, only when that peer is one of
   ``AX3L_SEATS_TRUSTED_PROXIES``, the right-most ``X-Forwarded-For`` address no trusted proxy
   added.
-* ``Buckets``: token buckets, one global (``AX3L_SEATS_RATE_GLOBAL`` requests a second) and
-  one per client address (``AX3L_SEATS_RATE_PER_ADDRESS``), each with a second's worth of
-  burst twice over; the per-address table is bounded (``MAX_ADDRESSES``, the idlest dropped).
+* ``Buckets``: token buckets, each with a second's worth of burst twice over. Requests
+  without an active seat's token share one (``AX3L_SEATS_RATE_GLOBAL`` requests a second) and
+  take one per client address too (``AX3L_SEATS_RATE_PER_ADDRESS``; an IPv6 address by its
+  /64, what one host is usually given); each seat has one of its own at the per-address rate
+  that only its token draws on, so no stranger and no other seat can empty it. The
+  per-address table is bounded (``MAX_ADDRESSES``, the idlest dropped).
 * ``RateLimiter``: a seat's tool calls, at most ``AX3L_SEAT_RATE_LIMIT`` in any 60 s. The first
   call over it gets a tool error that says so; until the window frees, the seat's further
   requests get 429 at the door, before the MCP layer reads them.
@@ -70,8 +73,8 @@ class _Bucket:
 
 
 class Buckets:
-    """A global token bucket and one per client address; ``admit`` says whether a request may
-    go ahead (and takes its token) or how many seconds until one would be there."""
+    """The token buckets of the door; ``admit_stranger`` and ``admit_seat`` say whether a
+    request may go ahead (and take its tokens) or how many seconds until one would be there."""
 
     def __init__(
         self,
@@ -83,29 +86,43 @@ class Buckets:
         self.global_rate, self.address_rate = global_rate, address_rate
         self.clock = clock
         self.max_addresses = max_addresses
-        self.everyone = _Bucket(2 * global_rate, clock())
+        self.strangers = _Bucket(2 * global_rate, clock())
         self.addresses: dict[str, _Bucket] = {}
+        self.seats: dict[str, _Bucket] = {}
 
     @staticmethod
     def _fill(bucket: _Bucket, rate: float, now: float) -> None:
         bucket.tokens = min(2 * rate, bucket.tokens + (now - bucket.at) * rate)
         bucket.at = now
 
-    def admit(self, address: str) -> float | None:
+    def admit_stranger(self, address: str) -> float | None:
+        """A request without an active seat's token, from ``address``: its address's bucket
+        and the strangers' shared one."""
         now = self.clock()
-        mine = self.addresses.get(address)
+        key = address_key(address)
+        mine = self.addresses.get(key)
         if mine is None:
             if len(self.addresses) >= self.max_addresses:
                 self._prune(now)
-            mine = self.addresses[address] = _Bucket(2 * self.address_rate, now)
+            mine = self.addresses[key] = _Bucket(2 * self.address_rate, now)
         self._fill(mine, self.address_rate, now)
-        self._fill(self.everyone, self.global_rate, now)
+        self._fill(self.strangers, self.global_rate, now)
         if mine.tokens < 1:
             return (1 - mine.tokens) / self.address_rate
-        if self.everyone.tokens < 1:
-            return (1 - self.everyone.tokens) / self.global_rate
+        if self.strangers.tokens < 1:
+            return (1 - self.strangers.tokens) / self.global_rate
         mine.tokens -= 1
-        self.everyone.tokens -= 1
+        self.strangers.tokens -= 1
+        return None
+
+    def admit_seat(self, seat: str) -> float | None:
+        """A request with ``seat``'s active token: the seat's own bucket only."""
+        now = self.clock()
+        mine = self.seats.setdefault(seat, _Bucket(2 * self.address_rate, now))
+        self._fill(mine, self.address_rate, now)
+        if mine.tokens < 1:
+            return (1 - mine.tokens) / self.address_rate
+        mine.tokens -= 1
         return None
 
     def _prune(self, now: float) -> None:
@@ -118,6 +135,20 @@ class Buckets:
             idlest = sorted(self.addresses, key=lambda a: self.addresses[a].at)
             for address in idlest[: len(idlest) // 2 + 1]:
                 del self.addresses[address]
+
+
+def address_key(address: str) -> str:
+    """The rate limit's key of a client address: an IPv6 address by its /64 (one host usually
+    holds a whole /64 and could rotate through it), an IPv4 address (mapped or not) as it is."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
 
 
 def split_list(text: str) -> list[str]:

@@ -27,18 +27,28 @@ Either way one JSON message a line:
   ``{"op": "close", "checkpoint_event_id": N}``;
 * endpoint -> orchestrator: ``{"ready": true}`` once it listens (or ``{"error": ...}``),
   ``{"answered": N}`` when a seat's submission for turn N was accepted (a wake-up: the
-  proposer reads the answer from the events, as always), and ``{"closed": N, "winner": ...,
-  "run_id": ...}`` once a close has waited for a submission being forwarded.
+  proposer reads the answer from the events, as always), ``{"closed": N, "winner": ...,
+  "run_id": ...}`` once a close has waited for a submission being forwarded, and
+  ``{"event": name, "content": {...}, "level": ...}``, a seat's event for the orchestrator to
+  write (``EventRelay``).
 
 The settings reach the child pickled over the socket pair (never on a command line or in its
 environment; never over the unix socket of the service form). The endpoint opens a database
 pool of its own with its own login, ``AX3L_SEATS_DB_USER`` (``ax3l-db grant-seats``: SELECT
-on ``seats`` and SnakeLab's tables, INSERT on ``events`` and ``event_messages``, nothing
-more; unset, it logs a warning and uses Ax3l's). So it reads no events: a history asked for
-while no turn is open is relative to the golden configuration the orchestrator last sent (at
-the start, and with each turn). The child exits when its socket closes (the orchestrator
-stopped, or died); an endpoint that died is started again when the next turn opens (a
-service: restarted by compose or make run's supervisor, reconnected then).
+on ``seats`` and SnakeLab's tables, nothing more; unset, it logs a warning and uses Ax3l's).
+So it reads no events: a history asked for while no turn is open is relative to the golden
+configuration the orchestrator last sent (at the start, and with each turn). And it writes
+none: the endpoint is the part of Ax3l that parses the internet's requests, and the loop
+trusts the events (a turn's answer is its ``proposal_accepted``, the golden its
+``golden_config_created``), so the endpoint's own events (``seat_call``,
+``seat_call_refused``) go to the orchestrator over the socket, which writes them after
+checking that they are of those two kinds and valid, at most ``EVENTS_PER_MINUTE``, hung on
+its own open turn only when they name its checkpoint. Events of a service endpoint without an
+orchestrator wait for the next (at most ``EVENTS_BUFFERED``).
+
+The child exits when its socket closes (the orchestrator stopped, or died); an endpoint that
+died is started again when the next turn opens (a service: restarted by compose or make run's
+supervisor, reconnected then).
 
     python -m ax3l.orchestrator.seat_process CONTROL_FD
     python -m ax3l.orchestrator.seat_process serve
@@ -48,6 +58,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import contextlib
 import json
 import logging
@@ -61,26 +72,44 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from pydantic import ValidationError
+
 from ax3l.orchestrator.prompts import Prompt
-from ax3l.orchestrator.seat_server import SeatEndpoint, SeatReads
+from ax3l.orchestrator.seat_limits import RateLimiter, RefusalCounter
+from ax3l.orchestrator.seat_server import (
+    SEAT_EVENTS,
+    SeatEndpoint,
+    SeatEvent,
+    SeatReads,
+    seat_event_fields,
+)
 from ax3l.orchestrator.seat_turns import OpenTurn, TurnBoard
 from ax3l.orchestrator.seats import SeatDirectory
 from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import cached_schema
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import GoldenConfigCreated
 from ax3l.shared.registry import BY_NAME
 from ax3l.shared.settings import Settings
+from ax3l.shared.stack.spec import process_env
 
 logger = logging.getLogger(__name__)
 
 MODULE = "ax3l.orchestrator.seat_process"
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
 START_TIMEOUT = 60.0
 CLOSE_TIMEOUT = 30.0
 # Seconds a turn's opening waits for an endpoint service that went away to answer again.
 RECONNECT_WAIT = 5.0
 LINE_LIMIT = 16 * 1024 * 1024
+# Seat events the orchestrator writes for the endpoint in any minute (a seat makes at most
+# AX3L_SEAT_RATE_LIMIT calls a minute), and those an endpoint keeps while no orchestrator is
+# connected; more are dropped and counted.
+EVENTS_PER_MINUTE = 3000
+EVENTS_BUFFERED = 1000
+LEVELS = (None, "INFO", "WARNING", "ERROR")
 # How much nicer than the orchestrator the endpoint's process runs.
 NICE = 10
 
@@ -92,8 +121,15 @@ GoldenReader = Callable[[], Awaitable[GoldenConfigCreated | None]]
 
 def endpoint_login(settings: Settings) -> Settings:
     """``settings`` with the endpoint's own database login (``AX3L_SEATS_DB_USER``), or as they
-    are when none is configured (a warning: Ax3l's own login has every grant on its database)."""
+    are when none is configured (a warning: Ax3l's own login has every grant on its database;
+    refused when the endpoint listens beyond loopback, where the internet may reach it)."""
     if not settings.seats_db_user:
+        if settings.seats_host not in LOOPBACK:
+            raise ValueError(
+                f"AX3L_SEATS_HOST={settings.seats_host} is reachable from other machines: set"
+                " AX3L_SEATS_DB_USER and AX3L_SEATS_DB_PASSWORD (ax3l-db grant-seats), so the"
+                " endpoint does not serve them with Ax3l's own database login"
+            )
         logger.warning(
             "no AX3L_SEATS_DB_USER: the seats' endpoint uses Ax3l's own database login"
             " (see ax3l-db grant-seats)"
@@ -179,14 +215,23 @@ class SeatProcess:
     """Starts, feeds and stops the endpoint's process; ``board`` is the proposer's board.
 
     ``payload`` builds what ``current_turn`` answers for a turn and ``golden`` reads the golden
-    configuration, both with the orchestrator's database access."""
+    configuration, both with the orchestrator's database access; ``log`` writes the seats'
+    events the endpoint sends."""
 
     def __init__(
-        self, settings: Settings, payload: PayloadBuilder, golden: GoldenReader | None = None
+        self,
+        settings: Settings,
+        payload: PayloadBuilder,
+        golden: GoldenReader | None = None,
+        *,
+        log: EventLog,
     ):
         self.settings = settings
         self.payload = payload
         self.golden = golden
+        self.log = log
+        self.events = RateLimiter(EVENTS_PER_MINUTE)
+        self.dropped = RefusalCounter()
         self.board = RemoteBoard(self)
         self.process: asyncio.subprocess.Process | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -203,6 +248,12 @@ class SeatProcess:
         if self.settings.seats_board_socket:
             await self._connect(self.settings.seats_board_socket, wait)
             return
+        # The child gets what it needs and no more: no environment but the process's basics
+        # (none of Ax3l's passwords or alert URLs), and settings with its own login in
+        # place of Ax3l's and without the alert or model URLs.
+        mine = endpoint_login(self.settings).model_copy(
+            update={"notify_urls": None, "llm_url": None}
+        )
         ours, theirs = socket.socketpair()
         try:
             self.process = await asyncio.create_subprocess_exec(
@@ -212,11 +263,12 @@ class SeatProcess:
                 str(theirs.fileno()),
                 pass_fds=[theirs.fileno()],
                 stdin=subprocess.DEVNULL,
+                env=process_env(os.environ),
             )
         finally:
             theirs.close()
         reader, writer = await asyncio.open_unix_connection(sock=ours, limit=LINE_LIMIT)
-        settings = base64.b64encode(pickle.dumps(self.settings)).decode()
+        settings = base64.b64encode(pickle.dumps(mine)).decode()
         await self._hello(reader, writer, {"settings": settings})
 
     async def _connect(self, path: str, wait: float) -> None:
@@ -263,17 +315,14 @@ class SeatProcess:
         )
 
     async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(OSError):
+        try:
             while line := await reader.readline():
-                message = json.loads(line)
-                if "answered" in message:
-                    turn = self.board.turn
-                    if turn is not None and turn.checkpoint_event_id == message["answered"]:
-                        turn.answered.set()
-                elif "closed" in message:
-                    future = self._closing.pop(int(message["closed"]), None)
-                    if future is not None and not future.done():
-                        future.set_result(message)
+                try:
+                    await self._take(json.loads(line))
+                except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                    self.dropped.count("malformed", f"{type(exc).__name__}: {exc}"[:200])
+        except (OSError, ValueError) as exc:  # ValueError: a line over LINE_LIMIT
+            logger.warning("the seats' endpoint's socket: %s", exc)
         if not self._stopping:
             logger.error("the seats' endpoint process exited; it is started again next turn")
         writer.close()
@@ -283,6 +332,44 @@ class SeatProcess:
             if not future.done():
                 future.set_result({})
         self._closing.clear()
+
+    async def _take(self, message: dict[str, Any]) -> None:
+        """One message of the endpoint's (see the module)."""
+        if "answered" in message:
+            turn = self.board.turn
+            if turn is not None and turn.checkpoint_event_id == message["answered"]:
+                turn.answered.set()
+        elif "closed" in message:
+            future = self._closing.pop(int(message["closed"]), None)
+            if future is not None and not future.done():
+                future.set_result(message)
+        elif "event" in message:
+            await self._write_event(message)
+
+    async def _write_event(self, message: dict[str, Any]) -> None:
+        """A seat's event the endpoint sent, written when it is one of the endpoint's own kinds
+        and valid, within ``EVENTS_PER_MINUTE``; hung on the open turn only when it names the
+        turn's checkpoint. Anything else is dropped and counted, never written."""
+        model = SEAT_EVENTS.get(str(message["event"]))
+        level = message.get("level")
+        if model is None or level not in LEVELS:
+            self.dropped.count("not_a_seat_event", str(message["event"])[:100])
+            return
+        try:
+            event = model.model_validate(message.get("content"))
+        except ValidationError:
+            self.dropped.count("invalid_seat_event", model.event)
+            return
+        if self.events.admit("events") is not None:
+            self.dropped.count("too_many_seat_events", model.event)
+            return
+        turn = self.board.turn
+        if turn is not None and turn.checkpoint_event_id != event.checkpoint_event_id:
+            turn = None
+        try:
+            await self.log.log(event, **seat_event_fields(event, turn, level))
+        except DatabaseError as exc:  # the loop meets the outage itself; the reader goes on
+            self.dropped.count("seat_event_unwritten", f"{model.event}: {exc}"[:200])
 
     async def send(self, message: dict[str, Any]) -> None:
         async with self._lock:
@@ -338,33 +425,81 @@ class SeatProcess:
 # -- the endpoint's side ----------------------------------------------------------------------
 
 
+class EventRelay:
+    """The endpoint's events, sent to the orchestrator to write (see the module); kept, at most
+    ``EVENTS_BUFFERED``, while no orchestrator is connected or it does not read."""
+
+    def __init__(self) -> None:
+        self.writer: asyncio.StreamWriter | None = None
+        self.waiting: collections.deque[bytes] = collections.deque()
+        self.dropped = RefusalCounter()
+
+    def send(self, event: SeatEvent, level: str | None) -> None:
+        line = _line({"event": event.event, "content": event.stored(), "level": level})
+        writer = self.writer
+        if writer is None or writer.is_closing() or _backed_up(writer):
+            if len(self.waiting) >= EVENTS_BUFFERED:
+                self.waiting.popleft()
+                self.dropped.count("seat_events_dropped", "no orchestrator reads them")
+            self.waiting.append(line)
+            return
+        writer.write(line)
+
+    def attach(self, writer: asyncio.StreamWriter) -> None:
+        """Send to ``writer`` from now on, the events kept meanwhile first."""
+        self.writer = writer
+        while self.waiting:
+            writer.write(self.waiting.popleft())
+
+    def detach(self, writer: asyncio.StreamWriter) -> None:
+        if self.writer is writer:
+            self.writer = None
+
+
+def _backed_up(writer: asyncio.StreamWriter) -> bool:
+    return writer.transport.get_write_buffer_size() > LINE_LIMIT
+
+
 def _golden(value: Any) -> GoldenConfigCreated | None:
     return None if value is None else GoldenConfigCreated.model_validate(value)
 
 
 async def open_endpoint(
     settings: Settings, golden: GoldenConfigCreated | None
-) -> tuple[Database, SeatEndpoint]:
-    """The endpoint listening, on a pool of its own login (``endpoint_login``)."""
+) -> tuple[Database, SeatEndpoint, EventRelay]:
+    """The endpoint listening, on a pool of its own login (``endpoint_login``), its events
+    relayed to the orchestrator."""
     db = await Database(endpoint_login(settings)).open()
+    relay = EventRelay()
     try:
         schema = cached_schema(settings.schema_file())
         reads = SeatReads(db, schema, ConfigIndex(db, schema), SeatDirectory(db))
         endpoint = SeatEndpoint(
-            reads, EventLog(db), settings, TurnBoard(), read_golden=False, idle_golden=golden
+            reads,
+            EventLog(db),
+            settings,
+            TurnBoard(),
+            read_golden=False,
+            idle_golden=golden,
+            forward=relay.send,
         )
         await endpoint.start()
     except BaseException:
         await db.close()
         raise
-    return db, endpoint
+    return db, endpoint, relay
 
 
 async def follow(
-    endpoint: SeatEndpoint, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    endpoint: SeatEndpoint,
+    relay: EventRelay,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
 ) -> None:
-    """Keep ``endpoint``'s board as the orchestrator at the other end says, until it goes."""
+    """Keep ``endpoint``'s board as the orchestrator at the other end says, and send it the
+    seats' events, until it goes."""
     board = endpoint.board
+    relay.attach(writer)
     watchers: set[asyncio.Task[None]] = set()
     last: OpenTurn | None = None  # the last turn this orchestrator opened
 
@@ -399,6 +534,7 @@ async def follow(
     except (OSError, ValueError, KeyError, TypeError) as exc:
         logger.warning("the seats' endpoint lost its orchestrator: %s", exc)
     finally:
+        relay.detach(writer)
         for task in watchers:
             task.cancel()
         if last is not None and board.turn is last:  # nobody will close it now
@@ -412,7 +548,7 @@ async def serve(control: socket.socket) -> int:
     first = json.loads(await reader.readline() or b"{}")
     settings: Settings = pickle.loads(base64.b64decode(first["settings"]))
     try:
-        db, endpoint = await open_endpoint(settings, _golden(first.get("golden")))
+        db, endpoint, relay = await open_endpoint(settings, _golden(first.get("golden")))
     except Exception as exc:
         writer.write(_line({"error": str(exc)}))
         await writer.drain()
@@ -420,7 +556,7 @@ async def serve(control: socket.socket) -> int:
     writer.write(_line({"ready": True, "pid": os.getpid()}))
     await writer.drain()
     try:
-        await follow(endpoint, reader, writer)
+        await follow(endpoint, relay, reader, writer)
     finally:
         await endpoint.stop()
         await db.close()
@@ -436,7 +572,7 @@ async def serve_socket(settings: Settings) -> int:
     path = settings.seats_board_socket
     assert path
     try:
-        db, endpoint = await open_endpoint(settings, None)
+        db, endpoint, relay = await open_endpoint(settings, None)
     except Exception as exc:
         print(f"seats endpoint: {exc}", file=sys.stderr)
         return 2
@@ -459,7 +595,7 @@ async def serve_socket(settings: Settings) -> int:
             await endpoint.board.close(endpoint.board.turn)
         writer.write(_line({"ready": True, "pid": os.getpid()}))
         await writer.drain()
-        await follow(endpoint, reader, writer)
+        await follow(endpoint, relay, reader, writer)
 
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)

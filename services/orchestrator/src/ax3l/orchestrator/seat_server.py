@@ -13,13 +13,16 @@ SnakeLab and never decides a proposal: a submission is forwarded to the broker a
 envelope the stdio MCP tool sends, so validation, duplicates, turn integrity, submission and
 their events are exactly the local path's.
 
-Every HTTP request passes ``SeatAuth`` first: an allowed Host and Origin, the global and
-per-address request rates, then ``Authorization: Bearer <seat token>`` against the seats'
-in-memory copy. A refused request is counted and sampled into the log, never written to the
-database, so a flood of strangers costs no write and at most one read per
-``AX3L_SEAT_TOKEN_REFRESH`` seconds.
+Every HTTP request passes ``SeatAuth`` first: an allowed Host and Origin, then
+``Authorization: Bearer <seat token>`` against the seats' in-memory copy, and the request rate
+of the seat, or (no active seat's token) of strangers by address and together. A refused
+request is counted and sampled into the log, never written to the database, so a flood of
+strangers costs no write and at most one read per ``AX3L_SEAT_TOKEN_REFRESH`` seconds.
 
-What a seat costs is bounded too. Arguments are typed exactly (``history``'s entry is one of
+What a seat costs is bounded too. Only POST is served (405 otherwise: a GET's event stream
+would never end), a seat has at most ``seat_auth.MAX_IN_FLIGHT`` requests being served, every
+one of its requests draws on its own rate bucket, and each has an overall deadline
+(``request_deadline``). Arguments are typed exactly (``history``'s entry is one of
 the entry names) and a request body is at most ``MAX_BODY`` bytes. A seat may make
 ``AX3L_SEAT_RATE_LIMIT`` tool calls a minute; calls beyond it are tool errors that are counted,
 not logged as events. A ``current_turn`` poll is an event only the first time a seat sees an
@@ -37,7 +40,7 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,6 +109,11 @@ MAX_BODY = 64 * 1024
 SHARE_WINDOW = 10
 # Seconds a history served while no turn is open stays cached.
 IDLE_HISTORY_SECONDS = 10.0
+SeatEvent = SeatCall | SeatCallRefused
+# The events the seats' endpoint writes, by name: the only ones it may have written.
+SEAT_EVENTS: dict[str, type[SeatEvent]] = {
+    model.event: model for model in (SeatCall, SeatCallRefused)
+}
 
 
 @dataclass(frozen=True)
@@ -147,6 +155,9 @@ class SeatEndpoint:
     # endpoint's own database user may not read events).
     read_golden: bool = True
     idle_golden: GoldenConfigCreated | None = None
+    # Apart from the orchestrator, the endpoint writes no event itself: each goes to the
+    # orchestrator (``seat_process``), which writes it. Inside, None: the endpoint writes.
+    forward: Callable[[SeatEvent, str | None], None] | None = None
 
     def __post_init__(self) -> None:
         settings = self.settings
@@ -172,14 +183,11 @@ class SeatEndpoint:
         if turn is not None:
             content.setdefault("checkpoint_event_id", turn.checkpoint_event_id)
         content.setdefault("client", CURRENT_ADDRESS.get())
-        await self.log.log(
-            model.model_validate({"seat": seat, **content}),
-            level=level,
-            process_id=turn.conversation_id if turn else None,
-            parent_event_id=turn.started_event_id if turn else None,
-            source_name=seat,
-            parameter=turn.entry.name if turn else None,
-        )
+        event = model.model_validate({"seat": seat, **content})
+        if self.forward is not None:
+            self.forward(event, level)
+            return
+        await self.log.log(event, **seat_event_fields(event, turn, level))
 
     async def _refuse(self, seat: str, tool: str, reason: str, message: str, **facts: Any) -> None:
         """Log a refused tool call and raise the tool error the seat reads."""
@@ -427,6 +435,7 @@ class SeatEndpoint:
             self.refusals,
             self.metrics,
             self._seat_blocked,
+            deadline=request_deadline(self.settings),
         )
         return self._auth
 
@@ -482,6 +491,15 @@ class SeatEndpoint:
                 )
             await asyncio.sleep(0.02)
         logger.info("seat endpoint on http://%s:%s%s", config.host, config.port, MCP_PATH)
+        if config.host not in ("127.0.0.1", "::1", "localhost") and not self.trusted:
+            # Nothing here bounds how long or how large a request's headers may be: a proxy
+            # that buffers them must sit in front (docs/security.md, L1).
+            logger.warning(
+                "seat endpoint: listening on %s with no AX3L_SEATS_TRUSTED_PROXIES: put it"
+                " behind a reverse proxy that buffers requests (README: Connect your own"
+                " agent), and name that proxy",
+                config.host,
+            )
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -489,6 +507,24 @@ class SeatEndpoint:
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError, SystemExit, Exception):
                 await asyncio.wait_for(self._task, 10)
+
+
+def seat_event_fields(event: SeatEvent, turn: OpenTurn | None, level: str | None) -> dict[str, Any]:
+    """The columns of a seat's event: named by its seat, hung on the open turn's conversation
+    (``turn``, when the event is of that turn)."""
+    return {
+        "level": level,
+        "process_id": turn.conversation_id if turn else None,
+        "parent_event_id": turn.started_event_id if turn else None,
+        "source_name": event.seat,
+        "parameter": turn.entry.name if turn else None,
+    }
+
+
+def request_deadline(settings: Settings) -> float:
+    """A seat's request's overall deadline: a submission forwarded to the broker may wait for
+    another seat's to be answered first, so two tool-channel timeouts, and 10 s more."""
+    return 2 * settings.zmq_timeout + 10
 
 
 async def turn_payload(schema: ConfigSchema, index: ConfigIndex, turn: OpenTurn) -> dict[str, Any]:

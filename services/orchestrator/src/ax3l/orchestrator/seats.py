@@ -25,9 +25,12 @@ from typing import Any
 import pymysql
 
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.intents import now
 
 TOKEN_PREFIX = "ax3l-seat-"
+# Seconds a failed read of the seats is not tried again (its error is raised again meanwhile).
+FAILED_READ_WAIT = 1.0
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -167,6 +170,7 @@ class SeatDirectory:
         self.clock = clock
         self._by_hash: dict[str, Seat] = {}
         self._read_at: float | None = None
+        self._failed: tuple[float, DatabaseError] | None = None
         self._lock = asyncio.Lock()
 
     async def _load(self) -> None:
@@ -184,11 +188,21 @@ class SeatDirectory:
 
     async def verify(self, token: str) -> Verdict:
         """The seat of ``token`` as of at most ``refresh`` seconds ago (``DatabaseError`` when
-        the copy is older and the table cannot be read: no stale answer is ever given)."""
+        the copy is older and the table cannot be read: no stale answer is ever given). A read
+        that failed is not tried again for ``FAILED_READ_WAIT`` seconds (its error is raised
+        again), so a flood of tokens while the database is away costs it nothing either."""
         if not self._fresh():
             async with self._lock:
                 if not self._fresh():
                     started = self.clock()
-                    await self._load()
+                    failed = self._failed
+                    if failed is not None and started - failed[0] < FAILED_READ_WAIT:
+                        raise failed[1]
+                    try:
+                        await self._load()
+                    except DatabaseError as exc:
+                        self._failed = (started, exc)
+                        raise
+                    self._failed = None
                     self._read_at = started
         return Verdict(self._by_hash.get(token_hash(token)))

@@ -65,8 +65,10 @@ async def on_http_error(request: Request, exc: Exception) -> Response:
 
 
 async def on_database_error(request: Request, exc: Exception) -> Response:
+    # The error's text names the server, the database and the login: the log's, not a page's
+    # (the pages need no login).
     log.warning("%s %s: %s", request.method, request.url.path, exc)
-    message = f"The database is unavailable or failed: {exc}"
+    message = "The database is unavailable or failed; the report server's log says why."
     if wants_json(request):
         return JSONResponse({"message": message, "detail": message}, status_code=503)
     return error_page(request, 503, "Database unavailable", [message])

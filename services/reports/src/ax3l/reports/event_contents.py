@@ -12,6 +12,7 @@ from typing import Any
 
 from ax3l.reports.event_sentences import prompt_sent, sentence, values_text
 from ax3l.reports.models.events import Reply, ToolCall
+from ax3l.shared import untrusted_json
 from ax3l.shared.events import CATALOG
 
 # Labels of the event filter; the user's page calls prompt_sent "Prompt".
@@ -41,8 +42,8 @@ def parse(content: str | None) -> Any:
     text = content.strip()
     if text[:1] in ("{", "["):
         try:
-            return json.loads(text)
-        except ValueError:
+            return untrusted_json.loads(text)
+        except ValueError:  # not JSON, or nested too deep to show as JSON: the text
             return content
     return content
 
@@ -87,7 +88,7 @@ def _tool_calls(calls: Any) -> list[ToolCall]:
         arguments = function.get("arguments")
         if isinstance(arguments, str):
             with contextlib.suppress(ValueError):
-                arguments = json.loads(arguments)
+                arguments = untrusted_json.loads(arguments)
         found.append(ToolCall(name=str(function.get("name", "?")), arguments=arguments))
     return found
 
@@ -147,6 +148,8 @@ def prefix_fields(text: str) -> dict[str, Any]:
                 return fields
             value, at = _DECODER.raw_decode(text, skip(at + 1))
         except (ValueError, RecursionError):
+            return fields
+        if untrusted_json.too_deep(value):
             return fields
         fields[key] = value
         at = skip(at)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, TypeAlias
 
 from ax3l.shared import event_models as ev
+from ax3l.shared import untrusted_json
 from ax3l.shared.event_models import EventContent, read_content
 from ax3l.shared.registry import BY_NAME
 
@@ -188,7 +189,7 @@ def tool_request_received(c: ev.ToolRequestReceived, parameter: str | None) -> s
         method = _text(c.get("method"))
         return None if method is None else f"Tool request {_short(method, 60)}{_for(parameter)}"
     try:
-        request = json.loads(text)
+        request = untrusted_json.loads(text)
     except ValueError:
         request = None
     if not isinstance(request, dict) or not isinstance(request.get("method"), str):

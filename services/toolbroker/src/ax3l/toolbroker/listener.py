@@ -27,6 +27,7 @@ import zmq.asyncio
 logger = logging.getLogger(__name__)
 
 HARD_LIMIT_FACTOR = 16
+RECEIVE_QUEUE = 16
 
 
 class ToolListener:
@@ -50,6 +51,9 @@ class ToolListener:
         sock = self._context.socket(zmq.ROUTER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.MAXMSGSIZE, self.max_bytes * HARD_LIMIT_FACTOR)
+        # Messages queued per peer before ZeroMQ stops reading from it (TCP pushes back, nothing
+        # is dropped): 16 of at most 1 MiB, not the default 1,000 (a GiB per peer).
+        sock.setsockopt(zmq.RCVHWM, RECEIVE_QUEUE)
         try:
             try:
                 sock.bind(self.endpoint)

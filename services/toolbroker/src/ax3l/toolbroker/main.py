@@ -37,7 +37,7 @@ from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.settings import Settings, get_settings
 from ax3l.shared.snakelab_hosts import snakelab_client
 from ax3l.shared.tasks import stop_task
-from ax3l.shared.tool_channel import listen_endpoint
+from ax3l.shared.tool_channel import listen_endpoint, settle_does_not_fit
 from ax3l.toolbroker.api import create_app
 from ax3l.toolbroker.deps import BrokerResources
 from ax3l.toolbroker.handlers import SubmitHandler
@@ -164,6 +164,10 @@ async def _check_tables(settings: Settings, broker: Broker) -> bool:
 
 
 async def run(settings: Settings, endpoint: str | None, host: str, port: int) -> int:
+    misfit = settle_does_not_fit(settings)
+    if misfit is not None:
+        print(f"ax3l-toolbroker: {misfit}", file=sys.stderr)
+        return 2
     try:
         broker = Broker(settings, endpoint)
         database_ready = await _check_tables(settings, broker)

@@ -9,18 +9,29 @@ and ``manifest.json`` (format, source database names, this Ax3l's version and th
 revision, the dump's size and SHA-256). Nothing in it is a password.
 
 A restore checks the dump against the manifest, refuses a running stack (see
-``running_stack``), and refuses databases that hold any row unless ``--replace`` is given. It
+``running_stack``), and refuses databases that hold any row unless ``--replace`` is given. The
+manifest's SHA-256 proves the dump whole, not who made it, so a dump is read as data, never as
+commands (``check_dump``): it may hold only what ``mariadb-dump`` writes of tables and rows
+(``SET`` of session variables, ``DROP TABLE IF EXISTS``, ``CREATE TABLE``, ``LOCK``/``UNLOCK
+TABLES``, ``ALTER TABLE ... DISABLE``/``ENABLE KEYS``, ``INSERT``, and its own ``USE`` lines);
+a client command (a backslash command, ``system``, ``source``...), any other ``USE``, a
+``DEFINER``, ``GRANT``, ``CREATE USER``, a trigger, view or routine, or a table kept outside
+the database's files refuses the whole backup before anything is loaded. The client then runs
+in its sandbox mode (``--sandbox``, MariaDB 10.5.25, 10.6.18, 10.11.8 and later; MySQL's
+``--commands=OFF``; a client without either is refused) and logs in as a login of the restore's
+own that may only touch the two staging databases (created for it, dropped afterwards). It
 loads the dump into two staging databases and, once loaded, moves their tables into the
 configured databases (``AX3L_DB_NAME``, ``AX3L_SNAKELAB_DB_NAME``; they may have other names
 than the source's) in one ``RENAME TABLE``, the tables they had going to a trash database that
-is then dropped. A failed or interrupted restore thus leaves the databases as they were (and
-at most staging databases named ``ax3l_restore_*``). The databases' grants are per database,
-so the services' logins apply to the restored tables unchanged.
+is then dropped. A failed or interrupted restore thus leaves the databases as they were (and at
+most staging databases named ``ax3l_restore_*``). The databases' grants are per database, so
+the services' logins apply to the restored tables unchanged.
 
 Both need the admin login (``AX3L_DB_ADMIN_USER``, ``AX3L_DB_ADMIN_PASSWORD``, or their
 ``_FILE`` variants), which reaches the client tools only through an option file of mode 0600
 in a private temporary directory (``--defaults-file``, so no ``~/.my.cnf`` overrides it), never
-a command line or the environment.
+a command line or the environment; a restore's loading login does the same. Restore only
+backups you made.
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -39,7 +51,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -142,10 +154,11 @@ def option_value(text: str) -> str:
 
 
 @contextlib.contextmanager
-def option_file(settings: BackupSettings) -> Iterator[Path]:
-    """An option file with the admin login and the server, mode 0600 in a private temporary
-    directory, deleted afterwards: the client tools' only source of the password."""
-    user, password = admin_login(settings)
+def option_file(settings: BackupSettings, login: tuple[str, str] | None = None) -> Iterator[Path]:
+    """An option file with the admin login (or ``login``) and the server, mode 0600 in a
+    private temporary directory, deleted afterwards: the client tools' only source of the
+    password."""
+    user, password = login or admin_login(settings)
     with tempfile.TemporaryDirectory(prefix="ax3l-db-") as folder:
         path = Path(folder) / "client.cnf"
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -389,17 +402,28 @@ def use_line(name: str) -> bytes:
     return f"USE {quote_identifier(name)};\n".encode()
 
 
-def load(settings: BackupSettings, dump: Path, renames: dict[str, str]) -> None:
-    """Feed ``dump`` to the ``mariadb`` client, each ``USE`` of a source database pointed at
-    its staging database (``renames``); every source database must appear once."""
+def load(
+    settings: BackupSettings, dump: Path, renames: dict[str, str], login: tuple[str, str]
+) -> None:
+    """Feed ``dump`` (``check_dump`` passed it) to the ``mariadb`` client in its sandbox mode,
+    logged in as ``login``, each ``USE`` of a source database pointed at its staging database
+    (``renames``); every source database must appear once."""
     client = tool("mariadb", "mysql")
+    sandbox = sandbox_option(client)
     lines = {use_line(source): use_line(staging) for source, staging in renames.items()}
     seen: set[bytes] = set()
     with contextlib.ExitStack() as stack:
-        options = stack.enter_context(option_file(settings))
+        options = stack.enter_context(option_file(settings, login))
         errors = stack.enter_context(tempfile.TemporaryFile())
         proc = subprocess.Popen(
-            [client, f"--defaults-file={options}", "--batch", "--max-allowed-packet=1G"],
+            [
+                client,
+                f"--defaults-file={options}",
+                sandbox,
+                "--local-infile=0",
+                "--batch",
+                "--max-allowed-packet=1G",
+            ],
             env=tool_environment(),
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
@@ -433,6 +457,163 @@ def load(settings: BackupSettings, dump: Path, renames: dict[str, str]) -> None:
         raise BackupError(f"{dump} is incomplete: not every database of the manifest is in it")
 
 
+def sandbox_option(client: str) -> str:
+    """The client's option that turns its own commands off (``\\!``, ``system``, ``source``,
+    ``tee``...): MariaDB's ``--sandbox`` or MySQL's ``--commands=OFF``; a client with neither is
+    refused, since a dump could then run commands in the operator's shell."""
+    for option in ("--sandbox", "--commands=OFF"):
+        done = subprocess.run(
+            [client, option, "--version"],
+            env=tool_environment(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            check=False,
+        )
+        if done.returncode == 0:
+            return option
+    raise BackupError(
+        f"{client} has no sandbox mode (MariaDB 10.5.25, 10.6.18, 10.11.8 or later; MySQL"
+        " 8.0.40 or later): without it a backup's client commands would run in this shell;"
+        " install a newer mariadb-client"
+    )
+
+
+@contextlib.contextmanager
+def staging_login(cur: Any, user: str, staging: tuple[str, ...]) -> Iterator[tuple[str, str]]:
+    """A login of the restore's own, from the admin's host, that may do anything in the
+    ``staging`` databases and nothing elsewhere (no grant, no user, no other database, no
+    definer but itself), dropped afterwards: the login the dump is loaded with."""
+    cur.execute("SELECT SUBSTRING_INDEX(USER(), '@', -1)")
+    host = str(cur.fetchone()[0])
+    password = secrets.token_urlsafe(24)
+    account = f"{quote_string(user)}@{quote_string(host)}"
+    cur.execute(f"CREATE USER {account} IDENTIFIED BY %s", (password,))
+    try:
+        for name in staging:
+            cur.execute(f"GRANT ALL PRIVILEGES ON {quote_identifier(name)}.* TO {account}")
+        yield user, password
+    finally:
+        cur.execute(f"DROP USER IF EXISTS {account}")
+
+
+def quote_string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+# What a dump of tables and rows holds, as ``mariadb-dump`` writes it: every statement (its
+# strings '', its names `N`, its comments gone, upper case, whitespace one space) is one of these.
+_ALLOWED_STATEMENTS = re.compile(
+    r"SET (?!.*\b(?:GLOBAL|PASSWORD|ROLE|STATEMENT)\b).*"
+    r"|DROP TABLE IF EXISTS `N`"
+    r"|CREATE TABLE `N` ?\(.*"
+    r"|LOCK TABLES `N` WRITE|UNLOCK TABLES"
+    r"|ALTER TABLE `N` (?:DISABLE|ENABLE) KEYS"
+    r"|INSERT INTO `N`(?: ?\([^()]*\))? ?VALUES ?\(.*"
+    r"|USE `N`",
+    re.DOTALL,
+)
+# Refused in any statement whatever it is (a table's options included).
+_REFUSED_WORDS = re.compile(
+    r"\b(?:DEFINER|GRANT|USER|TRIGGER|VIEW|PROCEDURE|FUNCTION|EVENT|DIRECTORY|CONNECTION)\b"
+    r"|\bENGINE ?= ?(?!INNODB\b|ARIA\b|MYISAM\b)"
+)
+# The line a MariaDB 10.11.8+ mariadb-dump opens with (it asks the client for its sandbox).
+SANDBOX_LINE = b"/*M!999999\\- enable the sandbox mode */"
+# Outside strings and comments: a token; inside one (a key of _CLOSE), the rest of it.
+_TOKEN = re.compile(rb"/\*M?!\d*|/\*|\*/|--(?=\s|$)|\#|['\"`;\\]|[^'\"`;\\/*#-]+|.", re.DOTALL)
+_CLOSE = {
+    b"'": re.compile(rb"(?:[^'\\]|\\.|'')*(')?", re.DOTALL),
+    b'"': re.compile(rb'(?:[^"\\]|\\.|"")*(")?', re.DOTALL),
+    b"`": re.compile(rb"(?:[^`]|``)*(`)?", re.DOTALL),
+    b"/*": re.compile(rb"(?:(?!\*/).)*(\*/)?", re.DOTALL),
+}
+
+
+def check_dump(dump: Path, uses: set[bytes]) -> None:
+    """Refuse ``dump`` (``BackupError``, nothing loaded yet) unless each of its statements is one
+    ``_ALLOWED_STATEMENTS`` names with none of ``_REFUSED_WORDS``, its ``USE`` lines are the
+    ``uses``, and it has no client command: no backslash outside a string, and no command word
+    (``system``, ``source``, ``delimiter``...), which no allowed statement begins with.
+    Strings may hold anything: they are the rows' data."""
+    scan = _DumpScan(dump, uses)
+    with dump.open("rb") as handle:
+        for number, line in enumerate(handle, 1):
+            if number > 1 or line.rstrip() != SANDBOX_LINE:
+                scan.line(number, line)
+    scan.statement(b"")
+
+
+@dataclass
+class _DumpScan:
+    """``check_dump``'s reading: the statement so far (strings '', names `N`, no comments) and
+    the string, name or comment a line ended in."""
+
+    dump: Path
+    uses: set[bytes]
+    code: list[bytes] = field(default_factory=list)
+    inside: bytes | None = None
+    number: int = 0
+
+    def line(self, number: int, line: bytes) -> None:
+        self.number, at = number, 0
+        while at < len(line):
+            if self.inside is not None:
+                rest = _CLOSE[self.inside].match(line, at)
+                assert rest is not None  # each pattern matches the empty string
+                if self.inside == b"/*" and b"\\" in rest.group():
+                    self.refuse("a backslash in a comment (a client command)")
+                at = rest.end()
+                if rest.group(1) is not None:
+                    self.inside = None
+                continue
+            token = _TOKEN.match(line, at)
+            assert token is not None  # "." matches any byte
+            text, at = token.group(), token.end()
+            if text in _CLOSE:
+                self.inside = text
+                self.code.append({b"`": b" `N` ", b"/*": b" "}.get(text, b" '' "))
+            elif text in (b"--", b"#"):
+                if b"\\" in line[at:]:
+                    self.refuse("a backslash in a comment (a client command)")
+                at = len(line)
+            elif text == b"\\":
+                self.refuse("a client command (a backslash outside a string)")
+            elif text == b";":
+                self.statement(line)
+            elif text.startswith(b"/*") or text == b"*/":
+                self.code.append(b" ")  # a versioned comment's text is the server's to run
+            else:
+                self.code.append(text)
+
+    def statement(self, line: bytes) -> None:
+        """Check the statement that ends on ``line`` (at the end of the dump: b"")."""
+        code, self.code = b"".join(self.code), []
+        _check_statement(self.dump, self.number, code, line, self.uses)
+
+    def refuse(self, what: str) -> None:
+        _refuse(self.dump, self.number, what)
+
+
+def _check_statement(dump: Path, number: int, code: bytes, line: bytes, uses: set[bytes]) -> None:
+    statement = " ".join(code.decode("utf-8", "replace").upper().split())
+    if not statement:
+        return
+    if statement.startswith("USE") and line.strip() + b"\n" not in uses:
+        _refuse(dump, number, "a USE of a database the manifest does not name")
+    refused = _REFUSED_WORDS.search(statement)
+    if refused is not None:
+        _refuse(dump, number, f"{refused.group().strip()} in {statement[:60]!r}")
+    if not _ALLOWED_STATEMENTS.fullmatch(statement):
+        _refuse(dump, number, f"a statement not of a table or its rows: {statement[:60]!r}")
+
+
+def _refuse(dump: Path, number: int, what: str) -> None:
+    raise BackupError(
+        f"{dump}, line {number}: {what}: the backup is refused, nothing was loaded. A dump of"
+        " Ax3l's holds tables and rows only: restore only backups you made"
+    )
+
+
 @dataclass(frozen=True)
 class Restored:
     manifest: Manifest
@@ -452,6 +633,7 @@ def restore(settings: BackupSettings, source: Path, replace: bool = False) -> Re
         raise BackupError(f"{dump} is missing or not the size its manifest says: a damaged backup")
     if sha256_of(dump) != manifest.dump_sha256:
         raise BackupError(f"{dump} does not match its manifest's SHA-256: a damaged backup")
+    check_dump(dump, {use_line(manifest.ax3l_db), use_line(manifest.snakelab_db)})
     targets = (settings.db_name, settings.snakelab_db_name)
     if targets[0] == targets[1]:
         raise BackupError("AX3L_DB_NAME and AX3L_SNAKELAB_DB_NAME must name two databases")
@@ -480,9 +662,9 @@ def restore(settings: BackupSettings, source: Path, replace: bool = False) -> Re
                     " CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
                 )
             try:
-                load(
-                    settings, dump, {manifest.ax3l_db: staging[0], manifest.snakelab_db: staging[1]}
-                )
+                with staging_login(cur, f"{STAGING_PREFIX}{token}", staging) as login:
+                    renames = {manifest.ax3l_db: staging[0], manifest.snakelab_db: staging[1]}
+                    load(settings, dump, renames, login)
                 refuse_running(cur, settings, targets)  # started while loading
                 moves = [
                     f"{quote_identifier(name)}.{quote_identifier(table)} TO"

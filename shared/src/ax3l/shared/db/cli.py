@@ -256,8 +256,11 @@ def reports_grants(
 
 
 # What the seats' endpoint process may do in Ax3l's database, table by table: read the seats'
-# token hashes, insert its events (an event's row and its message). In SnakeLab's: SELECT.
-SEATS_TABLE_GRANTS = (("SELECT", "seats"), ("INSERT", "events"), ("INSERT", "event_messages"))
+# token hashes. In SnakeLab's: SELECT. It writes no event: the orchestrator writes the seats'
+# (the endpoint parses the internet's requests; the loop trusts the events).
+SEATS_TABLE_GRANTS = (("SELECT", "seats"),)
+# What an earlier Ax3l granted it, taken back by `ax3l-db create`.
+SEATS_REVOKED = (("INSERT", "events"), ("INSERT", "event_messages"))
 
 
 def seats_table_grants(settings: Settings, user: str, host: str = "%") -> list[str]:
@@ -275,7 +278,7 @@ def seats_grants(
     settings: Settings, user: str, password: str | None = None, host: str = "%"
 ) -> list[str]:
     """The statements that give the seats' endpoint its login: SELECT on ``seats`` and on
-    SnakeLab's database, INSERT on ``events`` and ``event_messages``, nothing more.
+    SnakeLab's database, nothing more.
 
     With a password the user is created when missing; without one it must exist already.
     """
@@ -297,12 +300,28 @@ def grant_seats_tables(settings: Settings) -> str | None:
         with contextlib.closing(connect(settings)) as conn, conn.cursor() as cur:
             for statement in seats_table_grants(settings, user):
                 cur.execute(statement)
+            revoke_earlier_seats_grants(cur, settings, user)
     except pymysql.err.MySQLError as exc:
         return (
             f"the seats' endpoint user {user} could not be granted its tables ({exc.args[-1]});"
             " run `ax3l-db grant-seats | mariadb -uroot -p` as an administrator"
         )
-    return f"the seats' endpoint user {user} may read seats and insert events"
+    return f"the seats' endpoint user {user} may read seats, and write nothing"
+
+
+def revoke_earlier_seats_grants(cur: Any, settings: Settings, user: str) -> None:
+    """Take back what an earlier Ax3l granted the seats' user (``SEATS_REVOKED``); a grant it
+    does not hold is no error."""
+    database = quote_identifier(settings.db_name)
+    for privilege, table in SEATS_REVOKED:
+        try:
+            cur.execute(
+                f"REVOKE {privilege} ON {database}.{quote_identifier(table)}"
+                f" FROM {_account(user, '%')}"
+            )
+        except pymysql.err.OperationalError as exc:
+            if exc.args[0] not in (1141, 1147):  # there is no such grant
+                raise
 
 
 class Login(NamedTuple):
@@ -331,7 +350,7 @@ LOGINS = {
         "AX3L_SEATS_DB_PASSWORD",
         seats_grants,
         "print the SQL that creates the seats' endpoint's user (SELECT on seats and on"
-        " SnakeLab's tables, INSERT on events; run it as an administrator after `ax3l-db"
+        " SnakeLab's tables, nothing more; run it as an administrator after `ax3l-db"
         " create`, e.g. `ax3l-db grant-seats | mysql -uroot -p`)",
     ),
 }

@@ -67,7 +67,7 @@ class ExternalProposer(Proposer):
                 found = await current_golden(db)
                 return found[1] if found is not None else None
 
-            self.endpoint = SeatProcess(settings, payload, golden)
+            self.endpoint = SeatProcess(settings, payload, golden, log=deps.log)
             self.board: TurnBoard = self.endpoint.board
         else:
             self.board = TurnBoard()

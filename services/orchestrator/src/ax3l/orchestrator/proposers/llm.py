@@ -25,6 +25,7 @@ from ax3l.orchestrator.llm_client import (
     ToolCall,
     extract_grammar_call,
     extract_tool_call,
+    shown_url,
 )
 from ax3l.orchestrator.mcp_session import BoundSession
 from ax3l.orchestrator.model_corrections import correction_for, prose_of
@@ -170,7 +171,7 @@ class LlmProposer(Proposer):
                 detail=exc.detail,
                 http_status=exc.http_status,
                 parameter=parameter,
-                url=self.model.url,
+                url=shown_url(self.model.url),
                 correctable=exc.correctable,
                 **exc.facts,
             ),

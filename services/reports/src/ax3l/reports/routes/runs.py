@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from collections.abc import Callable
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
@@ -76,12 +79,34 @@ def _download(body: bytes, media_type: str, name: str) -> Response:
     )
 
 
+# Exports built at once; one more gets 503 (each is a whole table's file, built in a thread so
+# the pages stay answered meanwhile).
+EXPORTS_AT_ONCE = 2
+_exports = threading.BoundedSemaphore(EXPORTS_AT_ONCE)
+
+
+async def _export(
+    build: Callable[[pl.DataFrame, RunsQuery], bytes], frame: pl.DataFrame, query: RunsQuery
+) -> bytes:
+    if not _exports.acquire(blocking=False):
+        raise HTTPException(
+            503,
+            f"{EXPORTS_AT_ONCE} exports are being built; try again in a moment",
+            headers={"Retry-After": "5"},
+        )
+    try:
+        return await asyncio.to_thread(build, frame, query)
+    finally:
+        _exports.release()
+
+
 @router.get("/export.csv", response_class=Response)
 async def runs_csv(
     query: Annotated[RunsQuery, Query()], db: DatabaseDep, table: RunsTableDep, schema: SchemaDep
 ) -> Response:
-    """Every run the filters match, in the asked order, as CSV (the API's columns)."""
-    body = export_csv(await table.frame(db, schema), query)
+    """Every run the filters match, in the asked order, as CSV (the API's columns); 503 while
+    two exports are being built."""
+    body = await _export(export_csv, await table.frame(db, schema), query)
     return _download(body, "text/csv; charset=utf-8", "ax3l-runs.csv")
 
 
@@ -89,8 +114,9 @@ async def runs_csv(
 async def runs_parquet(
     query: Annotated[RunsQuery, Query()], db: DatabaseDep, table: RunsTableDep, schema: SchemaDep
 ) -> Response:
-    """Every run the filters match, in the asked order, as Parquet (the API's columns)."""
-    body = export_parquet(await table.frame(db, schema), query)
+    """Every run the filters match, in the asked order, as Parquet (the API's columns); 503
+    while two exports are being built."""
+    body = await _export(export_parquet, await table.frame(db, schema), query)
     return _download(body, "application/vnd.apache.parquet", "ax3l-runs.parquet")
 
 
