@@ -199,7 +199,12 @@ def history_load(runs: int = 100_000) -> None:
 
 
 def real_model(
-    url: str, turns: int, max_tokens: int = 256, constrained: bool = True, grammar: bool = False
+    url: str,
+    turns: int,
+    max_tokens: int = 256,
+    constrained: bool = True,
+    grammar: bool = False,
+    fallback_after: int = 3,
 ) -> dict[str, float]:
     """The loop against the real model server until ``turns`` proposals were accepted."""
     import statistics
@@ -216,6 +221,7 @@ def real_model(
         "AX3L_CONVERSATION_TIMEOUT": "300",
         "AX3L_LLM_CONSTRAINED": "true" if constrained else "false",
         "AX3L_LLM_GRAMMAR": "true" if grammar else "false",
+        "AX3L_LLM_FALLBACK_AFTER": str(fallback_after),
     }
     with (
         scratch_databases(read_env_file(REPO / ".run" / "db.env"), prefix="b") as dbs,
@@ -248,6 +254,12 @@ def real_model(
                 for r in replies
             ]
             tokens = [float(r.content["usage"]["completion_tokens"]) for r in replies]
+            prompt_seconds = [
+                (r.content.get("timings") or {}).get("prompt_ms", 0) / 1000 for r in replies
+            ]
+            prompt_tokens = [
+                float((r.content.get("timings") or {}).get("prompt_n", 0)) for r in replies
+            ]
             kinds: dict[str, int] = {}
             for failure in failures:
                 kinds[failure.get("kind")] = kinds.get(failure.get("kind"), 0) + 1
@@ -266,6 +278,8 @@ def real_model(
         "request_seconds_p95": percentile(seconds, 0.95) if seconds else 0.0,
         "completion_tokens_p50": statistics.median(tokens) if tokens else 0.0,
         "completion_tokens_mean": statistics.fmean(tokens) if tokens else 0.0,
+        "prompt_seconds_p50": statistics.median(prompt_seconds) if replies else 0.0,
+        "prompt_tokens_evaluated_p50": statistics.median(prompt_tokens) if replies else 0.0,
         "asks": float(requests),
         "wasted_asks": float(sum(wasted.values())),
         "wasted_share": sum(wasted.values()) / max(1, requests),
@@ -284,6 +298,10 @@ def real_model(
         f"  seconds per answered request p50 {figures['request_seconds_p50']:.1f}"
         f" p95 {figures['request_seconds_p95']:.1f}; completion tokens per request"
         f" p50 {figures['completion_tokens_p50']:.0f} mean {figures['completion_tokens_mean']:.0f}"
+    )
+    print(
+        f"  of which prompt evaluation p50 {figures['prompt_seconds_p50']:.1f} s for"
+        f" {figures['prompt_tokens_evaluated_p50']:.0f} tokens not in the server's cache"
     )
     print(
         f"  asks {requests}, wasted {sum(wasted.values())}"
@@ -305,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--grammar", action="store_true", help="AX3L_LLM_GRAMMAR=true for --url")
     parser.add_argument(
+        "--fallback-after", type=int, default=3, help="AX3L_LLM_FALLBACK_AFTER for --url (3)"
+    )
+    parser.add_argument(
         "--before-after",
         action="store_true",
         help="--url without the grammar (the tool-calling request), then with it",
@@ -317,7 +338,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.url:
         modes = [False, True] if args.before_after else [args.grammar]
         for grammar in modes:
-            real_model(args.url, args.turns, args.max_tokens, not args.unconstrained, grammar)
+            real_model(
+                args.url,
+                args.turns,
+                args.max_tokens,
+                not args.unconstrained,
+                grammar,
+                args.fallback_after,
+            )
     return 0
 
 
