@@ -12,7 +12,9 @@
   ``llm+model`` ``llm`` or ``model`` (a fallback conversation standing in for a failing LLM
   counts for its own proposer), and ``model_matched_tpe`` (``llm_matched_model``): the LLM's
   proposals equal to one of the suggestions of the latest ``TpeAdvice`` (``ModelAdvice``)
-  prompt of their conversation.
+  prompt of their conversation; ``llm_steps``: the accepted proposals (numbered from 0) whose
+  turn the draw gave the LLM (``decided_by``), a fallback's included: the same numbers in
+  every hybrid arm of a repeat.
 
 Conversations run one at a time, so every event after a ``conversation_started`` and before
 the next belongs to it (the broker's acceptances and rejections have process ids of their own).
@@ -73,6 +75,7 @@ class TurnCounts:
     by_kind: dict[str, dict[str, int]] = field(default_factory=dict)
     proposed_by: dict[str, int] = field(default_factory=dict)  # empty outside the hybrid
     wasted_reasons: dict[str, int] = field(default_factory=dict)  # ax3l.shared.wasted's kinds
+    llm_steps: list[int] = field(default_factory=list)  # the hybrids only
 
     @property
     def wasted_turns(self) -> int:
@@ -83,7 +86,7 @@ class TurnCounts:
         found = asdict(self)
         del found["accepted_proposals"], found["model_turns"]
         if not self.proposed_by:
-            del found["proposed_by"]
+            del found["proposed_by"], found["llm_steps"]
         return found
 
 
@@ -122,6 +125,7 @@ class _Tally:
         self.proposed_by: Counter[str] | None = None  # set by the first hybrid conversation
         self.roles = HYBRID_ROLES["llm+tpe"]  # the hybrid's (its first conversation's)
         self.role: str | None = None  # the current conversation's
+        self.decided_by: str | None = None  # the current conversation's
         self.suggestions: list[dict[str, Any]] = []  # its latest TPE advice
 
     def add(self, event: TurnEvent) -> None:
@@ -145,12 +149,16 @@ class _Tally:
         if content.get("fallback_for"):
             self.found.fallback_turns += 1
         self.role = conversation_role(content)
+        decided_by = content.get("decided_by")
+        self.decided_by = decided_by if isinstance(decided_by, str) else None
         self.suggestions = []
         if self.role is not None and self.proposed_by is None:
             self.roles = HYBRID_ROLES.get(str(content.get("hybrid")), HYBRID_ROLES["llm+tpe"])
             self.proposed_by = Counter(dict.fromkeys(self.roles, 0))
 
     def _accepted(self, event: TurnEvent, content: dict[str, Any]) -> None:
+        if self.decided_by == "llm":
+            self.found.llm_steps.append(self.found.accepted_proposals)
         self.found.accepted_proposals += 1
         self._by_kind(event, content)["accepted"] += 1
         if self.role is None or self.proposed_by is None:
