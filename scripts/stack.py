@@ -302,6 +302,7 @@ class Supervisor(BaseSupervisor):
             "service_gave_up",
             "Ax3l: make run's supervisor gave up and stopped the stack",
             str(gave_up),
+            severity="failure",
         )
         try:
             settings = ax3l_settings(self.env)

@@ -24,18 +24,28 @@ from ax3l.testing.databases import TestDatabases
 from ax3l.testing.plugin import free_port
 
 REPO = Path(__file__).resolve().parents[1]
-READMES = (REPO / "README.md", REPO / "services" / "compare" / "README.md")
+# The user's README first (fenced_after reads it), then every other one a person reads commands
+# from: the contributors' guide and each package's README.
+READMES = (
+    REPO / "README.md",
+    REPO / "CONTRIBUTING.md",
+    REPO / "testing" / "README.md",
+    *sorted((REPO / "services").glob("*/README.md")),
+)
 VENV_BIN = Path(sys.executable).parent
 # Named by the README but installed only by `make install-ray` (a Ray node's install).
 OPTIONAL = {"ray": "make install-ray"}
 
 
 def code(text: str) -> list[str]:
-    """Every command line the text shows: fenced ``sh`` blocks' lines and inline code spans."""
+    """Every command line the text shows: fenced ``sh`` blocks' lines, indented code blocks'
+    lines (four spaces after a blank line) and inline code spans."""
     lines: list[str] = []
     for block in re.findall(r"```sh\n(.*?)```", text, flags=re.S):
         lines += [line.strip() for line in block.splitlines() if line.strip()]
     prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    for block in re.findall(r"\n\n((?: {4}\S.*\n?)+)", prose):
+        lines += [line.strip() for line in block.splitlines() if line.strip()]
     lines += [span.replace("\n", " ") for span in re.findall(r"`([^`]+)`", prose)]
     return lines
 

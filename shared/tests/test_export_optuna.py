@@ -106,6 +106,11 @@ async def test_runs_become_trials_with_params_values_and_attributes_once(
     assert (second.added_complete, second.added_failed, second.already_there) == (1, 0, 3)
     study = optuna.load_study(study_name="exp", storage=storage)
     assert len(study.trials) == 4 and study.best_value == 50
+    # Most Optuna users' first call: a pandas frame (pandas comes with the dashboard extra).
+    frame = study.trials_dataframe()
+    assert len(frame) == 4 and frame["value"].max() == 50
+    assert set(frame["user_attrs_proposer"].dropna()) == {"tpe", "ax3l"}
+    assert frame["params_training.gamma"].notna().all()
 
 
 async def test_a_value_outside_the_schema_is_left_out_of_the_trial_and_named(

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ax3l.orchestrator.alerts import AlertWatcher
+from ax3l.orchestrator.alerts import AlertWatcher, burst_alert, golden_alert
 from ax3l.shared.alerts import Alert, Alerts, Notifier, NotifyUrlsInvalid, send_once_blocking
 from ax3l.shared.config_schema import cached_schema
 from ax3l.shared.db.database import Database
@@ -75,17 +75,29 @@ def _golden(kind: str, score: int, **extra: Any) -> GoldenConfigCreated:
 async def test_the_watcher_alerts_on_goldens_rotations_and_a_stall_once(
     snakelab_tables: TestDatabases, receiver: Receiver
 ) -> None:
-    """Goldens before alerts were on raise none; a new golden and a seed rotation each raise
-    one (a rotation's baseline golden none); a restarted watcher repeats nothing; a stall (no
-    completion for 3 median run times) raises one alert; the loop's stop one per process."""
+    """Goldens before alerts were on raise none; a new golden and a seed rotation in one look
+    are one message (a rotation's baseline golden none), sent once the burst is over, with the
+    most urgent severity and a link to its page; a restarted watcher repeats nothing; three
+    goldens in a burst are one message; a stall (no completion for 3 median run times) raises
+    one warning, never while the loop waits for a proposal nor counting that wait; the loop's
+    stop one failure per process."""
     dbs = snakelab_tables
     schema = cached_schema()
+    reports = "http://ax3l.example:28870"
     async with Database(dbs.settings()) as db:
         log = EventLog(db)
         await log.log(_golden("seeding", 40))
+        waiting = {"now": False}
 
         def watcher(process_id: str = "p1") -> AlertWatcher:
-            return AlertWatcher(Alerts(db, log, Notifier(receiver.url)), db, process_id, 1, 3.0)
+            return AlertWatcher(
+                Alerts(db, log, Notifier(receiver.url), reports),
+                db,
+                process_id,
+                1,
+                3.0,
+                waiting=lambda: waiting["now"],
+            )
 
         first = watcher()
         await first.poll()
@@ -93,18 +105,31 @@ async def test_the_watcher_alerts_on_goldens_rotations_and_a_stall_once(
         promoted = await log.log(_golden("promotion", 44, previous_high_score=40, proposer="tpe"))
         await log.log(GoldenConfigSeedIncremented(seed=1971, previous_seed=1970))
         await log.log(_golden("seed_rotation", 38))
+        await first.poll()  # the events are seconds old: a burst may go on
+        assert receiver.posts == []
         await first.poll()
         assert receiver.titles() == [
-            "Ax3l: new golden configuration, high score 44 (was 40)",
-            "Ax3l: seed rotated to 1971",
+            "Ax3l: new golden configuration, high score 44 (was 40); seed rotated to 1971"
         ]
-        assert "proposed by tpe" in receiver.posts[0]["message"]
+        post = receiver.posts[0]
+        assert post["type"] == "success"
+        assert "proposed by tpe" in post["message"] and "runs again on seed 1971" in post["message"]
+        assert post["message"].endswith(f"\n{reports}/experiment-highscores")
 
         restarted = watcher("p2")
         await restarted.poll()
-        assert len(receiver.posts) == 2
+        assert len(receiver.posts) == 1
 
-        # Three runs of 10 s each, the last completed 100 s ago: a stall (3 x 10 s).
+        for score in (45, 46, 47):
+            await log.log(_golden("promotion", score, previous_high_score=score - 1))
+        await restarted.poll()
+        await restarted.poll()
+        assert receiver.titles()[1:] == [
+            "Ax3l: 3 new golden configurations, high score 47 (was 44)"
+        ]
+        assert receiver.posts[1]["message"].endswith(f"\n{reports}/golden-configurations")
+
+        # Three runs of 10 s each, the last completed 100 s ago: a stall (3 x 10 s)...
         runs = insert_runs(dbs, schema, *[schema.default_config()] * 3, database=dbs.snakelab_db)
         dbs.query(
             "UPDATE simulation_runs SET started_at = UTC_TIMESTAMP(6) - INTERVAL 110 SECOND,"
@@ -112,18 +137,58 @@ async def test_the_watcher_alerts_on_goldens_rotations_and_a_stall_once(
             user="snakelab",
         )
         restarted.started -= 200  # the process has been up longer than the stall
+        restarted.waited_until -= 200
+        # ... but not while a turn waits for a seat, nor right after it was answered.
+        waiting["now"] = True
+        await restarted.poll()
+        waiting["now"] = False
+        await restarted.poll()
+        assert len(receiver.posts) == 2
+        restarted.waited_until -= 60  # the wait ended a minute ago: 60 s > 3 x 10 s
         await restarted.poll()
         await restarted.poll()
-        assert receiver.titles()[2:] == ["Ax3l: no run has completed for 100 s"]
-        assert runs[-1] in receiver.posts[2]["message"] or runs[0] in receiver.posts[2]["message"]
+        assert receiver.titles()[2:] == ["Ax3l: no run has completed for 60 s"]
+        stall = receiver.posts[2]
+        assert stall["type"] == "warning" and stall["message"].endswith(f"\n{reports}/")
+        assert runs[-1] in stall["message"] or runs[0] in stall["message"]
 
         await restarted.loop_stopped("ParameterOrderChanged: reset experiment events")
         await restarted.loop_stopped("again")
         assert receiver.titles()[3:] == ["Ax3l: the experiment loop stopped"]
-        assert receiver.posts[3]["message"] == "ParameterOrderChanged: reset experiment events"
+        assert receiver.posts[3]["type"] == "failure"
+        assert receiver.posts[3]["message"] == (
+            f"ParameterOrderChanged: reset experiment events\n{reports}/events"
+        )
     kinds = [key.split(":")[0] for name, key in _alert_events(dbs)]
-    assert kinds == ["golden", "seed_rotation", "stall", "loop_stopped"]
+    assert kinds == ["burst", "burst", "stall", "loop_stopped"]
+    levels = dbs.query(
+        "SELECT JSON_VALUE(m.content, '$.severity'), JSON_VALUE(m.content, '$.link'), e.log_level"
+        " FROM events e JOIN event_messages m ON m.event_id = e.event_id"
+        " WHERE e.name = 'alert_sent' ORDER BY e.event_id"
+    )
+    assert [tuple(row) for row in levels] == [
+        ("success", f"{reports}/experiment-highscores", "INFO"),
+        ("success", f"{reports}/golden-configurations", "INFO"),
+        ("warning", f"{reports}/", "WARNING"),
+        ("failure", f"{reports}/events", "WARNING"),
+    ]
     assert promoted > 0
+
+
+def test_a_single_golden_links_to_its_run_and_a_bad_alert_is_refused() -> None:
+    """A lone new golden is its own alert (success, its run's page); an alert with an unknown
+    severity or a link that is no path is refused when it is made."""
+    content = _golden("promotion", 44, previous_high_score=40).stored()
+    alone = burst_alert([golden_alert(7, content)])  # type: ignore[list-item]
+    assert (alone.key, alone.severity, alone.link) == (
+        "golden:7",
+        "success",
+        "/simulations/run-44",
+    )
+    with pytest.raises(ValueError, match="severity"):
+        Alert("k", "stall", "t", "b", severity="urgent")
+    with pytest.raises(ValueError, match="path"):
+        Alert("k", "stall", "t", "b", link="http://elsewhere/")
 
 
 def test_the_supervisors_alert_goes_out_without_a_database(receiver: Receiver) -> None:

@@ -44,6 +44,8 @@ from ax3l.testing.snakelab_export import ExportedRun, read_export
 
 REPO = Path(__file__).resolve().parents[3]
 RUNS_CSV = REPO / "data" / "snakelab-runs.csv"
+# The tuned values' config paths, in the order of TUNED_COLUMNS (the registry's).
+PATHS = tuple(path for entry in ENTRIES for path in entry.paths)
 
 HOSTILE = '<script>window.__pwned = true</script><img src=x onerror="window.__pwned=true">'
 
@@ -316,11 +318,15 @@ async def replay_history(db: Database, runs: list[RealRun]) -> Replay:
             await log.write(
                 cur, ToolRequestReceived(method=entry.tool_name), process_id=conversation
             )
+            values = [run.flat[column] for column in entry.columns]
             await log.write(
                 cur,
                 ProposalAccepted(
-                    run_id=run.run_id,
                     parameter=entry.name,
+                    values=dict(zip(entry.value_names, values, strict=True)),
+                    changes=dict(zip(entry.paths, values, strict=True)),
+                    run_id=run.run_id,
+                    golden_run_id=golden.run_id,
                     **(named if position % 5 == 0 else {}),
                 ),
                 process_id=conversation,
@@ -330,7 +336,13 @@ async def replay_history(db: Database, runs: list[RealRun]) -> Replay:
             submitted = await log.write(
                 cur, SimulationSubmitted(run_id=run.run_id), process_id=run.run_id
             )
-            await log.write(cur, ConversationEnded(reason="submitted"), process_id=conversation)
+            await log.write(
+                cur,
+                ConversationEnded(
+                    parameter=entry.name, outcome="accepted", run_id=run.run_id, **named
+                ),
+                process_id=conversation,
+            )
             if run.status != "completed":
                 await log.write(cur, SimulationStarted(run_id=run.run_id), process_id=run.run_id)
                 continue  # still running: nothing compared yet
@@ -422,7 +434,7 @@ def expected_rows(experiment: Any) -> list[dict[str, Any]]:
     golden_score = golden.high_score
     turn = 0
     for position, run in enumerate(experiment.runs, start=1):
-        proposer = entry = None
+        proposer = entry = challenged = None
         if position > 1 and run.seed != golden.seed:
             golden, golden_score = run, run.high_score
         elif position > 1:
@@ -430,8 +442,14 @@ def expected_rows(experiment: Any) -> list[dict[str, Any]]:
             index = turn if index is None else index
             turn = (index + 1) % len(ENTRIES)
             proposer, entry = ("llm" if run.seed == 1970 else "tpe"), ENTRIES[index].name
+            challenged = golden
             if run.status == "completed" and run.high_score > golden_score:
                 golden, golden_score = run, run.high_score
+        differing = [
+            (path, column)
+            for path, column in (("seed", "seed"), *zip(PATHS, TUNED_COLUMNS, strict=True))
+            if challenged is not None and challenged.flat[column] != run.flat[column]
+        ]
         rows.append(
             {
                 "id": position,
@@ -443,6 +461,16 @@ def expected_rows(experiment: Any) -> list[dict[str, Any]]:
                 "proposer": proposer,
                 "entry": entry,
                 "golden": run.run_id in goldens,
+                "golden_run_id": challenged.run_id if challenged else None,
+                "golden_high_score": challenged.high_score if challenged else None,
+                "score_difference": run.high_score - challenged.high_score if challenged else None,
+                "changes": "; ".join(
+                    f"{path}: {challenged.flat[column]} -> {run.flat[column]}"
+                    for path, column in differing
+                )
+                if challenged and differing
+                else None,
+                "changed": [column for _, column in differing],
             }
         )
     return rows

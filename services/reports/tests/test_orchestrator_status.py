@@ -236,3 +236,32 @@ async def test_a_full_database_disk_reaches_the_status_bar_and_ready(experiment,
 
         await eventually(read, lambda r: r.status_code == 200)
         assert 'id="loop-disk-full"' not in (await client.get("/events")).text
+
+
+async def test_every_card_names_the_same_entry_when_the_poll_lags_the_database(
+    experiment, status_server
+):
+    """The orchestrator's polled entry can lag the last checkpoint by a poll: the orchestrator
+    card, the cycles card and the dashboard's turn then all name the orchestrator's (its phase
+    is of that entry), never one each."""
+    from ax3l.shared.registry import PARAMETER_ORDER
+
+    async with app_client(reports_settings(experiment.dbs)) as client:
+        stored = (await client.get("/api/status")).json()["current_parameter"]
+    polled = next(name for name in PARAMETER_ORDER if name != stored)
+    status_server.status = orchestrator_json(parameter=polled, index=PARAMETER_ORDER.index(polled))
+    settings = reports_settings(experiment.dbs, AX3L_ORCHESTRATOR_URL=status_server.url)
+    async with app_client(settings) as client:
+        status = await eventually(
+            lambda: client.get("/api/status"),
+            lambda r: r.json()["orchestrator"]["state"] == "up",
+        )
+        assert status.json()["turn"] == polled
+        assert status.json()["current_parameter"] == stored
+        for path in ("/", "/events"):
+            page = (await client.get(path)).text
+            cards = page[page.index('id="status-bar"') :].split("</section>")[0]
+            assert f"now {polled}" in cards and f"now {stored}" not in cards
+            assert f">{polled} (entry {PARAMETER_ORDER.index(polled) + 1})" in cards
+        dashboard = (await client.get("/")).text
+        assert f'<p id="dash-turn"><strong>{polled}</strong>' in dashboard

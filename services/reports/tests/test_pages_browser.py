@@ -61,6 +61,7 @@ def test_every_page_loads_cleanly(server, experiment, page, test_output_dir):
         "simulation": f"/simulations/{golden_run}",
         "proposers": "/proposers",
         "api-reference": "/api-reference",
+        "runs-compare": f"/runs/compare?run={golden_run}&run={experiment.runs[0].run_id}",
     }
     for name, path in pages.items():
         page.page.goto(server.url + path)
@@ -186,7 +187,7 @@ def test_highscore_plot_points_are_the_table_rows(server, experiment, page, test
     seed_points = [
         (s, sc) for (s, sc, seed), prev in zip(rows[1:], rows, strict=False) if seed != prev[2]
     ]
-    seeds = by_name["Seed change"]
+    seeds = by_name["Golden on a fresh seed"]
     assert list(zip(seeds["x"], seeds["y"], strict=True)) == seed_points and len(seed_points) == 2
     # Hovering a point shows its seed, run and reason.
     point = p.locator("#highscores-plot .scatterlayer .trace:first-child .points path").nth(1)
@@ -393,6 +394,7 @@ def test_no_page_is_wider_than_a_phone(server, experiment, browser, test_output_
         "/plots/importance", f"/events/{replay.prompt_ids[-1]}", f"/events/{replay.goldens[-1][0]}",
         "/experiment-highscores", "/golden-configurations", "/score-distribution",
         f"/simulations/{golden_run}", "/proposers", "/comparison", "/api-reference",
+        f"/runs/compare?run={golden_run}&run={experiment.runs[0].run_id}",
     ]  # fmt: skip
     phone = browser.new_context(
         viewport=PHONE, is_mobile=True, has_touch=True, device_scale_factor=2
@@ -471,3 +473,32 @@ def test_refresh_is_on_by_default_while_the_experiment_runs_and_applies_at_once_
     finally:
         loop.close()
     assert page.problems == []
+
+
+def test_the_golden_configuration_copies_as_snakelab_json_in_one_click(server, browser):
+    """The dashboard's and the golden page's Copy button put the golden configuration's JSON
+    (SnakeLab's nested config, as its event stores it) on the clipboard; a run page copies
+    that run's configuration."""
+    context = browser.new_context(
+        viewport={"width": 1400, "height": 1000}, permissions=["clipboard-read", "clipboard-write"]
+    )
+    with closing(context):
+        watched = Watched(context.new_page())
+        p = watched.page
+        golden = p.request.get(server.url + "/api/golden-configurations?limit=1").json()
+        config = golden["configurations"][0]["config"]
+        for path in ("/", "/golden-configurations"):
+            p.goto(server.url + path)
+            p.evaluate("() => navigator.clipboard.writeText('')")
+            p.click("#golden-json-copy")
+            p.wait_for_function("() => document.getElementById('golden-json-copied').textContent")
+            assert p.inner_text("#golden-json-copied") == "copied"
+            assert json.loads(p.evaluate("() => navigator.clipboard.readText()")) == config
+        run = golden["configurations"][0]["run_id"]
+        p.goto(f"{server.url}/simulations/{run}")
+        p.click("#run-config-json-copy")
+        p.wait_for_function("() => document.getElementById('run-config-json-copied').textContent")
+        copied = json.loads(p.evaluate("() => navigator.clipboard.readText()"))
+        stored = p.request.get(f"{server.url}/api/simulations/{run}").json()["config"]
+        assert copied == stored and copied["seed"] == config["seed"]
+        assert watched.problems == []

@@ -18,8 +18,14 @@ async def test_the_export_the_golden_pages_and_runs_name_the_same_proposer(
 ) -> None:
     stack.start()
     proc = stack.orchestrator("tpe")
+
+    def promoted() -> bool:
+        # A seed rotation's baseline is a golden too: wait for one a proposal won.
+        goldens = stack.events("golden_config_created")
+        return any(g.get("kind") == "promotion" for g in goldens)
+
     stack.wait_for(
-        lambda: stack.count("golden_config_created") >= 2 and stack.count("proposal_accepted") >= 8,
+        lambda: promoted() and stack.count("proposal_accepted") >= 8,
         180,
         "a promotion and eight proposals",
         proc,
@@ -51,3 +57,13 @@ async def test_the_export_the_golden_pages_and_runs_name_the_same_proposer(
         assert golden["proposer"] == shown[golden["run_id"]], golden
     assert {golden["proposer"] for golden in goldens} == {"tpe", LOOP}
     assert "proposed by" in page and "tpe" in page
+    # Each proposal's golden of its time on /runs is the one the broker built it from, and the
+    # conversation that proposed it is found (tpe gives no reasons, so none is made up).
+    rows = {row["run_id"]: row for row in runs}
+    for proposal in stack.events("proposal_accepted"):
+        row = rows[proposal.get("run_id")]
+        assert row["golden_run_id"] == proposal.get("golden_run_id"), row
+        assert row["changes"] and row["reason"] is None, row
+        golden = rows[row["golden_run_id"]]
+        if row["high_score"] is not None and golden["high_score"] is not None:
+            assert row["score_difference"] == row["high_score"] - golden["high_score"]

@@ -177,10 +177,12 @@ async def test_plotly_is_served_by_the_service(client):
     versioned = await client.get(source.group(1))
     assert versioned.headers["cache-control"] == "public, max-age=31536000, immutable"
     assert versioned.headers["etag"] == plain.headers["etag"]
-    for path in ("/plots/slice", "/plots/history", "/plots/parallel"):
+    for path in ("/plots/slice", "/plots/history", "/plots/parallel?interactive=true"):
         assert source.group(1) in (await client.get(path)).text, path
     dashboard = (await client.get("/")).text
     assert source.group(1) not in dashboard
+    # SVG-only pages load the basic bundle: the dashboard, the quick parallel coordinates.
+    assert source.group(1) not in (await client.get("/plots/parallel")).text
     basic = re.search(
         r'<script src="(/static/plotly-basic\.min\.js\?v=[0-9a-f]{12})"></script>', dashboard
     )
@@ -190,6 +192,7 @@ async def test_plotly_is_served_by_the_service(client):
     assert b"new Function" not in small.content and b"eval(" not in small.content
     assert len(small.content) < len(plain.content) / 3
     assert small.headers["cache-control"] == "public, max-age=31536000, immutable"
+    assert basic.group(1) in (await client.get("/plots/parallel")).text
     for path in ("/runs", "/events", "/golden-configurations", "/proposers"):
         assert "plotly" not in (await client.get(path)).text, path
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import closing
 
 import pytest
-from headless_browser import Watched, have_chromium
+from headless_browser import Watched, have_chromium, plotted_traces
 from reports_history import expected_rows
 from reports_testing import Server, reports_server
 
@@ -27,6 +27,12 @@ def server(experiment, tmp_path_factory) -> Iterator[Server]:
     log = tmp_path_factory.mktemp("reports") / "reports.log"
     with reports_server(experiment.dbs, log) as running:
         yield running
+
+
+@pytest.fixture
+def page(browser) -> Iterator[Watched]:
+    with closing(browser.new_context(viewport={"width": 1400, "height": 1000})) as context:
+        yield Watched(context.new_page())
 
 
 def _ids(page) -> list[int]:
@@ -135,3 +141,57 @@ def test_old_event_log_links_land_on_the_event_log(server, browser):
         p.goto(server.url + "/")
         assert p.locator("#dash-golden-score").inner_text().isdigit()
         assert p.locator("#dash-last-runs tbody tr").count() == 12
+
+
+def test_runs_ticked_across_pages_open_side_by_side_with_curves_overlaid(server, experiment, page):
+    """Ticking runs on two pages of /runs keeps them (a refresh too), holds the choice to 8,
+    and Compare opens them side by side in the order ticked with their curves overlaid."""
+    p = page.page
+    total = len(experiment.runs)
+    p.goto(server.url + "/runs?limit=25&refresh=5")
+    p.check(f"#runs tr[data-id='{total}'] input[data-compare]")
+    p.check(f"#runs tr[data-id='{total - 1}'] input[data-compare]")
+    assert p.inner_text("#compare-count") == "2 of at most 8 runs chosen"
+    # A refresh swaps the table: the ticks stay.
+    before = p.evaluate("() => document.body.dataset.refreshedAt || ''")
+    p.wait_for_function(f"() => (document.body.dataset.refreshedAt || '') !== {before!r}")
+    assert p.is_checked(f"#runs tr[data-id='{total}'] input[data-compare]")
+    with p.expect_navigation():
+        p.click("#next")
+    p.check(f"#runs tr[data-id='{total - 30}'] input[data-compare]")
+    for run in range(total - 31, total - 36, -1):
+        p.check(f"#runs tr[data-id='{run}'] input[data-compare]")
+    assert p.inner_text("#compare-count") == "8 of at most 8 runs chosen"
+    assert p.is_disabled(f"#runs tr[data-id='{total - 40}'] input[data-compare]")
+    with p.expect_navigation():
+        p.click("#compare-button")
+    assert "/runs/compare?" in p.url
+    ids = [run.run_id for run in experiment.runs]
+    order = [total, total - 1, total - 30, *range(total - 31, total - 36, -1)]
+    shown = p.locator("#compare thead th[data-run-id]").evaluate_all(
+        "hs => hs.map(h => h.dataset.runId)"
+    )
+    assert shown == [ids[number - 1] for number in order]
+    assert p.locator("#compare tr.differs").count() >= 1
+    assert p.inner_text("#compare-differing").startswith("They differ in")
+    assert page.problems == []
+
+
+def test_two_runs_with_episodes_draw_two_overlaid_curves(server, experiment, page):
+    """The comparison's plot draws each run's 50-episode average under its name, in its
+    column's colour (a run without episodes draws nothing and keeps its colour)."""
+    p = page.page
+    first, second, bare = experiment.runs[0], experiment.runs[1], experiment.runs[40]
+    p.goto(f"{server.url}/runs/compare?run={bare.run_id}&run={first.run_id}&run={second.run_id}")
+    traces = plotted_traces(p, "compare-curves")
+    assert list(traces) == [f"run 1 ({first.run_id[:8]})", f"run 2 ({second.run_id[:8]})"]
+    assert len(traces[f"run 1 ({first.run_id[:8]})"]["x"]) == 1500
+    colours = p.evaluate(
+        "() => document.getElementById('compare-curves').data.map(t => t.line.color)"
+    )
+    columns = p.locator("#compare thead th[data-run-id]").evaluate_all(
+        "hs => hs.map(h => getComputedStyle(h).borderTopColor)"
+    )
+    rgb = ["rgb({}, {}, {})".format(*(int(c[i : i + 2], 16) for i in (1, 3, 5))) for c in colours]
+    assert rgb == columns[1:]
+    assert page.problems == []

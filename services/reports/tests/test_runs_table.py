@@ -153,7 +153,12 @@ async def test_csv_and_parquet_hold_the_current_filter_in_its_order(client, expe
     assert frame["high_score"].to_list() == [run["high_score"] for run in listed]
     assert frame["model_hidden_size"].dtype == pl.Int64
     assert frame["golden"].to_list() == [run["golden"] for run in listed]
-    assert frame.columns == list(listed[0])
+    assert frame["changes"].to_list() == [run["changes"] for run in listed]
+    assert frame["score_difference"].to_list() == [run["score_difference"] for run in listed]
+    # The downloads hold a row's facts; what a page works out (why, the seat) stays out.
+    page_only = {"changed", "seat", "reason"}
+    assert frame.columns == [name for name in listed[0] if name not in page_only]
+    assert [row["changes"] or None for row in rows] == [run["changes"] for run in listed]
 
 
 async def test_bad_queries_are_refused_with_a_message(client):
@@ -268,15 +273,67 @@ async def test_history_and_parallel_figures_hold_every_run(client, experiment):
     assert golden["line"]["shape"] == "hv" and golden["x"][-1] == len(expected)
     by_time = _figure((await client.get("/plots/history?x=time")).text, "history-figure")
     assert by_time["data"][0]["x"][0].startswith("2026-09-15T")
-    parallel = _figure((await client.get("/plots/parallel")).text, "parallel-figure")
+    interactive = "/plots/parallel?interactive=true"
+    parallel = _figure((await client.get(interactive)).text, "parallel-figure")
     dimensions = parallel["data"][0]["dimensions"]
     assert [d["label"] for d in dimensions][-1] == "high score"
+    assert [d["label"] for d in dimensions][5:7] == ["epsilon.initial", "epsilon.decay"]
     assert dimensions[-1]["values"] == [r["high_score"] for r in completed]
     assert dimensions[4]["values"] == [r["training_gamma"] for r in completed]
-    seeded = _figure((await client.get("/plots/parallel?seed=1971")).text, "parallel-figure")
+    seeded = _figure((await client.get(interactive + "&seed=1971")).text, "parallel-figure")
     assert len(seeded["data"][0]["dimensions"][0]["values"]) == sum(
         1 for r in completed if r["seed"] == 1971
     )
+
+
+async def test_the_quick_parallel_lines_draw_every_completed_run_on_scaled_axes(client, experiment):
+    """The default parallel coordinates are SVG lines: one per completed run, each axis from
+    its lowest to its highest value, the bands by score in order and each run in its band."""
+    completed = [r for r in expected_rows(experiment) if r["status"] == "completed"]
+    page = (await client.get("/plots/parallel")).text
+    assert "plotly-basic.min.js" in page and "plotly.min.js" not in page
+    figure = _figure(page, "parallel-figure")
+    axes = figure["layout"]["meta"]["axes"]
+    columns = [*TUNED_COLUMNS, "high_score"]
+    assert [a["label"] for a in axes][5:] == [
+        "epsilon.initial",
+        "epsilon.decay",
+        "closer_to_food",
+        "further_from_food",
+        "high score",
+    ]
+    for axis, column in zip(axes, columns, strict=True):
+        assert (axis["low"], axis["high"]) == (
+            min(r[column] for r in completed),
+            max(r[column] for r in completed),
+        )
+    drawn: list[tuple[float, float]] = []  # (gamma, score) of each line, read back
+    low_band = -1.0
+    for trace in figure["data"]:
+        assert trace["type"] == "scatter" and trace["x"].count(None) == trace["y"].count(None)
+        lines = [
+            trace["y"][i : i + len(columns)] for i in range(0, len(trace["y"]), len(columns) + 1)
+        ]
+        back = [
+            tuple(
+                axes[j]["low"] + y * (axes[j]["high"] - axes[j]["low"])
+                for j, y in ((4, line[4]), (-1, line[-1]))
+            )
+            for line in lines
+        ]
+        scores = [score for _, score in back]
+        named = re.fullmatch(r"score (\d+)(?:–(\d+))?", trace["name"])
+        assert named is not None, trace["name"]
+        first, last = int(named.group(1)), int(named.group(2) or named.group(1))
+        assert all(first - 0.05 <= score <= last + 0.05 for score in scores), trace["name"]
+        if scores:
+            assert min(scores) >= low_band  # the bands rise in the legend's order
+            low_band = max(scores)
+        drawn += back
+    wanted = sorted((r["training_gamma"], r["high_score"]) for r in completed)
+    assert len(drawn) == len(wanted)
+    for (gamma, score), (want_gamma, want_score) in zip(sorted(drawn), wanted, strict=True):
+        assert abs(gamma - want_gamma) < 1e-3 and abs(score - want_score) < 0.05
 
 
 async def test_importance_counts_new_goldens_per_entry_and_says_its_limits(client, experiment):
@@ -348,6 +405,13 @@ async def test_the_table_is_read_at_startup_once_and_a_request_meanwhile_shares_
                     frame = await table.frame(db, app.state.resources.schema)
                 assert frame["id"].to_list() == [1, 2, 3, 4, 5]
             assert table.full_reads == 1
+
+
+async def test_the_slice_caption_names_an_integer_golden_value_as_an_integer(client, experiment):
+    """The caption reads "value (272). Most runs", not "(272.0).Most runs"."""
+    golden = experiment.replay.goldens[-1][1].flat["model_hidden_size"]
+    page = (await client.get("/plots/slice", params={"parameter": "model_hidden_size"})).text
+    assert f"golden configuration's value ({golden}). Most runs" in " ".join(page.split())
 
 
 async def test_exports_are_built_two_at_a_time_and_a_third_is_told_to_wait(client):

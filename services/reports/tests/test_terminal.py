@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from reports_history import expected_rows
 from reports_testing import OrchestratorStatusApi, reports_server
 
 from ax3l.orchestrator.status import LoopStatus, Phase
@@ -69,11 +70,28 @@ def test_status_shows_the_cards_the_last_runs_and_the_conversation(experiment, t
                 "AX3L_REPORTS_PORT": str(urlsplit(server.url).port),
             }
             settled = _ax3l("status", env=ports)
+            narrow = _ax3l("status", env={**ports, "COLUMNS": "120"})
             named = _ax3l("status", env={**ports, "AX3L_ORCHESTRATOR_URL": "http://127.0.0.1:9"})
     finally:
         api.close()
     assert "the orchestrator (http://127.0.0.1:9) does not answer" in named.stdout
     assert "the report server" not in named.stdout
+    # Like Ray Tune's table: each run's difference from its golden of its time, what it tried
+    # and, on a wide terminal, the nine values; a narrow one keeps what the run tried.
+    wanted = {row["run_id"]: row for row in expected_rows(experiment)}
+    for run_id, _ in newest:
+        row = wanted[str(run_id)]
+        for out in (once.stdout, watched.stdout, narrow.stdout):
+            line = next(x for x in out.splitlines() if str(run_id)[:8] in x)
+            if row["score_difference"] is not None:
+                difference = row["score_difference"]
+                assert f" {'+' if difference > 0 else ''}{difference} " in line, line
+            if row["changes"]:
+                assert row["changes"].split(":")[0][:12] in line, line
+    header = next(x for x in once.stdout.splitlines() if " seed " in x and " score " in x)
+    assert all(f" {name} " in header for name in ("Δ", "tried", "hidden", "lr", "gamma", "why"))
+    narrow_header = next(x for x in narrow.stdout.splitlines() if " tried " in x)
+    assert " hidden " not in narrow_header and " why " in narrow_header
     for done in (once, watched, settled):
         assert done.returncode == 0, done.stderr
         out = done.stdout

@@ -14,6 +14,11 @@ restart never repeats one: at most once, because a phone that buzzes twice for o
 what the issue asked to avoid, and every alert is also in the event log. (Writing after the send
 would be at least once: a crash between send and write repeats the alert at the restart.)
 
+Each alert has a severity, apprise's notification type (``info``, ``success``, ``warning``,
+``failure``: a webhook's ``type``, a phone app's colour), and may name the report page it is
+about (``link``, a path): the message ends with that page's address under ``AX3L_REPORTS_URL``
+(``Settings.reports_link``), and the claim records both.
+
 Each kind of alert has one sender (the orchestrator: goldens, seed rotations, stalls, its own
 stop; ``make run``'s supervisor: a service it gave up on), so the look-up and the claim need no
 lock. When the database cannot be written (the loop stopped *because* of it, or the supervisor
@@ -47,16 +52,29 @@ class NotifyUrlsInvalid(ValueError):
     """``AX3L_NOTIFY_URLS`` holds something apprise does not take."""
 
 
+# apprise's notification types, least to most urgent.
+SEVERITIES = ("info", "success", "warning", "failure")
+
+
 @dataclass(frozen=True)
 class Alert:
-    """One notification: what it is about (``key``), its kind, title and body, and the event
-    that caused it (the claim's parent)."""
+    """One notification: what it is about (``key``), its kind, title and body, the event
+    that caused it (the claim's parent), its severity (``SEVERITIES``) and the path of the
+    report page it is about."""
 
     key: str
     kind: str
     title: str
     body: str
     cause_event_id: int | None = None
+    severity: str = "info"
+    link: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"alert severity {self.severity!r} is none of {', '.join(SEVERITIES)}")
+        if self.link is not None and not self.link.startswith("/"):
+            raise ValueError(f"an alert's link is a report page's path, not {self.link!r}")
 
 
 def claim_id(key: str) -> str:
@@ -83,8 +101,10 @@ class Notifier:
             )
         self.services = len(self._apprise)
 
-    def send(self, title: str, body: str) -> bool:
-        return bool(self._apprise.notify(body=body, title=title, timeout=SEND_TIMEOUT))
+    def send(self, title: str, body: str, severity: str = "info") -> bool:
+        return bool(
+            self._apprise.notify(body=body, title=title, notify_type=severity, timeout=SEND_TIMEOUT)
+        )
 
 
 def notifier_from(settings: Settings) -> Notifier | None:
@@ -98,8 +118,19 @@ def notifier_from(settings: Settings) -> Notifier | None:
 class Alerts:
     """Sends alerts at most once, each logged as an event (see the module docstring)."""
 
-    def __init__(self, db: Database, log: EventLog, notifier: Notifier):
+    def __init__(
+        self, db: Database, log: EventLog, notifier: Notifier, reports_url: str | None = None
+    ):
+        """``reports_url``: the report server's base URL the alerts' links start with."""
         self.db, self.log, self.notifier = db, log, notifier
+        self.reports_url = (reports_url or "").rstrip("/") or None
+
+    def link(self, alert: Alert) -> str | None:
+        """The address of the page ``alert`` is about, when it names one and the report
+        server's URL is known."""
+        if alert.link is None or self.reports_url is None:
+            return None
+        return self.reports_url + alert.link
 
     async def already_sent(self, key: str) -> bool:
         row = await self.db.fetchone(
@@ -115,6 +146,9 @@ class Alerts:
         ``unlogged_ok``: the key can never come again, so when the database cannot be read or
         written the alert is sent without its events rather than lost.
         """
+        link = self.link(alert)
+        body = f"{alert.body}\n{link}" if link else alert.body
+        named = {"link": link} if link else {}
         try:
             if await self.already_sent(alert.key):
                 return False
@@ -123,18 +157,21 @@ class Alerts:
                     key=alert.key,
                     kind=alert.kind,
                     title=alert.title,
-                    body=alert.body,
+                    body=body,
                     services=self.notifier.services,
+                    severity=alert.severity,
+                    **named,
                 ),
                 process_id=claim_id(alert.key),
                 parent_event_id=alert.cause_event_id,
+                level="WARNING" if alert.severity in ("warning", "failure") else None,
             )
         except DatabaseError as exc:
             if not unlogged_ok:
                 raise
             logger.warning("alert %s sent without its event: %s", alert.key, exc)
             claim = None
-        ok = await asyncio.to_thread(self.notifier.send, alert.title, alert.body)
+        ok = await asyncio.to_thread(self.notifier.send, alert.title, body, alert.severity)
         if not ok:
             logger.warning("alert %s did not reach every notification service", alert.key)
             if claim is not None:
@@ -166,7 +203,7 @@ def send_once_blocking(settings: Settings, alert: Alert, *, unlogged_ok: bool = 
     async def send() -> bool:
         db = Database(settings)
         try:
-            return await Alerts(db, EventLog(db), notifier).send_once(
+            return await Alerts(db, EventLog(db), notifier, settings.reports_link()).send_once(
                 alert, unlogged_ok=unlogged_ok
             )
         finally:

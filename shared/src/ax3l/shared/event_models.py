@@ -645,8 +645,10 @@ class AlertSent(EventContent):
     """A notification, claimed once: written *before* it is sent, so a restart never sends it
     again (at most once; ``ax3l.shared.alerts``). ``key`` names what it is about (e.g.
     ``golden:<event id>``); ``kind`` is ``new_golden``, ``seed_rotation``, ``loop_stopped``,
-    ``service_gave_up`` or ``stall``; ``services`` counts the notification URLs (never the
-    URLs: they hold tokens)."""
+    ``service_gave_up``, ``stall`` or ``burst`` (several events of one look in one message);
+    ``services`` counts the notification URLs (never the URLs: they hold tokens); ``severity``
+    is apprise's type (``info``, ``success``, ``warning``, ``failure``) and ``link`` the report
+    page it is about."""
 
     event: ClassVar[str] = "alert_sent"
     key: str | None = None
@@ -654,6 +656,8 @@ class AlertSent(EventContent):
     title: str | None = None
     body: str | None = None
     services: int | None = None
+    severity: str | None = None
+    link: str | None = None
 
 
 class AlertFailed(EventContent):
@@ -664,3 +668,31 @@ class AlertFailed(EventContent):
     key: str | None = None
     kind: str | None = None
     reason: str | None = None
+
+
+# -- Notes (ax3l-db note / tag) ---------------------------------------------------------------
+
+
+class RunNoteAdded(EventContent):
+    """A person's note on a run (``ax3l.shared.run_notes``), in their words."""
+
+    event: ClassVar[str] = "run_note_added"
+    run_id: str | None = None
+    note: str | None = None
+
+
+class RunTagChange(EventContent):
+    run_id: str | None = None
+    tag: str | None = None
+
+
+class RunTagged(RunTagChange):
+    """A tag put on a run."""
+
+    event: ClassVar[str] = "run_tagged"
+
+
+class RunUntagged(RunTagChange):
+    """A tag taken off a run."""
+
+    event: ClassVar[str] = "run_untagged"

@@ -12,6 +12,7 @@ class Category(StrEnum):
     SNAKELAB = "SnakeLab"
     CONFIGURATION = "Configuration"
     ALERT = "Alert"
+    NOTE = "Note"
 
 
 class Level(StrEnum):
@@ -66,6 +67,11 @@ CATALOG: dict[str, tuple[Category, Level]] = {
     # that did not reach every service.
     "alert_sent": (Category.ALERT, Level.INFO),
     "alert_failed": (Category.ALERT, Level.WARNING),
+    # ax3l-db note / tag: a person's note on a run (a golden's: its run's), a tag put on or
+    # taken off.
+    "run_note_added": (Category.NOTE, Level.INFO),
+    "run_tagged": (Category.NOTE, Level.INFO),
+    "run_untagged": (Category.NOTE, Level.INFO),
 }
 
 CATEGORIES: dict[Category, tuple[str, ...]] = {

@@ -263,6 +263,10 @@ class Settings(BaseSettings):
     """a stall alert goes out when no run has completed for this many median run times"""
     alert_poll_interval: float = setting(30.0, "AX3L_ALERT_POLL_INTERVAL", gt=0)
     """seconds between the orchestrator's looks for alerts (goldens, seed rotations, stalls)"""
+    reports_url: str | None = setting(None, "AX3L_REPORTS_URL")
+    """the report server's address as the alerts' readers open it (a phone: the machine's name
+    or a proxy's URL); each alert links to its page there; unset: AX3L_HTTP_HOST and
+    AX3L_REPORTS_PORT (http://127.0.0.1:28870)"""
 
     schema_path: Path | None = setting(None, "AX3L_SCHEMA_PATH")
     """SnakeLab's config schema file; the bundled copy when unset"""
@@ -289,6 +293,19 @@ class Settings(BaseSettings):
 
     def schema_file(self) -> str | None:
         return None if self.schema_path is None else str(self.schema_path)
+
+    def local_url(self, port: int) -> str:
+        """``http://AX3L_HTTP_HOST:port``, where a service of this machine listens."""
+        # A wildcard listen address is not an address to connect to.
+        host = "127.0.0.1" if self.http_host in ("", "0.0.0.0", "::") else self.http_host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{port}"
+
+    def reports_link(self) -> str:
+        """The report server's base URL in alerts' links: AX3L_REPORTS_URL, else the local
+        one."""
+        return (self.reports_url or self.local_url(self.reports_port)).rstrip("/")
 
 
 @lru_cache

@@ -8,10 +8,21 @@ the newest ``alert_sent`` event, so after a restart it looks again at what came 
 alert (the keys keep those already sent from going out twice), and on a first start with alerts
 it starts at the newest event (an old history raises no alerts).
 
+Events of one look go out as one message (``burst_alert``: three goldens within a second are one
+alert, not three), and a look whose newest event is younger than ``BURST_SECONDS`` waits for the
+next look (once), so that a burst under way is not cut in two.
+
 A stall is no SnakeLab run completing for ``AX3L_STALL_FACTOR`` times the median run time (of
 the last 101 completed runs, from SnakeLab's ``started_at`` and ``completed_at``, UTC as
 SnakeLab writes them), keyed by the last completed run: one alert per stall. It is counted from
-the process's start at most, so a restart after days away does not raise one at once.
+the process's start at most, so a restart after days away does not raise one at once, and not
+while the loop waits for a proposal (``waiting``: a conversation under way, such as a turn open
+to the seats until ``AX3L_EXTERNAL_DEADLINE``) nor from before that wait ended: a turn that
+waits for a seat is no stall.
+
+Each alert has a severity (a new golden ``success``, a seed rotation ``info``, a stall
+``warning``, the loop stopping ``failure``) and links to its page of the report server (a
+golden's run, the high scores, the dashboard, the event log).
 
 The loop stopping (a fatal error or a signal) is keyed by the process id, so each process says
 it once; it is sent even when the database is what stopped the loop (unlogged then).
@@ -24,9 +35,10 @@ import json
 import logging
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from ax3l.shared.alerts import Alert, Alerts
+from ax3l.shared.alerts import SEVERITIES, Alert, Alerts
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.event_models import GoldenConfigCreated, GoldenConfigSeedIncremented
@@ -36,6 +48,7 @@ logger = logging.getLogger(__name__)
 WATCHED = (GoldenConfigCreated.event, GoldenConfigSeedIncremented.event)
 MEDIAN_OF = 101  # the latest completed runs whose median run time a stall is measured against
 STOP_ALERT_TIMEOUT = 20.0  # seconds the loop-stopped alert may hold up the shutdown
+BURST_SECONDS = 10.0  # a look whose newest event is younger waits once for the rest of a burst
 
 
 def _minutes(seconds: float) -> str:
@@ -62,7 +75,18 @@ def golden_alert(event_id: int, content: Any) -> Alert | None:
         lines.append(f"proposed by {golden.get('proposer')}")
     if golden.get("reason"):
         lines.append(str(golden.get("reason"))[:500])
-    return Alert(f"golden:{event_id}", "new_golden", title, "\n".join(lines), event_id)
+    link = (
+        f"/simulations/{golden.get('run_id')}" if golden.get("run_id") else "/golden-configurations"
+    )
+    return Alert(
+        f"golden:{event_id}",
+        "new_golden",
+        title,
+        "\n".join(lines),
+        event_id,
+        severity="success",
+        link=link,
+    )
 
 
 def rotation_alert(event_id: int, content: Any) -> Alert:
@@ -76,6 +100,43 @@ def rotation_alert(event_id: int, content: Any) -> Alert:
         f"The golden configuration (run {step.get('golden_run_id')}) runs again on seed {seed}"
         f" (was {previous}) for a fresh baseline.",
         event_id,
+        severity="info",
+        link="/experiment-highscores",
+    )
+
+
+def burst_alert(alerts: Sequence[Alert], goldens: Sequence[GoldenConfigCreated] = ()) -> Alert:
+    """One message for the alerts of one look (``goldens``: the contents of its new-golden
+    alerts, in order): their news in the title, each one's title and body in the body, the
+    most urgent severity, one link (the goldens' page, else the high scores)."""
+    if len(alerts) == 1:
+        return alerts[0]
+    news = [alert.title.removeprefix("Ax3l: ") for alert in alerts if alert.kind != "new_golden"]
+    if len(goldens) > 1:
+        was = goldens[0].get("previous_high_score")
+        news.insert(
+            0,
+            f"{len(goldens)} new golden configurations, high score"
+            f" {goldens[-1].get('high_score')}" + (f" (was {was})" if was is not None else ""),
+        )
+    elif goldens:
+        news.insert(0, next(a for a in alerts if a.kind == "new_golden").title[len("Ax3l: ") :])
+    links = {alert.link for alert in alerts}
+    link = (
+        links.pop()
+        if len(links) == 1
+        else "/golden-configurations"
+        if len(goldens) == len(alerts)
+        else "/experiment-highscores"
+    )
+    return Alert(
+        f"burst:{alerts[0].key}..{alerts[-1].key}",
+        "burst",
+        "Ax3l: " + "; ".join(news),
+        "\n\n".join(f"{alert.title.removeprefix('Ax3l: ')}\n{alert.body}" for alert in alerts),
+        alerts[-1].cause_event_id,
+        severity=max((alert.severity for alert in alerts), key=SEVERITIES.index),
+        link=link,
     )
 
 
@@ -89,11 +150,17 @@ class AlertWatcher:
         process_id: str,
         poll_interval: float,
         stall_factor: float,
+        waiting: Callable[[], bool] = lambda: False,
+        burst_seconds: float = BURST_SECONDS,
     ):
+        """``waiting``: whether the loop waits for a proposal now (no stall meanwhile)."""
         self.alerts, self.db, self.process_id = alerts, db, process_id
         self.poll_interval, self.stall_factor = poll_interval, stall_factor
+        self.waiting, self.burst_seconds = waiting, burst_seconds
         self.after: int | None = None
         self.started = time.monotonic()  # a stall counts from this process's start at most
+        self.waited_until = self.started  # ... and from the end of the last wait for a proposal
+        self.held = False  # the last look waited for the rest of a burst
 
     async def _start_point(self) -> int:
         row = await self.db.fetchone(
@@ -111,32 +178,52 @@ class AlertWatcher:
             self.after = await self._start_point()
         marks = ", ".join(["%s"] * len(WATCHED))
         rows = await self.db.fetchall(
-            "SELECT e.event_id, e.name, m.content FROM events e"
+            "SELECT e.event_id, e.name, m.content,"
+            " TIMESTAMPDIFF(MICROSECOND, e.occurred_at, UTC_TIMESTAMP(6)) AS age FROM events e"
             " LEFT JOIN event_messages m ON m.event_id = e.event_id"
             f" WHERE e.name IN ({marks}) AND e.event_id > %s ORDER BY e.event_id LIMIT 200",
             (*WATCHED, self.after),
             doing="reading events to alert on",
         )
-        for row in rows:
-            event_id = int(row["event_id"])
-            try:
-                content = json.loads(row["content"] or "null")
-            except ValueError:
-                content = None
-            alert = (
-                golden_alert(event_id, content)
-                if row["name"] == GoldenConfigCreated.event
-                else rotation_alert(event_id, content)
-            )
-            if alert is not None:
-                await self.alerts.send_once(alert)
-            self.after = event_id
+        young = bool(rows) and int(rows[-1]["age"]) / 1e6 < self.burst_seconds
+        if young and not self.held and len(rows) < 200:
+            self.held = True  # a burst may be under way: the next look takes all of it
+        elif rows:
+            self.held = False
+            found: list[Alert] = []
+            goldens: list[GoldenConfigCreated] = []
+            for row in rows:
+                alert, golden = self._alert(row)
+                if alert is not None:
+                    found.append(alert)
+                    goldens += [golden] if golden is not None else []
+            if found:
+                await self.alerts.send_once(burst_alert(found, goldens))
+            self.after = int(rows[-1]["event_id"])
         stall = await self.stall()
         if stall is not None:
             await self.alerts.send_once(stall)
 
+    @staticmethod
+    def _alert(row: dict[str, Any]) -> tuple[Alert | None, GoldenConfigCreated | None]:
+        """A watched event's alert, and for a new golden its content."""
+        event_id = int(row["event_id"])
+        try:
+            content = json.loads(row["content"] or "null")
+        except ValueError:
+            content = None
+        if row["name"] == GoldenConfigCreated.event:
+            alert = golden_alert(event_id, content)
+            return alert, GoldenConfigCreated.from_stored(content) if alert else None
+        return rotation_alert(event_id, content), None
+
     async def stall(self) -> Alert | None:
-        """The stall alert when no run has completed for too long, else None."""
+        """The stall alert when no run has completed for too long, else None (never while the
+        loop waits for a proposal, nor counting that wait)."""
+        now = time.monotonic()
+        if self.waiting():
+            self.waited_until = now
+            return None
         rows = await self.db.fetchall(
             "SELECT run_id, TIMESTAMPDIFF(MICROSECOND, started_at, completed_at) AS took,"
             " TIMESTAMPDIFF(MICROSECOND, completed_at, UTC_TIMESTAMP(6)) AS since"
@@ -150,7 +237,7 @@ class AlertWatcher:
             return None
         median = statistics.median(max(0, int(r["took"])) for r in rows) / 1e6
         last = min(rows, key=lambda r: int(r["since"]))
-        idle = min(int(last["since"]) / 1e6, time.monotonic() - self.started)
+        idle = min(int(last["since"]) / 1e6, now - self.started, now - self.waited_until)
         if median <= 0 or idle < self.stall_factor * median:
             return None
         return Alert(
@@ -159,6 +246,8 @@ class AlertWatcher:
             f"Ax3l: no run has completed for {_minutes(idle)}",
             f"The median run takes {_minutes(median)}; nothing completed for"
             f" {self.stall_factor:g} times that. The last completed run is {last['run_id']}.",
+            severity="warning",
+            link="/",
         )
 
     async def run(self) -> None:
@@ -180,6 +269,8 @@ class AlertWatcher:
             "loop_stopped",
             "Ax3l: the experiment loop stopped",
             reason[:1000],
+            severity="failure",
+            link="/events",
         )
         try:
             async with asyncio.timeout(STOP_ALERT_TIMEOUT):

@@ -214,11 +214,13 @@ def _wire(settings: Settings, schema: ConfigSchema, proposer_name: str) -> _Proc
     alerts = None
     if notifier is not None:
         alerts = AlertWatcher(
-            Alerts(db, log, notifier),
+            Alerts(db, log, notifier, settings.reports_link()),
             db,
             process_id,
             settings.alert_poll_interval,
             settings.stall_factor,
+            # A turn waiting for a proposal (a seat's, a model's) is no stall.
+            waiting=lambda: status.phase == Phase.CONVERSING,
         )
     return _Process(settings, loop, sessions, server, capture, alerts)
 

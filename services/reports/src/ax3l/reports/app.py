@@ -26,9 +26,9 @@ from ax3l.shared.trusted_hosts import allow_only
 
 DESCRIPTION = """Read-only pages and JSON over Ax3l's events and SnakeLab's runs.
 
-Pages: `/` (dashboard), `/runs`, `/plots/history`, `/plots/slice`, `/plots/parallel`,
-`/plots/importance`, `/events` (event log; `/?category=...` links redirect there),
-`/events/{id}`, `/experiment-highscores`, `/golden-configurations`, `/score-distribution`,
+Pages: `/` (dashboard), `/runs`, `/runs/compare`, `/plots/history`, `/plots/slice`,
+`/plots/parallel`, `/plots/importance`, `/events` (event log; `/?category=...` links redirect
+there), `/events/{id}`, `/experiment-highscores`, `/golden-configurations`, `/score-distribution`,
 `/simulations/{run_id}`, `/proposers`, `/comparison`. JSON: everything under `/api/`.
 Bad query values are answered with 422 and a `message`.
 """

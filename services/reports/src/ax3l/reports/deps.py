@@ -10,6 +10,7 @@ from fastapi.responses import HTMLResponse
 from starlette.templating import Jinja2Templates
 
 from ax3l.reports.orchestrator_status import OrchestratorMonitor
+from ax3l.reports.queries.curves import LearningCurves
 from ax3l.reports.queries.highscores import HighscoreReader
 from ax3l.reports.queries.importance import ImportanceCache
 from ax3l.reports.queries.proposer_board import ProposerBoard
@@ -79,4 +80,5 @@ ImportanceDep = Annotated[ImportanceCache, _resource("importance")]
 ProposerBoardDep = Annotated[ProposerBoard, _resource("proposers")]
 ModelsDep = Annotated[RunModelCache, _resource("models")]
 SchemaDep = Annotated[ConfigSchema, _resource("schema")]
+CurvesDep = Annotated[LearningCurves, _resource("curves")]
 PageDep = Annotated[Page, Depends(get_page)]

@@ -566,9 +566,31 @@ def seat_call_refused(c: ev.SeatCallRefused, parameter: str | None) -> str | Non
     return f"{who} was refused{what}" + (f": {_short(why)}" if why else "")
 
 
+# -- Notes (ax3l-db note / tag) ----------------------------------------------------------
+
+
+def run_note_added(c: ev.RunNoteAdded, parameter: str | None) -> str | None:
+    run, note = _run(c.run_id), _text(c.note)
+    if run is None or note is None:
+        return None
+    return f"Note on {run}: {_short(note)}"
+
+
+def _tag_change(verb: str) -> Builder:
+    def build(c: ev.RunTagChange, parameter: str | None) -> str | None:
+        run, tag = _run(c.run_id), _text(c.tag)
+        if run is None or tag is None:
+            return None
+        return f"{run.capitalize()} {verb} {_short(tag, 40)}"
+
+    return build
+
+
 def alert_sent(c: ev.AlertSent, parameter: str | None) -> str | None:
     title = _text(c.title)
-    return None if title is None else f"Alert sent: {_short(title)}"
+    severity = _text(c.severity)
+    urgent = f" ({severity})" if severity in ("warning", "failure") else ""
+    return None if title is None else f"Alert sent{urgent}: {_short(title)}"
 
 
 def alert_failed(c: ev.AlertFailed, parameter: str | None) -> str | None:
@@ -577,6 +599,9 @@ def alert_failed(c: ev.AlertFailed, parameter: str | None) -> str | None:
 
 
 BUILDERS: dict[str, Builder] = {
+    ev.RunNoteAdded.event: run_note_added,
+    ev.RunTagged.event: _tag_change("tagged"),
+    ev.RunUntagged.event: _tag_change("untagged"),
     ev.SeatCall.event: seat_call,
     ev.SeatCallRefused.event: seat_call_refused,
     ev.ConversationStarted.event: conversation_started,

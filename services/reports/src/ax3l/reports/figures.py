@@ -19,9 +19,10 @@ from ax3l.reports.models.simulations import Episode
 
 GOLDEN_TRACE = "Accepted golden scores"
 EXTENSION_TRACE = "Since the last acceptance"
-SEED_TRACE = "Seed change"
+SEED_TRACE = "Golden on a fresh seed"
 LINE_COLOUR = "#2563eb"
 SEED_COLOUR = "#d97706"
+AVERAGE_OF = 50  # episodes per point of a learning curve's moving average
 # Beyond this many seed changes, dotted lines and labels would hide the line: diamonds remain.
 MAX_SEED_LINES = 40
 
@@ -81,6 +82,17 @@ def _confirmation_hover(confirmation: Confirmation) -> str:
     )
 
 
+def _fresh_hover(before: HighscorePoint, point: HighscorePoint) -> str:
+    """A seed rotation's point: the golden's score where it was chosen and on the fresh seed."""
+    fall = before.score - point.score
+    said = f"fell {fall}" if fall > 0 else f"rose {-fall}" if fall < 0 else "held"
+    head = (
+        f"It scored {before.score} on seed {escape(str(before.seed))}, {point.score} on seed"
+        f" {escape(str(point.seed))}: {said}"
+    )
+    return head + "<br>" + highscore_hover(point)
+
+
 def seed_changes(points: Sequence[HighscorePoint]) -> list[HighscorePoint]:
     """The points whose seed differs from the previous point's."""
     return [point for previous, point in itertools.pairwise(points) if point.seed != previous.seed]
@@ -117,7 +129,10 @@ def highscore_figure(points: Sequence[HighscorePoint], current: int) -> dict[str
                 "showlegend": False,
             }
         )
-    changes = seed_changes(points)
+    changes_with_before = [
+        (before, point) for before, point in itertools.pairwise(points) if point.seed != before.seed
+    ]
+    changes = [point for _, point in changes_with_before]
     shapes: list[dict[str, Any]] = []
     annotations: list[dict[str, Any]] = []
     if changes:
@@ -129,8 +144,8 @@ def highscore_figure(points: Sequence[HighscorePoint], current: int) -> dict[str
                 "x": [p.simulations for p in changes],
                 "y": [p.score for p in changes],
                 "marker": {"symbol": "diamond", "size": 13, "color": SEED_COLOUR},
-                "text": [highscore_hover(p) for p in changes],
-                "hovertemplate": "<b>New seed</b><br>%{text}<extra></extra>",
+                "text": [_fresh_hover(before, p) for before, p in changes_with_before],
+                "hovertemplate": "<b>Golden on a fresh seed</b><br>%{text}<extra></extra>",
             }
         )
         for point in changes if len(changes) <= MAX_SEED_LINES else []:
@@ -179,45 +194,108 @@ def score_figure(bins: Sequence[tuple[int, int]]) -> dict[str, Any]:
     }
 
 
-def episodes_figure(episodes: Sequence[Episode]) -> dict[str, Any]:
-    """Score per episode of one run, with a 50-episode moving average."""
-    x = [e.episode for e in episodes]
-    y = [e.score for e in episodes]
-    window = 50
+def moving_average(scores: Sequence[int], window: int = AVERAGE_OF) -> list[float]:
+    """The mean of each score and the ``window - 1`` before it (fewer at the start)."""
     average: list[float] = []
     total = 0
-    for i, score in enumerate(y):
+    for i, score in enumerate(scores):
         total += score
         if i >= window:
-            total -= y[i - window]
-        average.append(total / min(i + 1, window))
-    return {
-        "data": [
-            {
-                "type": "scatter",
-                "mode": "markers",
-                "name": "Score",
-                "x": x,
-                "y": y,
-                "marker": {"size": 3, "color": "#94a3b8"},
-                "hovertemplate": "Episode %{x}: score %{y}<extra></extra>",
-            },
+            total -= scores[i - window]
+        average.append(round(total / min(i + 1, window), 2))
+    return average
+
+
+def episodes_figure(
+    episodes: Sequence[Episode], golden: tuple[str, Sequence[Episode]] | None = None
+) -> dict[str, Any]:
+    """The run's learning curve: score per episode with its 50-episode moving average, and
+    ``golden`` (its golden configuration of its time: a name and its episodes) as a dashed
+    average to compare with."""
+    x = [e.episode for e in episodes]
+    y = [e.score for e in episodes]
+    data: list[dict[str, Any]] = [
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "name": "Score",
+            "x": x,
+            "y": y,
+            "marker": {"size": 3, "color": "#94a3b8"},
+            "hovertemplate": "Episode %{x}: score %{y}<extra></extra>",
+        },
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": f"Average of {AVERAGE_OF}",
+            "x": x,
+            "y": moving_average(y),
+            "line": {"color": LINE_COLOUR, "width": 2},
+            "hovertemplate": "Episode %{x}: average %{y}<extra></extra>",
+        },
+    ]
+    if golden is not None and golden[1]:
+        name, theirs = golden
+        data.append(
             {
                 "type": "scatter",
                 "mode": "lines",
-                "name": f"Average of {window}",
-                "x": x,
-                "y": [round(v, 2) for v in average],
-                "line": {"color": LINE_COLOUR, "width": 2},
-                "hovertemplate": "Episode %{x}: average %{y}<extra></extra>",
-            },
-        ],
+                "name": escape(name),
+                "x": [e.episode for e in theirs],
+                "y": moving_average([e.score for e in theirs]),
+                "line": {"color": SEED_COLOUR, "width": 2, "dash": "dash"},
+                "hovertemplate": "Episode %{x}: golden's average %{y}<extra></extra>",
+            }
+        )
+    return {
+        "data": data,
         "layout": {
             **LAYOUT_BASE,
             "xaxis": {"title": {"text": "Episode"}},
             "yaxis": {"title": {"text": "Score"}},
         },
     }
+
+
+def curves_figure(
+    curves: Sequence[tuple[int, str, Sequence[int], Sequence[float]]],
+) -> dict[str, Any]:
+    """Runs' learning curves overlaid (``curves``: each one's place among the compared runs,
+    name, episodes and 50-episode moving average), each in its place's colour of
+    ``COMPARED_COLOURS``, as its column is."""
+    data = [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": escape(name),
+            "x": list(episodes),
+            "y": list(average),
+            "line": {"color": COMPARED_COLOURS[i % len(COMPARED_COLOURS)], "width": 2},
+            "hovertemplate": f"{escape(name)}: episode %{{x}}, average %{{y}}<extra></extra>",
+        }
+        for i, name, episodes, average in curves
+    ]
+    return {
+        "data": data,
+        "layout": {
+            **LAYOUT_BASE,
+            "xaxis": {"title": {"text": "Episode"}},
+            "yaxis": {"title": {"text": f"Score (average of {AVERAGE_OF} episodes)"}},
+        },
+    }
+
+
+# Eight runs compared side by side, each in its colour (its column's too).
+COMPARED_COLOURS = (
+    "#2563eb",
+    "#d97706",
+    "#16a34a",
+    "#dc2626",
+    "#9333ea",
+    "#0891b2",
+    "#db2777",
+    "#65a30d",
+)
 
 
 # One colour per proposer of a comparison, in the comparison's order.

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from starlette.templating import Jinja2Templates
 
 from ax3l.reports.orchestrator_status import OrchestratorMonitor
+from ax3l.reports.queries.curves import LearningCurves
 from ax3l.reports.queries.highscores import HighscoreReader
 from ax3l.reports.queries.importance import ImportanceCache
 from ax3l.reports.queries.proposer_board import ProposerBoard
@@ -30,4 +31,5 @@ class Resources:
     runs: RunsTable = field(default_factory=RunsTable)
     importance: ImportanceCache = field(default_factory=ImportanceCache)
     proposers: ProposerBoard = field(default_factory=ProposerBoard)
+    curves: LearningCurves = field(default_factory=LearningCurves)
     models: RunModelCache = field(default_factory=RunModelCache)

@@ -48,14 +48,6 @@ class ReportsSettings(Settings):
             return self.orchestrator_url.rstrip("/") + "/api/status"
         return self.local_url(self.orchestrator_port) + "/api/status"
 
-    def local_url(self, port: int) -> str:
-        """``http://AX3L_HTTP_HOST:port``, where a service of this machine listens."""
-        # A wildcard listen address is not an address to connect to.
-        host = "127.0.0.1" if self.http_host in ("", "0.0.0.0", "::") else self.http_host
-        if ":" in host:
-            host = f"[{host}]"
-        return f"http://{host}:{port}"
-
 
 @lru_cache
 def get_settings() -> ReportsSettings:

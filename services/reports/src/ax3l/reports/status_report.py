@@ -123,6 +123,10 @@ async def build_status(
     if count.order is not None and count.index is not None:
         current_parameter = count.order[count.index]
     now = datetime.now(UTC).replace(tzinfo=None)
+    loop_out = orchestrator_out(loop, now)
+    # One entry for every card: the polled status lags the database by up to a poll, and two
+    # cards naming different entries read as a contradiction.
+    turn = loop_out.parameter if loop_out.state == "up" and loop_out.parameter else None
     return StatusOut(
         snakelab=SnakeLabOut(
             state=snakelab.state,
@@ -135,7 +139,7 @@ async def build_status(
             epochs=run.epochs if run else None,
             high_score=run.high_score if run else None,
         ),
-        orchestrator=orchestrator_out(loop, now),
+        orchestrator=loop_out,
         golden=golden,
         golden_high_score=golden.high_score if golden else None,
         all_time_high_score=state.all_time_high_score,
@@ -144,6 +148,7 @@ async def build_status(
         stagnant_cycles=count.stagnant,
         cycle_progress=count.progress,
         current_parameter=current_parameter,
+        turn=turn or current_parameter,
         current_seed=golden.seed if golden else None,
         refreshed_at=now,
     )

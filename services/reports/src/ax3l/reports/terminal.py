@@ -5,8 +5,11 @@ Three panels, drawn with rich:
 * the status cards: the orchestrator's ``/api/status`` (phase, turn, proposer, seed, golden
   run and score, cycles and stagnant cycles, promotion policy, a confirmation in progress,
   SnakeLab hosts, the last error);
-* the last runs: the report server's ``/api/runs`` (newest first: run, status, seed, score,
-  proposer and entry, golden);
+* the last runs, like Ray Tune's trial table: the report server's ``/api/runs`` (newest
+  first: run, status, seed, score, its difference from its golden configuration of its time,
+  what it tried against that golden, proposer (a seat by name) and entry, on a terminal of
+  ``VALUES_WIDTH`` columns or more the nine tuned values with the changed ones in bold, why it
+  was chosen, golden);
 * the current conversation: the report server's ``/api/events?process=<conversation>``, its
   newest events (time, event, what it says).
 
@@ -42,6 +45,7 @@ from ax3l.reports.settings import ReportsSettings
 
 TIMEOUT = 3.0
 MAX_TEXT = 160
+VALUES_WIDTH = 170  # terminal columns from which the last runs show their nine values
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -152,18 +156,61 @@ def _cards(status: dict[str, Any]) -> Table:
     return table
 
 
-def _runs(runs: list[dict[str, Any]]) -> Table:
+# The nine tuned values' columns of /api/runs and their short headers, in round-robin order.
+VALUE_COLUMNS = {
+    "model_hidden_size": "hidden",
+    "training_sequence_length": "seq",
+    "training_batch_size": "batch",
+    "training_learning_rate": "lr",
+    "training_gamma": "gamma",
+    "epsilon_initial": "ε init",
+    "epsilon_decay": "ε decay",
+    "game_rewards_closer_to_food": "closer",
+    "game_rewards_further_from_food": "further",
+}
+
+
+def _signed(value: Any) -> str:
+    if not isinstance(value, int) or isinstance(value, bool):
+        return ""
+    return f"+{value}" if value > 0 else str(value)
+
+
+def _who(run: dict[str, Any]) -> str:
+    proposer = run.get("proposer") or "loop"
+    return f"{proposer} ({run['seat']})" if run.get("seat") else str(proposer)
+
+
+def _runs(runs: list[dict[str, Any]], with_values: bool) -> Table:
     table = Table(title="last runs")
-    for column in ("run", "status", "seed", "score", "proposer", "entry", "golden"):
-        table.add_column(column, justify="right" if column in ("seed", "score") else "left")
+    right = {"seed", "score", "Δ", *VALUE_COLUMNS.values()}
+    for column in ("run", "status", "seed", "score", "Δ", "tried", "proposer", "entry"):
+        table.add_column(column, justify="right" if column in right else "left")
+    shown = VALUE_COLUMNS if with_values else {}
+    for header in shown.values():
+        table.add_column(header, justify="right")
+    table.add_column("why")
+    table.add_column("golden")
     for run in runs:
+        listed = run.get("changed")
+        changed: list[Any] = listed if isinstance(listed, list) else []
+        values = []
+        for column in shown:
+            cell = safe(run.get(column), 12)
+            if column in changed:
+                cell.stylize("bold")
+            values.append(cell)
         table.add_row(
             safe(str(run.get("run_id", ""))[:8]),
             safe(run.get("status")),
             safe(run.get("seed")),
             safe(run.get("high_score")),
-            safe(run.get("proposer") or "loop", 40),
+            safe(_signed(run.get("score_difference"))),
+            safe(run.get("changes"), 80),
+            safe(_who(run), 40),
             safe(run.get("entry"), 40),
+            *values,
+            safe(run.get("reason"), 60),
             safe("yes" if run.get("golden") else ""),
         )
     return table
@@ -183,12 +230,14 @@ def _conversation(conversation: str | None, events: list[dict[str, Any]]) -> Tab
     return table
 
 
-def render(snapshot: Snapshot) -> RenderableType:
-    """The three panels, and a line for each service that did not answer."""
+def render(snapshot: Snapshot, width: int = VALUES_WIDTH) -> RenderableType:
+    """The three panels, and a line for each service that did not answer; the runs' nine
+    values only on a terminal ``width`` of ``VALUES_WIDTH`` or more (narrower, their columns
+    would fold into nothing: what a run tried says what changed)."""
     parts: list[RenderableType] = [safe(p, 400) for p in snapshot.problems]
     if snapshot.status is not None:
         parts.append(_cards(snapshot.status))
-    parts.append(_runs(snapshot.runs))
+    parts.append(_runs(snapshot.runs, width >= VALUES_WIDTH))
     conversation = (snapshot.status or {}).get("conversation_id")
     parts.append(_conversation(conversation, snapshot.conversation))
     return Group(*parts)
@@ -245,7 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     console = Console()
 
     def draw() -> RenderableType:
-        return render(take(args.orchestrator, args.reports, args.runs, args.events))
+        found = take(args.orchestrator, args.reports, args.runs, args.events)
+        return render(found, console.width)
 
     if not args.watch:
         console.print(draw())

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import pymysql
 
 from ax3l.shared.db import tables, upgrades
-from ax3l.shared.db.database import quote_identifier
+from ax3l.shared.db.database import Database, quote_identifier
 from ax3l.shared.db.errors import DatabaseError, SchemaMismatch, translate
 from ax3l.shared.settings import Settings, get_settings
 
@@ -226,6 +226,29 @@ def adopt_command(settings: Settings, dry_run: bool) -> int:
     return 0
 
 
+def annotate_command(settings: Settings, args: argparse.Namespace) -> int:
+    """``ax3l-db note RUN TEXT`` and ``ax3l-db tag RUN TAG... [--remove TAG]``."""
+    from ax3l.shared import run_notes
+
+    async def write() -> str:
+        async with Database(settings) as db:
+            if args.command == "note":
+                event = await run_notes.add_note(db, args.run_id, args.text)
+                return f"note added to run {args.run_id} (event {event})"
+            events = await run_notes.change_tags(db, args.run_id, args.tags, args.remove)
+            return f"run {args.run_id}: {len(events)} tag change(s) written"
+
+    try:
+        print(asyncio.run(write()))
+    except run_notes.NoteRefused as exc:
+        print(f"ax3l-db: {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except DatabaseError as exc:
+        print(f"ax3l-db: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _sql_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
 
@@ -401,6 +424,17 @@ def main(argv: list[str] | None = None) -> int:
             f" comes from ${login.password_env} (unset: the user must exist)",
         )
         grant.add_argument("--host", default="%", help="the account's host part (default %%)")
+    note = sub.add_parser(
+        "note", help="add a note to a run (a golden configuration's: its run's); an event"
+    )
+    note.add_argument("run_id", help="SnakeLab's run id")
+    note.add_argument("text", help="the note (at most 2,000 characters)")
+    tag = sub.add_parser(
+        "tag", help="put tags on a run and (--remove) take tags off it; an event each"
+    )
+    tag.add_argument("run_id", help="SnakeLab's run id")
+    tag.add_argument("tags", nargs="*", help="tags to put on (letters, digits, _ . : -)")
+    tag.add_argument("--remove", action="append", default=[], metavar="TAG", help="take off")
     export = sub.add_parser(
         "export", help="write the experiment's runs elsewhere (Optuna: ax3l-shared[optuna])"
     )
@@ -440,6 +474,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in LOGINS:
         print_grants(settings, args.command, args.user, args.host)
         return 0
+    if args.command in ("note", "tag"):
+        return annotate_command(settings, args)
     try:
         if args.command == "reset-events":
             if not args.yes:

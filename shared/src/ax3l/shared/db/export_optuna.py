@@ -12,7 +12,9 @@ The user attributes are ``run_id``, ``snakelab_id`` (SnakeLab's submission order
 ``status``, ``proposer`` and ``entry`` (``ax3l.shared.run_provenance``: a proposal's
 conversation's proposer and its parameter; ``ax3l`` and the ``simulation_submitted`` purpose,
 e.g. ``seeding``, for a run the loop submitted itself) and
-``golden`` (whether a ``golden_config_created`` event names the run).
+``golden`` (whether a ``golden_config_created`` event names the run), ``tags`` and ``notes`` (a
+person's, ``ax3l.shared.run_notes``, as they were at the export: a trial already exported
+keeps those it had).
 
 Runs still queued or training are left for a later export. Exporting again adds only the runs
 whose ``run_id`` no trial of the study has yet, so an interrupted export is finished by running
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ax3l.shared import run_provenance
+from ax3l.shared import run_notes, run_provenance
 from ax3l.shared.config_schema import ConfigSchema, cached_schema
 from ax3l.shared.db.database import placeholders, quote_identifier
 from ax3l.shared.registry import ENTRIES, leaf_domain
@@ -48,7 +50,7 @@ TUNED_PATHS: tuple[str, ...] = tuple(path for item in ENTRIES for path in item.p
 FINISHED_STATES = ("completed", "failed", "cancelled")
 _FINISHED = placeholders(FINISHED_STATES)
 # The events that tell who produced a run and which runs became golden.
-_PROVENANCE_EVENTS = (*run_provenance.EVENTS, run_provenance.GOLDEN_EVENT)
+_PROVENANCE_EVENTS = (*run_provenance.EVENTS, run_provenance.GOLDEN_EVENT, *run_notes.EVENTS)
 
 
 class ExportError(RuntimeError):
@@ -57,10 +59,13 @@ class ExportError(RuntimeError):
 
 @dataclass(frozen=True)
 class Provenance:
-    """Who produced a run: the proposer and the round robin's entry (or the loop's purpose)."""
+    """Who produced a run: the proposer and the round robin's entry (or the loop's purpose);
+    and a person's tags and notes on it."""
 
     proposer: str | None
     entry: str | None
+    tags: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,7 @@ def provenance(conn: Any) -> tuple[dict[str, Provenance], set[str]]:
     """Each run's proposer and entry, and the runs that became golden, from Ax3l's events
     (``ax3l.shared.run_provenance``: the report's ``/runs`` and golden pages read them alike)."""
     found = RunProvenance()
+    noted = run_notes.RunNotes()
     with conn.cursor() as cur:
         cur.execute(
             "SELECT e.name, e.process_id, m.content FROM events e JOIN event_messages m"
@@ -131,10 +137,18 @@ def provenance(conn: Any) -> tuple[dict[str, Provenance], set[str]]:
             except (TypeError, ValueError):
                 continue
             if isinstance(content, dict):
-                found.add(name, process_id, content)
+                if name in run_notes.EVENTS:
+                    noted.add(name, content)
+                else:
+                    found.add(name, process_id, content)
     made = {
-        run_id: Provenance(found.proposer.get(run_id), found.entry.get(run_id))
-        for run_id in found.proposer.keys() | found.entry.keys()
+        run_id: Provenance(
+            found.proposer.get(run_id),
+            found.entry.get(run_id),
+            tuple(noted.tags_of(run_id)),
+            tuple(noted.notes_of(run_id)),
+        )
+        for run_id in found.proposer.keys() | found.entry.keys() | noted.runs()
     }
     return made, found.golden
 
@@ -195,6 +209,8 @@ def trial_of(
         "proposer": made.proposer if made else None,
         "entry": made.entry if made else None,
         "golden": golden,
+        "tags": list(made.tags) if made else [],
+        "notes": list(made.notes) if made else [],
     }
     if outside:
         attrs["params_outside_schema"] = outside

@@ -73,6 +73,10 @@ class GoldenEntry(GoldenSummary):
     changes: list[Change] | None
     # Its mean and runs over the confirmation seeds; None for a golden of the single mode.
     confirmation: Confirmation | None = None
+    tags: list[str] = Field(default_factory=list, description="its run's tags (`ax3l-db tag`)")
+    notes: list[str] = Field(
+        default_factory=list, description="its run's notes, oldest first (`ax3l-db note`)"
+    )
 
 
 class GoldenPage(BaseModel):

@@ -24,6 +24,8 @@ class HighscorePoint(BaseModel):
     reason: str | None
     # A confirmed golden's mean and runs; None for a golden of the single mode.
     confirmation: Confirmation | None = None
+    # The golden's kind (seeding, promotion, seed_rotation, adopted...); None in older rows.
+    kind: str | None = None
 
 
 class Highscores(BaseModel):
@@ -33,3 +35,34 @@ class Highscores(BaseModel):
 
     points: list[HighscorePoint]
     current_simulations: int
+
+
+class FreshSeed(BaseModel):
+    """A seed rotation: the golden configuration re-run on a fresh seed, and what it had
+    scored on the seed it was chosen on."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seed: int | None
+    score: int
+    run_id: str | None
+    simulations: int
+    previous_seed: int | None
+    previous_score: int
+    fall: int  # how much lower it scored on the fresh seed (negative: higher)
+
+
+class FreshSeeds(BaseModel):
+    """How the golden configuration did on fresh seeds, against the untuned defaults' first
+    run, and the experiment's conclusion in one sentence (``experiment_conclusion``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    rotations: list[FreshSeed]
+    defaults_score: int | None  # the first golden's: the untuned defaults, unless adopted
+    defaults_seed: int | None
+    golden_score: int | None
+    golden_seed: int | None
+    mean_fresh: float | None
+    mean_fall: float | None
+    conclusion: str

@@ -4,7 +4,7 @@ filter, sort and page it."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -34,6 +34,7 @@ SORT_COLUMNS: tuple[str, ...] = (
     "proposer",
     "entry",
     "golden",
+    "score_difference",
 )
 MAX_LIMIT = 1000
 
@@ -53,6 +54,7 @@ class RunsQuery(QueryModel):
         None, max_length=100, description="only runs proposed by this proposer (llm, tpe, ...)"
     )
     golden: bool | None = Field(None, description="only runs that became (or never became) golden")
+    tag: str | None = Field(None, max_length=40, description="only runs with this tag")
     score_min: int | None = Field(None, description="high score at least this")
     score_max: int | None = Field(None, description="high score at most this")
     model_hidden_size_min: float | None = Field(None, description="model.hidden_size at least")
@@ -198,6 +200,64 @@ class RunRow(BaseModel):
         description="the round-robin entry of its proposal, else the loop's purpose"
     )
     golden: bool = Field(description="it became a golden configuration")
+    golden_run_id: str | None = Field(
+        None,
+        description="its golden configuration of its time: the one a proposal was built from,"
+        " the one the loop's run re-ran (a seed rotation) or confirmed against",
+    )
+    golden_high_score: int | None = Field(None, description="that golden's high score")
+    score_difference: int | None = Field(
+        None, description="high score minus that golden's (a seed rotation's: the golden's fall)"
+    )
+    changes: str | None = Field(
+        None,
+        description="what differs from that golden: `path: golden -> this run`, `; ` between"
+        " (the value tried; the seed for a seed rotation)",
+    )
+    changed: list[str] = Field(
+        default_factory=list, description="the columns that differ from that golden"
+    )
+    tags: list[str] = Field(
+        default_factory=list, description="its tags (`ax3l-db tag`; CSV: joined by `,`)"
+    )
+    notes: list[str] = Field(
+        default_factory=list,
+        description="its notes, oldest first (`ax3l-db note`; CSV: joined by a blank line)",
+    )
+    seat: str | None = Field(
+        None, description="the seat whose submission it was (proposer `external`)"
+    )
+    reason: str | None = Field(
+        None,
+        description="why it was chosen, in one line: the model's reasoning, the `model`"
+        " proposer's prediction, a fallback's cause (pages and `/api/runs`; not in downloads)",
+    )
+
+
+# The columns of the CSV and Parquet downloads: a row's facts, without what a page works out.
+EXPORT_COLUMNS: tuple[str, ...] = tuple(
+    name for name in RunRow.model_fields if name not in ("changed", "seat", "reason")
+)
+
+
+class RunReason(BaseModel):
+    """Who chose a run and why, from its conversation's events."""
+
+    model_config = ConfigDict(frozen=True)
+
+    conversation_id: str | None = Field(description="the conversation that proposed it")
+    proposer: str | None = Field(description="the proposer its conversation names")
+    seat: str | None = Field(description="the seat whose submission it was")
+    fallback: str | None = Field(description="why a fallback proposer took the turn")
+    reasoning: str | None = Field(description="the model's reasoning (`reasoning_content`)")
+    message: str | None = Field(description="the model's reply text, when it wrote one")
+    reply_event_id: int | None = Field(description="the reply with the accepted tool call")
+    model: dict[str, Any] | None = Field(
+        description="the `model` proposer's figures (its `conversation_ended` event's `model`):"
+        " predicted_mean, predicted_sd, expected_improvement, incumbent_mean, choices, runs; or"
+        " `random` with why it chose at random"
+    )
+    summary: str | None = Field(description="all of it in one line")
 
 
 class RunsPage(BaseModel):
@@ -211,3 +271,57 @@ class RunsPage(BaseModel):
     total: int = Field(description="runs SnakeLab holds")
     next_after: str | None = Field(description="pass as `after` for the next page")
     previous_before: str | None = Field(description="pass as `before` for the previous page")
+
+
+MAX_COMPARED = 8
+
+
+class RunsCompareQuery(RefreshQuery):
+    """Runs chosen on ``/runs`` to compare side by side."""
+
+    run: list[str] = Field(
+        default_factory=list,
+        validate_default=True,
+        description=f"a run id to compare (repeat it: 1 to {MAX_COMPARED} runs, in this order)",
+    )
+
+    @field_validator("run", mode="before")
+    @classmethod
+    def _listed(cls, value: object) -> object:
+        if value is None or value == "":
+            return []
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("run")
+    @classmethod
+    def _some_runs(cls, value: list[str]) -> list[str]:
+        chosen = list(dict.fromkeys(v for v in value if v))
+        if not chosen:
+            raise ValueError(f"choose 1 to {MAX_COMPARED} runs to compare (run=<run id>)")
+        if len(chosen) > MAX_COMPARED:
+            raise ValueError(f"{len(chosen)} runs chosen: compare at most {MAX_COMPARED}")
+        if any(len(v) > 36 for v in chosen):
+            raise ValueError("a run id is at most 36 characters")
+        return chosen
+
+
+class ComparedCurve(BaseModel):
+    """A compared run's learning curve: its 50-episode moving average per episode."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    episodes: list[int]
+    average: list[float]
+
+
+class RunsComparison(BaseModel):
+    """Runs side by side: their rows, the columns in which they differ, their curves."""
+
+    model_config = ConfigDict(frozen=True)
+
+    runs: list[RunRow] = Field(description="the runs, in the order asked")
+    differing: list[str] = Field(
+        description="the columns (seed, the nine tuned values) whose values differ among them"
+    )
+    curves: list[ComparedCurve] = Field(description="each run's learning curve that has one")

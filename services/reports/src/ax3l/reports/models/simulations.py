@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+
+from ax3l.reports.models.runs import RunReason, RunRow
 
 
 class Run(BaseModel):
@@ -46,6 +48,8 @@ class RunEvent(BaseModel):
     name: str
     category: str
     log_level: str
+    label: str = Field("", description="the event's name for reading")
+    summary: str = Field("", description="the event in one sentence, as the event log says it")
 
 
 class Simulation(BaseModel):
@@ -57,3 +61,10 @@ class Simulation(BaseModel):
     snapshot: Any
     episodes: list[Episode]
     events: list[RunEvent]
+    row: RunRow | None = Field(
+        None,
+        description="its row of the runs table: proposer and seat, entry, its golden"
+        " configuration of its time, the score difference, what differs from that golden and"
+        " why it was chosen in one line",
+    )
+    reason: RunReason | None = Field(None, description="who chose it and why, in full")

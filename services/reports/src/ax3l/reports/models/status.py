@@ -78,5 +78,11 @@ class StatusOut(BaseModel):
     stagnant_cycles: int
     cycle_progress: int = Field(description="steps of the current cycle already completed")
     current_parameter: str | None
+    turn: str | None = Field(
+        None,
+        description="the entry every card of a page names: the orchestrator's when it answers"
+        " and names one (its phase and entry come from one poll), else the last checkpoint's"
+        " (`current_parameter`)",
+    )
     current_seed: int | None
     refreshed_at: datetime

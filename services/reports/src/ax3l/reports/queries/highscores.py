@@ -80,6 +80,7 @@ class HighscoreReader:
                     run_id=golden.run_id,
                     reason=golden.reason,
                     confirmation=confirmation(golden),
+                    kind=golden.kind if isinstance(golden.kind, str) else None,
                 )
             )
         return points

@@ -22,17 +22,26 @@ import base64
 import binascii
 import io
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import polars as pl
 
-from ax3l.reports.models.runs import TUNED_COLUMNS, RunRow, RunsPage, RunsPageQuery, RunsQuery
+from ax3l.reports.models.runs import (
+    EXPORT_COLUMNS,
+    TUNED_COLUMNS,
+    RunRow,
+    RunsPage,
+    RunsPageQuery,
+    RunsQuery,
+)
 from ax3l.reports.queries.events import history_mark, runs_mark
+from ax3l.shared import run_notes
 from ax3l.shared import run_provenance as provenance
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
+from ax3l.shared.registry import ENTRIES
 from ax3l.shared.run_provenance import RunProvenance
 from ax3l.shared.wire import TERMINAL_STATES
 
@@ -40,7 +49,7 @@ CHUNK = 20_000  # runs per read of new runs (each statement stays well inside th
 GROUP_ROWS = 500  # rows per value of a whole-table read
 GROUP_CONCAT_MAX = 64 * 1024 * 1024  # bytes of one such value (500 lines are about 70 KB)
 EVENT_WINDOW = 250_000  # event ids per provenance read
-PROVENANCE_EVENTS = (*provenance.EVENTS, provenance.GOLDEN_EVENT)
+PROVENANCE_EVENTS = (*provenance.EVENTS, provenance.GOLDEN_EVENT, *run_notes.EVENTS)
 SEPARATOR = "\x1f"  # ASCII unit separator: in no run id, state, time or number
 DATETIME_FORMAT = "%Y-%m-%d %H:%M:%S%.f"
 
@@ -61,13 +70,38 @@ def _schema(config: ConfigSchema) -> dict[str, pl.DataType]:
     return columns
 
 
-PROVENANCE_FIELDS = ("run_id", "proposer", "parameter", "purpose", "retry_of")
+PROVENANCE_FIELDS = (
+    "run_id",
+    "proposer",
+    "parameter",
+    "purpose",
+    "retry_of",
+    "golden_run_id",
+    "outcome",
+    "note",
+    "tag",
+)
 PROVENANCE_SCHEMA: dict[str, pl.DataType] = {
     "run_id": pl.String(),
     "proposer": pl.String(),
     "entry": pl.String(),
     "golden": pl.Boolean(),
+    "golden_run_id": pl.String(),
+    "conversation": pl.String(),
+    "tags": pl.List(pl.String()),
+    "notes": pl.List(pl.String()),
 }
+# What a run is compared with in its golden of its time: the seed and the nine tuned values.
+COMPARED_COLUMNS: tuple[str, ...] = ("seed", *TUNED_COLUMNS)
+PATHS: dict[str, str] = {
+    "seed": "seed",
+    **{
+        column: path
+        for entry in ENTRIES
+        for column, path in zip(entry.columns, entry.paths, strict=True)
+    },
+}
+GOLDEN_PREFIX = "golden."  # the golden of its time's values, beside the run's own (``with_golden``)
 
 
 def _json(field_name: str) -> str:
@@ -130,21 +164,79 @@ class Provenance(RunProvenance):
 
     newest: int = 0
     history: tuple[int, datetime] | None = None
+    notes: run_notes.RunNotes = field(default_factory=run_notes.RunNotes)
 
     def add_row(self, row: dict[str, Any]) -> None:
-        self.add(row["name"], row["process_id"], row)
+        if row["name"] in run_notes.EVENTS:
+            self.notes.add(row["name"], row)
+        else:
+            self.add(row["name"], row["process_id"], row)
 
     def frame(self) -> pl.DataFrame:
-        runs = sorted(set(self.proposer) | set(self.entry) | self.golden)
+        runs = sorted(
+            set(self.proposer)
+            | set(self.entry)
+            | self.golden
+            | set(self.challenged)
+            | self.notes.runs()
+        )
         return pl.DataFrame(
             {
                 "run_id": runs,
                 "proposer": [self.proposer.get(run) for run in runs],
                 "entry": [self.entry.get(run) for run in runs],
                 "golden": [run in self.golden for run in runs],
+                "golden_run_id": [self.challenged.get(run) for run in runs],
+                "conversation": [self.conversation.get(run) for run in runs],
+                "tags": [self.notes.tags_of(run) for run in runs],
+                "notes": [self.notes.notes_of(run) for run in runs],
             },
             schema=PROVENANCE_SCHEMA,
         )
+
+
+def with_golden(runs: pl.DataFrame) -> pl.DataFrame:
+    """``runs`` (with their provenance) plus, for each, its golden of its time's high score
+    (``golden_high_score``), the difference of the scores (``score_difference``) and that
+    golden's seed and tuned values (``golden.<column>``, for ``with_changes``)."""
+    golden = runs.select(
+        pl.col("run_id").alias("golden_run_id"),
+        pl.col("high_score").alias("golden_high_score"),
+        *(pl.col(column).alias(GOLDEN_PREFIX + column) for column in COMPARED_COLUMNS),
+    )
+    joined = runs.join(golden, on="golden_run_id", how="left", maintain_order="left")
+    return joined.with_columns(
+        (pl.col("high_score") - pl.col("golden_high_score")).alias("score_difference")
+    )
+
+
+def with_changes(runs: pl.DataFrame) -> pl.DataFrame:
+    """``runs`` (of ``with_golden``) plus what differs from their golden of its time: the
+    columns (``changed``) and, for people, ``path: golden -> run; ...`` (``changes``, in the
+    order of ``COMPARED_COLUMNS``). Worked out for the rows a page or a download shows, not for
+    the whole table at each refresh."""
+    differs = {
+        column: pl.col(column).ne_missing(pl.col(GOLDEN_PREFIX + column))
+        & pl.col("golden_run_id").is_not_null()
+        for column in COMPARED_COLUMNS
+    }
+    parts = [
+        pl.when(differs[column]).then(
+            pl.format(
+                "{}: {} -> {}",
+                pl.lit(PATHS[column]),
+                pl.col(GOLDEN_PREFIX + column).cast(pl.String).fill_null("–"),
+                pl.col(column).cast(pl.String).fill_null("–"),
+            )
+        )
+        for column in COMPARED_COLUMNS
+    ]
+    names = [pl.when(differs[column]).then(pl.lit(column)) for column in COMPARED_COLUMNS]
+    text = pl.concat_str(parts, separator="; ", ignore_nulls=True)
+    return runs.with_columns(
+        pl.when(text == "").then(None).otherwise(text).alias("changes"),
+        pl.concat_list(names).list.drop_nulls().alias("changed"),
+    )
 
 
 class RunsTable:
@@ -174,12 +266,32 @@ class RunsTable:
             runs_changed = await self._refresh_runs(db)
             events_changed = await self._refresh_provenance(db)
             if self._frame is None or runs_changed or events_changed:
-                self._frame = (
+                self._frame = with_golden(
                     self._runs.join(self._provenance.frame(), on="run_id", how="left")
-                    .with_columns(pl.col("golden").fill_null(False))
+                    .with_columns(
+                        pl.col("golden").fill_null(False),
+                        pl.col("tags").fill_null([]),
+                        pl.col("notes").fill_null([]),
+                    )
                     .sort("id")
                 )
             return self._frame
+
+    async def annotations(
+        self, db: Database, schema: ConfigSchema, run_ids: list[str]
+    ) -> dict[str, tuple[list[str], list[str]]]:
+        """The tags and notes of each of ``run_ids`` that has some (``ax3l.shared.run_notes``)."""
+        frame = await self.frame(db, schema)
+        if not run_ids or frame.is_empty():
+            return {}
+        picked = frame.filter(
+            pl.col("run_id").is_in(run_ids)
+            & ((pl.col("tags").list.len() > 0) | (pl.col("notes").list.len() > 0))
+        )
+        return {
+            row["run_id"]: (row["tags"], row["notes"])
+            for row in picked.select("run_id", "tags", "notes").to_dicts()
+        }
 
     async def proposers(
         self, db: Database, schema: ConfigSchema, run_ids: list[str]
@@ -327,6 +439,8 @@ def matching(frame: pl.DataFrame, query: RunsQuery) -> pl.DataFrame:
         "golden": query.golden,
     }
     conditions = [pl.col(column) == value for column, value in equal.items() if value is not None]
+    if query.tag is not None:
+        conditions.append(pl.col("tags").list.contains(query.tag))
     for column, low, high in query.ranges():
         if low is not None:
             conditions.append(pl.col(column) >= low)
@@ -392,6 +506,11 @@ def _beyond(sort: str, descending: bool, value: Any, run: int) -> pl.Expr:
     return column.is_null() | later | (same & later_id)
 
 
+def rows(runs: pl.DataFrame) -> list[RunRow]:
+    """A few runs of the table (a page's, the dashboard's) as records, with their changes."""
+    return [RunRow.model_validate(row) for row in with_changes(runs).to_dicts()]
+
+
 def page(frame: pl.DataFrame, query: RunsPageQuery) -> RunsPage:
     """One page of the matching runs in the query's order, from its cursor."""
     found = ordered(matching(frame, query), query.sort, query.order)
@@ -410,28 +529,49 @@ def page(frame: pl.DataFrame, query: RunsPageQuery) -> RunsPage:
         start = max(0, end - limit)
     else:
         start, end = 0, min(found.height, limit)
-    rows = found.slice(start, end - start).to_dicts()
+    shown = found.slice(start, end - start)
+    edges = shown.select(sorted({"id", query.sort})).to_dicts()
     return RunsPage(
-        runs=[RunRow.model_validate(row) for row in rows],
+        runs=rows(shown),
         matching=found.height,
         total=frame.height,
-        next_after=encode_cursor(query, rows[-1]) if rows and end < found.height else None,
-        previous_before=encode_cursor(query, rows[0]) if rows and start > 0 else None,
+        next_after=encode_cursor(query, edges[-1]) if edges and end < found.height else None,
+        previous_before=encode_cursor(query, edges[0]) if edges and start > 0 else None,
     )
 
 
-EXPORT_COLUMNS = tuple(RunRow.model_fields)
+def _export(frame: pl.DataFrame, query: RunsQuery) -> pl.DataFrame:
+    found = ordered(matching(frame, query), query.sort, query.order)
+    return with_changes(found).select(EXPORT_COLUMNS)
 
 
 def export_csv(frame: pl.DataFrame, query: RunsQuery) -> bytes:
-    """The matching runs in the query's order as CSV (UTF-8, a header row, ISO times)."""
-    found = ordered(matching(frame, query), query.sort, query.order).select(EXPORT_COLUMNS)
+    """The matching runs in the query's order as CSV (UTF-8, a header row, ISO times; a run's
+    tags joined by ``,``, its notes by a blank line)."""
+    found = _export(frame, query).with_columns(
+        pl.col("tags").list.join(","), pl.col("notes").list.join("\n\n")
+    )
     return found.write_csv().encode("utf-8")
 
 
 def export_parquet(frame: pl.DataFrame, query: RunsQuery) -> bytes:
     """The matching runs in the query's order as Parquet (zstd)."""
-    found = ordered(matching(frame, query), query.sort, query.order).select(EXPORT_COLUMNS)
+    found = _export(frame, query)
     buffer = io.BytesIO()
     found.write_parquet(buffer, compression="zstd")
     return buffer.getvalue()
+
+
+def differing(runs: list[RunRow]) -> list[str]:
+    """The columns (seed, the nine tuned values, in that order) whose values differ among
+    ``runs``."""
+    return [
+        column for column in COMPARED_COLUMNS if len({getattr(run, column) for run in runs}) > 1
+    ]
+
+
+def chosen(frame: pl.DataFrame, run_ids: list[str]) -> tuple[list[RunRow], list[str]]:
+    """The rows of ``run_ids`` in that order, and the ids the table does not hold."""
+    picked = frame.filter(pl.col("run_id").is_in(run_ids)) if frame.height else frame
+    found = {row.run_id: row for row in rows(picked)} if picked.height else {}
+    return [found[r] for r in run_ids if r in found], [r for r in run_ids if r not in found]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ax3l.reports import event_contents
 from ax3l.reports.models.simulations import Episode, Run, RunEvent, Simulation
+from ax3l.reports.queries.events import EXCERPT_CHARS
 from ax3l.shared.config_schema import ConfigInvalid, ConfigSchema
 from ax3l.shared.db.database import Database
 
@@ -53,7 +55,9 @@ async def simulation(db: Database, schema: ConfigSchema, run_id: str) -> Simulat
         doing=f"reading the episodes of run {run_id}",
     )
     events = await db.fetchall(
-        "SELECT e.event_id, e.occurred_at, e.name, e.category, e.log_level FROM events e"
+        "SELECT e.event_id, e.occurred_at, e.name, e.category, e.log_level, e.parameter,"
+        f" e.source_name, LEFT(m.content, {EXCERPT_CHARS}) AS content FROM events e"
+        " LEFT JOIN event_messages m ON m.event_id = e.event_id"
         " WHERE e.process_id = %s ORDER BY e.event_id DESC LIMIT 200",
         (run_id,),
         doing=f"reading the events of run {run_id}",
@@ -65,5 +69,15 @@ async def simulation(db: Database, schema: ConfigSchema, run_id: str) -> Simulat
         flat_config=flat,
         snapshot=snapshot,
         episodes=[Episode.model_validate(e) for e in episodes],
-        events=[RunEvent.model_validate(e) for e in events],
+        events=[_event(e) for e in events],
+    )
+
+
+def _event(row: dict[str, Any]) -> RunEvent:
+    """A run's event with its label and sentence (``event_contents.summary``, as the log)."""
+    said = event_contents.summary(
+        row["name"], row.pop("content"), parameter=row["parameter"], source_name=row["source_name"]
+    )
+    return RunEvent.model_validate(
+        {**row, "label": event_contents.label(row["name"]), "summary": said}
     )

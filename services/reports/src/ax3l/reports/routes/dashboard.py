@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ax3l.reports.deps import (
+    CurvesDep,
     CyclesDep,
     DatabaseDep,
     HighscoresDep,
@@ -22,9 +23,12 @@ from ax3l.reports.deps import (
     SchemaDep,
     SettingsDep,
 )
+from ax3l.reports.experiment_conclusion import fresh_seeds
 from ax3l.reports.models.events import EventPageQuery, RefreshQuery
-from ax3l.reports.models.runs import TUNED_COLUMNS, RunRow
+from ax3l.reports.models.runs import TUNED_COLUMNS
 from ax3l.reports.queries.golden import flatten, golden_configurations
+from ax3l.reports.queries.run_reasons import explained
+from ax3l.reports.queries.runs import rows
 from ax3l.reports.run_figures import history_figure
 from ax3l.reports.status_report import build_status
 from ax3l.shared.registry import PARAMETER_ORDER
@@ -51,10 +55,13 @@ async def dashboard(
     table: RunsTableDep,
     schema: SchemaDep,
     reader: HighscoresDep,
+    curves: CurvesDep,
     models: ModelsDep,
     page: PageDep,
 ) -> Response:
-    """The status cards, the golden configuration and its score, the last runs, a small
+    """The experiment's conclusion in one sentence (how the golden did on fresh seeds), the
+    status cards, the golden configuration and its score with its fresh-seed record, the last
+    runs, a small
     history plot, the turn the loop is on and links to every page; ``refresh`` updates them in
     place every so many seconds. A link with the event log's filters (``/?category=...``, from
     before the log moved) redirects to ``/events``."""
@@ -79,19 +86,25 @@ async def dashboard(
     shown = [p for p in points if p.simulations >= start]
     if before:  # the golden line starts at the plot's left edge with the score it had there
         shown.insert(0, before[-1].model_copy(update={"simulations": start}))
-    last = [RunRow.model_validate(row) for row in frame.tail(LAST_RUNS).reverse().to_dicts()]
+    last = await explained(db, frame, rows(frame.tail(LAST_RUNS).reverse()))
     model = await models.view(
         frame, schema, golden.config if golden else None, settings.model_lower_bound
     )
-    turn = status.current_parameter or status.orchestrator.parameter
+    turn = status.turn
+    noted = await table.annotations(db, schema, [golden.run_id]) if golden and golden.run_id else {}
+    golden_tags, golden_notes = noted.get(golden.run_id or "", ([], [])) if golden else ([], [])
     return page.render(
         "dashboard.html",
         {
             "status": status,
             "golden": golden,
+            "golden_tags": golden_tags,
+            "golden_notes": golden_notes,
             "model": model,
             "tuned": tuned,
+            "fresh": fresh_seeds(points),
             "last_runs": last,
+            "sparks": await curves.drawn(db, [(run.run_id, run.status) for run in last]),
             "runs": frame.height,
             "completed": frame.filter(pl.col("status") == "completed").height,
             "figure": history_figure(recent, shown, height=320, webgl=False),

@@ -31,10 +31,29 @@ async def list_golden(
     query: Annotated[GoldenQuery, Query()], db: DatabaseDep, table: RunsTableDep, schema: SchemaDep
 ) -> GoldenPage:
     """Golden configurations newest first, each with the differences from the one before it
-    (`changes` is null for the first) and the proposer of its run, as `/runs` names it. Page
-    with `before=older_before`."""
-    return await golden_configurations(
+    (`changes` is null for the first), the proposer of its run, as `/runs` names it, and its
+    run's tags and notes. Page with `before=older_before`."""
+    found = await golden_configurations(
         db, limit=query.limit, before=query.before, proposers=_proposers(db, table, schema)
+    )
+    return await _annotated(found, db, table, schema)
+
+
+async def _annotated(
+    found: GoldenPage, db: Database, table: RunsTable, schema: ConfigSchema
+) -> GoldenPage:
+    """``found`` with each golden's tags and notes (its run's)."""
+    runs = [g.run_id for g in found.configurations if g.run_id]
+    noted = await table.annotations(db, schema, runs)
+    return found.model_copy(
+        update={
+            "configurations": [
+                g.model_copy(update={"tags": noted[g.run_id][0], "notes": noted[g.run_id][1]})
+                if g.run_id in noted
+                else g
+                for g in found.configurations
+            ]
+        }
     )
 
 
@@ -55,11 +74,9 @@ async def golden_page(
     page: PageDep,
 ) -> HTMLResponse:
     """Each golden configuration with its score, seed, the change that produced it and why,
-    and the model of every run's recommendation beside the current one; ``refresh`` updates the
-    table in place every so many seconds."""
-    found = await golden_configurations(
-        db, limit=query.limit, before=query.before, proposers=_proposers(db, table, schema)
-    )
+    its run's tags and notes, and the model of every run's recommendation beside the current
+    one; ``refresh`` updates the table in place every so many seconds."""
+    found = await list_golden(query, db, table, schema)
     current = (await golden_configurations(db, limit=1)).configurations
     model = await models.view(
         await table.frame(db, schema),

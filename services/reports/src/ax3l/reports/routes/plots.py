@@ -29,6 +29,7 @@ from ax3l.reports.run_figures import (
     effect_figure,
     history_figure,
     parallel_figure,
+    parallel_lines_figure,
     slice_figure,
 )
 from ax3l.shared.config_schema import ConfigSchema
@@ -48,6 +49,19 @@ PLOTS = (
 
 class PlotQuery(QueryModel):
     seed: int | None = Field(None, ge=0, le=2**63 - 1, description="only runs with this seed")
+
+
+class ParallelQuery(PlotQuery):
+    interactive: bool = Field(
+        False,
+        description="plotly's parcoords (WebGL: drag along an axis to select a range; seconds"
+        " to draw without a GPU) instead of SVG lines",
+    )
+
+    @field_validator("interactive", mode="before")
+    @classmethod
+    def _default_off(cls, value: object) -> object:
+        return False if value is None else value
 
 
 class HistoryQuery(QueryModel):
@@ -120,7 +134,8 @@ async def slice_page(
     paths = _paths(schema)
     golden = (await golden_configurations(db, limit=1)).configurations
     value = flatten(golden[0].config).get(paths[query.parameter]) if golden else None
-    golden_value = float(value) if isinstance(value, int | float) else None
+    # An integer stays one: the caption says 224, not 224.0.
+    golden_value = value if isinstance(value, int | float) and not isinstance(value, bool) else None
     return page.render(
         "plots.html",
         {
@@ -138,13 +153,14 @@ async def slice_page(
 
 @pages.get("/plots/parallel", response_class=HTMLResponse, summary="Parallel coordinates page")
 async def parallel_page(
-    query: Annotated[PlotQuery, Query()],
+    query: Annotated[ParallelQuery, Query()],
     db: DatabaseDep,
     table: RunsTableDep,
     schema: SchemaDep,
     page: PageDep,
 ) -> HTMLResponse:
-    """Parallel coordinates of the nine tuned values and the high score (completed runs)."""
+    """Parallel coordinates of the nine tuned values and the high score (completed runs): SVG
+    lines by score band, or with ``interactive`` plotly's parcoords (WebGL, brushable)."""
     whole = await table.frame(db, schema)
     done = _by_seed(whole, query.seed).filter(pl.col("status") == "completed")
     shown = done.tail(PARALLEL_RUNS)
@@ -155,7 +171,10 @@ async def parallel_page(
             "plots": PLOTS,
             "query": query,
             "seeds": _seeds(whole),
-            "figure": parallel_figure(shown, TUNED_COLUMNS, _paths(schema)),
+            "figure": (parallel_figure if query.interactive else parallel_lines_figure)(
+                shown, TUNED_COLUMNS, _paths(schema)
+            ),
+            "basic_bundle": not query.interactive,
             "runs": shown.height,
             "completed": done.height,
             "cap": PARALLEL_RUNS,

@@ -50,6 +50,96 @@
     });
   });
 
+  // Runs to compare side by side (/runs): the ticked ones, kept in sessionStorage across pages
+  // and refreshes in the order ticked, at most the form's data-max; Compare opens them all.
+  var compareForm = document.getElementById("compare-form");
+  var COMPARE_KEY = "ax3l.compare";
+  function comparedRuns() {
+    try {
+      var kept = JSON.parse(window.sessionStorage.getItem(COMPARE_KEY) || "[]");
+      return Array.isArray(kept) ? kept.filter(function (id) { return typeof id === "string"; }) : [];
+    } catch (e) { return []; }
+  }
+  function keepCompared(ids) {
+    try { window.sessionStorage.setItem(COMPARE_KEY, JSON.stringify(ids)); } catch (e) { /* private mode */ }
+  }
+  function showCompared(root) {
+    if (!compareForm) return;
+    var max = Number(compareForm.dataset.max || 8);
+    var ids = comparedRuns();
+    (root || document).querySelectorAll("input[data-compare]").forEach(function (box) {
+      box.checked = ids.indexOf(box.value) >= 0;
+    });
+    document.querySelectorAll("input[data-compare]").forEach(function (box) {
+      box.disabled = !box.checked && ids.length >= max;
+    });
+    var count = document.getElementById("compare-count");
+    if (count) {
+      count.textContent = ids.length ? ids.length + " of at most " + max + " runs chosen" : "tick up to " + max + " runs";
+    }
+    var clear = document.getElementById("compare-clear");
+    if (clear) clear.hidden = !ids.length;
+    var button = document.getElementById("compare-button");
+    if (button) button.disabled = !ids.length;
+  }
+  if (compareForm) {
+    document.addEventListener("change", function (event) {
+      var box = event.target;
+      if (!box || !box.matches || !box.matches("input[data-compare]")) return;
+      var ids = comparedRuns().filter(function (id) { return id !== box.value; });
+      if (box.checked) ids.push(box.value);
+      keepCompared(ids.slice(0, Number(compareForm.dataset.max || 8)));
+      showCompared(document);
+    });
+    compareForm.addEventListener("submit", function (event) {
+      var ids = comparedRuns();
+      if (!ids.length) return;  // the form's own ticked boxes, if any
+      event.preventDefault();
+      window.location.href = compareForm.action + "?" + ids.map(function (id) {
+        return "run=" + encodeURIComponent(id);
+      }).join("&");
+    });
+    var clearLink = document.getElementById("compare-clear");
+    if (clearLink) {
+      clearLink.addEventListener("click", function (event) {
+        event.preventDefault();
+        keepCompared([]);
+        showCompared(document);
+      });
+    }
+    showCompared(document);
+  }
+
+  // Copy a configuration's JSON in one click ([data-copy] names the <pre> that holds it). The
+  // clipboard API needs a secure context (https or this machine); elsewhere the text is
+  // selected and copied the old way.
+  document.addEventListener("click", function (event) {
+    var button = event.target && event.target.closest ? event.target.closest("[data-copy]") : null;
+    if (!button) return;
+    var source = document.getElementById(button.dataset.copy);
+    var said = document.getElementById(button.dataset.copy + "-copied");
+    if (!source) return;
+    var text = source.textContent;
+    var done = function (ok) { if (said) said.textContent = ok ? "copied" : "select the JSON and copy it"; };
+    var fallback = function () {
+      var details = source.closest("details");
+      if (details) details.open = true;
+      var range = document.createRange();
+      range.selectNodeContents(source);
+      var selection = window.getSelection();
+      selection.removeAllRanges();
+      selection.addRange(range);
+      var ok = false;
+      try { ok = document.execCommand("copy"); } catch (e) { ok = false; }
+      done(ok);
+    };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(function () { done(true); }, fallback);
+    } else {
+      fallback();
+    }
+  });
+
   // Plots follow the system's colour scheme, as the page does, and switch with it.
   var darkScheme = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
   var DARK = { paper: "#0f172a", plot: "#1e293b", ink: "#e2e8f0", grid: "#334155" };
@@ -175,6 +265,7 @@
           if (element) { element.scrollTop = kept[1]; element.scrollLeft = kept[2]; }
         });
         drawPlots(region, fresh);
+        showCompared(region);
       });
       if (focusedId && focused !== document.activeElement) {
         var again = document.getElementById(focusedId);
