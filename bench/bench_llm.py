@@ -9,9 +9,18 @@
 ``real_model()``: the stack against a real llama-server (``make llm-start``) for ``--turns``
 turns on 1 s surrogate runs: accepted proposals per hour, model requests per accepted model
 proposal (wasted turns), the share of turns the fallback took, seconds and completion tokens
-per model request.
+per model request; asks (model requests), wasted asks by reason (``ax3l.shared.wasted``: what
+the LLM conversations' ``conversation_ended`` count, the broker's refusals included) and their
+share. ``--grammar`` (``AX3L_LLM_GRAMMAR=true``) measures the grammar-constrained request,
+``--before-after`` the tool-calling request and then the grammar's, one after the other.
 
     uv run python bench/bench_llm.py [--runs 100000] [--url http://127.0.0.1:27770 --turns 30]
+    uv run python bench/bench_llm.py --only-model --url http://127.0.0.1:27770 --before-after
+
+The held-out comparison of the issue (2 repeats, budget 14) is ``bench/bench_compare.py``'s:
+
+    AX3L_LLM_GRAMMAR=true uv run python bench/bench_compare.py \
+        --proposers default,model,llm+model --repeats 2 --budget 14 --url http://127.0.0.1:27770
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ import json
 import random
 import time
 import uuid
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
@@ -189,7 +199,12 @@ def history_load(runs: int = 100_000) -> None:
 
 
 def real_model(
-    url: str, turns: int, max_tokens: int = 256, constrained: bool = True
+    url: str,
+    turns: int,
+    max_tokens: int = 256,
+    constrained: bool = True,
+    grammar: bool = False,
+    fallback_after: int = 3,
 ) -> dict[str, float]:
     """The loop against the real model server until ``turns`` proposals were accepted."""
     import statistics
@@ -205,6 +220,8 @@ def real_model(
         "AX3L_LLM_TIMEOUT": "120",
         "AX3L_CONVERSATION_TIMEOUT": "300",
         "AX3L_LLM_CONSTRAINED": "true" if constrained else "false",
+        "AX3L_LLM_GRAMMAR": "true" if grammar else "false",
+        "AX3L_LLM_FALLBACK_AFTER": str(fallback_after),
     }
     with (
         scratch_databases(read_env_file(REPO / ".run" / "db.env"), prefix="b") as dbs,
@@ -237,9 +254,19 @@ def real_model(
                 for r in replies
             ]
             tokens = [float(r.content["usage"]["completion_tokens"]) for r in replies]
+            prompt_seconds = [
+                (r.content.get("timings") or {}).get("prompt_ms", 0) / 1000 for r in replies
+            ]
+            prompt_tokens = [
+                float((r.content.get("timings") or {}).get("prompt_n", 0)) for r in replies
+            ]
             kinds: dict[str, int] = {}
             for failure in failures:
                 kinds[failure.get("kind")] = kinds.get(failure.get("kind"), 0) + 1
+            wasted: Counter[str] = Counter()
+            for ended_event in stack.events("conversation_ended"):
+                if not started[ended_event.process_id].get("fallback_for"):
+                    wasted.update(ended_event.get("wasted") or {})
         finally:
             stack.close()
     figures = {
@@ -251,9 +278,15 @@ def real_model(
         "request_seconds_p95": percentile(seconds, 0.95) if seconds else 0.0,
         "completion_tokens_p50": statistics.median(tokens) if tokens else 0.0,
         "completion_tokens_mean": statistics.fmean(tokens) if tokens else 0.0,
+        "prompt_seconds_p50": statistics.median(prompt_seconds) if replies else 0.0,
+        "prompt_tokens_evaluated_p50": statistics.median(prompt_tokens) if replies else 0.0,
+        "asks": float(requests),
+        "wasted_asks": float(sum(wasted.values())),
+        "wasted_share": sum(wasted.values()) / max(1, requests),
     }
     print(
-        f"real model ({url}, max_tokens {max_tokens}, constrained {constrained}):"
+        f"real model ({url}, max_tokens {max_tokens}, constrained {constrained},"
+        f" grammar {grammar}):"
         f" {len(accepted)} turns in"
         f" {hours * 60:.1f} min = {figures['accepted_per_hour']:.1f} accepted/h;"
         f" {len(by_model)} by the model, {len(by_fallback)} by the fallback"
@@ -265,6 +298,14 @@ def real_model(
         f"  seconds per answered request p50 {figures['request_seconds_p50']:.1f}"
         f" p95 {figures['request_seconds_p95']:.1f}; completion tokens per request"
         f" p50 {figures['completion_tokens_p50']:.0f} mean {figures['completion_tokens_mean']:.0f}"
+    )
+    print(
+        f"  of which prompt evaluation p50 {figures['prompt_seconds_p50']:.1f} s for"
+        f" {figures['prompt_tokens_evaluated_p50']:.0f} tokens not in the server's cache"
+    )
+    print(
+        f"  asks {requests}, wasted {sum(wasted.values())}"
+        f" ({figures['wasted_share']:.0%}) by reason {dict(sorted(wasted.items()))}"
     )
     return figures
 
@@ -280,13 +321,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--unconstrained", action="store_true", help="AX3L_LLM_CONSTRAINED=false for --url"
     )
+    parser.add_argument("--grammar", action="store_true", help="AX3L_LLM_GRAMMAR=true for --url")
+    parser.add_argument(
+        "--fallback-after", type=int, default=3, help="AX3L_LLM_FALLBACK_AFTER for --url (3)"
+    )
+    parser.add_argument(
+        "--before-after",
+        action="store_true",
+        help="--url without the grammar (the tool-calling request), then with it",
+    )
     args = parser.parse_args(argv)
     if not args.only_model:
         prompt_sizes()
         if not args.no_db:
             history_load(args.runs)
     if args.url:
-        real_model(args.url, args.turns, args.max_tokens, not args.unconstrained)
+        modes = [False, True] if args.before_after else [args.grammar]
+        for grammar in modes:
+            real_model(
+                args.url,
+                args.turns,
+                args.max_tokens,
+                not args.unconstrained,
+                grammar,
+                args.fallback_after,
+            )
     return 0
 
 

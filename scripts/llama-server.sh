@@ -9,9 +9,13 @@
 # start:  serves the model on $AX3L_LLAMA_HOST:$AX3L_LLAMA_PORT (127.0.0.1:27770) behind the
 #         Qwen3.5-4B chat template from the same tree (the user's real model's tool-call format
 #         and reasoning parsing), --reasoning-budget 0. Waits until /health answers.
+#         AX3L_LLAMA_MODEL=PATH serves that GGUF instead, behind its own chat template, its
+#         reasoning as the server's default.
 # Settings: AX3L_LLAMA_HOST, AX3L_LLAMA_PORT, AX3L_LLAMA_CTX (context tokens, default 8192),
 #           AX3L_LLAMA_THREADS (default: all cores), AX3L_RUN_DIR (pid and log, default .run),
-#           AX3L_CACHE_DIR (default ~/.cache/ax3l).
+#           AX3L_CACHE_DIR (default ~/.cache/ax3l), AX3L_LLAMA_MODEL (a GGUF file; default the
+#           tiny model), AX3L_LLAMA_GPU_LAYERS (layers offloaded to the GPU, default 0: none;
+#           above 0 the binary is built with CUDA, which needs nvcc, and cached apart).
 set -euo pipefail
 
 LLAMA_CPP_PYTHON_VERSION=0.3.36
@@ -26,18 +30,32 @@ host=${AX3L_LLAMA_HOST:-127.0.0.1}
 port=${AX3L_LLAMA_PORT:-27770}
 ctx=${AX3L_LLAMA_CTX:-8192}
 threads=${AX3L_LLAMA_THREADS:-$(nproc)}
+gpu_layers=${AX3L_LLAMA_GPU_LAYERS:-0}
 pidfile=$run_dir/llama-server.pid
 logfile=$run_dir/logs/llama-server.log
 
-# The binary is built with -march=native, so its cache key includes the CPU's flags.
+log() { echo "llama-server: $*" >&2; }
+
+if ! [[ $gpu_layers =~ ^[0-9]+$ ]]; then
+  log "AX3L_LLAMA_GPU_LAYERS must be a number of layers (0: none), not '$gpu_layers'"
+  exit 2
+fi
+# The binary is built with -march=native, so its cache key includes the CPU's flags; a CUDA
+# build (AX3L_LLAMA_GPU_LAYERS above 0) is cached apart.
 cpu_key=$(grep -m1 '^flags' /proc/cpuinfo | sha256sum | head -c 10)
+cuda=0
+[ "$gpu_layers" -gt 0 ] && cuda=1 && cpu_key=$cpu_key-cuda
 bin_dir=$cache/llama-server-$LLAMA_CPP_PYTHON_VERSION-$cpu_key
 binary=$bin_dir/llama-server
 template=$bin_dir/$TEMPLATE
 model_dir=$cache/models
-model=$model_dir/$MODEL_FILE
-
-log() { echo "llama-server: $*" >&2; }
+own_model=0
+if [ -n "${AX3L_LLAMA_MODEL:-}" ]; then
+  own_model=1
+  model=$(realpath -m "$AX3L_LLAMA_MODEL")
+else
+  model=$model_dir/$MODEL_FILE
+fi
 
 # Runs a build ("$@") with its output in the log file $1, saying every 30 s how far it got (the
 # build's latest "[ NN%]"), so a first build of many minutes is not silence. Its exit status.
@@ -68,6 +86,11 @@ pip_download() {
 
 ensure_toolchain() {
   local need=()
+  if [ "$cuda" = 1 ] && ! command -v nvcc >/dev/null 2>&1; then
+    log "AX3L_LLAMA_GPU_LAYERS=$gpu_layers needs a CUDA build of llama-server, and nvcc (the CUDA"
+    log "toolkit) is not on PATH: install it, or use compose.llama-gpu.yaml (README: GPU)"
+    exit 1
+  fi
   command -v cmake >/dev/null 2>&1 || need+=(cmake)
   command -v g++ >/dev/null 2>&1 || need+=(g++)
   command -v make >/dev/null 2>&1 || need+=(make)
@@ -95,7 +118,8 @@ build_binary() {
   local started=$SECONDS
   cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
     -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-    -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DGGML_NATIVE=ON >"$work/cmake.log" 2>&1 \
+    -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DGGML_NATIVE=ON -DGGML_CUDA="$cuda" \
+    >"$work/cmake.log" 2>&1 \
     || { tail -30 "$work/cmake.log" >&2; exit 1; }
   with_progress "$work/build.log" cmake --build "$work/build" --target llama-server -j "$(nproc)" \
     || { tail -30 "$work/build.log" >&2; exit 1; }
@@ -109,6 +133,10 @@ build_binary() {
 
 fetch_model() {
   if [ -f "$model" ]; then return; fi
+  if [ "$own_model" = 1 ]; then
+    log "AX3L_LLAMA_MODEL=$AX3L_LLAMA_MODEL: no such file ($model)"
+    exit 1
+  fi
   local work
   work=$(mktemp -d "${TMPDIR:-/tmp}/ax3l-gguf.XXXXXX")
   scratch+=("$work")
@@ -153,9 +181,13 @@ PY
 # crash by signal N is 128 + N), or 1 when it is still not healthy after 120 s.
 launch() {
   mkdir -p "$run_dir/logs"
-  setsid "$binary" --host "$host" --port "$port" --model "$model" --ctx-size "$ctx" \
-    --threads "$threads" --parallel 1 --jinja --chat-template-file "$template" \
-    --reasoning-budget 0 --no-webui >"$logfile" 2>&1 </dev/null &
+  local args=(--host "$host" --port "$port" --model "$model" --ctx-size "$ctx")
+  args+=(--threads "$threads" --parallel 1 --jinja --no-webui)
+  # The tiny model has no tool-calling template of its own: it gets the user's model's.
+  [ "$own_model" = 0 ] && args+=(--chat-template-file "$template" --reasoning-budget 0)
+  [ "$gpu_layers" -gt 0 ] && args+=(--n-gpu-layers "$gpu_layers")
+  log "serving $model"
+  setsid "$binary" "${args[@]}" >"$logfile" 2>&1 </dev/null &
   local pid=$!
   echo "$pid" >"$pidfile"
   local waited=0

@@ -88,3 +88,55 @@ def test_a_full_cycle_completes_with_a_real_model_however_badly_it_behaves(
         f" completion tokens max {max(completion_tokens)},"
         f" longest conversation {max(durations):.1f} s"
     )
+
+
+GRAMMAR_TURNS = 8  # one cycle of the seven entries and one more: finite, continuous and pairs
+
+
+@pytest.mark.timeout(CYCLE_DEADLINE + 120)
+def test_under_the_grammar_every_reply_is_a_legal_open_call(stack: Stack, llm_url: str) -> None:
+    """With AX3L_LLM_GRAMMAR the tiny model wastes no ask: every reply is a legal call of the
+    tool with open values (no prose, no malformed arguments, no invalid value, no duplicate,
+    no token cap), so the model proposes every turn itself."""
+    stack.start(surrogate_seconds=1.0)
+    env = {
+        "AX3L_LLM_MAX_TOKENS": str(MAX_TOKENS),
+        "AX3L_LLM_TIMEOUT": "60",
+        "AX3L_CONVERSATION_TIMEOUT": str(CONVERSATION_TIMEOUT),
+        "AX3L_LLM_GRAMMAR": "true",
+    }
+    began = time.monotonic()
+    proc = stack.orchestrator("llm", url=llm_url, env=env)
+    stack.wait_for(
+        lambda: stack.count("proposal_accepted") >= GRAMMAR_TURNS,
+        CYCLE_DEADLINE,
+        f"{GRAMMAR_TURNS} accepted proposals",
+        proc,
+    )
+    elapsed = time.monotonic() - began
+    proc.stop()
+
+    check_history(stack)
+    failures = stack.events("llm_request_failed")
+    refused = stack.events("proposal_rejected_invalid") + stack.events(
+        "proposal_rejected_duplicate"
+    )
+    assert not failures, [(f.get("kind"), f.get("detail")) for f in failures]
+    assert not refused, [(r.name, r.get("reason")) for r in refused]
+    started = stack.events("conversation_started")
+    assert not [e for e in started if e.get("fallback_for")]
+    replies = stack.events("reply_received")
+    accepted = stack.count("proposal_accepted")
+    assert len(replies) == accepted  # one ask per accepted proposal
+    parameters = {e.parameter for e in stack.events("proposal_accepted")}
+    assert {"learning_rate", "epsilon_pair", "reward_pair", "hidden_size"} <= parameters
+    seconds = sorted(
+        ((r.content.get("timings") or {}).get("prompt_ms", 0.0) / 1000)
+        + ((r.content.get("timings") or {}).get("predicted_ms", 0.0) / 1000)
+        for r in replies
+    )
+    print(
+        f"\nreal model under the grammar: {accepted} accepted from {len(replies)} asks in"
+        f" {elapsed:.0f} s; seconds per ask median {seconds[len(seconds) // 2]:.1f},"
+        f" max {seconds[-1]:.1f}"
+    )

@@ -151,6 +151,7 @@ async def test_hybrid_turns_split_by_entry_kind_and_by_who_proposed(databases):
             "proposal_rejected_duplicate": 1,
             "proposal_rejected_invalid": 1,
         }
+        assert turns.wasted_reasons == {"duplicate": 1, "invalid_value": 1, "timeout": 1}
         assert turns.model_turns == 6  # five replies and the request that got none
 
         result = RepeatResult(RepeatPlan("llm+tpe", 0, 1970, 6), "finished", turns=turns)
@@ -162,6 +163,33 @@ async def test_hybrid_turns_split_by_entry_kind_and_by_who_proposed(databases):
     content = json.loads(text)
     assert wasted == 3
     assert content["by_kind"] == turns.by_kind and content["proposed_by"] == turns.proposed_by
+    assert content["wasted_reasons"] == turns.wasted_reasons
+
+
+@pytest.mark.parametrize(
+    ("event", "content", "reason"),
+    [
+        ("llm_request_failed", {"kind": "no_tool_call"}, "no_tool_call"),
+        ("llm_request_failed", {"kind": "wrong_arguments"}, "malformed_arguments"),
+        ("llm_request_failed", {"kind": "wrong_tool"}, "wrong_tool"),
+        ("llm_request_failed", {"kind": "length"}, "token_cap"),
+        ("llm_request_failed", {"kind": "timeout"}, "timeout"),
+        ("llm_request_failed", {"kind": "http_error"}, "server_error"),
+        ("llm_request_failed", {"kind": "context_overflow"}, "server_error"),
+        ("llm_request_failed", {"kind": "no_tool_call", "wasted": "timeout"}, "timeout"),
+        ("proposal_rejected_invalid", {}, "invalid_value"),
+        ("proposal_rejected_duplicate", {}, "duplicate"),
+    ],
+)
+def test_each_wasted_turn_is_counted_under_its_reason(event, content, reason):
+    """A failed request counts under the reason it states (else its kind's), the broker's
+    refusals under invalid value and duplicate."""
+    events = [
+        TurnEvent("conversation_started", "gamma", "llm", {"proposer": "llm"}),
+        TurnEvent(event, "gamma", "x", {"parameter": "gamma", **content}),
+    ]
+    turns = count_turns(events, entry_kinds(load_schema()))
+    assert turns.wasted_reasons == {reason: 1} and turns.wasted_turns == 1
 
 
 def test_other_proposers_have_no_proposed_by():
@@ -198,3 +226,31 @@ def test_advice_is_read_from_the_orchestrators_prompt_and_matched_on_its_keys():
 def test_entry_kinds_follow_the_registry_domain(entry, kind):
     """An entry whose choices the registry can list is finite, else continuous."""
     assert entry_kinds(load_schema())[entry] == kind
+
+
+def test_llm_plus_model_counts_who_proposed_and_matches_the_model_advice():
+    """Under llm+model the LLM's proposals count as ``llm``, the model proposer's as ``model``,
+    and an LLM proposal equal to its ModelAdvice suggestion as ``llm_matched_model``."""
+    advice = (
+        "Advice from the model of every run ...\n"
+        'Its suggestion: {"training.gamma": 0.97} (the highest expected improvement, 0.50, over'
+        " the best predicted mean so far, 40.0). You may follow it or choose differently.\n"
+    )
+    hybrid = {"proposer": "llm+model", "hybrid": "llm+model"}
+    events = [
+        TurnEvent("conversation_started", "gamma", "x", {**hybrid, "hybrid_role": "llm"}),
+        TurnEvent("prompt_sent", "gamma", "ModelAdvice", advice),
+        TurnEvent("proposal_accepted", "gamma", "x", {"changes": {"training.gamma": 0.97}}),
+        TurnEvent("conversation_started", "gamma", "x", {**hybrid, "hybrid_role": "llm"}),
+        TurnEvent("prompt_sent", "gamma", "ModelAdvice", advice),
+        TurnEvent("proposal_accepted", "gamma", "x", {"changes": {"training.gamma": 0.95}}),
+        TurnEvent(
+            "conversation_started",
+            "gamma",
+            "x",
+            {"proposer": "model", "hybrid": "llm+model", "hybrid_role": "model"},
+        ),
+        TurnEvent("proposal_accepted", "gamma", "x", {"changes": {"training.gamma": 0.96}}),
+    ]
+    turns = count_turns(events, entry_kinds(load_schema()))
+    assert turns.proposed_by == {"llm": 2, "model": 1, "llm_matched_model": 1}

@@ -32,12 +32,14 @@ def _sent_text(request: dict[str, Any]) -> str:
 
 
 def test_prose_and_a_wrong_tool_are_corrected_in_the_same_conversation(stack: Stack) -> None:
-    """Prose and a wrong tool name get NoToolCall and WrongTool prompts; the model then succeeds."""
+    """Prose and a wrong tool name get NoToolCall and WrongTool prompts; the model then succeeds.
+    Each wasted ask says why (``wasted``), and the conversation's end counts them by reason."""
     stack.start()
     script = {
         "replies": [
             {"prose": "I would go with 240.", "reasoning_content": "SECRET-REASONING"},
             model_call(240, name="submit_pair_values"),
+            model_call(224),  # the golden's own hidden size: refused
             model_call(240),
         ]
     }
@@ -47,10 +49,18 @@ def test_prose_and_a_wrong_tool_are_corrected_in_the_same_conversation(stack: St
     (conversation, *_) = [e.process_id for e in stack.events("conversation_started")]
     ended = [e for e in stack.events("conversation_ended") if e.process_id == conversation]
     assert [e.get("outcome") for e in ended] == ["accepted"]
+    refused = stack.events("proposal_rejected_duplicate") + stack.events(
+        "proposal_rejected_invalid"
+    )
+    assert len(refused) == 1
+    reason = "duplicate" if refused[0].name == "proposal_rejected_duplicate" else "invalid_value"
+    assert ended[0].get("wasted") == {"no_tool_call": 1, "wrong_tool": 1, reason: 1}
     prompts = [e for e in stack.events("prompt_sent") if e.process_id == conversation]
-    assert [p.source_name for p in prompts[-2:]] == ["NoToolCall", "WrongTool"]
-    kinds = [f.get("kind") for f in stack.events("llm_request_failed")]
-    assert kinds == ["no_tool_call", "wrong_tool"]
+    assert [p.source_name for p in prompts[-3:-1]] == ["NoToolCall", "WrongTool"]
+    failures = stack.events("llm_request_failed")
+    assert [f.get("kind") for f in failures] == ["no_tool_call", "wrong_tool"]
+    assert [f.get("wasted") for f in failures] == ["no_tool_call", "wrong_tool"]
+    prompts = prompts[:-1]
 
     first, second, third = model.requests()[:3]
     assistant, correction = second["messages"][len(first["messages"]) :]

@@ -7,7 +7,12 @@ from typing import Any
 
 import pytest
 
-from ax3l.orchestrator.llm_client import ModelClient, ModelFailure, extract_tool_call
+from ax3l.orchestrator.llm_client import (
+    ModelClient,
+    ModelFailure,
+    extract_grammar_call,
+    extract_tool_call,
+)
 from ax3l.orchestrator.mcp_session import ToolDefinition
 
 SINGLE = ToolDefinition(
@@ -158,6 +163,40 @@ async def test_an_unreachable_model_server_is_a_connection_error() -> None:
     finally:
         await client.close()
     assert caught.value.kind == "connection_error"
+
+
+def _grammar_reply(content: str, finish_reason: str = "stop") -> dict[str, Any]:
+    message = {"role": "assistant", "content": content}
+    return {"id": "chatcmpl-1", "choices": [{"message": message, "finish_reason": finish_reason}]}
+
+
+def test_a_grammar_reply_is_read_as_the_tools_call() -> None:
+    """Under AX3L_LLM_GRAMMAR the content is the arguments object (after a reasoning end tag a
+    server left in it); the conversation records it as a call of the tool."""
+    call = extract_grammar_call(_grammar_reply('{"value_1": 0.96, "value_2": 0.97}'), PAIR)
+    assert call.arguments == {"value_1": 0.96, "value_2": 0.97}
+    assert call.message["tool_calls"][0]["function"]["name"] == "submit_pair_values"
+    reasoned = extract_grammar_call(_grammar_reply('Hmm.\n</think>\n{"value": 240}'), SINGLE)
+    assert reasoned.arguments == {"value": 240}
+
+
+@pytest.mark.parametrize(
+    ("content", "finish_reason", "kind"),
+    [
+        ("I would pick 240.", "stop", "no_tool_call"),
+        ('{"value": "240"}', "stop", "wrong_arguments"),
+        ('{"values": 240}', "stop", "wrong_arguments"),
+        ('{"value": 2', "length", "length"),
+    ],
+)
+def test_a_grammar_reply_a_server_did_not_enforce_is_a_model_failure(
+    content: str, finish_reason: str, kind: str
+) -> None:
+    """A server that ignored the grammar answered in prose or with other arguments; a reply cut
+    at the cap is a length failure, as with tools."""
+    with pytest.raises(ModelFailure) as failure:
+        extract_grammar_call(_grammar_reply(content, finish_reason), SINGLE)
+    assert failure.value.kind == kind and failure.value.correctable
 
 
 DEEP = "[" * 100_000 + "]" * 100_000

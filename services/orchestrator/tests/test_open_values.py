@@ -13,6 +13,7 @@ from ax3l.orchestrator.open_values import constrained_tool, open_values
 from ax3l.orchestrator.proposers.search_space import key_of
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.registry import BY_NAME, ENTRIES, domain
+from ax3l.testing.gbnf import GrammarReader
 from ax3l.testing.stack import Stack
 
 SCHEMA = load_schema()
@@ -121,3 +122,28 @@ def test_the_model_is_sent_the_open_values_of_the_current_seed(stack: Stack) -> 
     assert enum == [v for v in legal if v != golden_hidden]
     assert "Open values for model.hidden_size" in first["messages"][-1]["content"]
     assert str(enum[0]) in first["messages"][-1]["content"]
+
+
+def test_a_grammar_request_carries_exactly_the_open_values(stack: Stack) -> None:
+    """Under AX3L_LLM_GRAMMAR the request carries a grammar instead of the tool, whose every
+    reply is one open hidden size (every legal one but the golden's), and a reply that is the
+    arguments object is submitted as the tool's call."""
+    stack.start()
+    model = stack.start_model({"replies": [{"prose": '{"value": 272}'}]})
+    proc = stack.orchestrator("llm", url=model.url, env={"AX3L_LLM_GRAMMAR": "true"})
+    stack.wait_for(lambda: stack.count("proposal_accepted"), 60, "the first proposal", proc)
+    proc.stop()
+    first = model.requests()[0]
+    assert "tools" not in first and "tool_choice" not in first
+    replies = GrammarReader.parse(first["grammar"]).language("answer")
+    offered = [json.loads(reply)["value"] for reply in replies]
+    (golden,) = [e for e in stack.events("golden_config_created")][:1]
+    golden_hidden = golden.get("config")["model"]["hidden_size"]
+    legal = [int(v[0]) for v in domain(SCHEMA, BY_NAME["hidden_size"]) or []]
+    assert sorted(offered) == [v for v in legal if v != golden_hidden]
+    assert all(
+        reply == json.dumps({"value": value}) for reply, value in zip(replies, offered, strict=True)
+    )
+    assert "as one JSON object" in first["messages"][-1]["content"]
+    (accepted,) = stack.events("proposal_accepted")[:1]
+    assert accepted.get("changes") == {"model.hidden_size": 272}

@@ -70,3 +70,20 @@ async def test_fallback_turns_count_for_the_fallback_and_against_the_model(
         assert events["events"][0]["summary"] == (
             "tpe proposed for batch_size after 3 failed model conversations"
         )
+
+
+async def test_under_a_hybrid_the_page_says_who_decided_each_turn(snakelab_tables, make_client):
+    """With llm+model turns, the page says the llm+model row's turns were the LLM's (with the
+    share) and the model row's the classical proposer's."""
+    llm = {"proposer": "llm+model", "hybrid": "llm+model", "decided_by": "llm"}
+    classical = {"proposer": "model", "hybrid": "llm+model", "decided_by": "model"}
+    async with Database(snakelab_tables.settings()) as db:
+        log = EventLog(db)
+        await _turn(log, 0, [classical], "00000000-0000-4000-8000-000000000001")
+        await _turn(log, 1, [llm], "00000000-0000-4000-8000-000000000002")
+    async with make_client(snakelab_tables) as http:
+        page = (await http.get("/proposers")).text
+        note = page[page.index('id="decided-by"') :].split("</p>")[0]
+        assert "under <code>llm+model</code> the LLM decided the turns" in note
+        assert "0.30" in note and "<code>model</code>" in note
+        assert 'data-proposer="llm+model"' in page and 'data-proposer="model"' in page

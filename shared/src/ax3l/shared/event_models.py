@@ -173,6 +173,8 @@ class ConversationEnded(EventContent):
     reason: str | None = None
     pipelined: bool | None = None
     mcp_sessions: list[dict[str, Any]] | None = None
+    # An LLM conversation's wasted asks by kind (ax3l.shared.wasted), when it wasted any.
+    wasted: dict[str, int] | None = None
 
 
 class ConversationResumed(EventContent):
@@ -208,10 +210,12 @@ class ReplyReceived(EventContent):
 
 class LlmRequestFailed(EventContent):
     """A model request failed or its reply was unusable; ``ModelFailure.facts`` are added
-    (``timeout_seconds`` for a timeout, ``max_tokens`` for a cut reply)."""
+    (``timeout_seconds`` for a timeout, ``max_tokens`` for a cut reply). ``wasted`` is the
+    ask's waste kind (``ax3l.shared.wasted``)."""
 
     event: ClassVar[str] = "llm_request_failed"
     kind: str | None = None
+    wasted: str | None = None
     detail: str | None = None
     http_status: int | None = None
     parameter: str | None = None

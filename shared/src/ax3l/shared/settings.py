@@ -25,7 +25,9 @@ from pydantic_settings import (
 
 # The orchestrator's proposers (``AX3L_PROPOSER``; ``ax3l.orchestrator.proposers.make_proposer``
 # builds them), here so ``ax3l-compare`` reads the same list without importing the orchestrator.
-PROPOSER_NAMES = ("llm", "tpe", "random", "external", "llm+tpe", "model")
+PROPOSER_NAMES = ("llm", "tpe", "random", "external", "llm+tpe", "model", "llm+model")
+# Those that ask the model server (AX3L_LLM_URL).
+LLM_PROPOSERS = ("llm", "llm+tpe", "llm+model")
 
 
 def setting(default: Any, variable: str | AliasChoices, **limits: Any) -> Any:
@@ -152,8 +154,14 @@ class Settings(BaseSettings):
     """seconds one model conversation may last, corrections included"""
     llm_constrained: bool = setting(True, "AX3L_LLM_CONSTRAINED")
     """narrow the tool schema sent to the model to the values still open"""
-    hybrid_model_share: float = setting(0.3, "AX3L_HYBRID_MODEL_SHARE", gt=0, le=1)
-    """share of turns the model proposes under the llm+tpe proposer"""
+    llm_grammar: bool = setting(False, "AX3L_LLM_GRAMMAR")
+    """the reply forced by a grammar llama-server enforces: the tool's arguments as one JSON
+    object of legal, open values (reply_grammar.py); off: the tool-calling request"""
+    llm_share: float = setting(
+        0.3, AliasChoices("AX3L_LLM_SHARE", "AX3L_HYBRID_MODEL_SHARE"), gt=0, le=1
+    )
+    """share of turns the LLM decides under llm+tpe and llm+model (a seeded draw per turn);
+    AX3L_HYBRID_MODEL_SHARE is its former name"""
     llm_fallback: str = setting("tpe", "AX3L_LLM_FALLBACK", pattern="^(tpe|random|none)$")
     """proposer that takes a turn the model failed repeatedly (none: retry forever)"""
     llm_fallback_after: int = setting(3, "AX3L_LLM_FALLBACK_AFTER", ge=1)

@@ -58,6 +58,7 @@ from ax3l.shared.comparison_stats import CONTROL
 from ax3l.shared.db.cli import connect, ensure_schema
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.settings import PROPOSER_NAMES
+from ax3l.shared.wasted import WASTE_KINDS
 
 DEFAULT_SEED = 1970
 DEFAULT_RETESTS = 5
@@ -416,6 +417,35 @@ def summary_lines(done: list[RepeatResult], proposers: list[str], budget: int) -
     return lines
 
 
+def wasted_reasons(mine: list[RepeatResult]) -> dict[str, int]:
+    """Wasted turns of these repeats by reason (``ax3l.shared.wasted``)."""
+    found: Counter[str] = Counter()
+    for result in mine:
+        found.update(result.turns.wasted_reasons)
+    return dict(sorted(found.items()))
+
+
+def wasted_lines(done: list[RepeatResult], proposers: list[str]) -> list[str]:
+    """Per arm that wasted any turn: its wasted turns by reason, in all over its repeats."""
+    by_arm = {p: wasted_reasons(_finished(done, p)) for p in proposers}
+    reasons = [k for k in WASTE_KINDS if any(k in r for r in by_arm.values())]
+    reasons += sorted({k for r in by_arm.values() for k in r} - set(reasons))
+    if not reasons:
+        return []
+    w = _width(proposers)
+    lines = [
+        "wasted turns by reason (all repeats):",
+        f"{'proposer':<{w}} " + " ".join(f"{reason:>{max(8, len(reason))}}" for reason in reasons),
+    ]
+    for proposer, found in by_arm.items():
+        if found:
+            counts = " ".join(
+                f"{found.get(reason, 0):>{max(8, len(reason))}}" for reason in reasons
+            )
+            lines.append(f"{proposer:<{w}} {counts}")
+    return lines
+
+
 def promotion_lines(done: list[RepeatResult], proposers: list[str]) -> list[str]:
     """Per tuned arm: its promotion policy, promotions per repeat, how many of them raised the
     surrogate's expected score over the golden they replaced, runs spent on confirmations per
@@ -628,6 +658,7 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
     for line in [
         *(verdict_lines(done, proposers, pairs) if seeds else []),
         *summary_lines(done, proposers, args.budget),
+        *wasted_lines(done, proposers),
         *promotion_lines(done, proposers),
         *placement_lines(done),
     ]:
@@ -695,6 +726,7 @@ def verdict_json(
                 "best_observed_mean": None if found is None else found.best_observed,
                 "accepted_proposals": sum(r.turns.accepted_proposals for r in mine),
                 "wasted_turns": sum(r.turns.wasted_turns for r in mine),
+                "wasted_by_reason": wasted_reasons(mine),
                 "wall_seconds_per_repeat": stats.median(walls) if walls else None,
             }
         )

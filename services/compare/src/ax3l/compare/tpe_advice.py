@@ -1,10 +1,12 @@
-"""What the hybrid ``llm+tpe`` showed its model of TPE, and whether the model followed it.
+"""What the hybrids showed their LLM of the classical proposer, and whether the LLM followed it.
 
-On a model turn the orchestrator sends a ``prompt_sent`` event whose ``source_name`` is
-``TpeAdvice`` (``ax3l.orchestrator.proposers.hybrid.advice_prompt``): prose, then a ```json
-block whose ``"suggestions"`` is a list of ``{schema path: value}``. A model proposal matched
-TPE when its ``changes`` hold every key of one suggestion with the same value (numbers compared
-as numbers, floats with ``math.isclose``).
+On an LLM turn of ``llm+tpe`` the orchestrator sends a ``prompt_sent`` event whose
+``source_name`` is ``TpeAdvice`` (``ax3l.orchestrator.proposers.hybrid.advice_prompt``): prose,
+then a ```json block whose ``"suggestions"`` is a list of ``{schema path: value}``. Under
+``llm+model`` it is ``ModelAdvice`` (``proposers/model_advice.py``), whose line ``Its
+suggestion: {schema path: value} (...`` holds the model proposer's one suggestion. A proposal
+matched when its ``changes`` hold every key of one suggestion with the same value (numbers
+compared as numbers, floats with ``math.isclose``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,21 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 ADVICE_SOURCE = "TpeAdvice"
+MODEL_ADVICE_SOURCE = "ModelAdvice"
 _JSON_BLOCK = re.compile(r"```json\s*\n(.*?)\n```", re.DOTALL)
+_SUGGESTION = re.compile(r"^Its suggestion: (\{[^\n]*?\}) \(", re.MULTILINE)
+
+
+def model_advice_suggestions(text: str) -> list[dict[str, Any]]:
+    """The model proposer's suggestion in a ModelAdvice prompt's text (a list of one), or []."""
+    found = _SUGGESTION.search(text)
+    if found is None:
+        return []
+    try:
+        suggestion = json.loads(found.group(1))
+    except ValueError:
+        return []
+    return [suggestion] if isinstance(suggestion, dict) and suggestion else []
 
 
 def advice_suggestions(text: str) -> list[dict[str, Any]]:

@@ -1,15 +1,20 @@
 """A repeat's turns, counted from its events (``repeat.read_turns`` reads them).
 
 * accepted proposals; model turns (replies, and failed requests that got no reply); wasted
-  turns by kind (failed model requests by their ``kind``, the broker's rejections);
+  turns by kind (failed model requests by their ``kind``, the broker's rejections) and by
+  reason (``wasted_reasons``: the vocabulary of ``ax3l.shared.wasted``, no tool call, malformed
+  arguments, invalid value, duplicate, timeout, token cap...);
 * ``by_kind``: accepted proposals and wasted turns split by the kind of the event's entry:
   ``finite`` when the registry can list the entry's choices (``registry.domain``), else
   ``continuous``; a wasted turn without a known entry counts under ``unknown``;
-* ``proposed_by`` (the hybrid ``llm+tpe`` only, whose conversations say their
-  ``hybrid_role``): accepted proposals by who proposed them, ``model`` or ``tpe`` (a fallback
-  conversation standing in for a failing model counts for its own proposer), and
-  ``model_matched_tpe``: the model's proposals equal to one of the suggestions of the latest
-  ``TpeAdvice`` prompt of their conversation.
+* ``proposed_by`` (the hybrids only, whose conversations say their ``hybrid_role``): accepted
+  proposals by who proposed them, under ``llm+tpe`` ``model`` (the LLM) or ``tpe``, under
+  ``llm+model`` ``llm`` or ``model`` (a fallback conversation standing in for a failing LLM
+  counts for its own proposer), and ``model_matched_tpe`` (``llm_matched_model``): the LLM's
+  proposals equal to one of the suggestions of the latest ``TpeAdvice`` (``ModelAdvice``)
+  prompt of their conversation; ``llm_steps``: the accepted proposals (numbered from 0) whose
+  turn the draw gave the LLM (``decided_by``), a fallback's included: the same numbers in
+  every hybrid arm of a repeat.
 
 Conversations run one at a time, so every event after a ``conversation_started`` and before
 the next belongs to it (the broker's acceptances and rejections have process ids of their own).
@@ -22,9 +27,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ax3l.compare.tpe_advice import ADVICE_SOURCE, advice_suggestions, matches_a_suggestion
+from ax3l.compare.tpe_advice import (
+    ADVICE_SOURCE,
+    MODEL_ADVICE_SOURCE,
+    advice_suggestions,
+    matches_a_suggestion,
+    model_advice_suggestions,
+)
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.registry import ENTRIES, domain
+from ax3l.shared.wasted import waste_of
 
 WASTED_EVENTS = ("llm_request_failed", "proposal_rejected_invalid", "proposal_rejected_duplicate")
 COUNTED_EVENTS = (
@@ -36,6 +48,11 @@ COUNTED_EVENTS = (
 )
 FINITE, CONTINUOUS, UNKNOWN = "finite", "continuous", "unknown"
 MODEL, TPE, MATCHED = "model", "tpe", "model_matched_tpe"
+# Per hybrid: the LLM's role, the classical proposer's, and the LLM's matches of the advice.
+HYBRID_ROLES = {
+    "llm+tpe": (MODEL, TPE, MATCHED),
+    "llm+model": ("llm", "model", "llm_matched_model"),
+}
 
 
 @dataclass(frozen=True)
@@ -57,6 +74,8 @@ class TurnCounts:
     fallback_turns: int = 0
     by_kind: dict[str, dict[str, int]] = field(default_factory=dict)
     proposed_by: dict[str, int] = field(default_factory=dict)  # empty outside the hybrid
+    wasted_reasons: dict[str, int] = field(default_factory=dict)  # ax3l.shared.wasted's kinds
+    llm_steps: list[int] = field(default_factory=list)  # the hybrids only
 
     @property
     def wasted_turns(self) -> int:
@@ -67,7 +86,7 @@ class TurnCounts:
         found = asdict(self)
         del found["accepted_proposals"], found["model_turns"]
         if not self.proposed_by:
-            del found["proposed_by"]
+            del found["proposed_by"], found["llm_steps"]
         return found
 
 
@@ -101,18 +120,23 @@ class _Tally:
         self.kinds = kinds
         self.found = TurnCounts()
         self.wasted: Counter[str] = Counter()
+        self.reasons: Counter[str] = Counter()
         self.by_kind: dict[str, Counter[str]] = {FINITE: Counter(), CONTINUOUS: Counter()}
         self.proposed_by: Counter[str] | None = None  # set by the first hybrid conversation
+        self.roles = HYBRID_ROLES["llm+tpe"]  # the hybrid's (its first conversation's)
         self.role: str | None = None  # the current conversation's
+        self.decided_by: str | None = None  # the current conversation's
         self.suggestions: list[dict[str, Any]] = []  # its latest TPE advice
 
     def add(self, event: TurnEvent) -> None:
         content = event.content if isinstance(event.content, dict) else {}
         if event.name == "conversation_started":
             self._started(content)
-        elif event.name == "prompt_sent":
-            if event.source_name == ADVICE_SOURCE and isinstance(event.content, str):
+        elif event.name == "prompt_sent" and isinstance(event.content, str):
+            if event.source_name == ADVICE_SOURCE:
                 self.suggestions = advice_suggestions(event.content)
+            elif event.source_name == MODEL_ADVICE_SOURCE:
+                self.suggestions = model_advice_suggestions(event.content)
         elif event.name == "reply_received":
             self.found.model_turns += 1
         elif event.name == "proposal_accepted":
@@ -125,25 +149,32 @@ class _Tally:
         if content.get("fallback_for"):
             self.found.fallback_turns += 1
         self.role = conversation_role(content)
+        decided_by = content.get("decided_by")
+        self.decided_by = decided_by if isinstance(decided_by, str) else None
         self.suggestions = []
         if self.role is not None and self.proposed_by is None:
-            self.proposed_by = Counter({MODEL: 0, TPE: 0, MATCHED: 0})
+            self.roles = HYBRID_ROLES.get(str(content.get("hybrid")), HYBRID_ROLES["llm+tpe"])
+            self.proposed_by = Counter(dict.fromkeys(self.roles, 0))
 
     def _accepted(self, event: TurnEvent, content: dict[str, Any]) -> None:
+        if self.decided_by == "llm":
+            self.found.llm_steps.append(self.found.accepted_proposals)
         self.found.accepted_proposals += 1
         self._by_kind(event, content)["accepted"] += 1
         if self.role is None or self.proposed_by is None:
             return
         self.proposed_by[self.role] += 1
         changes = content.get("changes")
+        llm, _, matched = self.roles
         if (
-            self.role == MODEL
+            self.role == llm
             and isinstance(changes, dict)
             and matches_a_suggestion(changes, self.suggestions)
         ):
-            self.proposed_by[MATCHED] += 1
+            self.proposed_by[matched] += 1
 
     def _wasted(self, event: TurnEvent, content: dict[str, Any]) -> None:
+        self.reasons[waste_of(event.name, content) or "unknown"] += 1
         if event.name == "llm_request_failed":
             self.wasted[f"llm_request_failed:{content.get('kind') or 'unknown'}"] += 1
             # A failure of the request itself (no reply came) was a model turn too.
@@ -160,6 +191,7 @@ class _Tally:
 
     def counts(self) -> TurnCounts:
         self.found.wasted_kinds = dict(sorted(self.wasted.items()))
+        self.found.wasted_reasons = dict(sorted(self.reasons.items()))
         self.found.by_kind = {
             kind: {"accepted": counter["accepted"], "wasted": counter["wasted"]}
             for kind, counter in self.by_kind.items()

@@ -5,6 +5,12 @@ One request carries the whole conversation so far and the one discovered tool, w
 bounded by its own deadline. A usable reply holds exactly one call of that tool whose arguments
 are exactly the tool's fields, each a JSON number.
 
+Under ``AX3L_LLM_GRAMMAR`` the request carries a GBNF ``grammar`` instead of the tool
+(llama-server refuses a grammar beside tools unless ``tool_choice`` is ``none``, and its
+tool-call grammar lets prose precede the call and leaves numbers unbounded), and the reply's
+visible content is the call's arguments as one JSON object (``extract_grammar_call``); the
+reasoning stays in ``reasoning_content``.
+
 Failures come in two audiences. What the model did wrong (prose, a wrong tool, wrong arguments,
 a reply cut at the cap) is ``correctable``: the conversation tells the model and asks again.
 What the server did (timeouts, HTTP errors, unreadable replies, a context overflow) ends the
@@ -30,6 +36,7 @@ import httpx
 
 from ax3l.orchestrator.mcp_session import ToolDefinition
 from ax3l.orchestrator.prompt_budget import is_context_overflow
+from ax3l.orchestrator.reply_grammar import REASONING_END
 from ax3l.shared import untrusted_json
 
 BODY_EXCERPT = 500
@@ -96,15 +103,17 @@ class ModelClient:
         a new ``httpx.AsyncClient`` per request would build a TLS context each time."""
         return self._http
 
-    def request_body(self, messages: list[dict[str, Any]], tool: ToolDefinition) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "messages": messages,
-            "tools": [tool.for_model()],
-            "tool_choice": "required",
-            "parallel_tool_calls": False,
-            "stream": False,
-            "max_tokens": self.max_tokens,
-        }
+    def request_body(
+        self, messages: list[dict[str, Any]], tool: ToolDefinition, grammar: str | None = None
+    ) -> dict[str, Any]:
+        """The request: with the tool (tool calling), or with ``grammar`` instead of it."""
+        body: dict[str, Any] = {"messages": messages}
+        if grammar is None:
+            body |= {"tools": [tool.for_model()], "tool_choice": "required"}
+            body["parallel_tool_calls"] = False
+        else:
+            body["grammar"] = grammar
+        body |= {"stream": False, "max_tokens": self.max_tokens}
         if self.model:
             body["model"] = self.model
         return body
@@ -176,8 +185,8 @@ def _is_number(value: Any) -> bool:
     return math.isfinite(value)
 
 
-def extract_tool_call(reply: dict[str, Any], tool: ToolDefinition) -> ToolCall:
-    """The one valid call of ``tool`` in ``reply``, else ModelFailure saying what is wrong."""
+def _message(reply: dict[str, Any]) -> dict[str, Any]:
+    """The reply's first message, else ModelFailure (no message, or cut at the cap)."""
     choices = reply.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise ModelFailure("invalid_reply", "the reply has no choices", reply)
@@ -193,6 +202,66 @@ def extract_tool_call(reply: dict[str, Any], tool: ToolDefinition) -> ToolCall:
             reply,
             facts={"max_tokens": tokens},
         )
+    return message
+
+
+def _checked_arguments(raw_text: str, arguments: Any, tool: ToolDefinition, reply: Any) -> None:
+    """ModelFailure unless ``arguments`` is an object of exactly the tool's fields, numbers."""
+    if not isinstance(arguments, dict):
+        raise ModelFailure("wrong_arguments", f"the arguments are not an object: {raw_text}", reply)
+    expected = set(tool.argument_names)
+    if set(arguments) != expected:
+        raise ModelFailure(
+            "wrong_arguments",
+            f"the arguments {sorted(arguments)} are not exactly {sorted(expected)}",
+            reply,
+        )
+    bad = {k: v for k, v in arguments.items() if not _is_number(v)}
+    if bad:
+        raise ModelFailure("wrong_arguments", f"not JSON numbers: {json.dumps(bad)}", reply)
+
+
+def _call(
+    call_id: str, tool: ToolDefinition, arguments: dict[str, Any], raw: str, content: str = ""
+) -> ToolCall:
+    """The call, with the assistant message that states it in the conversation."""
+    assistant = {
+        "role": "assistant",
+        "content": content,
+        "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": tool.name, "arguments": raw}}
+        ],
+    }
+    return ToolCall(call_id, tool.name, arguments, raw, assistant)
+
+
+def extract_grammar_call(reply: dict[str, Any], tool: ToolDefinition) -> ToolCall:
+    """The call of ``tool`` that a grammar-constrained ``reply`` states: its visible content is
+    the arguments as one JSON object (after the reasoning's end tag, if the server left it). A
+    server that ignored the grammar answered in prose (``no_tool_call``) or with other
+    arguments (``wrong_arguments``)."""
+    message = _message(reply)
+    content = message.get("content")
+    text = content if isinstance(content, str) else ""
+    # A server that leaves the reasoning in the content (--reasoning-format none): the answer
+    # is what follows its end.
+    text = text.rsplit(REASONING_END, 1)[-1].strip()
+    try:
+        arguments = untrusted_json.loads(text)
+    except untrusted_json.UnsafeJSON as exc:
+        raise ModelFailure("invalid_reply", f"the arguments are unusable JSON: {exc}") from None
+    except ValueError:
+        raise ModelFailure(
+            "no_tool_call", f"the reply is not the arguments object: {text[:BODY_EXCERPT]!r}", reply
+        ) from None
+    _checked_arguments(text, arguments, tool, reply)
+    call_id = str(reply.get("id") or "grammar_0")
+    return _call(call_id, tool, arguments, text)
+
+
+def extract_tool_call(reply: dict[str, Any], tool: ToolDefinition) -> ToolCall:
+    """The one valid call of ``tool`` in ``reply``, else ModelFailure saying what is wrong."""
+    message = _message(reply)
     calls = message.get("tool_calls") or []
     if not calls:
         content = str(message.get("content") or "")[:BODY_EXCERPT]
@@ -220,28 +289,6 @@ def extract_tool_call(reply: dict[str, Any], tool: ToolDefinition) -> ToolCall:
             raise ModelFailure(
                 "wrong_arguments", f"the arguments are not JSON: {raw_text[:BODY_EXCERPT]!r}", reply
             ) from None
-    if not isinstance(arguments, dict):
-        raise ModelFailure("wrong_arguments", f"the arguments are not an object: {raw_text}", reply)
-    expected = set(tool.argument_names)
-    if set(arguments) != expected:
-        raise ModelFailure(
-            "wrong_arguments",
-            f"the arguments {sorted(arguments)} are not exactly {sorted(expected)}",
-            reply,
-        )
-    bad = {k: v for k, v in arguments.items() if not _is_number(v)}
-    if bad:
-        raise ModelFailure("wrong_arguments", f"not JSON numbers: {json.dumps(bad)}", reply)
-    call_id = str(call.get("id") or "call_0")
-    assistant = {
-        "role": "assistant",
-        "content": message.get("content") or "",
-        "tool_calls": [
-            {
-                "id": call_id,
-                "type": "function",
-                "function": {"name": name, "arguments": raw_text},
-            }
-        ],
-    }
-    return ToolCall(call_id, name, arguments, raw_text, assistant)
+    _checked_arguments(raw_text, arguments, tool, reply)
+    content = str(message.get("content") or "")
+    return _call(str(call.get("id") or "call_0"), tool, arguments, raw_text, content)

@@ -54,7 +54,7 @@ from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError, DatabaseMisconfigured, DatabaseUnavailable
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import SnakeLabHostDown, SnakeLabHostUp
-from ax3l.shared.settings import PROPOSER_NAMES, Settings
+from ax3l.shared.settings import LLM_PROPOSERS, PROPOSER_NAMES, Settings
 from ax3l.shared.snakelab_hosts import SnakeLabHosts, snakelab_client
 from ax3l.shared.submit_once import OnceSubmitter
 from ax3l.shared.tasks import stop_task
@@ -108,11 +108,11 @@ def configure(args: argparse.Namespace, settings: Settings) -> tuple[Settings, s
         raise ConfigurationError(
             f"AX3L_PROPOSER={name!r} is not a proposer; choose one of {', '.join(PROPOSER_NAMES)}"
         )
-    if name in ("llm", "llm+tpe") and not settings.llm_url:
+    if name in LLM_PROPOSERS and not settings.llm_url:
         raise ConfigurationError(f"the {name} proposer needs a model server: --url or AX3L_LLM_URL")
     if name is None:
         name = "llm" if settings.llm_url else "tpe"
-    if name in ("llm", "llm+tpe"):
+    if name in LLM_PROPOSERS:
         note = f"proposer: {name}, model server {shown_url(settings.llm_url or '')}"
     elif name == "external":
         note = (

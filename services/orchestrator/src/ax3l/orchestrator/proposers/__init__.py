@@ -31,30 +31,40 @@ def llm_options(settings: Settings) -> LlmOptions:
 
 
 def make_proposer(name: str, deps: ProposerDeps, settings: Settings) -> Proposer:
-    """The proposer called ``name`` (``llm`` and ``llm+tpe`` need ``settings.llm_url``): the one
+    """The proposer called ``name`` (``llm``, ``llm+tpe`` and ``llm+model`` need
+    ``settings.llm_url``): the one
     place that reads the proposers' settings (the external proposer's own excepted)."""
     fallback = settings.llm_fallback
     corrections, seed = settings.max_corrections, settings.proposer_seed
-    if name in ("llm", "llm+tpe"):
+    if name in ("llm", "llm+tpe", "llm+model"):
         from ax3l.orchestrator.proposers.fallback import ModelWithFallback
 
         options = llm_options(settings)
+        classical: Proposer | None = None
         if name == "llm":
             from ax3l.orchestrator.proposers.llm import LlmProposer
 
             model: Proposer = LlmProposer(deps, options)
-        else:
-            from ax3l.orchestrator.proposers.hybrid import AdvisedLlmProposer, HybridProposer
+        elif name == "llm+tpe":
+            from ax3l.orchestrator.proposers.hybrid import AdvisedLlmProposer
             from ax3l.orchestrator.proposers.tpe import TpeProposer
 
             model = AdvisedLlmProposer(deps, options, TpeProposer(deps, corrections, seed))
+            classical = TpeProposer(deps, corrections, seed)
+        else:
+            from ax3l.orchestrator.proposers.model import ModelProposer
+            from ax3l.orchestrator.proposers.model_advice import ModelAdvisedLlmProposer
+
+            model = ModelAdvisedLlmProposer(deps, options)
+            classical = ModelProposer(deps, corrections, seed)
         if fallback != "none":
             other = make_proposer(fallback, deps, settings)
             model = ModelWithFallback(deps, model, other, settings.llm_fallback_after)
-        if name == "llm":
+        if classical is None:
             return model
-        tpe = TpeProposer(deps, corrections, seed)
-        return HybridProposer(deps, model, tpe, settings.hybrid_model_share)
+        from ax3l.orchestrator.proposers.hybrid import HybridProposer
+
+        return HybridProposer(deps, model, classical, settings.llm_share, seed, name)
     if name == "external":
         from ax3l.orchestrator.proposers.external import ExternalProposer, ExternalWithFallback
 

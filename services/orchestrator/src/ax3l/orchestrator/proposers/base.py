@@ -121,6 +121,11 @@ class Proposer(ABC):
         proposer's figures); nothing by default."""
         return {}
 
+    def wasted(self, conversation_id: str) -> dict[str, int]:
+        """The conversation's wasted asks by kind (``ax3l.shared.wasted``), for its
+        ``conversation_ended`` whatever its outcome; none by default."""
+        return {}
+
     def held_entry(self) -> str | None:
         """The entry of a pipelined conversation not yet handed to its turn, if any."""
         return None
@@ -158,6 +163,8 @@ class Proposer(ABC):
             run_id = await conversation
         except (ConversationFailed, ToolSessionFailed) as exc:
             message = str(exc)
+            if wasted := self.wasted(conversation_id):
+                ended["wasted"] = wasted
             await deps.log.log(
                 ConversationEnded(**ended, outcome="failed", error=message),
                 level="ERROR",
@@ -171,6 +178,8 @@ class Proposer(ABC):
             raise ConversationFailed(message) from exc
         timings = [_timing(s) for s in (self.sessions if sessions is None else sessions)]
         ended |= self.explanation()
+        if wasted := self.wasted(conversation_id):
+            ended["wasted"] = wasted
         await deps.log.log(
             ConversationEnded(**ended, outcome="accepted", run_id=run_id, mcp_sessions=timings),
             process_id=conversation_id,

@@ -1,22 +1,29 @@
-"""The hybrid proposer ``llm+tpe``: TPE keeps most turns and shares its state with the model.
+"""The hybrid proposers ``llm+tpe`` and ``llm+model``: a classical proposer keeps most turns
+and shares its state with the LLM, which decides the others.
 
 After the "Centaur" result (arXiv 2603.24647): the classical optimiser proposes most trials, and
-on a share of the turns (``AX3L_HYBRID_MODEL_SHARE``, default 0.3; more made the model worse
-there) the model proposes with TPE's state for the entry in its prompt: TPE's current top
-suggestions, its good/bad split of the trials, the best five configurations and the last twenty
-trials, said to come from TPE. The model may follow it or not.
+on a share of the turns (``AX3L_LLM_SHARE``, default 0.3; more made the model worse there) the
+LLM proposes with the classical proposer's state for the entry in its prompt. Under ``llm+tpe``
+that is TPE's current top suggestions, its good/bad split of the trials, the best five
+configurations and the last twenty trials (``TpeAdvice``); under ``llm+model`` the model of every
+run's estimates and the model proposer's suggestion (``ModelAdvice``, ``model_advice.py``). The
+LLM may follow it or not.
 
-Who proposes a turn is derived from durable state, never from memory: the model takes the turn
-when the number of accepted proposals so far, ``n``, makes ``floor((n + 1) * share)`` step past
-``floor(n * share)``. A restart therefore gives the same turn to the same proposer. A model turn
-that the model keeps failing goes to TPE through the usual fallback (``proposers/fallback.py``).
-``conversation_started`` says the role (``hybrid_role``: ``model`` or ``tpe``), and the model's
-``TpeAdvice`` prompt event holds TPE's suggestions, so the pages can tell who proposed each
-accepted value and whether it matched a suggestion.
+Who decides a turn is derived from durable state, never from memory: after ``n`` accepted
+proposals the LLM decides when a draw seeded by ``AX3L_PROPOSER_SEED`` (0 when unset) and ``n``
+falls below the share (``llm_decides``). A restart therefore gives the same turn to the same
+proposer, and two arms of a comparison repeat (which share the seed) give the LLM the same
+steps, whichever classical proposer they pair it with; a larger share keeps a smaller one's
+steps. A turn the LLM keeps failing goes to ``AX3L_LLM_FALLBACK`` through the usual fallback
+(``proposers/fallback.py``). ``conversation_started`` says who decided (``decided_by``: ``llm``
+or the classical proposer's name; ``hybrid``: which hybrid; ``hybrid_role``: ``model`` or
+``tpe`` under llm+tpe, ``llm`` or ``model`` under llm+model), and the advice prompt holds the
+suggestions, so the pages can tell who proposed each accepted value and whether it matched one.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from typing import Any
@@ -35,9 +42,12 @@ BEST = 5
 LATEST = 20
 
 
-def model_takes_turn(accepted_so_far: int, share: float) -> bool:
-    """Whether the model proposes the turn after ``accepted_so_far`` accepted proposals."""
-    return math.floor((accepted_so_far + 1) * share) > math.floor(accepted_so_far * share)
+def llm_decides(accepted_so_far: int, share: float, seed: int | None) -> bool:
+    """Whether the LLM decides the turn after ``accepted_so_far`` accepted proposals: a uniform
+    draw in [0, 1) from ``seed`` (``AX3L_PROPOSER_SEED``, 0 when unset) and the step, below
+    ``share``."""
+    digest = hashlib.sha256(f"ax3l-llm-share:{seed or 0}:{accepted_so_far}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < share
 
 
 def good_count(trials: int) -> int:
@@ -119,38 +129,56 @@ class AdvisedLlmProposer(LlmProposer):
 
 
 class HybridProposer(Proposer):
-    """``llm+tpe``: TPE on most turns, the TPE-advised model on a share of them."""
+    """``llm+tpe`` or ``llm+model``: the classical proposer on most turns, the advised LLM on a
+    share of them."""
 
-    name = "llm+tpe"
-
-    def __init__(self, deps: ProposerDeps, model: Proposer, tpe: TpeProposer, share: float):
-        """``model``: the ``AdvisedLlmProposer``, with ``AX3L_LLM_FALLBACK``'s proposer taking
-        the turns it keeps failing (``ModelWithFallback``); ``share``:
-        ``AX3L_HYBRID_MODEL_SHARE``."""
+    def __init__(
+        self,
+        deps: ProposerDeps,
+        model: Proposer,
+        classical: Proposer,
+        share: float,
+        seed: int | None,
+        name: str = "llm+tpe",
+    ):
+        """``model``: the advised LLM, with ``AX3L_LLM_FALLBACK``'s proposer taking the turns
+        it keeps failing (``ModelWithFallback``); ``classical``: TPE or the model proposer;
+        ``share``: ``AX3L_LLM_SHARE``; ``seed``: ``AX3L_PROPOSER_SEED``."""
         super().__init__(deps)
-        self.model, self.tpe, self.share = model, tpe, share
+        self.model, self.classical, self.share, self.seed = model, classical, share, seed
+        self.name = name
+        # The roles' names in conversation_started (llm+tpe keeps its first names).
+        self.roles = ("model", "tpe") if name == "llm+tpe" else ("llm", classical.name)
 
     async def close(self) -> None:
         try:
             await self.model.close()
         finally:
-            await self.tpe.close()
+            await self.classical.close()
 
-    async def _accepted_so_far(self) -> int:
-        return await count(self.deps.db, ProposalAccepted)
+    async def _llm_decides(self) -> bool:
+        return llm_decides(await count(self.deps.db, ProposalAccepted), self.share, self.seed)
+
+    def _note(self, note: dict[str, Any] | None, llm: bool) -> dict[str, Any]:
+        return {
+            **(note or {}),
+            "hybrid": self.name,
+            "hybrid_role": self.roles[0] if llm else self.roles[1],
+            "decided_by": "llm" if llm else self.classical.name,
+        }
 
     async def speculate(self, ahead: TurnAhead, note: dict[str, Any] | None = None) -> None:
         # The run that trains is accepted already: the count is the one ``ahead`` will see.
-        if model_takes_turn(await self._accepted_so_far(), self.share):
-            await self.model.speculate(ahead, {**(note or {}), "hybrid_role": "model"})
+        if await self._llm_decides():
+            await self.model.speculate(ahead, self._note(note, True))
 
     def held_entry(self) -> str | None:
         return self.model.held_entry()
 
     async def propose(self, ctx: TurnContext, note: dict[str, Any] | None = None) -> str:
-        if model_takes_turn(await self._accepted_so_far(), self.share):
-            return await self.model.propose(ctx, {**(note or {}), "hybrid_role": "model"})
-        return await self.tpe.propose(ctx, {**(note or {}), "hybrid_role": "tpe"})
+        if await self._llm_decides():
+            return await self.model.propose(ctx, self._note(note, True))
+        return await self.classical.propose(ctx, self._note(note, False))
 
     async def converse(self, ctx: TurnContext, conversation_id: str, started_event_id: int) -> str:
         raise NotImplementedError("HybridProposer delegates whole conversations")

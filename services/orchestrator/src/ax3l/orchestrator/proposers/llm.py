@@ -16,18 +16,20 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
+from collections import Counter
 from typing import Any
 
 from ax3l.orchestrator.llm_client import (
     ModelClient,
     ModelFailure,
     ToolCall,
+    extract_grammar_call,
     extract_tool_call,
     shown_url,
 )
 from ax3l.orchestrator.mcp_session import BoundSession
 from ax3l.orchestrator.model_corrections import correction_for, prose_of
-from ax3l.orchestrator.open_values import OpenValues, constrained_tool, open_values
+from ax3l.orchestrator.open_values import constrained_tool, open_values
 from ax3l.orchestrator.prompt_budget import (
     DEFAULT_CONTEXT_TOKENS,
     context_tokens,
@@ -48,10 +50,13 @@ from ax3l.orchestrator.proposers.base import (
     TurnContext,
 )
 from ax3l.orchestrator.proposers.pipeline import Gate, Pipeline
+from ax3l.orchestrator.proposers.search_space import Key, key_of
+from ax3l.orchestrator.reply_grammar import reply_grammar
 from ax3l.shared.crash_points import crash_point
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.event_models import LlmRequestFailed, PromptSent, ReplyReceived
 from ax3l.shared.metrics import MODEL_FAILURES, MODEL_REQUEST_SECONDS, MODEL_REQUESTS
+from ax3l.shared.wasted import failure_waste, rejection_waste
 
 CORRECTION_NAMES = {"invalid_value": "InvalidValue", "duplicate_config": "NoDupes"}
 # Prose fed back to the model is bounded: it only needs to see what it said.
@@ -74,6 +79,7 @@ class LlmOptions:
     llm_context_tokens: int | None
     conversation_timeout: float
     llm_constrained: bool
+    llm_grammar: bool
     max_corrections: int
     pipeline: bool
 
@@ -89,6 +95,8 @@ class LlmProposer(Proposer):
         )
         self._context_tokens: int | None = None
         self.pipeline = Pipeline(self, self._converse)
+        # Wasted asks by kind per live conversation, taken by its conversation_ended.
+        self._wasted: dict[str, Counter[str]] = {}
 
     async def close(self) -> None:
         try:
@@ -142,14 +150,24 @@ class LlmProposer(Proposer):
             parameter=parameter,
         )
 
+    def count_waste(self, conversation_id: str, kind: str) -> None:
+        """One more ask of the conversation wasted, of ``kind`` (``ax3l.shared.wasted``)."""
+        self._wasted.setdefault(conversation_id, Counter())[kind] += 1
+
+    def wasted(self, conversation_id: str) -> dict[str, int]:
+        return dict(sorted(self._wasted.pop(conversation_id, Counter()).items()))
+
     async def _failed(
         self, exc: ModelFailure, conversation_id: str, parameter: str, parent: int
     ) -> None:
         MODEL_FAILURES.labels(exc.kind).inc()
         self.deps.status.error(f"{parameter}: model {exc.kind}: {exc.detail}")
+        wasted = failure_waste(exc.kind)
+        self.count_waste(conversation_id, wasted)
         await self.deps.log.log(
             LlmRequestFailed(
                 kind=exc.kind,
+                wasted=wasted,
                 detail=exc.detail,
                 http_status=exc.http_status,
                 parameter=parameter,
@@ -209,28 +227,45 @@ class _Conversation:
         self.corrections = 0
         self.shrink = 0  # context overflows so far: the opening prompts are that much smaller
         self.tool = session.tool  # as sent to the model: narrowed to the open values
+        self.grammar: str | None = None  # the reply's grammar (AX3L_LLM_GRAMMAR)
 
-    async def _open_values(self) -> OpenValues | None:
-        """The entry's untested values now (None when constrained proposals are off)."""
-        if not self.options.llm_constrained:
-            return None
-        ctx = self.prompt_ctx
-        tested = await self.deps.index.existing_values(ctx.entry, ctx.golden.config)
-        return open_values(ctx.schema, ctx.entry, tested)
+    async def _narrow(self) -> str:
+        """Narrow what the model may answer to the values open now: the tool's schema
+        (``AX3L_LLM_CONSTRAINED``) and the reply's grammar (``AX3L_LLM_GRAMMAR``, every legal
+        value when unconstrained, never the golden's). The prompt's line saying what is open
+        and how to answer ('' when neither is on)."""
+        options, ctx = self.options, self.prompt_ctx
+        if not (options.llm_constrained or options.llm_grammar):
+            return ""
+        tested: set[Key] = set()
+        if options.llm_constrained:
+            tested = await self.deps.index.existing_values(ctx.entry, ctx.golden.config)
+        values = open_values(ctx.schema, ctx.entry, tested)
+        lines = []
+        if options.llm_constrained:
+            self.tool = constrained_tool(self.session.tool, values)
+            lines.append(values.describe())
+        names = self.session.tool.argument_names
+        if options.llm_grammar and len(names) == len(values.leaves):
+            excluded = tested | {key_of(ctx.history.golden_values)}
+            self.grammar = reply_grammar(ctx.schema, values, names, excluded).text
+            shape = ", ".join(f'"{name}": <number>' for name in names)
+            lines.append(
+                f"Reply with the arguments of `{self.session.tool.name}` as one JSON object,"
+                f" {{{shape}}}, and nothing else."
+            )
+        return "\n".join(lines)
 
     async def _open(self, parent: int, shrink: int) -> int:
         """Send the opening prompts, fitted to the model's context (smaller for each ``shrink``
         after a context overflow); the last prompt's event id."""
         options = self.options
         self.messages = []
-        values = await self._open_values()
-        open_line = "" if values is None else values.describe()
-        if values is not None:
-            self.tool = constrained_tool(self.session.tool, values)
+        open_line = await self._narrow()
         budget = prompt_token_budget(
             await self.proposer.context_tokens(),
             options.llm_max_tokens,
-            self.tool.for_model(),
+            self.tool.for_model() if self.grammar is None else None,  # a grammar is no prompt
             options.max_corrections,
         ) - estimate_tokens(open_line)
         advice = await self.proposer.advice(self.prompt_ctx)
@@ -257,7 +292,7 @@ class _Conversation:
                 f"the conversation ran past its {limit:g} s deadline",
                 facts={"timeout_seconds": limit},
             )
-        body = self.proposer.model.request_body(self.messages, self.tool)
+        body = self.proposer.model.request_body(self.messages, self.tool, self.grammar)
         self.deps.capture.record(self.conversation_id, "request", body)
         crash_point("model_call")
         MODEL_REQUESTS.inc()
@@ -320,8 +355,9 @@ class _Conversation:
     ) -> tuple[ToolCall | None, int]:
         """The reply's tool call and the reply's event id; when the model got it wrong, None
         and the correction's event id (a failure no correction can fix ends the conversation)."""
+        extract = extract_tool_call if self.grammar is None else extract_grammar_call
         try:
-            return extract_tool_call(reply, self.session.tool), reply_event
+            return extract(reply, self.session.tool), reply_event
         except ModelFailure as exc:
             await self.proposer._failed(exc, self.conversation_id, self.parameter, reply_event)
             if not exc.correctable:
@@ -359,8 +395,9 @@ class _Conversation:
         if not result.rejected:
             raise ConversationFailed(f"{self.session.tool.name} answered {result.text}")
         reason = str(result.payload.get("reason", ""))
-        self._count_correction(reason)
         code = str(result.payload.get("code", ""))
+        self.proposer.count_waste(self.conversation_id, rejection_waste(code))
+        self._count_correction(reason)
         correction = Prompt(
             str(result.payload.get("source_name") or CORRECTION_NAMES.get(code, code)),
             str(result.payload.get("prompt") or reason),
@@ -368,9 +405,7 @@ class _Conversation:
         self.messages.append(call.message)
         self.messages.append({"role": "tool", "tool_call_id": call.call_id, "content": result.text})
         self.messages.append({"role": correction.role, "content": correction.text})
-        values = await self._open_values()
-        if values is not None:
-            self.tool = constrained_tool(self.session.tool, values)
+        await self._narrow()
         return None, await self.proposer._prompt(
             correction, self.conversation_id, self.parameter, reply_event
         )

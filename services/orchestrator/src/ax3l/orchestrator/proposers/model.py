@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ax3l.orchestrator.comparable_history import ComparableHistory
@@ -62,33 +63,56 @@ class ModelProposer(RandomProposer):
         model, golden = self._model, self._golden
         if model is None or golden is None:
             return super().choose(dims, history, excluded)
-        from ax3l.shared.run_model import expected_improvement
-
-        choices = [c for c in _choices(dims) if key_of(c) not in excluded]
-        if not choices:
+        scored = score_choices(model, golden, dims, excluded)
+        if not scored:
             return super().choose(dims, history, excluded)
-        at = [model.space.index(dim.leaf.path) for dim in dims]
-        points = []
-        for choice in choices:
-            point = list(golden)
-            for index, value in zip(at, choice, strict=True):
-                point[index] = float(value)
-            points.append(point)
-        estimates = model.predict(points)
-        incumbent = model.recommend().estimate.mean
-        gains = expected_improvement(estimates, incumbent)
-        best = max(range(len(choices)), key=lambda i: gains[i])
-        chosen, estimate = choices[best], estimates[best]
+        best = scored[0]
         self._why = {
-            "predicted_mean": round(estimate.mean, 4),
-            "predicted_sd": round(estimate.sd, 4),
-            "expected_improvement": round(gains[best], 4),
-            "incumbent_mean": round(incumbent, 4),
-            "choices": len(choices),
+            "predicted_mean": round(best.estimate.mean, 4),
+            "predicted_sd": round(best.estimate.sd, 4),
+            "expected_improvement": round(best.gain, 4),
+            "incumbent_mean": round(best.incumbent, 4),
+            "choices": len(scored),
             "runs": len(model.records),
         }
         # The choice is excluded if it is refused, and the next best is asked.
-        return chosen
+        return best.values
+
+
+@dataclass(frozen=True)
+class Scored:
+    """An open choice as the model of every run sees it: its predicted mean score and sd, its
+    expected improvement over ``incumbent`` (the best predicted mean of an evaluated one)."""
+
+    values: tuple[Value, ...]
+    estimate: Any  # run_model.Estimate
+    gain: float
+    incumbent: float
+
+
+def score_choices(
+    model: Any, golden: Sequence[float], dims: Sequence[Dimension], excluded: set[Key]
+) -> list[Scored]:
+    """The entry's open choices (finite: every legal one; continuous: the grid) not in
+    ``excluded``, each predicted with every other value as in ``golden``, by expected
+    improvement, best first (ties: in the choices' order)."""
+    from ax3l.shared.run_model import expected_improvement
+
+    choices = [c for c in _choices(dims) if key_of(c) not in excluded]
+    if not choices:
+        return []
+    at = [model.space.index(dim.leaf.path) for dim in dims]
+    points = []
+    for choice in choices:
+        point = list(golden)
+        for index, value in zip(at, choice, strict=True):
+            point[index] = float(value)
+        points.append(point)
+    estimates = model.predict(points)
+    incumbent = model.recommend().estimate.mean
+    gains = expected_improvement(estimates, incumbent)
+    order = sorted(range(len(choices)), key=lambda i: -gains[i])
+    return [Scored(choices[i], estimates[i], gains[i], incumbent) for i in order]
 
 
 def _choices(dims: Sequence[Dimension]) -> list[tuple[Value, ...]]:

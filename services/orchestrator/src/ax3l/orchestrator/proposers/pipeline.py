@@ -215,6 +215,7 @@ class Pipeline:
                 outcome="discarded",
                 reason=reason,
                 pipelined=True,
+                wasted=self.proposer.wasted(held.conversation_id) or None,
             ),
             level="WARNING",
             process_id=held.conversation_id,

@@ -51,6 +51,9 @@ async def proposers_page(
     page: PageDep,
 ) -> HTMLResponse:
     """A table comparing proposers when more than one has been used, and the models;
-    ``refresh`` updates them in place every so many seconds."""
+    ``refresh`` updates them in place every so many seconds. Under a hybrid (``llm+tpe``,
+    ``llm+model``) a note says which rows' turns the LLM decided and which the classical
+    proposer did (``AX3L_LLM_SHARE``)."""
     found = await list_proposers(db, settings, board)
-    return page.render("proposers.html", {"found": found, "refresh": query.refresh})
+    context = {"found": found, "refresh": query.refresh, "llm_share": settings.llm_share}
+    return page.render("proposers.html", context)
