@@ -454,3 +454,18 @@ def test_a_complete_history_with_one_event_changed_breaks_its_invariant(
 ) -> None:
     """The complete history with one event's content changed breaks the invariant named."""
     assert not invariant(_replaced(_complete_history(), event_id, **change)).passed
+
+
+@pytest.mark.parametrize(("policy", "kept"), [("race", True), ("confirm", False)])
+def test_a_raced_comparison_follows_its_race_not_the_means(policy: str, kept: bool) -> None:
+    """A candidate whose mean over the race's seeds is higher can still lose its race (the paired
+    test decides): retaining it keeps the rule under ``race`` and breaks it under ``confirm``,
+    where the means decide."""
+    history = _complete_history()
+    means = {"candidate_mean": 41.25, "golden_mean": 40.5, "decision": "retained"}
+    compared = dataclasses.replace(history.events[6], content={**history.events[6].content, **means})
+    started = _ev(9, "promotion_confirmation_started", {"policy": policy}, process_id="p")
+    retained = _ev(10, "golden_config_retained", {}, parent=7)
+    events = [*history.events[:6], started, compared, retained]
+    changed = InMemoryHistory(events, history.runs, {2: (40, 1)}, {2: 1})
+    assert decisions_follow_the_strictly_higher_rule(changed).passed is kept

@@ -231,10 +231,14 @@ def test_repeats_spread_over_the_nodes_and_equal_a_local_comparison(ray_cluster,
     ]
     assert outcome[:6] == outcome[6:]
     assert ray_retests == local_retests
-    held_out = ray_content["retest"]["seeds"]
-    assert held_out == local_content["retest"]["seeds"]
+    held_out = ray_content["retest"]["seeds"]  # every repeat's own held-out seeds
+    assert held_out == local_content["retest"]["seeds"] and len(held_out) == 3 * 2
     for rows, retests in ((on_ray, ray_retests), (local, local_retests)):
-        assert len(retests) == len(rows) * len(held_out)  # each seed once per repeat
+        assert len(retests) == len(rows) * 2  # each of its 2 seeds once per repeat
+        per_repeat: dict[int, set[int]] = {}
+        for _, index, _, seed, _ in retests:
+            per_repeat.setdefault(index, set()).add(seed)
+        assert sorted(s for seeds in per_repeat.values() for s in seeds) == held_out
         picks = {(r["proposer"], r["index"]): r["recommendations"][-1]["config"] for r in rows}
         for proposer, index, _, seed, score in retests:
             assert score == predict_high_score({**picks[proposer, index], "seed": seed})

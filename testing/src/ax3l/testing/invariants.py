@@ -616,11 +616,16 @@ def stages_logged_once_per_run(history: History, once: Invariant) -> None:
 def decisions_follow_the_strictly_higher_rule(history: History, rule: Invariant) -> None:
     """Every comparison but the newest is decided once; only a completed run with a strictly
     higher score than the golden it was compared with is promoted (under confirm, with a
-    strictly higher mean over the confirmation's seeds too); that golden is the latest before
-    the comparison."""
+    strictly higher mean over the confirmation's seeds too; under race, only if it won its race,
+    whose rule ``confirmations_decided_by_their_means`` checks); that golden is the latest
+    before the comparison."""
     compared = history.named("configuration_compared")
     decisions = _grouped(history.named(*DECISIONS), lambda e: e.parent)
     goldens = history.named("golden_config_created")
+    raced = {
+        e.process_id for e in history.named("promotion_confirmation_started")
+        if e.get("policy") == "race"
+    }  # fmt: skip
     for position, compare in enumerate(compared):
         made = decisions.get(compare.event_id, [])
         newest = position == len(compared) - 1
@@ -632,6 +637,9 @@ def decisions_follow_the_strictly_higher_rule(history: History, rule: Invariant)
         )
         if compare.get("confirmation_problem"):
             wins = False  # a confirmation run kept failing: the golden is retained
+        elif compare.process_id in raced:
+            # A race's mean may favour a loser: the paired test decides, not the means.
+            wins = wins and compare.get("decision") == "promoted"
         elif compare.get("candidate_mean") is not None:
             wins = wins and compare.get("candidate_mean") > compare.get("golden_mean")
         expected = "golden_config_created" if wins else "golden_config_retained"
