@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from ax3l.shared.snakelab_client import ping
 from ax3l.testing.plugin import free_port, wait_until
 from ax3l.testing.snakelab_process import SnakeLabProcess
-from snakelab.healthcheck import ping
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -1,6 +1,6 @@
 """The workspace's import structure, read from the source (never imported): no import cycles,
-no product package importing the test support, no service importing another service, and no
-test putting folders on ``sys.path``.
+no product package importing the test support, ``shared`` importing no service, no service
+importing another service, and no test putting folders on ``sys.path``.
 
 The graph has one node per module of ``shared/src``, ``services/*/src``, ``testing/src`` and
 ``scripts``, and an edge for every import a module makes, wherever it stands (at the top, in a
@@ -211,6 +211,27 @@ def test_product_packages_do_not_import_the_test_support() -> None:
     assert not wrong, wrong
 
 
+def service_imports_of_shared(modules: dict[str, Module], graph: dict[str, set[str]]) -> list[str]:
+    """``module -> target`` for every import of a service's module by a module of ``shared``
+    (the floor every service stands on), wherever the import stands."""
+    services = {module.package for module in modules.values()} - {"shared", "testing", "scripts"}
+    return [
+        f"{name} -> {target}"
+        for name, targets in sorted(graph.items())
+        if modules[name].package == "shared"
+        for target in sorted(targets)
+        if modules[target].package in services
+    ]
+
+
+def test_shared_imports_no_service() -> None:
+    """shared never imports a service's code, not even inside a function or under
+    TYPE_CHECKING: a service passes in what shared needs of it."""
+    modules, graph = _graph()
+    wrong = service_imports_of_shared(modules, graph)
+    assert not wrong, wrong
+
+
 def test_services_do_not_import_each_other() -> None:
     """A service imports another service's code only where ALLOWED_SERVICE_IMPORTS says why."""
     modules, graph = _graph()
@@ -248,3 +269,27 @@ def test_a_planted_cycle_is_found_and_named(tmp_path: Path) -> None:
     (package / "three.py").write_text("from ax3l.shared import one\n")
     cycles = find_cycles(import_graph(find_modules(tmp_path)))
     assert cycles == [["ax3l.shared.one", "ax3l.shared.two", "ax3l.shared.one"]]
+
+
+def test_a_planted_upward_import_from_shared_is_found(tmp_path: Path) -> None:
+    """An import of a service from shared is found and named, at the top of a module and hidden
+    in a function; shared's own imports and a service importing shared are not."""
+    shared = tmp_path / "shared" / "src" / "ax3l" / "shared"
+    reports = tmp_path / "services" / "reports" / "src" / "ax3l" / "reports"
+    snakelab = tmp_path / "services" / "snakelab" / "src" / "snakelab"
+    for folder in (shared, reports, snakelab):
+        folder.mkdir(parents=True)
+    (tmp_path / "scripts").mkdir()
+    (reports / "settings.py").write_text("from ax3l.shared import base\n")
+    (snakelab / "__init__.py").write_text("")
+    (snakelab / "healthcheck.py").write_text("def ping():\n    return True\n")
+    (shared / "base.py").write_text("")
+    (shared / "spec.py").write_text(
+        "from ax3l.shared import base\nfrom ax3l.reports.settings import X\n\n"
+        "def healthy():\n    from snakelab.healthcheck import ping\n    return ping()\n"
+    )
+    modules = find_modules(tmp_path)
+    assert service_imports_of_shared(modules, import_graph(modules)) == [
+        "ax3l.shared.spec -> ax3l.reports.settings",
+        "ax3l.shared.spec -> snakelab.healthcheck",
+    ]

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import zmq
 
+from ax3l.shared.snakelab_client import ping
 from ax3l.shared.wire import ControlError
 from ax3l.testing.plugin import wait_until
 from ax3l.testing.snakelab_process import (
@@ -23,7 +24,6 @@ from ax3l.testing.snakelab_process import (
     scratch_snakelab_database,
 )
 from snakelab.envelope import MAX_NESTING
-from snakelab.healthcheck import ping
 from snakelab.server import TRANSPORT_LIMIT_FACTOR
 
 LIMIT = 262144  # the server's default --max-message-bytes

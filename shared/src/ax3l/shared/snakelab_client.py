@@ -25,6 +25,29 @@ from ax3l.shared.wire import (
 )
 
 
+def ping(endpoint: str, timeout: float = 0.5) -> bool:
+    """True when a SnakeLab at ``endpoint`` answers ``health`` with ``ok`` within ``timeout``
+    (blocking: supervisors, the stack's health checks and the container healthcheck)."""
+    context: zmq.Context[Any] = zmq.Context()
+    sock = context.socket(zmq.REQ)
+    sock.setsockopt(zmq.LINGER, 0)
+    try:
+        sock.connect(endpoint)
+        request = {
+            "protocol_version": 1,
+            "request_id": str(uuid.uuid4()),
+            "method": "health",
+            "payload": {},
+        }
+        sock.send(json.dumps(request).encode())
+        if not sock.poll(int(timeout * 1000)):
+            return False
+        return bool(json.loads(sock.recv()).get("status") == "ok")
+    finally:
+        sock.close(linger=0)
+        context.term()
+
+
 class SnakeLabError(RuntimeError):
     """SnakeLab answered with an error reply (``code`` is the contract's error code)."""
 

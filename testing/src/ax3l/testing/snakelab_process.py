@@ -27,9 +27,9 @@ from typing import Any
 
 from ax3l.shared.ports import free_port
 from ax3l.shared.processes import ManagedProcess, ProcessFailed
+from ax3l.shared.snakelab_client import ping
 from ax3l.shared.stack import spec
 from ax3l.testing.databases import created_databases, mysql_connection
-from snakelab.healthcheck import ping
 
 
 class SnakeLabProcess:

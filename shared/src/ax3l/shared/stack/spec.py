@@ -31,6 +31,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from ax3l.shared.env_files import setting_names
+from ax3l.shared.reports_settings import ReportsSettings
+from ax3l.shared.settings import Settings
+from ax3l.shared.snakelab_client import ping
 
 # What any process needs from the environment (the MCP children get just these: the SDK adds
 # SHELL and TERM itself); a service also gets the shell's and Python's own. Nothing else is
@@ -118,10 +121,6 @@ class Service:
         """Whether it answers its health check (SnakeLab's ``health`` request, or ``/health``)."""
         if self.zmq_health is not None:
             try:
-                from snakelab.healthcheck import ping  # the reference SnakeLab's own ping
-            except ImportError:
-                return True
-            try:
                 return ping(self.zmq_health, timeout=min(timeout, 0.5))
             except Exception:
                 return False
@@ -194,9 +193,6 @@ def port(env: Mapping[str, str], key: str) -> str:
 
 def services(env: Mapping[str, str]) -> list[Service]:
     """The stack's processes, in start order, for the given environment."""
-    from ax3l.reports.settings import ReportsSettings  # the report server's own settings
-    from ax3l.shared.settings import Settings
-
     host = env.get("AX3L_HTTP_HOST", "127.0.0.1")
     snakelab_port = port(env, "SNAKELAB_PORT")
 
