@@ -13,7 +13,11 @@ from pydantic import AliasChoices, BaseModel
 
 
 def read_env_file(path: Path) -> dict[str, str]:
-    """``KEY=value`` lines; blank lines and ``#`` comments skipped, no quoting or expansion."""
+    """``KEY=value`` lines; blank lines and ``#`` comments skipped, no quoting or expansion.
+
+    Hand-written on purpose: python-dotenv's ``dotenv_values`` (already installed) reads the
+    same file 15 times slower (``bench/bench_env_file.py``: 17 us against 268 us a read of a
+    19-variable ``db.env``)."""
     values: dict[str, str] = {}
     for line in path.read_text().splitlines():
         line = line.strip()
