@@ -1,7 +1,8 @@
 """Reading a ``KEY=value`` settings file (``ax3l.shared.env_files.read_env_file``): what
 ``make run``, ``ax3l-compare --db-env`` and the test plugin do once per process with
 ``.run/db.env``. Prints the median time of one read of a file shaped like the one
-``scripts/mariadb.sh`` writes (19 variables and a comment), over rounds of reads.
+``scripts/mariadb.sh`` writes (19 variables and a comment), over rounds of reads, and the
+same with python-dotenv's ``dotenv_values`` (no expansion) for comparison.
 
     .venv/bin/python bench/bench_env_file.py            # 20 rounds of 500 reads
     .venv/bin/python bench/bench_env_file.py --rounds 5
@@ -15,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from dotenv import dotenv_values
+
 from ax3l.shared.env_files import read_env_file
 
 KEYS = (
@@ -24,6 +27,10 @@ KEYS = (
     "AX3L_REPORTS_DB_PASSWORD", "AX3L_SEATS_DB_USER", "AX3L_SEATS_DB_PASSWORD",
     "AX3L_DB_ADMIN_USER", "AX3L_DB_ADMIN_PASSWORD", "AX3L_DEV_DB_PORT",
 )  # fmt: skip
+
+
+def dotenv_file(path: Path) -> dict[str, str | None]:
+    return dotenv_values(path, interpolate=False)
 
 
 def main() -> None:
@@ -36,17 +43,19 @@ def main() -> None:
         lines = ["# Written by scripts/mariadb.sh: the private MariaDB of this checkout."]
         lines += [f"{key}=Ab3dE6gH9jK2mN5pQ8sT" for key in KEYS]
         path.write_text("\n".join(lines) + "\n")
-        assert len(read_env_file(path)) == len(KEYS)
-        per_read = []
-        for _ in range(args.rounds):
-            start = time.perf_counter()
-            for _ in range(args.reads):
-                read_env_file(path)
-            per_read.append((time.perf_counter() - start) / args.reads)
-    print(
-        f"read_env_file, {len(KEYS)} variables: median {statistics.median(per_read) * 1e6:.1f} us"
-        f" a read, best {min(per_read) * 1e6:.1f} us ({args.rounds} rounds of {args.reads})"
-    )
+        assert read_env_file(path) == dotenv_values(path, interpolate=False)
+        for name, read in (("read_env_file", read_env_file), ("  dotenv_values", dotenv_file)):
+            per_read = []
+            for _ in range(args.rounds):
+                start = time.perf_counter()
+                for _ in range(args.reads):
+                    read(path)
+                per_read.append((time.perf_counter() - start) / args.reads)
+            print(
+                f"{name}, {len(KEYS)} variables: median {statistics.median(per_read) * 1e6:.1f}"
+                f" us a read, best {min(per_read) * 1e6:.1f} us"
+                f" ({args.rounds} rounds of {args.reads})"
+            )
 
 
 if __name__ == "__main__":

@@ -104,6 +104,10 @@ async def wait_for_database(
     cannot fix it. The outage is opened on the first failure and closed on success (a full disk
     is waited out too, but it is no outage: the server answers, and the database's
     ``disk_full`` says it).
+
+    A loop of its own on purpose: tenacity's ``AsyncRetrying`` with ``wait_exponential`` (the
+    orchestrator's step retries use it) costs 37 us a retry against this loop's 3.5 us
+    (``bench/bench_retries.py``, pauses at zero).
     """
     pause = min(FIRST_PAUSE, pause_max)
     logged = 0.0
