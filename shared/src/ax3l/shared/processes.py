@@ -7,7 +7,9 @@ benchmarks start (the reference SnakeLab, the toolbroker, the orchestrator, the 
 the scripted model). ``new_session`` gives it a process group of its own, so ``kill`` and
 ``stop`` reach its children too (the orchestrator's MCP sessions). ``end_group`` stops a group
 by pid alone, for a process that is not our child (one a previous supervisor left running).
-Standard library only, like ``waiting``.
+``descendants`` is psutil's (1.9 ms a call against 2.4 ms of the /proc scan it replaced);
+``process_alive`` stays hand-written, psutil's ``Process(pid).status()`` being slower (32 us
+against 21 us; both figures from ``bench/bench_processes.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
+
+import psutil
 
 from ax3l.shared.waiting import WaitTimeout, wait_until, wait_until_async
 
@@ -45,24 +49,13 @@ def process_alive(pid: int) -> bool:
 
 
 def descendants(root: int) -> list[int]:
-    """Every live descendant of ``root``, from /proc (the MCP SDK starts the orchestrator's
-    children in sessions of their own: a group signal misses them)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rpartition(")")[2].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
+    """Every descendant of ``root``, nearest first (psutil reads /proc: the MCP SDK starts the
+    orchestrator's children in sessions of their own, which a group signal misses); none when
+    ``root`` is gone."""
+    try:
+        return [child.pid for child in psutil.Process(root).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
 
 
 def kill_all(pids: Sequence[int]) -> None:
