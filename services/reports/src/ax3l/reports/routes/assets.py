@@ -16,6 +16,10 @@ instead of 5.2 MB, which the browser evaluates on every load in a fraction of th
 Pages link each asset with its version (``?v=``, from its ETag): such a request may be cached
 for a year (``immutable``); a request without it, for a day. Both answer ``If-None-Match``
 with 304 and send gzip to clients that accept it.
+
+Hand-written on purpose: Starlette's ``StaticFiles`` behind ``GZipMiddleware`` reads and
+compresses the file at every request, 328 ms against 19 ms a load of the strict bundle and
+3.5 ms against 0.8 ms a revalidation (``bench/bench_assets.py``), and has no ``immutable``.
 """
 
 from __future__ import annotations
