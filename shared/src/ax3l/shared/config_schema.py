@@ -13,7 +13,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from typing import Any
 import jsonschema
 from jsonschema import Draft202012Validator
 
-from ax3l.shared.schema_fast_path import compile_schema
+from ax3l.shared.schema_fast_path import Check, compile_schema
 
 BUNDLED_SCHEMA = "snakelab-config.schema.json"
 
@@ -129,14 +129,18 @@ class ConfigSchema:
         except jsonschema.SchemaError as exc:
             raise SchemaFileError(f"{source}: not a valid JSON Schema: {exc.message}") from exc
         self._validator = Draft202012Validator(document)
-        # Answers "certainly valid" in a fraction of jsonschema's time; None if it cannot.
-        self._certainly_valid = compile_schema(document)
         self.leaves: tuple[Leaf, ...] = tuple(self._collect(document, []))
         if not self.leaves:
             raise SchemaFileError(f"{source}: the schema has no numeric settings")
         self.by_path = {leaf.path: leaf for leaf in self.leaves}
         self.by_column = {leaf.column: leaf for leaf in self.leaves}
         self.columns: tuple[str, ...] = tuple(leaf.column for leaf in self.leaves)
+
+    @cached_property
+    def _certainly_valid(self) -> Check | None:
+        """Answers "certainly valid" in a fraction of jsonschema's time; None if it cannot.
+        Compiled at the first validation (about 13 ms), not by processes that never validate."""
+        return compile_schema(self.document)
 
     def _collect(self, node: dict[str, Any], prefix: list[str]) -> list[Leaf]:
         found: list[Leaf] = []
