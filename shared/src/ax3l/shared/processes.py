@@ -49,9 +49,9 @@ def process_alive(pid: int) -> bool:
 
 
 def descendants(root: int) -> list[int]:
-    """Every descendant of ``root``, nearest first (psutil reads /proc: the MCP SDK starts the
-    orchestrator's children in sessions of their own, which a group signal misses); none when
-    ``root`` is gone."""
+    """Every descendant of ``root`` (psutil reads /proc: the MCP SDK starts the orchestrator's
+    children in sessions of their own, which a group signal misses); none when ``root`` is
+    gone."""
     try:
         return [child.pid for child in psutil.Process(root).children(recursive=True)]
     except psutil.NoSuchProcess:
