@@ -102,6 +102,14 @@ lint: install ## ruff (lint and format check) and mypy (strict on the packages, 
 	$(UV) run --frozen mypy shared/src services/*/src testing/src
 	$(UV) run --frozen mypy shared/tests services/*/tests tests scripts bench
 
+# MkDocs and the Material theme live in an environment of their own (.run/venv-docs, the uv group
+# `docs`), so `make install` and `make test` never install them; --strict fails the build on a
+# broken link or anchor (mkdocs.yml's `validation`).
+.PHONY: docs
+docs: uv ## build the documentation site (docs/) into site/; a broken link or anchor fails it
+	UV_PROJECT_ENVIRONMENT=.run/venv-docs $(UV) sync --frozen --only-group docs
+	NO_MKDOCS_2_WARNING=1 .run/venv-docs/bin/mkdocs build --strict
+
 .PHONY: bench
 bench: install db-start ## run the benchmarks under bench/ (prints figures; the soak: make soak)
 	@for b in bench/bench_*.py; do [ "$$b" = bench/bench_soak.py ] && continue; echo "== $$b"; $(UV) run --frozen python $$b || exit 1; done
