@@ -463,7 +463,9 @@ def test_a_raced_comparison_follows_its_race_not_the_means(policy: str, kept: bo
     where the means decide."""
     history = _complete_history()
     means = {"candidate_mean": 41.25, "golden_mean": 40.5, "decision": "retained"}
-    compared = dataclasses.replace(history.events[6], content={**history.events[6].content, **means})
+    compared = dataclasses.replace(
+        history.events[6], content={**history.events[6].content, **means}
+    )
     started = _ev(9, "promotion_confirmation_started", {"policy": policy}, process_id="p")
     retained = _ev(10, "golden_config_retained", {}, parent=7)
     events = [*history.events[:6], started, compared, retained]
