@@ -25,7 +25,7 @@ uv: ## install uv when missing (into $AX3L_CACHE_DIR/uv-<version>, no pip needed
 install: uv ## install every package and the dev tools into .venv (from uv.lock)
 	$(UV) sync --frozen --all-packages --extra dashboard
 
-# A node of a Ray cluster (README's "Comparisons on a Ray cluster"): every package with Ray,
+# A node of a Ray cluster (docs/scaling.md, "Comparisons on a Ray cluster"): every package with Ray,
 # ax3l-compare's optional extra.
 .PHONY: install-ray
 install-ray: uv ## install every package and Ray (ax3l-compare's extra) into .venv, for a Ray node

@@ -31,3 +31,20 @@ def test_every_documentation_page_is_in_the_sites_navigation() -> None:
     config = (REPO / "mkdocs.yml").read_text()
     pages = sorted(page.name for page in (REPO / "docs").glob("*.md"))
     assert pages and [page for page in pages if f": {page}" not in config] == []
+
+
+def test_every_relative_link_of_the_guides_is_a_file_of_the_repository() -> None:
+    """The contributors' guide and each package's README link to files that exist (the site's
+    own pages are checked by ``make docs``)."""
+    guides = [
+        REPO / "CONTRIBUTING.md",
+        *sorted(REPO.glob("*/README.md")),
+        *sorted(REPO.glob("services/*/README.md")),
+    ]
+    missing = [
+        f"{guide.relative_to(REPO)}: {target}"
+        for guide in guides
+        for target in sorted(set(LINK.findall(guide.read_text())))
+        if not (guide.parent / target).exists()
+    ]
+    assert not missing, "links to what is not in the repository:\n" + "\n".join(missing)

@@ -1,7 +1,7 @@
 """``ax3l-db adopt``: an existing SnakeLab history taken, on purpose, as the experiment's past.
 
 The first start needs an empty SnakeLab (the specification's "Initial Experiment Startup";
-README, "Database"): with runs in SnakeLab and no experiment in Ax3l's database, the
+docs/operations.md, "Adopting an existing SnakeLab"): with runs in SnakeLab and no experiment in Ax3l's database, the
 orchestrator refuses to start (``refusal``) and names the two ways on, a fresh SnakeLab
 database or this command.
 
