@@ -25,7 +25,7 @@ uv: ## install uv when missing (into $AX3L_CACHE_DIR/uv-<version>, no pip needed
 install: uv ## install every package and the dev tools into .venv (from uv.lock)
 	$(UV) sync --frozen --all-packages --extra dashboard
 
-# A node of a Ray cluster (README's "Comparisons on a Ray cluster"): every package with Ray,
+# A node of a Ray cluster (docs/scaling.md, "Comparisons on a Ray cluster"): every package with Ray,
 # ax3l-compare's optional extra.
 .PHONY: install-ray
 install-ray: uv ## install every package and Ray (ax3l-compare's extra) into .venv, for a Ray node
@@ -101,6 +101,14 @@ lint: install ## ruff (lint and format check) and mypy (strict on the packages, 
 	$(UV) run --frozen ruff format --check .
 	$(UV) run --frozen mypy shared/src services/*/src testing/src
 	$(UV) run --frozen mypy shared/tests services/*/tests tests scripts bench
+
+# MkDocs and the Material theme live in an environment of their own (.run/venv-docs, the uv group
+# `docs`), so `make install` and `make test` never install them; --strict fails the build on a
+# broken link or anchor (mkdocs.yml's `validation`).
+.PHONY: docs
+docs: uv ## build the documentation site (docs/) into site/; a broken link or anchor fails it
+	UV_PROJECT_ENVIRONMENT=.run/venv-docs $(UV) sync --frozen --only-group docs
+	NO_MKDOCS_2_WARNING=1 .run/venv-docs/bin/mkdocs build --strict
 
 .PHONY: bench
 bench: install db-start ## run the benchmarks under bench/ (prints figures; the soak: make soak)

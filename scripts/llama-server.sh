@@ -88,7 +88,7 @@ ensure_toolchain() {
   local need=()
   if [ "$cuda" = 1 ] && ! command -v nvcc >/dev/null 2>&1; then
     log "AX3L_LLAMA_GPU_LAYERS=$gpu_layers needs a CUDA build of llama-server, and nvcc (the CUDA"
-    log "toolkit) is not on PATH: install it, or use compose.llama-gpu.yaml (README: GPU)"
+    log "toolkit) is not on PATH: install it, or use compose.llama-gpu.yaml (docs/model-server.md)"
     exit 1
   fi
   command -v cmake >/dev/null 2>&1 || need+=(cmake)

@@ -1,7 +1,8 @@
-"""The commands the README shows work as written after ``make run`` or ``make install``: none
-needs uv on the PATH (``make`` installs its own copy where it is missing, which the shell never
-sees), every ``.venv/bin`` command it names is there, and the terminal ones run, copied out of
-the README, in a checkout-like folder with ``.run/db.env`` and ``.venv``.
+"""The commands the README and the documentation pages (``docs/``) show work as written after
+``make run`` or ``make install``: none needs uv on the PATH (``make`` installs its own copy where
+it is missing, which the shell never sees), every ``.venv/bin`` command they name is there, and
+the terminal ones run, copied out of the page that shows them, in a checkout-like folder with
+``.run/db.env`` and ``.venv``.
 
 The other commands are run by their own tests: the agent example
 (``services/orchestrator/tests/test_external_seats.py``), ``optuna-dashboard`` on an export
@@ -24,10 +25,12 @@ from ax3l.testing.databases import TestDatabases
 from ax3l.testing.plugin import free_port
 
 REPO = Path(__file__).resolve().parents[1]
-# The user's README first (fenced_after reads it), then every other one a person reads commands
-# from: the contributors' guide and each package's README.
+DOCS = REPO / "docs"
+# Every page a person reads commands from: the user's README, the documentation site's pages,
+# the contributors' guide and each package's README.
 READMES = (
     REPO / "README.md",
+    *sorted(DOCS.glob("*.md")),
     REPO / "CONTRIBUTING.md",
     REPO / "testing" / "README.md",
     *sorted((REPO / "services").glob("*/README.md")),
@@ -50,9 +53,9 @@ def code(text: str) -> list[str]:
     return lines
 
 
-def fenced_after(heading: str) -> list[str]:
-    """The lines of the first ``sh`` block after ``heading`` in the README, comments cut."""
-    text = READMES[0].read_text()
+def fenced_after(page: Path, heading: str) -> list[str]:
+    """The lines of the first ``sh`` block after ``heading`` in ``page``, comments cut."""
+    text = page.read_text()
     start = text.index("```sh\n", text.index(heading)) + len("```sh\n")
     block = text[start : text.index("```", start)]
     return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
@@ -98,7 +101,7 @@ def test_the_readmes_seat_export_and_status_commands_run_as_written(
     snakelab_tables: TestDatabases, tmp_path: Path
 ) -> None:
     folder = _checkout(snakelab_tables, tmp_path)
-    seats = fenced_after("Give it a *seat*:")
+    seats = fenced_after(DOCS / "agents.md", "Give it a *seat*:")
     assert seats[0].startswith("set -a; . .run/db.env")
     assert seats[-1].startswith("AX3L_PROPOSER=external make run")  # tests/test_stack.py's
     printed = []
@@ -111,7 +114,7 @@ def test_the_readmes_seat_export_and_status_commands_run_as_written(
     listed = _run(f"{seats[0]}; {seats[2]}", folder).stdout
     assert "alice" in listed and "revoked" in listed.lower()
 
-    export = fenced_after("### Open the experiment in Optuna")
+    export = fenced_after(DOCS / "user-guide.md", "## Open the experiment in Optuna")
     assert export[0] == "make install"  # what `make test` ran before this test
     line = export[1].replace(" [--study NAME]", "")
     done = _run(f"{seats[0]}; {line}", folder)
@@ -122,7 +125,7 @@ def test_the_readmes_seat_export_and_status_commands_run_as_written(
     )
     assert export[2].startswith(".venv/bin/optuna-dashboard sqlite:///ax3l-study.db")
 
-    status = re.search(r"`(\.venv/bin/ax3l status)`", READMES[0].read_text())
+    status = re.search(r"`(\.venv/bin/ax3l status)`", (DOCS / "user-guide.md").read_text())
     assert status is not None
     nowhere = str(free_port())
     done = _run(status[1], folder, AX3L_ORCHESTRATOR_PORT=nowhere, AX3L_REPORTS_PORT=nowhere)

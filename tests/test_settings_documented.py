@@ -1,7 +1,7 @@
-"""The README's settings table and the settings classes say the same thing.
+"""The settings page's table (docs/settings.md) and the settings classes say the same thing.
 
 The classes (``Settings`` and the two services' subclasses that add variables of their own) are
-the source of truth; the table in README.md, section "Settings", documents them. Every variable a
+the source of truth; the table of docs/settings.md documents them. Every variable a
 class reads must have a row with the class's default, and every variable in the table must be a
 setting or be listed below with the file that reads it.
 """
@@ -23,7 +23,7 @@ from ax3l.shared.db.backup import BackupSettings
 from ax3l.shared.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
-README = REPO / "README.md"
+SETTINGS_PAGE = REPO / "docs" / "settings.md"
 SETTINGS_CLASSES: list[type[BaseSettings]] = [
     Settings,
     ReportsSettings,
@@ -92,11 +92,11 @@ class Variable:
 
 
 def table_rows(text: str) -> list[Row]:
-    """The rows of the first table under the heading ``## Settings``, one per variable."""
-    heading = re.search(r"^## Settings$", text, re.MULTILINE)
-    assert heading, "no section '## Settings'"
+    """The rows of the first table under the heading ``# Settings``, one per variable."""
+    heading = re.search(r"^# Settings$", text, re.MULTILINE)
+    assert heading, "no heading '# Settings'"
     table = re.search(r"^\|.*\n(?:\|.*(?:\n|$))*", text[heading.end() :], re.MULTILINE)
-    assert table, "no table under '## Settings'"
+    assert table, "no table under '# Settings'"
     rows: list[Row] = []
     for line in table.group(0).splitlines()[2:]:  # the header and its separator
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
@@ -111,8 +111,8 @@ def table_rows(text: str) -> list[Row]:
     return rows
 
 
-def readme_rows() -> list[Row]:
-    return table_rows(README.read_text())
+def page_rows() -> list[Row]:
+    return table_rows(SETTINGS_PAGE.read_text())
 
 
 def settings_variables() -> list[Variable]:
@@ -178,43 +178,43 @@ def same_default(variable: Variable, cell: str) -> bool:
 
 
 def test_every_setting_has_a_row() -> None:
-    """Each variable of Settings, ReportsSettings and CompareSettings has a row in the README's
-    settings table."""
-    rows = {row.variable for row in readme_rows()}
+    """Each variable of Settings, ReportsSettings and CompareSettings has a row in the settings
+    page's table."""
+    rows = {row.variable for row in page_rows()}
     missing = sorted({v.variable for v in settings_variables()} - rows)
-    assert not missing, f"settings missing from the README's settings table: {missing}"
+    assert not missing, f"settings missing from docs/settings.md's table: {missing}"
 
 
 def test_every_documented_default_is_the_settings_default() -> None:
     """The default in a setting's row is its class's default (for each class that reads it)."""
-    rows = {row.variable: row for row in readme_rows()}
+    rows = {row.variable: row for row in page_rows()}
     wrong = [
-        f"{v.variable} ({v.owner}.{v.field}): README says {rows[v.variable].default!r}, "
+        f"{v.variable} ({v.owner}.{v.field}): docs/settings.md says {rows[v.variable].default!r}, "
         f"the class {expected_value(v.default)!r}"
         for v in settings_variables()
         if v.variable in rows and not same_default(v, rows[v.variable].default)
     ]
-    assert not wrong, "README defaults that differ from the settings:\n" + "\n".join(wrong)
+    assert not wrong, "defaults in docs/settings.md that differ:\n" + "\n".join(wrong)
 
 
 def test_every_row_is_a_setting_or_read_elsewhere() -> None:
-    """Each variable in the README's settings table is read by a settings class, or is listed in
+    """Each variable in the settings page's table is read by a settings class, or is listed in
     READ_ELSEWHERE; each variable appears in one row only."""
-    variables = [row.variable for row in readme_rows()]
+    variables = [row.variable for row in page_rows()]
     twice = sorted({name for name in variables if variables.count(name) > 1})
     assert not twice, f"variables with more than one row: {twice}"
     known = {v.variable for v in settings_variables()} | READ_ELSEWHERE.keys()
     unknown = sorted(set(variables) - known)
-    assert not unknown, f"README settings that nothing reads (or add to READ_ELSEWHERE): {unknown}"
+    assert not unknown, f"documented, read by nothing (or add to READ_ELSEWHERE): {unknown}"
 
 
 @pytest.mark.parametrize("variable", sorted(READ_ELSEWHERE))
 def test_read_elsewhere_names_the_file_that_reads_it(variable: str) -> None:
-    """An exception of READ_ELSEWHERE is in the README's table and in the file it names, so the
-    list cannot outlive the variable."""
+    """An exception of READ_ELSEWHERE is in the settings page's table and in the file it names, so
+    the list cannot outlive the variable."""
     path, _reason = READ_ELSEWHERE[variable]
     assert variable in (REPO / path).read_text(), f"{variable} is not read in {path}"
-    assert variable in {row.variable for row in readme_rows()}, f"{variable} has no README row"
+    assert variable in {row.variable for row in page_rows()}, f"{variable} has no documented row"
     assert variable not in {v.variable for v in settings_variables()}, f"{variable} is a setting"
 
 
@@ -222,7 +222,7 @@ def test_table_rows_split_paired_defaults() -> None:
     """A row naming several variables gives each its own default when the cell lists one per
     variable, and the whole cell to each otherwise."""
     text = (
-        "## Settings\n\n| variable | default | meaning |\n|---|---|---|\n"
+        "# Settings\n\n| variable | default | meaning |\n|---|---|---|\n"
         "| `A`, `B` | `1`, empty | x |\n| `C` (or `D`) | unset (see `E`) | y |\n"
     )
     assert table_rows(text) == [

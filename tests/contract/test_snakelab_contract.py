@@ -1,7 +1,7 @@
 """SnakeLab's control contract, through Ax3l's own client, against a real SnakeLab process.
 
 This is the suite Ax3l's ``SnakeLabClient`` is tested with: every method and every error code
-of ``shared/docs/snakelab.md`` that a client can reach, over a real ZeroMQ socket, against the
+of ``docs/snakelab-contract.md`` that a client can reach, over a real ZeroMQ socket, against the
 reference SnakeLab with each trainer (a 0-second surrogate that finishes runs at once, a slow
 surrogate and ``drqn`` whose runs stay in progress), each on its own scratch database, and
 against the test support's scripted SnakeLab for the methods it claims. Only

@@ -40,7 +40,6 @@ from mcp.client.streamable_http import streamable_http_client
 from prometheus_client.parser import text_string_to_metric_families
 from reports_testing import reports_server
 
-from ax3l.shared.db.cli import ensure_schema, seats_grants
 from ax3l.shared.processes import ManagedProcess, http_ok
 from ax3l.testing.databases import (
     TestDatabases,
@@ -48,6 +47,7 @@ from ax3l.testing.databases import (
     mysql_connection,
     run_module,
     scratch_databases,
+    seats_login,
 )
 from ax3l.testing.mcp_wire import call_tool
 from ax3l.testing.plugin import free_port
@@ -442,28 +442,6 @@ def test_a_tampered_backup_is_refused_by_ax3l_db_restore(
 
 
 # -- the events the loop trusts ----------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def seats_login(databases: TestDatabases) -> Iterator[tuple[str, str]]:
-    """A seats' endpoint login made as ``make run`` makes it (the administrator's statements,
-    then ``ax3l-db create`` as Ax3l's user granting its tables); dropped after."""
-    user, password = f"seats_{secrets.token_hex(4)}", secrets.token_hex(12)
-    settings = databases.settings(AX3L_SEATS_DB_USER=user, AX3L_SEATS_DB_PASSWORD=password)
-    ax3l = f"`{databases.ax3l_db}`.* TO '{databases.ax3l_user}'@'%'"
-    admin = databases.connect("admin")
-    try:
-        with admin.cursor() as cur:
-            for statement in seats_grants(settings, user, password)[:2]:
-                cur.execute(statement)
-            cur.execute(f"GRANT ALL PRIVILEGES ON {ax3l} WITH GRANT OPTION")
-        ensure_schema(settings)
-        yield user, password
-    finally:
-        with admin.cursor() as cur:
-            cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
-            cur.execute(f"REVOKE GRANT OPTION ON {ax3l.replace(' TO ', ' FROM ')}")
-        admin.close()
 
 
 def test_the_seats_login_and_a_forged_endpoint_cannot_write_the_events_the_loop_trusts(

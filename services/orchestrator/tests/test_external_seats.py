@@ -344,12 +344,12 @@ def test_hostile_calls_are_refused_or_answered_without_a_crash_or_a_submission(
     assert not [e for e in stack.events("seat_call_refused") if e.get("reason") in door]
 
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+AGENTS_PAGE = Path(__file__).resolve().parents[3] / "docs" / "agents.md"
 
 
 def readme_agent() -> str:
-    """The README's Python agent, exactly as the README shows it."""
-    text = README.read_text()
+    """The Python agent of docs/agents.md, exactly as the page shows it."""
+    text = AGENTS_PAGE.read_text()
     start = text.index("```python\n", text.index("A Python agent with the MCP SDK")) + 10
     return text[start : text.index("```\n", start)]
 
@@ -366,8 +366,8 @@ async def spend_calls(url: str, token: str, calls: int) -> None:
 def run_readme_agent(
     stack: Stack, tmp_path: Path, turns: int, timeout: float, spent: int = 0
 ) -> tuple[subprocess.CompletedProcess[str], Proc, str]:
-    """The README's agent example, copied out of the README and run as a program with a seat's
-    token against an orchestrator with the external proposer at the default rate limit, after
+    """The agent example of docs/agents.md, copied out of the page and run as a program with a
+    seat's token against an orchestrator with the external proposer at the default rate limit, after
     the seat made ``spent`` more calls."""
     stack.start()
     token = add_seat(stack, "readme")
@@ -394,7 +394,7 @@ def run_readme_agent(
 def test_the_readmes_agent_runs_as_written_and_takes_three_turns(
     stack: Stack, tmp_path: Path
 ) -> None:
-    """At the default rate limit, the README's agent reads each turn's machine-readable rules
+    """At the default rate limit, the docs' agent reads each turn's machine-readable rules
     (or its open choices) and takes three turns, each accepted and run; the rules it used give
     each argument's bounds as numbers."""
     done, proc, _ = run_readme_agent(stack, tmp_path, 3, 180)

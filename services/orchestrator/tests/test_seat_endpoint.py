@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import secrets
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,12 +29,12 @@ from ax3l.orchestrator.seat_turns import OpenTurn, TurnBoard
 from ax3l.orchestrator.seats import SeatDirectory, SeatError, add_seat, revoke_seat
 from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import load_schema
-from ax3l.shared.db.cli import ensure_schema, seats_grants
+from ax3l.shared.db.cli import ensure_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import GoldenConfigCreated
 from ax3l.shared.registry import BY_NAME
-from ax3l.testing.databases import TestDatabases, mysql_connection
+from ax3l.testing.databases import TestDatabases, mysql_connection, seats_login
 from ax3l.testing.mcp_wire import call_tool, initialize
 from ax3l.testing.plugin import free_port
 from ax3l.testing.zmq_peer import ScriptedPeer, broker_reply
@@ -627,33 +626,6 @@ async def test_the_endpoint_process_shares_the_board_and_is_restarted_when_it_di
     ]  # fmt: skip
     assert {(seat, c["client"]) for seat, c in calls} == {("ivy", "127.0.0.1")}
     assert calls[2][1]["outcome"] == "accepted"
-
-
-@contextmanager
-def seats_login(databases: TestDatabases) -> Iterator[tuple[str, str]]:
-    """A seats' endpoint user of its own for these databases, made as ``make run`` makes it: the
-    administrator creates it with SELECT on SnakeLab's database (``ax3l_users_sql``), and
-    ``ax3l-db create``, as Ax3l's user holding its database WITH GRANT OPTION, gives it its
-    tables. Dropped after."""
-    user, password = f"seats_{secrets.token_hex(4)}", f"p'w\\{secrets.token_hex(8)}"
-    settings = databases.settings(AX3L_SEATS_DB_USER=user, AX3L_SEATS_DB_PASSWORD=password)
-    ax3l = f"`{databases.ax3l_db}`.* TO '{databases.ax3l_user}'@'%'"
-    admin = databases.connect("admin")
-    try:
-        with admin.cursor() as cur:
-            for statement in seats_grants(settings, user, password)[:2]:
-                cur.execute(statement)
-            cur.execute(f"GRANT ALL PRIVILEGES ON {ax3l} WITH GRANT OPTION")
-        summary = ensure_schema(settings)
-        assert summary.endswith(
-            f"the seats' endpoint user {user} may read seats, and write nothing"
-        )
-        yield user, password
-    finally:
-        with admin.cursor() as cur:
-            cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
-            cur.execute(f"REVOKE GRANT OPTION ON {ax3l.replace(' TO ', ' FROM ')}")
-        admin.close()
 
 
 def test_the_seats_user_may_read_seats_and_snakelab_and_write_nothing(

@@ -2,7 +2,7 @@
 
 Each service serves ``GET /metrics`` (Prometheus text format, prometheus-client's default
 registry) on its HTTP port: the orchestrator 28871, the toolbroker 28872, the reports 28870.
-Names (the README's "Metrics" section lists them with their labels):
+Names (docs/operations.md, "Metrics", lists them with their labels):
 
 * every service: ``ax3l_http_request_seconds{service,method,route,status}`` (its HTTP requests;
   ``method`` one of ``HTTP_METHODS``, any other token ``other``: h11, which serves where

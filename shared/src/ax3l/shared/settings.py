@@ -1,7 +1,8 @@
 """Every setting of Ax3l, read from the environment (and ``.env`` files when asked).
 
 The database variables keep the names of the user's running system (``DB_HOST``...); the
-rest are prefixed ``AX3L_``. Defaults match DESIGN.md. Any variable may instead be given as
+rest are prefixed ``AX3L_``. docs/settings.md lists every variable with its default
+(tests/test_settings_documented.py keeps the two equal). Any variable may instead be given as
 ``<NAME>_FILE``, the path of a file holding its value (compose secrets, ``/run/secrets/...``);
 the plain variable wins when both are set.
 """

@@ -17,7 +17,7 @@ from typing import Any
 
 import pymysql
 
-from ax3l.shared.db.cli import ensure_schema
+from ax3l.shared.db.cli import ensure_schema, seats_grants
 from ax3l.shared.env_files import read_env_file
 from ax3l.shared.settings import Settings
 
@@ -276,3 +276,29 @@ def run_module(
         text=True,
         timeout=timeout,
     )
+
+
+@contextlib.contextmanager
+def seats_login(databases: TestDatabases) -> Iterator[tuple[str, str]]:
+    """A seats' endpoint login of its own for these databases, made as ``make run`` makes it:
+    the administrator creates it with SELECT on SnakeLab's database, and ``ax3l-db create``, as
+    Ax3l's user holding its database WITH GRANT OPTION, gives it its tables (checked by the
+    summary it prints). A password with a quote and a backslash. Dropped after."""
+    user, password = f"seats_{secrets.token_hex(4)}", f"p'w\\{secrets.token_hex(8)}"
+    settings = databases.settings(AX3L_SEATS_DB_USER=user, AX3L_SEATS_DB_PASSWORD=password)
+    ax3l = f"`{databases.ax3l_db}`.* TO '{databases.ax3l_user}'@'%'"
+    admin = databases.connect("admin")
+    try:
+        with admin.cursor() as cur:
+            for statement in seats_grants(settings, user, password)[:2]:
+                cur.execute(statement)
+            cur.execute(f"GRANT ALL PRIVILEGES ON {ax3l} WITH GRANT OPTION")
+        summary = ensure_schema(settings)
+        expected = f"the seats' endpoint user {user} may read seats, and write nothing"
+        assert summary.endswith(expected), summary
+        yield user, password
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+            cur.execute(f"REVOKE GRANT OPTION ON {ax3l.replace(' TO ', ' FROM ')}")
+        admin.close()

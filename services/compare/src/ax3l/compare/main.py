@@ -95,7 +95,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--json",
         type=Path,
-        help="also write the verdict to this JSON file (for scripts and CI; README: Comparing)",
+        help="also write the verdict to this JSON file (for scripts and CI; docs/user-guide.md)",
     )
     parser.add_argument(
         "--recommend",

@@ -55,6 +55,6 @@ def check(expected: str, where: str | None = None) -> str:
         machine = where or socket.gethostname()
         raise VersionMismatch(
             f"{machine} runs Ax3l {here}, but ax3l-compare runs Ax3l {expected}: install the"
-            " same Ax3l version on every node (README: More than one machine)"
+            " same Ax3l version on every node (docs/scaling.md)"
         )
     return here

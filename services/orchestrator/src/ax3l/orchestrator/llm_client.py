@@ -246,17 +246,22 @@ def extract_grammar_call(reply: dict[str, Any], tool: ToolDefinition) -> ToolCal
     # A server that leaves the reasoning in the content (--reasoning-format none): the answer
     # is what follows its end.
     text = text.rsplit(REASONING_END, 1)[-1].strip()
-    try:
-        arguments = untrusted_json.loads(text)
-    except untrusted_json.UnsafeJSON as exc:
-        raise ModelFailure("invalid_reply", f"the arguments are unusable JSON: {exc}") from None
-    except ValueError:
-        raise ModelFailure(
-            "no_tool_call", f"the reply is not the arguments object: {text[:BODY_EXCERPT]!r}", reply
-        ) from None
+    not_json = "the reply is not the arguments object"
+    arguments = _arguments_json(text, "no_tool_call", not_json, reply)
     _checked_arguments(text, arguments, tool, reply)
     call_id = str(reply.get("id") or "grammar_0")
     return _call(call_id, tool, arguments, text)
+
+
+def _arguments_json(text: str, kind: str, problem: str, reply: dict[str, Any]) -> Any:
+    """The arguments' JSON; text that is not JSON is a ``kind`` failure, JSON no reader should
+    take (too deep, too big, binary) an ``invalid_reply``."""
+    try:
+        return untrusted_json.loads(text)
+    except untrusted_json.UnsafeJSON as exc:
+        raise ModelFailure("invalid_reply", f"the arguments are unusable JSON: {exc}") from None
+    except ValueError:
+        raise ModelFailure(kind, f"{problem}: {text[:BODY_EXCERPT]!r}", reply) from None
 
 
 def extract_tool_call(reply: dict[str, Any], tool: ToolDefinition) -> ToolCall:
@@ -281,14 +286,8 @@ def extract_tool_call(reply: dict[str, Any], tool: ToolDefinition) -> ToolCall:
         raw_text = json.dumps(raw)
     else:
         raw_text = str(raw)
-        try:
-            arguments = untrusted_json.loads(raw_text)
-        except untrusted_json.UnsafeJSON as exc:
-            raise ModelFailure("invalid_reply", f"the arguments are unusable JSON: {exc}") from None
-        except ValueError:
-            raise ModelFailure(
-                "wrong_arguments", f"the arguments are not JSON: {raw_text[:BODY_EXCERPT]!r}", reply
-            ) from None
+        not_json = "the arguments are not JSON"
+        arguments = _arguments_json(raw_text, "wrong_arguments", not_json, reply)
     _checked_arguments(raw_text, arguments, tool, reply)
     content = str(message.get("content") or "")
     return _call(str(call.get("id") or "call_0"), tool, arguments, raw_text, content)

@@ -496,8 +496,8 @@ class SeatEndpoint:
             # that buffers them must sit in front (docs/security.md, L1).
             logger.warning(
                 "seat endpoint: listening on %s with no AX3L_SEATS_TRUSTED_PROXIES: put it"
-                " behind a reverse proxy that buffers requests (README: Connect your own"
-                " agent), and name that proxy",
+                " behind a reverse proxy that buffers requests (docs/agents.md, TLS), and name"
+                " that proxy",
                 config.host,
             )
 

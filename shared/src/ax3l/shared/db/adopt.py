@@ -1,9 +1,9 @@
 """``ax3l-db adopt``: an existing SnakeLab history taken, on purpose, as the experiment's past.
 
 The first start needs an empty SnakeLab (the specification's "Initial Experiment Startup";
-README, "Database"): with runs in SnakeLab and no experiment in Ax3l's database, the
-orchestrator refuses to start (``refusal``) and names the two ways on, a fresh SnakeLab
-database or this command.
+docs/operations.md, "Adopting an existing SnakeLab"): with runs in SnakeLab and no experiment
+in Ax3l's database, the orchestrator refuses to start (``refusal``) and names the two ways on,
+a fresh SnakeLab database or this command.
 
 Adopting writes one event: ``golden_config_created`` with ``kind: adopted`` for the best
 completed run of the newest seed (the seed of the latest completed, scored run; ties go to the

@@ -78,13 +78,13 @@ _ERRNO_CODES = {
 _ENOSPC = re.compile(r"(?:errno|errcode|error)\W{0,3}28\b|no space left on device", re.IGNORECASE)
 # What to do, for errors no wait can fix.
 _ADVICE = {
-    1044: "grant Ax3l's database user all rights on its database (see the README, Database)",
+    1044: "grant Ax3l's database user all rights on its database (docs/operations.md)",
     1045: "check DB_USER and DB_PASSWORD (the login was refused)",
     1049: "create the database, or fix AX3L_DB_NAME / AX3L_SNAKELAB_DB_NAME",
     1142: "grant the missing privilege: all rights on Ax3l's database, SELECT on SnakeLab's",
     1143: "grant the missing privilege: all rights on Ax3l's database, SELECT on SnakeLab's",
-    1227: "grant the missing privilege (see the README, Database)",
-    1370: "grant the missing privilege (see the README, Database)",
+    1227: "grant the missing privilege (docs/operations.md)",
+    1370: "grant the missing privilege (docs/operations.md)",
     1698: "check DB_USER and DB_PASSWORD (the login was refused)",
 }
 

@@ -84,7 +84,7 @@ class Service:
     name: str
     command: list[str]  # its console script and arguments
     module: str  # what ``python -m`` runs instead of the console script
-    # Environment variables the service reads (documented in README's settings table).
+    # Environment variables the service reads (documented in docs/settings.md).
     env_keys: tuple[str, ...]
     health_url: str | None = None
     ready_url: str | None = None
