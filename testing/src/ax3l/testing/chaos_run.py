@@ -3,8 +3,8 @@ SIGCONT) at random moments, then checked.
 
     uv run python -m ax3l.testing.chaos_run          # what `make test-chaos` runs (via pytest)
 
-Settings (environment): ``AX3L_CHAOS_SEED`` (default 11), ``AX3L_CHAOS_KILLS`` (52),
-``AX3L_CHAOS_FREEZES`` (24), ``AX3L_CHAOS_FREEZE_SECONDS`` ("1,8": how long a freeze lasts,
+Settings (environment): ``AX3L_CHAOS_SEED`` (default 11), ``AX3L_CHAOS_KILLS`` (40),
+``AX3L_CHAOS_FREEZES`` (20), ``AX3L_CHAOS_FREEZE_SECONDS`` ("1,8": how long a freeze lasts,
 uniform), ``AX3L_CHAOS_INTERVAL`` ("1.5,6.5": seconds between disturbances, uniform),
 ``AX3L_CHAOS_RUN_SECONDS`` (1.5: surrogate run time), ``AX3L_CHAOS_STAGNANT_ROUNDS`` (2, so seed
 rotations happen), ``AX3L_CHAOS_RECOVERY_DEADLINE`` (90 s for 3 new steps after the last
@@ -67,8 +67,8 @@ MUST_NOT_DIE = ("toolbroker", "snakelab", SECOND_HOST, "scripted-model")
 @dataclass(frozen=True)
 class ChaosConfig:
     seed: int = 11
-    kills: int = 52
-    freezes: int = 24
+    kills: int = 40
+    freezes: int = 20
     freeze_seconds: tuple[float, float] = (1.0, 8.0)
     submission_wait: float = 30.0
     interval: tuple[float, float] = (1.5, 6.5)
@@ -88,8 +88,8 @@ class ChaosConfig:
         env = os.environ
         return cls(
             seed=int(env.get("AX3L_CHAOS_SEED", "11")),
-            kills=int(env.get("AX3L_CHAOS_KILLS", "52")),
-            freezes=int(env.get("AX3L_CHAOS_FREEZES", "24")),
+            kills=int(env.get("AX3L_CHAOS_KILLS", "40")),
+            freezes=int(env.get("AX3L_CHAOS_FREEZES", "20")),
             freeze_seconds=_pair(env.get("AX3L_CHAOS_FREEZE_SECONDS", "1,8")),
             interval=_pair(env.get("AX3L_CHAOS_INTERVAL", "1.5,6.5")),
             run_seconds=float(env.get("AX3L_CHAOS_RUN_SECONDS", "1.5")),
