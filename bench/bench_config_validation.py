@@ -12,22 +12,16 @@ from __future__ import annotations
 import argparse
 import copy
 import statistics
-import time
 from collections.abc import Callable
 from functools import partial
 
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.schema_fast_path import compile_schema
+from ax3l.testing.timing import per_call
 
 
 def timed(call: Callable[[], object], rounds: int, calls: int) -> float:
-    figures = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(calls):
-            call()
-        figures.append((time.perf_counter() - start) / calls)
-    return statistics.median(figures)
+    return statistics.median(per_call(call, rounds, calls))
 
 
 def main() -> None:

@@ -13,12 +13,13 @@ from __future__ import annotations
 import argparse
 import statistics
 import tempfile
-import time
+from functools import partial
 from pathlib import Path
 
 from dotenv import dotenv_values
 
 from ax3l.shared.env_files import read_env_file
+from ax3l.testing.timing import per_call
 
 KEYS = (
     "DB_HOST", "DB_PORT", "DB_USER", "DB_PASSWORD", "DB_SOCKET", "AX3L_DB_NAME",
@@ -45,12 +46,7 @@ def main() -> None:
         path.write_text("\n".join(lines) + "\n")
         assert read_env_file(path) == dotenv_values(path, interpolate=False)
         for name, read in (("read_env_file", read_env_file), ("  dotenv_values", dotenv_file)):
-            per_read = []
-            for _ in range(args.rounds):
-                start = time.perf_counter()
-                for _ in range(args.reads):
-                    read(path)
-                per_read.append((time.perf_counter() - start) / args.reads)
+            per_read = per_call(partial(read, path), args.rounds, args.reads)
             print(
                 f"{name}, {len(KEYS)} variables: median {statistics.median(per_read) * 1e6:.1f}"
                 f" us a read, best {min(per_read) * 1e6:.1f} us"

@@ -13,23 +13,13 @@ from __future__ import annotations
 import argparse
 import statistics
 import subprocess
-import time
 from collections.abc import Callable
 
 import psutil
 
 from ax3l.shared.processes import descendants, process_alive
 from ax3l.shared.waiting import wait_until
-
-
-def timed(call: Callable[[], object], rounds: int, calls: int) -> list[float]:
-    figures = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(calls):
-            call()
-        figures.append((time.perf_counter() - start) / calls)
-    return figures
+from ax3l.testing.timing import per_call
 
 
 def main() -> None:
@@ -46,7 +36,7 @@ def main() -> None:
             ("  psutil alive", lambda: psutil.Process(tree.pid).status() != psutil.STATUS_ZOMBIE),
         ]
         for name, call in cases:
-            figures = timed(call, args.rounds, args.calls)
+            figures = per_call(call, args.rounds, args.calls)
             print(
                 f"{name}: median {statistics.median(figures) * 1e6:.1f} us a call, best"
                 f" {min(figures) * 1e6:.1f} us ({args.rounds} rounds of {args.calls})"
