@@ -17,7 +17,7 @@ would be at least once: a crash between send and write repeats the alert at the 
 Each alert has a severity, apprise's notification type (``info``, ``success``, ``warning``,
 ``failure``: a webhook's ``type``, a phone app's colour), and may name the report page it is
 about (``link``, a path): the message ends with that page's address under ``AX3L_REPORTS_URL``
-(``Settings.reports_link``), and the claim records both.
+(``AlertSettings.reports_link``), and the claim records both.
 
 Each kind of alert has one sender (the orchestrator: goldens, seed rotations, stalls, its own
 stop; ``make run``'s supervisor: a service it gave up on), so the look-up and the claim need no
@@ -39,7 +39,7 @@ from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import AlertFailed, AlertSent
-from ax3l.shared.settings import Settings
+from ax3l.shared.settings import AlertSettings, OrchestratorSettings
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ class Notifier:
         )
 
 
-def notifier_from(settings: Settings) -> Notifier | None:
+def notifier_from(settings: AlertSettings) -> Notifier | None:
     """The notifier of ``AX3L_NOTIFY_URLS``, None when unset or blank (an empty secret file:
     no alerts); raises ``NotifyUrlsInvalid``."""
     if settings.notify_urls is None or not settings.notify_urls.get_secret_value().strip():
@@ -193,7 +193,9 @@ class Alerts:
             logger.warning("could not log the failed alert %s: %s", alert.key, exc)
 
 
-def send_once_blocking(settings: Settings, alert: Alert, *, unlogged_ok: bool = False) -> Any:
+def send_once_blocking(
+    settings: OrchestratorSettings, alert: Alert, *, unlogged_ok: bool = False
+) -> Any:
     """``Alerts.send_once`` from synchronous code (``make run``'s supervisor) on a database
     connection of its own; None when no notification URLs are set."""
     notifier = notifier_from(settings)

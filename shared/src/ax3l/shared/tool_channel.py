@@ -30,7 +30,7 @@ import zmq
 import zmq.asyncio
 from pydantic import ValidationError
 
-from ax3l.shared.settings import Settings
+from ax3l.shared.settings import ToolbrokerSettings, ZmqSettings
 from ax3l.shared.wire import ToolEnvelope
 
 logger = logging.getLogger(__name__)
@@ -202,7 +202,7 @@ def connectable(endpoint: str) -> str:
     return re.sub(r"^tcp://(\*|0\.0\.0\.0)(?=:)", "tcp://127.0.0.1", endpoint)
 
 
-def listen_endpoint(settings: Settings, override: str | None = None) -> str:
+def listen_endpoint(settings: ZmqSettings, override: str | None = None) -> str:
     """Where the broker binds: ``--zmq-endpoint``, env, config file, default."""
     if override:
         return override
@@ -211,12 +211,12 @@ def listen_endpoint(settings: Settings, override: str | None = None) -> str:
     return endpoint_from_config_file(settings.config_file) or DEFAULT_ENDPOINT
 
 
-def client_endpoint(settings: Settings) -> str:
+def client_endpoint(settings: ZmqSettings) -> str:
     """Where an MCP child sends: env, config file (wildcards made local), default."""
     return connectable(listen_endpoint(settings))
 
 
-def settle_does_not_fit(settings: Settings) -> str | None:
+def settle_does_not_fit(settings: ToolbrokerSettings) -> str | None:
     """Why the broker's longest answer to a submission would not fit in the tool channel's
     timeout, else None. An unanswered submit waits ``AX3L_SNAKELAB_TIMEOUT``, then up to
     ``AX3L_SUBMIT_SETTLE_WAIT`` for SnakeLab to answer again; a client (an MCP child, a seat)

@@ -42,10 +42,10 @@ from typing import Any, Protocol
 
 import zmq.asyncio
 
+from ax3l.compare.settings import CompareSettings
 from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
-from ax3l.shared.settings import Settings
 from ax3l.shared.snakelab_client import SnakeLabClient, SnakeLabError
 from ax3l.shared.snakelab_hosts import snakelab_client
 from ax3l.shared.submit_once import OnceSubmitter
@@ -339,7 +339,7 @@ class SnakeLabRuns:
 
 @contextlib.asynccontextmanager
 async def snakelab_runs(
-    settings: Settings, schema: ConfigSchema, endpoints: list[str], interval: float
+    settings: CompareSettings, schema: ConfigSchema, endpoints: list[str], interval: float
 ) -> AsyncIterator[SnakeLabRuns]:
     """A ``SnakeLabRuns`` on a repeat's databases (``settings``) and SnakeLab hosts
     (``endpoints``: with several, runs submitted together go to idle hosts), with a ZeroMQ

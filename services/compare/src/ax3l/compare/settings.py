@@ -1,5 +1,5 @@
-"""``ax3l-compare``'s settings: Ax3l's shared ones (where results are stored, what the
-orchestrators inherit) plus the login that may create the throwaway databases.
+"""``ax3l-compare``'s settings: where results are stored, what the orchestrators inherit (the
+model server, the promotion's limits), and the login that may create the throwaway databases.
 
 The admin login and SnakeLab's login are read here and handed on only as far as needed: the
 admin login to no process at all, SnakeLab's only to the reference SnakeLab of each repeat.
@@ -14,22 +14,36 @@ from pathlib import Path
 from pydantic import AliasChoices, SecretStr
 
 from ax3l.shared.env_files import read_env_file, setting_names
-from ax3l.shared.settings import Settings, setting
+from ax3l.shared.settings import (
+    AdminLoginSettings,
+    DbSettings,
+    LlmSettings,
+    PromotionSettings,
+    SchemaSettings,
+    SnakeLabSettings,
+    setting,
+)
 
 
-class CompareSettings(Settings):
-    """Shared settings plus the comparison's own (each documents its variable)."""
+class CompareSettings(
+    DbSettings, SnakeLabSettings, SchemaSettings, LlmSettings, PromotionSettings, AdminLoginSettings
+):
+    """The sections the comparison reads plus its own (each documents its variable)."""
 
-    admin_user: str | None = setting(None, "AX3L_DB_ADMIN_USER")
-    """a login that may CREATE and DROP databases and GRANT on them (the throwaway databases of each
-    repeat); never passed to any process"""
-    admin_password: SecretStr = setting(SecretStr(""), "AX3L_DB_ADMIN_PASSWORD")
     snakelab_db_user: str = setting("snakelab", "SNAKELAB_DB_USER")
+    """`ax3l-compare`: the reference SnakeLab's database user, which each repeat's SnakeLab logs
+    in as (the reference SnakeLab reads it too)"""
     snakelab_db_password: SecretStr = setting(SecretStr(""), "SNAKELAB_DB_PASSWORD")
-    parallel: int | None = setting(None, AliasChoices("AX3L_COMPARE_PARALLEL"), ge=1)
-    """repeats side by side (--parallel); unset: twice the cores (a repeat on the 0 s surrogate
-    waits on its services about half the time), half the cores (at least one) when a proposer
-    asks the model server, which answers one conversation at a time"""
+    """its password"""
+    parallel: int | None = setting(
+        None,
+        AliasChoices("AX3L_COMPARE_PARALLEL"),
+        ge=1,
+        shown="unset: twice the cores; half the cores, at least 1, when a proposer uses the"
+        " model server",
+    )
+    """`ax3l-compare`: repeats side by side (`--parallel`); a repeat on the 0 s surrogate waits on
+    its services about half the time, and the model server answers one conversation at a time"""
 
     def default_parallel(self, uses_model: bool = False) -> int:
         if self.parallel is not None:

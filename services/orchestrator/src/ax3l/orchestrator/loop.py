@@ -46,7 +46,7 @@ from ax3l.shared.cycles import CycleTracker
 from ax3l.shared.db.errors import DatabaseError, DatabaseTimeout, DiskFull
 from ax3l.shared.db.reads import current_golden
 from ax3l.shared.metrics import LOOP_STEP_SECONDS, LOOP_STEPS
-from ax3l.shared.settings import Settings
+from ax3l.shared.settings import OrchestratorSettings
 from ax3l.shared.snakelab_client import SnakeLabClient
 from ax3l.shared.submit_once import SubmissionRefused
 
@@ -65,7 +65,7 @@ FATAL = (DatabaseError, ParameterOrderChanged, SubmissionRefused, RepeatedFailur
 class ExperimentLoop:
     """Runs steps forever; only fatal errors end it. Each step is handed what it uses."""
 
-    settings: Settings
+    settings: OrchestratorSettings
     runs: Runs
     snakelab: SnakeLabClient
     status: LoopStatus

@@ -54,7 +54,7 @@ from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError, DatabaseMisconfigured, DatabaseUnavailable
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import SnakeLabHostDown, SnakeLabHostUp
-from ax3l.shared.settings import LLM_PROPOSERS, PROPOSER_NAMES, Settings
+from ax3l.shared.settings import LLM_PROPOSERS, PROPOSER_NAMES, OrchestratorSettings
 from ax3l.shared.snakelab_hosts import SnakeLabHosts, snakelab_client
 from ax3l.shared.submit_once import OnceSubmitter
 from ax3l.shared.tasks import stop_task
@@ -91,7 +91,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def configure(args: argparse.Namespace, settings: Settings) -> tuple[Settings, str, str]:
+def configure(
+    args: argparse.Namespace, settings: OrchestratorSettings
+) -> tuple[OrchestratorSettings, str, str]:
     """Settings with the flags applied, the proposer name, and a plain note about the choice."""
     updates: dict[str, object] = {}
     if args.url:
@@ -136,7 +138,7 @@ class _Process:
     """What one orchestrator process runs: its settings, the loop (with its proposer), the MCP
     sessions, the status API's server and the raw capture."""
 
-    settings: Settings
+    settings: OrchestratorSettings
     loop: ExperimentLoop
     sessions: SessionPool
     server: QuietServer
@@ -164,7 +166,7 @@ async def _host_changed(log: EventLog, process_id: str, endpoint: str, state: st
         logger.warning("could not log SnakeLab host %s %s: %s", endpoint, state, exc)
 
 
-def _wire(settings: Settings, schema: ConfigSchema, proposer_name: str) -> _Process:
+def _wire(settings: OrchestratorSettings, schema: ConfigSchema, proposer_name: str) -> _Process:
     """Open the process's resources and build the loop, the proposer and the API server."""
     process_id = str(uuid.uuid4())
     print(f"ax3l-orchestrator: process id {process_id}", flush=True)
@@ -225,7 +227,7 @@ def _wire(settings: Settings, schema: ConfigSchema, proposer_name: str) -> _Proc
     return _Process(settings, loop, sessions, server, capture, alerts)
 
 
-async def run(settings: Settings, schema: ConfigSchema, proposer_name: str) -> int:
+async def run(settings: OrchestratorSettings, schema: ConfigSchema, proposer_name: str) -> int:
     """Run the loop and the API until a signal (0) or a fatal error (1)."""
     process = _wire(settings, schema, proposer_name)
     stop = asyncio.Event()
@@ -300,7 +302,7 @@ def _loop_ended(error: BaseException | None, status: LoopStatus) -> int:
     return 2 if isinstance(error, DatabaseMisconfigured) else 1
 
 
-async def _startup(settings: Settings, loop: ExperimentLoop) -> None:
+async def _startup(settings: OrchestratorSettings, loop: ExperimentLoop) -> None:
     """Check the schema and prepare, waiting out a database that is not there (yet)."""
     outage, pause = loop.runs.db.outage, settings.db_wait_max
 
@@ -321,7 +323,7 @@ async def _startup(settings: Settings, loop: ExperimentLoop) -> None:
     await wait_for_database(ready, outage, pause_max=pause)
 
 
-async def _experiment(settings: Settings, loop: ExperimentLoop) -> None:
+async def _experiment(settings: OrchestratorSettings, loop: ExperimentLoop) -> None:
     try:
         await _startup(settings, loop)
         await loop.run()
@@ -341,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         arm(armed_points())
-        settings, proposer_name, note = configure(args, Settings())
+        settings, proposer_name, note = configure(args, OrchestratorSettings())
         if (misfit := settle_does_not_fit(settings)) is not None:
             raise ConfigurationError(misfit)
         schema = load_schema(settings.schema_path)

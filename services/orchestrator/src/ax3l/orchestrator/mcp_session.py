@@ -26,7 +26,7 @@ from ax3l.app.snakelab.tools.binding import BINDING_ENV
 from ax3l.orchestrator.mcp_fork import forked_stdio, zygote_for
 from ax3l.shared import untrusted_json
 from ax3l.shared.registry import Entry
-from ax3l.shared.settings import Settings
+from ax3l.shared.settings import OrchestratorSettings
 from ax3l.shared.stack.spec import BASIC_KEYS, process_env
 from ax3l.shared.tool_channel import client_endpoint
 
@@ -128,7 +128,7 @@ class BoundSession:
         return ToolReply(text, payload)
 
 
-def child_environment(entry: Entry | None, settings: Settings) -> dict[str, str]:
+def child_environment(entry: Entry | None, settings: OrchestratorSettings) -> dict[str, str]:
     """Exactly what the MCP child reads: its binding, the broker's endpoint, the tool timeout
     and the schema file, plus what a Python process needs (least privilege). Without
     ``entry``: the zygote's, which binds each child it forks."""
@@ -146,7 +146,7 @@ def child_environment(entry: Entry | None, settings: Settings) -> dict[str, str]
     return env
 
 
-def _transport(entry: Entry, settings: Settings) -> StdioServerParameters | Transport:
+def _transport(entry: Entry, settings: OrchestratorSettings) -> StdioServerParameters | Transport:
     """How the child for ``entry`` starts (``AX3L_MCP_SPAWN``): forked from the zygote, or a
     new interpreter through the SDK's stdio client."""
     if settings.mcp_spawn == "fork":
@@ -159,7 +159,7 @@ def _transport(entry: Entry, settings: Settings) -> StdioServerParameters | Tran
 
 @asynccontextmanager
 async def bound_session(
-    entry: Entry, settings: Settings, timings: list[BoundSession] | None = None
+    entry: Entry, settings: OrchestratorSettings, timings: list[BoundSession] | None = None
 ) -> AsyncIterator[BoundSession]:
     """Start the MCP child for ``entry``, discover its tool, and close the child afterwards.
 

@@ -92,7 +92,7 @@ from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import GoldenConfigCreated
 from ax3l.shared.registry import BY_NAME
-from ax3l.shared.settings import Settings
+from ax3l.shared.settings import SeatsServiceSettings
 from ax3l.shared.stack.spec import process_env
 
 logger = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ PayloadBuilder = Callable[[OpenTurn], Awaitable[dict[str, Any]]]
 GoldenReader = Callable[[], Awaitable[GoldenConfigCreated | None]]
 
 
-def endpoint_login(settings: Settings) -> Settings:
+def endpoint_login(settings: SeatsServiceSettings) -> SeatsServiceSettings:
     """``settings`` with the endpoint's own database login (``AX3L_SEATS_DB_USER``), or as they
     are when none is configured (a warning: Ax3l's own login has every grant on its database;
     refused when the endpoint listens beyond loopback, where the internet may reach it)."""
@@ -220,7 +220,7 @@ class SeatProcess:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: SeatsServiceSettings,
         payload: PayloadBuilder,
         golden: GoldenReader | None = None,
         *,
@@ -465,7 +465,7 @@ def _golden(value: Any) -> GoldenConfigCreated | None:
 
 
 async def open_endpoint(
-    settings: Settings, golden: GoldenConfigCreated | None
+    settings: SeatsServiceSettings, golden: GoldenConfigCreated | None
 ) -> tuple[Database, SeatEndpoint, EventRelay]:
     """The endpoint listening, on a pool of its own login (``endpoint_login``), its events
     relayed to the orchestrator."""
@@ -546,7 +546,7 @@ async def serve(control: socket.socket) -> int:
     """The endpoint as the orchestrator's child: its settings come over ``control``."""
     reader, writer = await asyncio.open_unix_connection(sock=control, limit=LINE_LIMIT)
     first = json.loads(await reader.readline() or b"{}")
-    settings: Settings = pickle.loads(base64.b64decode(first["settings"]))
+    settings: SeatsServiceSettings = pickle.loads(base64.b64decode(first["settings"]))
     try:
         db, endpoint, relay = await open_endpoint(settings, _golden(first.get("golden")))
     except Exception as exc:
@@ -563,7 +563,7 @@ async def serve(control: socket.socket) -> int:
     return 0
 
 
-async def serve_socket(settings: Settings) -> int:
+async def serve_socket(settings: SeatsServiceSettings) -> int:
     """The endpoint as a service of its own (compose's ``seats``): its settings are its
     environment's; the orchestrator connects to ``AX3L_SEATS_BOARD_SOCKET`` (a unix socket, mode
     0600, on a volume only the two share) and keeps the board from there, in plain JSON lines. A
@@ -631,9 +631,7 @@ USAGE = (
 def run(argv: list[str]) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     if argv == ["serve"]:
-        from ax3l.shared.settings import get_settings
-
-        settings = get_settings()
+        settings = SeatsServiceSettings()
         if not settings.seats_board_socket:
             print(
                 "seats endpoint: set AX3L_SEATS_BOARD_SOCKET (a unix socket's path)",

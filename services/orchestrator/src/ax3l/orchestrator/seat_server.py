@@ -74,7 +74,7 @@ from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.db.reads import current_golden
 from ax3l.shared.event_models import GoldenConfigCreated, SeatCall, SeatCallRefused
 from ax3l.shared.registry import Entry, EntryKind, EntryName
-from ax3l.shared.settings import Settings
+from ax3l.shared.settings import SeatsServiceSettings
 from ax3l.shared.tool_channel import ToolChannelError, ZMQClient, client_endpoint
 
 logger = logging.getLogger(__name__)
@@ -132,7 +132,7 @@ class SeatEndpoint:
 
     reads: SeatReads
     log: EventLog
-    settings: Settings
+    settings: SeatsServiceSettings
     board: TurnBoard
     limiter: RateLimiter = field(init=False)
     buckets: Buckets = field(init=False)
@@ -521,7 +521,7 @@ def seat_event_fields(event: SeatEvent, turn: OpenTurn | None, level: str | None
     }
 
 
-def request_deadline(settings: Settings) -> float:
+def request_deadline(settings: SeatsServiceSettings) -> float:
     """A seat's request's overall deadline: a submission forwarded to the broker may wait for
     another seat's to be answered first, so two tool-channel timeouts, and 10 s more."""
     return 2 * settings.zmq_timeout + 10

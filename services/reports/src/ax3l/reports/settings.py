@@ -1,11 +1,11 @@
-"""The report server's settings (the class lives in ``ax3l.shared.reports_settings``, where the
-stack's definition reads its variables) and the process's one instance."""
+"""The report server's settings (the class lives in ``ax3l.shared.settings``, where the stack's
+definition reads its variables) and the process's one instance."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 
-from ax3l.shared.reports_settings import LIVE_REFRESH_CHOICES, ReportsSettings
+from ax3l.shared.settings import LIVE_REFRESH_CHOICES, ReportsSettings
 
 __all__ = ["LIVE_REFRESH_CHOICES", "ReportsSettings", "get_settings"]
 

@@ -34,7 +34,7 @@ from ax3l.shared.db.cli import ensure_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError, DatabaseMisconfigured, DatabaseUnavailable
 from ax3l.shared.db.event_log import EventLog
-from ax3l.shared.settings import Settings, get_settings
+from ax3l.shared.settings import ToolbrokerSettings
 from ax3l.shared.snakelab_hosts import snakelab_client
 from ax3l.shared.tasks import stop_task
 from ax3l.shared.tool_channel import listen_endpoint, settle_does_not_fit
@@ -54,7 +54,7 @@ class Broker:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: ToolbrokerSettings,
         endpoint: str | None = None,
         schema: ConfigSchema | None = None,
         context: zmq.asyncio.Context | None = None,
@@ -148,7 +148,7 @@ class _Server(uvicorn.Server):
         yield
 
 
-async def _check_tables(settings: Settings, broker: Broker) -> bool:
+async def _check_tables(settings: ToolbrokerSettings, broker: Broker) -> bool:
     """Whether Ax3l's tables were checked; False when the database cannot tell now (the broker
     then waits for it). A misconfigured database raises ``DatabaseMisconfigured``."""
     try:
@@ -163,7 +163,7 @@ async def _check_tables(settings: Settings, broker: Broker) -> bool:
     return True
 
 
-async def run(settings: Settings, endpoint: str | None, host: str, port: int) -> int:
+async def run(settings: ToolbrokerSettings, endpoint: str | None, host: str, port: int) -> int:
     misfit = settle_does_not_fit(settings)
     if misfit is not None:
         print(f"ax3l-toolbroker: {misfit}", file=sys.stderr)
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     except UnknownCrashPoint as exc:
         print(f"ax3l-toolbroker: {exc}", file=sys.stderr)
         return 2
-    settings = get_settings()
+    settings = ToolbrokerSettings()
     host = args.host or settings.http_host
     port = args.port if args.port is not None else settings.toolbroker_port
     return asyncio.run(run(settings, args.zmq_endpoint, host, port))

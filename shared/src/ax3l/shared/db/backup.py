@@ -57,12 +57,12 @@ from pathlib import Path
 from typing import Any
 
 import pymysql
-from pydantic import SecretStr
+from pydantic_settings import SettingsConfigDict
 
 from ax3l.shared.db import upgrades
 from ax3l.shared.db.database import placeholders, quote_identifier
 from ax3l.shared.db.errors import DatabaseError, DatabaseMisconfigured, translate
-from ax3l.shared.settings import Settings, setting
+from ax3l.shared.settings import AdminLoginSettings, Settings
 
 FORMAT = "ax3l-backup 1"
 DUMP = "dump.sql"
@@ -71,12 +71,10 @@ STAGING_PREFIX = "ax3l_restore_"
 CHUNK = 1 << 20
 
 
-class BackupSettings(Settings):
+class BackupSettings(AdminLoginSettings, Settings):
     """Ax3l's settings plus the admin login that backs up and restores both databases."""
 
-    admin_user: str | None = setting(None, "AX3L_DB_ADMIN_USER")
-    """a login that may read, create and drop both databases (ax3l-db backup and restore)"""
-    admin_password: SecretStr = setting(SecretStr(""), "AX3L_DB_ADMIN_PASSWORD")
+    model_config = SettingsConfigDict(title="BackupSettings")  # its errors read as before
 
 
 class BackupError(DatabaseMisconfigured):

@@ -18,10 +18,10 @@ import pymysql
 from ax3l.shared.db import tables, upgrades
 from ax3l.shared.db.database import Database, quote_identifier
 from ax3l.shared.db.errors import DatabaseError, SchemaMismatch, translate
-from ax3l.shared.settings import Settings, get_settings
+from ax3l.shared.settings import DbSettings, SeatsServiceSettings, Settings, get_settings
 
 
-def login_arguments(settings: Settings) -> dict[str, Any]:
+def login_arguments(settings: DbSettings) -> dict[str, Any]:
     """``pymysql.connect``'s arguments for Ax3l's user on the configured server (utf8mb4,
     autocommit), without the database."""
     return {
@@ -34,7 +34,7 @@ def login_arguments(settings: Settings) -> dict[str, Any]:
     }
 
 
-def connect(settings: Settings) -> Any:
+def connect(settings: DbSettings) -> Any:
     """A plain (blocking) connection to Ax3l's database, for administration."""
     try:
         return pymysql.connect(
@@ -51,7 +51,7 @@ def connect(settings: Settings) -> Any:
 
 
 @contextlib.contextmanager
-def _cursor(settings: Settings, doing: str) -> Iterator[Any]:
+def _cursor(settings: DbSettings, doing: str) -> Iterator[Any]:
     """A cursor on a connection of its own (``connect``), closed afterwards; a driver error
     while ``doing`` comes out as a domain error."""
     with contextlib.closing(connect(settings)) as conn:
@@ -101,7 +101,7 @@ def check_user_tables(cur: Any) -> list[str]:
     return problems
 
 
-def ensure_schema(settings: Settings) -> str:
+def ensure_schema(settings: DbSettings) -> str:
     """Create what is missing at this Ax3l's schema revision; refuse a database at another one
     (``upgrades.SchemaBehind`` names ``ax3l-db upgrade``); returns a summary. A configured
     seats' endpoint user (``AX3L_SEATS_DB_USER``) gets its grants on the tables then."""
@@ -114,16 +114,16 @@ def ensure_schema(settings: Settings) -> str:
         if revision is not None:
             upgrades.require_current(revision, settings.db_name)
         summary = _create_missing(cur, settings, present, stamp=revision is None)
-    granted = grant_seats_tables(settings)
+    granted = grant_seats_tables(settings) if isinstance(settings, SeatsServiceSettings) else None
     return summary if granted is None else f"{summary}; {granted}"
 
 
-def lock_wait(settings: Settings) -> float:
+def lock_wait(settings: DbSettings) -> float:
     """How long a schema change waits for another one: within the connection's read timeout."""
     return settings.db_query_timeout * 0.8
 
 
-def _create_missing(cur: Any, settings: Settings, present: set[str], stamp: bool) -> str:
+def _create_missing(cur: Any, settings: DbSettings, present: set[str], stamp: bool) -> str:
     """Check the user's tables, create the missing tables and indexes of the newest revision,
     and (``stamp``: a database that had no revision) record that revision."""
     problems = check_user_tables(cur)
@@ -155,7 +155,7 @@ def _create_missing(cur: Any, settings: Settings, present: set[str], stamp: bool
     return f"schema is up to date (revision {head})"
 
 
-def upgrade_schema(settings: Settings) -> str:
+def upgrade_schema(settings: DbSettings) -> str:
     """``ax3l-db upgrade``: apply the pending revisions, then create what is missing."""
     with (
         _cursor(settings, "upgrading the schema") as cur,
@@ -178,7 +178,7 @@ def upgrade_schema(settings: Settings) -> str:
     )
 
 
-def reset_events(settings: Settings, recreate: bool = False) -> str:
+def reset_events(settings: DbSettings, recreate: bool = False) -> str:
     """Delete every experiment event and its score snapshot (or drop and recreate the tables)."""
     with _cursor(settings, "resetting events") as cur:
         present = _existing_tables(cur)
@@ -286,7 +286,7 @@ SEATS_TABLE_GRANTS = (("SELECT", "seats"),)
 SEATS_REVOKED = (("INSERT", "events"), ("INSERT", "event_messages"))
 
 
-def seats_table_grants(settings: Settings, user: str, host: str = "%") -> list[str]:
+def seats_table_grants(settings: SeatsServiceSettings, user: str, host: str = "%") -> list[str]:
     """The grants of the seats' endpoint on Ax3l's tables (they must exist: ``ax3l-db create``
     first)."""
     account = _account(user, host)
@@ -312,7 +312,7 @@ def seats_grants(
     return statements + seats_table_grants(settings, user, host)
 
 
-def grant_seats_tables(settings: Settings) -> str | None:
+def grant_seats_tables(settings: SeatsServiceSettings) -> str | None:
     """Give the configured seats' user (``AX3L_SEATS_DB_USER``) its grants on Ax3l's tables,
     as Ax3l's user (it holds them WITH GRANT OPTION where ``scripts/mariadb.sh`` or compose made
     it); a sentence saying so, or why not (None: no seats' user configured)."""
@@ -332,7 +332,7 @@ def grant_seats_tables(settings: Settings) -> str | None:
     return f"the seats' endpoint user {user} may read seats, and write nothing"
 
 
-def revoke_earlier_seats_grants(cur: Any, settings: Settings, user: str) -> None:
+def revoke_earlier_seats_grants(cur: Any, settings: SeatsServiceSettings, user: str) -> None:
     """Take back what an earlier Ax3l granted the seats' user (``SEATS_REVOKED``); a grant it
     does not hold is no error."""
     database = quote_identifier(settings.db_name)

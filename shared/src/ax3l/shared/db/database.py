@@ -30,7 +30,7 @@ from ax3l.shared.db.errors import (
     DiskFull,
     translate,
 )
-from ax3l.shared.settings import Settings
+from ax3l.shared.settings import DbSettings
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ class Database:
     retried.
     """
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: DbSettings):
         self.settings = settings
         self._pool: aiomysql.Pool | None = None
         self._opening = asyncio.Lock()

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ax3l.shared.db.errors import DatabaseError, DatabaseTimeout, SchemaMismatch
-from ax3l.shared.settings import Settings
+from ax3l.shared.settings import DbSettings
 
 VERSION_TABLE = "ax3l_alembic_version"
 SCRIPT_LOCATION = Path(__file__).with_name("migrations")
@@ -134,7 +134,7 @@ def schema_lock(cur: Any, wait: float) -> Iterator[None]:
         cur.fetchall()
 
 
-def _engine(settings: Settings) -> Any:
+def _engine(settings: DbSettings) -> Any:
     import sqlalchemy
     from sqlalchemy.pool import NullPool
 
@@ -150,7 +150,7 @@ def _engine(settings: Settings) -> Any:
     return sqlalchemy.create_engine(url, poolclass=NullPool)
 
 
-def _run(settings: Settings, action: str, revision: str) -> None:
+def _run(settings: DbSettings, action: str, revision: str) -> None:
     """Run alembic's ``upgrade`` or ``stamp`` to ``revision`` on a connection of its own."""
     from alembic import command
 
@@ -167,7 +167,7 @@ def _run(settings: Settings, action: str, revision: str) -> None:
         engine.dispose()
 
 
-def stamp_head(settings: Settings) -> None:
+def stamp_head(settings: DbSettings) -> None:
     """Record the newest revision (for a database just created at it), quietly: services do
     this at their first start and alembic's INFO lines would only fill their logs."""
     quiet = logging.getLogger("alembic")
@@ -189,7 +189,7 @@ class Upgrade:
     seconds: float
 
 
-def upgrade(settings: Settings, versioned: str | None) -> Upgrade:
+def upgrade(settings: DbSettings, versioned: str | None) -> Upgrade:
     """Apply every revision after ``versioned``, the revision in the version table (None for a
     release-1 database: from the first, which checks that it is one); the caller holds
     ``schema_lock``."""

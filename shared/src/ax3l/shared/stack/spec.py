@@ -7,8 +7,9 @@ defaults of ``make run``); every assembly starts its processes from them: ``make
 ``ax3l-compare``'s repeats with ``python -m`` of the same modules (``Service.argv``), each with
 its own overrides (free ports, fast timings, the surrogate trainer) on top of
 ``Service.environment``. A process gets only the settings it reads plus what any Python process
-needs; the private MariaDB's admin login reaches none. ``tests/test_compose.py`` checks
-compose.yaml's environments against these allow-lists.
+needs: an Ax3l service the variables of its settings class (``ax3l.shared.settings.services``),
+the reference SnakeLab its own ``SNAKELAB_*``; the private MariaDB's admin login reaches none.
+``tests/test_compose.py`` checks compose.yaml's environments against these allow-lists.
 
 With ``AX3L_PROPOSER=external`` the seats' MCP endpoint is a service too (``seats``, compose's
 ``seats`` service: ``python -m ax3l.orchestrator.seat_process serve``), started before the
@@ -31,8 +32,12 @@ from typing import Any
 from pydantic import BaseModel
 
 from ax3l.shared.env_files import setting_names
-from ax3l.shared.reports_settings import ReportsSettings
-from ax3l.shared.settings import Settings
+from ax3l.shared.settings import (
+    OrchestratorSettings,
+    ReportsSettings,
+    SeatsServiceSettings,
+    ToolbrokerSettings,
+)
 from ax3l.shared.snakelab_client import ping
 
 # What any process needs from the environment (the MCP children get just these: the SDK adds
@@ -50,19 +55,13 @@ SNAKELAB_KEYS = (
     "SNAKELAB_MAX_MESSAGE_BYTES", "SNAKELAB_LOG_LEVEL", "SNAKELAB_HOST_ID",
 )  # fmt: skip
 DB_LOGIN = ("DB_USER", "DB_PASSWORD")
-REPORTS_LOGIN = ("AX3L_REPORTS_DB_USER", "AX3L_REPORTS_DB_PASSWORD")
-# The seats' endpoint's login: its service reads it (the orchestrator only when it starts the
-# endpoint as its child, and hands it over).
+# The seats' endpoint's login: its service reads it (the orchestrator's class reads it too, for
+# the endpoint it may start as its child, but gets it only then, to hand it over).
 SEATS_LOGIN = ("AX3L_SEATS_DB_USER", "AX3L_SEATS_DB_PASSWORD")
 SEATS_MODULE = "ax3l.orchestrator.seat_process"
-# What the seats' endpoint's service reads besides its login and the AX3L_SEAT(S)_* settings:
-# where the databases are and how its pool behaves, the broker's tool channel, the schema.
-SEATS_WHERE = (
-    "DB_HOST", "DB_PORT", "AX3L_DB_NAME", "DB_NAME", "AX3L_SNAKELAB_DB_NAME",
-    "AX3L_DB_POOL_SIZE", "AX3L_DB_POOL_RECYCLE", "AX3L_DB_QUERY_TIMEOUT",
-    "AX3L_DB_ACQUIRE_TIMEOUT", "AX3L_DB_WAIT_MAX", "AX3L_ZMQ_ENDPOINT", "AX3L_ZMQ_TIMEOUT",
-    "AX3L_ZMQ_MAX_MESSAGE_BYTES", "AX3L_CONFIG_FILE", "AX3L_SCHEMA_PATH", "AX3L_VERSION",
-)  # fmt: skip
+# The test hook no settings class reads (``ax3l.shared.crash_points``): the broker and the
+# orchestrator, whose crash points the chaos tier arms, get it.
+TEST_HOOKS = ("AX3L_TEST_CRASH_AT",)
 DEFAULT_PORTS = {
     "SNAKELAB_PORT": "41970",
     "AX3L_TOOLBROKER_PORT": "28872",
@@ -149,7 +148,11 @@ def with_files(names: Iterable[str]) -> set[str]:
     return {form for name in names for form in (name, f"{name}_FILE")}
 
 
-def _ax3l_keys(model: type[BaseModel], *extra: str, without: Iterable[str] = ()) -> tuple[str, ...]:
+def settings_keys(
+    model: type[BaseModel], *extra: str, without: Iterable[str] = ()
+) -> tuple[str, ...]:
+    """The variables (and ``<NAME>_FILE`` forms) of a settings class and ``extra``, but
+    ``without`` and what is never passed."""
     keys = with_files(setting_names(model) | set(extra))
     return tuple(sorted(keys - with_files(without) - with_files(NEVER_PASSED)))
 
@@ -167,14 +170,12 @@ def seats_apart(env: Mapping[str, str]) -> bool:
     return env.get("AX3L_PROPOSER") == "external"
 
 
-def seats_service(env: Mapping[str, str], keys: Iterable[str]) -> Service:
-    """The seats' endpoint (``seat_process serve``): it reads its own login, never Ax3l's but
-    when no seats' login is configured (a database set up by hand), and of ``keys`` (Ax3l's
-    settings) the seats' own, where the databases are and the broker's channel. Its health
-    check is ``/metrics``, which answers clients on the same machine."""
-    login = SEATS_LOGIN if seats_login_configured(env) else (*SEATS_LOGIN, *DB_LOGIN)
-    wanted = with_files((*SEATS_WHERE, *login))
-    seats_keys = tuple(k for k in keys if k in wanted or k.startswith("AX3L_SEAT"))
+def seats_service(env: Mapping[str, str]) -> Service:
+    """The seats' endpoint (``seat_process serve``): it reads its class's variables, its own
+    login and never Ax3l's but when no seats' login is configured (a database set up by hand).
+    Its health check is ``/metrics``, which answers clients on the same machine."""
+    without = DB_LOGIN if seats_login_configured(env) else ()
+    seats_keys = settings_keys(SeatsServiceSettings, without=without)
     host = env.get("AX3L_SEATS_HOST", "127.0.0.1")
     loopback = {"0.0.0.0": "127.0.0.1", "::": "[::1]", "localhost": "127.0.0.1"}
     health = None
@@ -200,20 +201,16 @@ def services(env: Mapping[str, str]) -> list[Service]:
         base = f"http://{host}:{port(env, port_key)}"
         return f"{base}/health", f"{base}/ready"
 
-    ax3l_keys = _ax3l_keys(
-        Settings, "AX3L_TEST_CRASH_AT", without=(*REPORTS_LOGIN, "AX3L_CONVERSATION_PARAMETER")
-    )
-    broker_keys = tuple(k for k in ax3l_keys if k not in with_files(SEATS_LOGIN))
     # The orchestrator hands the seats' login on only to an endpoint it starts as its child
     # (proposer external, no board socket); the seats' service reads its own.
     child_endpoint = seats_apart(env) and not env.get("AX3L_SEATS_BOARD_SOCKET")
-    orchestrator_keys = ax3l_keys if child_endpoint else broker_keys
-    # The report server reads its own SELECT-only login; Ax3l's read-write one only when no
-    # reports login is configured (a database set up by hand); never the seats' login.
-    reports_without = ("AX3L_CONVERSATION_PARAMETER", *SEATS_LOGIN) + (
-        DB_LOGIN if reports_login_configured(env) else ()
+    orchestrator_keys = settings_keys(
+        OrchestratorSettings, *TEST_HOOKS, without=() if child_endpoint else SEATS_LOGIN
     )
-    seats = [seats_service(env, ax3l_keys)] if seats_apart(env) else []
+    # The report server reads its own SELECT-only login; Ax3l's read-write one only when no
+    # reports login is configured (a database set up by hand).
+    reports_without = DB_LOGIN if reports_login_configured(env) else ()
+    seats = [seats_service(env)] if seats_apart(env) else []
     return [
         Service(
             "snakelab",
@@ -226,7 +223,7 @@ def services(env: Mapping[str, str]) -> list[Service]:
             "toolbroker",
             ["ax3l-toolbroker"],
             "ax3l.toolbroker",
-            broker_keys,
+            settings_keys(ToolbrokerSettings, *TEST_HOOKS),
             *urls("AX3L_TOOLBROKER_PORT"),
         ),
         *seats,
@@ -241,7 +238,7 @@ def services(env: Mapping[str, str]) -> list[Service]:
             "reports",
             ["ax3l-reports"],
             "ax3l.reports.main",
-            _ax3l_keys(ReportsSettings, without=reports_without),
+            settings_keys(ReportsSettings, without=reports_without),
             *urls("AX3L_REPORTS_PORT"),
         ),
     ]

@@ -15,13 +15,13 @@ from ax3l.orchestrator.proposers.base import (
     ProposerDeps,
     TurnContext,
 )
-from ax3l.shared.settings import PROPOSER_NAMES, Settings
+from ax3l.shared.settings import PROPOSER_NAMES, OrchestratorSettings
 
 if TYPE_CHECKING:
     from ax3l.orchestrator.proposers.llm import LlmOptions
 
 
-def llm_options(settings: Settings) -> LlmOptions:
+def llm_options(settings: OrchestratorSettings) -> LlmOptions:
     """The settings the LLM proposer reads (its fields' names); it needs ``AX3L_LLM_URL``."""
     from ax3l.orchestrator.proposers.llm import LlmOptions
 
@@ -30,7 +30,7 @@ def llm_options(settings: Settings) -> LlmOptions:
     return LlmOptions(**{f.name: getattr(settings, f.name) for f in dataclasses.fields(LlmOptions)})
 
 
-def make_proposer(name: str, deps: ProposerDeps, settings: Settings) -> Proposer:
+def make_proposer(name: str, deps: ProposerDeps, settings: OrchestratorSettings) -> Proposer:
     """The proposer called ``name`` (``llm``, ``llm+tpe`` and ``llm+model`` need
     ``settings.llm_url``): the one
     place that reads the proposers' settings (the external proposer's own excepted)."""

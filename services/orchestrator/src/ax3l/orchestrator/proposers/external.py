@@ -37,7 +37,7 @@ from ax3l.orchestrator.seats import SeatDirectory
 from ax3l.shared.crash_points import crash_point
 from ax3l.shared.db.reads import current_golden
 from ax3l.shared.event_models import GoldenConfigCreated
-from ax3l.shared.settings import Settings
+from ax3l.shared.settings import OrchestratorSettings
 from ax3l.shared.turn_state import turn_proposals
 
 logger = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ class ExternalProposer(Proposer):
 
     name = "external"
 
-    def __init__(self, deps: ProposerDeps, settings: Settings):
+    def __init__(self, deps: ProposerDeps, settings: OrchestratorSettings):
         super().__init__(deps)
         self.endpoint: SeatEndpoint | SeatProcess
         # The endpoint in its own process (a child, or a service at AX3L_SEATS_BOARD_SOCKET);

@@ -37,7 +37,7 @@ from ax3l.app.snakelab.tools.descriptions import (
 from ax3l.app.snakelab.tools.forwarding import forward
 from ax3l.shared.config_schema import ConfigSchema, SchemaFileError, cached_schema
 from ax3l.shared.registry import EntryKind
-from ax3l.shared.settings import Settings, get_settings
+from ax3l.shared.settings import McpServerSettings, mcp_server_settings
 from ax3l.shared.tool_channel import ZMQClient, client_endpoint
 
 logger = logging.getLogger("ax3l.mcp_snakelab")
@@ -131,7 +131,7 @@ def build_server(binding: Binding, schema: ConfigSchema, client: ZMQClient) -> M
     return mcp
 
 
-def build_from_settings(settings: Settings) -> MCPServer:
+def build_from_settings(settings: McpServerSettings) -> MCPServer:
     """The server as configured by the environment."""
     schema = cached_schema(settings.schema_file())
     client = ZMQClient(client_endpoint(settings), timeout=settings.zmq_timeout)
@@ -144,7 +144,7 @@ def main() -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    settings = get_settings()
+    settings = mcp_server_settings()
     try:
         server = build_from_settings(settings)
     except SchemaFileError as exc:

@@ -46,7 +46,7 @@ import zmq.asyncio
 from ax3l.app.snakelab.tools.binding import BINDING_ENV, Binding
 from ax3l.app.snakelab.tools.server import build_server, main
 from ax3l.shared.config_schema import SchemaFileError, cached_schema
-from ax3l.shared.settings import get_settings
+from ax3l.shared.settings import mcp_server_settings
 from ax3l.shared.tool_channel import ZMQClient, client_endpoint
 
 MAX_REQUEST = 4096
@@ -56,7 +56,7 @@ COMM_LENGTH = 15
 
 def _warm() -> None:
     """Import and build everything a child needs once, so the children inherit it."""
-    settings = get_settings()
+    settings = mcp_server_settings()
     schema = cached_schema(settings.schema_file())
     # A throwaway server warms pydantic's schema builders for the tool signatures. Its
     # ZeroMQ context is private and terminated (its I/O threads joined) before any fork.
