@@ -22,6 +22,7 @@ from ax3l.shared.settings.sections import (
 )
 from ax3l.shared.settings.services import (
     LIVE_REFRESH_CHOICES,
+    SERVICE_SETTINGS,
     McpServerSettings,
     OrchestratorSettings,
     ReportsSettings,
@@ -36,6 +37,7 @@ __all__ = [
     "DEFAULT_ALLOWED_HOSTS",
     "LIVE_REFRESH_CHOICES",
     "LLM_PROPOSERS",
+    "SERVICE_SETTINGS",
     "PROPOSER_NAMES",
     "AdminLoginSettings",
     "AlertSettings",

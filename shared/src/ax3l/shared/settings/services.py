@@ -12,7 +12,7 @@ from functools import lru_cache
 from pydantic import AliasChoices, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from ax3l.shared.settings.base import setting
+from ax3l.shared.settings.base import Section, setting
 from ax3l.shared.settings.sections import (
     AlertSettings,
     DbSettings,
@@ -121,6 +121,16 @@ class Settings(OrchestratorSettings):
     """Every section but the report server's and the administrator's: what the admin tools
     (``ax3l-db``, ``ax3l-seats``) and the tests' support read. A compatibility name too: the
     orchestrator reads every one of these sections, so this adds no field to its class."""
+
+
+# Each service of the stack (``stack/spec.py``'s names) and the MCP server: the class it reads.
+SERVICE_SETTINGS: dict[str, type[Section]] = {
+    "toolbroker": ToolbrokerSettings,
+    "seats": SeatsServiceSettings,
+    "orchestrator": OrchestratorSettings,
+    "reports": ReportsSettings,
+    "mcp-snakelab": McpServerSettings,
+}
 
 
 @lru_cache
