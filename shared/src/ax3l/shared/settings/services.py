@@ -53,6 +53,7 @@ class SeatsServiceSettings(DbSettings, ZmqSettings, SeatsSettings, SchemaSetting
 class OrchestratorSettings(
     SeatsServiceSettings,
     ToolbrokerSettings,
+    McpServerSettings,
     LlmSettings,
     McpSettings,
     LoopSettings,
