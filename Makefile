@@ -110,6 +110,10 @@ docs: uv ## build the documentation site (docs/) into site/; a broken link or an
 	UV_PROJECT_ENVIRONMENT=.run/venv-docs $(UV) sync --frozen --only-group docs
 	NO_MKDOCS_2_WARNING=1 .run/venv-docs/bin/mkdocs build --strict
 
+.PHONY: settings-doc
+settings-doc: install ## write docs/settings.md from the settings classes (a test fails when it is stale)
+	$(UV) run --frozen python scripts/settings_doc.py
+
 .PHONY: bench
 bench: install db-start ## run the benchmarks under bench/ (prints figures; the soak: make soak)
 	@for b in bench/bench_*.py; do [ "$$b" = bench/bench_soak.py ] && continue; echo "== $$b"; $(UV) run --frozen python $$b || exit 1; done

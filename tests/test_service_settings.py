@@ -10,6 +10,7 @@ does not read, every one it reads that is set, but for the deliberate exceptions
 from __future__ import annotations
 
 import pytest
+from pydantic import BaseModel
 
 from ax3l.compare.settings import CompareSettings
 from ax3l.shared.db.backup import BackupSettings
@@ -32,7 +33,8 @@ def every_variable() -> dict[str, str]:
     """A value for every variable any settings class reads, one ``<NAME>_FILE`` form, the
     variables no Ax3l service reads, and what any process needs."""
     names: set[str] = set()
-    for cls in (*SERVICE_SETTINGS.values(), CompareSettings, BackupSettings):
+    classes: list[type[BaseModel]] = [*SERVICE_SETTINGS.values(), CompareSettings, BackupSettings]
+    for cls in classes:
         names |= setting_names(cls)
     return {
         **{name: f"value-of-{name}" for name in names},

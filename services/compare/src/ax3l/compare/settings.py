@@ -28,7 +28,8 @@ from ax3l.shared.settings import (
 class CompareSettings(
     DbSettings, SnakeLabSettings, SchemaSettings, LlmSettings, PromotionSettings, AdminLoginSettings
 ):
-    """The sections the comparison reads plus its own (each documents its variable)."""
+    """`ax3l-compare`'s own: the reference SnakeLab's login that each repeat's SnakeLab gets, and
+    how many repeats run side by side."""
 
     snakelab_db_user: str = setting("snakelab", "SNAKELAB_DB_USER")
     """`ax3l-compare`: the reference SnakeLab's database user, which each repeat's SnakeLab logs
