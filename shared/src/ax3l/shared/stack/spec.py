@@ -33,9 +33,11 @@ from pydantic import BaseModel
 
 from ax3l.shared.env_files import setting_names
 from ax3l.shared.settings import (
+    HttpSettings,
     OrchestratorSettings,
     ReportsSettings,
     SeatsServiceSettings,
+    SeatsSettings,
     ToolbrokerSettings,
 )
 from ax3l.shared.snakelab_client import ping
@@ -62,12 +64,21 @@ SEATS_MODULE = "ax3l.orchestrator.seat_process"
 # The test hook no settings class reads (``ax3l.shared.crash_points``): the broker and the
 # orchestrator, whose crash points the chaos tier arms, get it.
 TEST_HOOKS = ("AX3L_TEST_CRASH_AT",)
+
+
+def default_of(model: type[BaseModel], field: str) -> str:
+    """A setting's default, as the environment would give it."""
+    return str(model.model_fields[field].default)
+
+
+# The ports of ``make run`` when none is set: the reference SnakeLab's (it reads no Ax3l
+# setting) and the settings' defaults.
 DEFAULT_PORTS = {
     "SNAKELAB_PORT": "41970",
-    "AX3L_TOOLBROKER_PORT": "28872",
-    "AX3L_ORCHESTRATOR_PORT": "28871",
-    "AX3L_REPORTS_PORT": "28870",
-    "AX3L_SEATS_PORT": "28873",
+    "AX3L_TOOLBROKER_PORT": default_of(HttpSettings, "toolbroker_port"),
+    "AX3L_ORCHESTRATOR_PORT": default_of(HttpSettings, "orchestrator_port"),
+    "AX3L_REPORTS_PORT": default_of(HttpSettings, "reports_port"),
+    "AX3L_SEATS_PORT": default_of(SeatsSettings, "seats_port"),
 }
 
 
@@ -176,7 +187,7 @@ def seats_service(env: Mapping[str, str]) -> Service:
     Its health check is ``/metrics``, which answers clients on the same machine."""
     without = DB_LOGIN if seats_login_configured(env) else ()
     seats_keys = settings_keys(SeatsServiceSettings, without=without)
-    host = env.get("AX3L_SEATS_HOST", "127.0.0.1")
+    host = env.get("AX3L_SEATS_HOST", default_of(SeatsSettings, "seats_host"))
     loopback = {"0.0.0.0": "127.0.0.1", "::": "[::1]", "localhost": "127.0.0.1"}
     health = None
     if host in loopback or host.startswith("127.") or host == "::1":
@@ -194,7 +205,7 @@ def port(env: Mapping[str, str], key: str) -> str:
 
 def services(env: Mapping[str, str]) -> list[Service]:
     """The stack's processes, in start order, for the given environment."""
-    host = env.get("AX3L_HTTP_HOST", "127.0.0.1")
+    host = env.get("AX3L_HTTP_HOST", default_of(HttpSettings, "http_host"))
     snakelab_port = port(env, "SNAKELAB_PORT")
 
     def urls(port_key: str) -> tuple[str, str]:
