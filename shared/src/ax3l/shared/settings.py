@@ -261,7 +261,8 @@ class Settings(BaseSettings):
     """apprise URLs (space or comma separated: ntfy, mailto, tgram, slack, json webhooks...)
     that alerts go to; unset or empty: no alerts"""
     stall_factor: float = setting(3.0, "AX3L_STALL_FACTOR", gt=0)
-    """a stall alert goes out when no run has completed for this many median run times"""
+    """a stall alert goes out when no run has completed for this many median run times, and for a
+    minute at least"""
     alert_poll_interval: float = setting(30.0, "AX3L_ALERT_POLL_INTERVAL", gt=0)
     """seconds between the orchestrator's looks for alerts (goldens, seed rotations, stalls)"""
     reports_url: str | None = setting(None, "AX3L_REPORTS_URL")
