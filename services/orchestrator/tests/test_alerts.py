@@ -78,9 +78,9 @@ async def test_the_watcher_alerts_on_goldens_rotations_and_a_stall_once(
     """Goldens before alerts were on raise none; a new golden and a seed rotation in one look
     are one message (a rotation's baseline golden none), sent once the burst is over, with the
     most urgent severity and a link to its page; a restarted watcher repeats nothing; three
-    goldens in a burst are one message; a stall (no completion for 3 median run times) raises
-    one warning, never while the loop waits for a proposal nor counting that wait; the loop's
-    stop one failure per process."""
+    goldens in a burst are one message; a stall (no completion for 3 median run times, and for a
+    minute at least) raises one warning, never while the loop waits for a proposal nor counting
+    that wait; the loop's stop one failure per process."""
     dbs = snakelab_tables
     schema = cached_schema()
     reports = "http://ax3l.example:28870"
@@ -144,7 +144,21 @@ async def test_the_watcher_alerts_on_goldens_rotations_and_a_stall_once(
         waiting["now"] = False
         await restarted.poll()
         assert len(receiver.posts) == 2
-        restarted.waited_until -= 60  # the wait ended a minute ago: 60 s > 3 x 10 s
+        # Runs of a tenth of a second, nothing completed for 30 s: 300 median run times, but
+        # shorter than the minute every stall lasts at least (the loop's own work between runs).
+        dbs.query(
+            "UPDATE simulation_runs SET started_at = completed_at - INTERVAL 100000 MICROSECOND",
+            user="snakelab",
+        )
+        restarted.waited_until -= 30
+        await restarted.poll()
+        await restarted.poll()
+        assert len(receiver.posts) == 2
+        dbs.query(
+            "UPDATE simulation_runs SET started_at = completed_at - INTERVAL 10 SECOND",
+            user="snakelab",
+        )
+        restarted.waited_until -= 30  # the wait ended a minute ago: 60 s > 3 x 10 s
         await restarted.poll()
         await restarted.poll()
         assert receiver.titles()[2:] == ["Ax3l: no run has completed for 60 s"]

@@ -14,7 +14,9 @@ next look (once), so that a burst under way is not cut in two.
 
 A stall is no SnakeLab run completing for ``AX3L_STALL_FACTOR`` times the median run time (of
 the last 101 completed runs, from SnakeLab's ``started_at`` and ``completed_at``, UTC as
-SnakeLab writes them), keyed by the last completed run: one alert per stall. It is counted from
+SnakeLab writes them), and never less than ``MIN_STALL_SECONDS`` (a minute: with runs of a second
+or less, as on a surrogate, the loop's own work between two runs would otherwise read as a
+stall), keyed by the last completed run: one alert per stall. It is counted from
 the process's start at most, so a restart after days away does not raise one at once, and not
 while the loop waits for a proposal (``waiting``: a conversation under way, such as a turn open
 to the seats until ``AX3L_EXTERNAL_DEADLINE``) nor from before that wait ended: a turn that
@@ -48,6 +50,7 @@ logger = logging.getLogger(__name__)
 WATCHED = (GoldenConfigCreated.event, GoldenConfigSeedIncremented.event)
 MEDIAN_OF = 101  # the latest completed runs whose median run time a stall is measured against
 STOP_ALERT_TIMEOUT = 20.0  # seconds the loop-stopped alert may hold up the shutdown
+MIN_STALL_SECONDS = 60.0  # no stall is shorter, however short the runs
 BURST_SECONDS = 10.0  # a look whose newest event is younger waits once for the rest of a burst
 
 
@@ -238,14 +241,15 @@ class AlertWatcher:
         median = statistics.median(max(0, int(r["took"])) for r in rows) / 1e6
         last = min(rows, key=lambda r: int(r["since"]))
         idle = min(int(last["since"]) / 1e6, now - self.started, now - self.waited_until)
-        if median <= 0 or idle < self.stall_factor * median:
+        if idle < max(self.stall_factor * median, MIN_STALL_SECONDS):
             return None
         return Alert(
             f"stall:{last['run_id']}",
             "stall",
             f"Ax3l: no run has completed for {_minutes(idle)}",
             f"The median run takes {_minutes(median)}; nothing completed for"
-            f" {self.stall_factor:g} times that. The last completed run is {last['run_id']}.",
+            f" {self.stall_factor:g} times that (and at least {MIN_STALL_SECONDS:g} s)."
+            f" The last completed run is {last['run_id']}.",
             severity="warning",
             link="/",
         )

@@ -361,7 +361,8 @@ class AlertSettings(HttpSettings):
     unset or empty: no alerts (see [Alerts](operations.md#alerts); compose reads it from the
     secret file `notify_urls`)"""
     stall_factor: float = setting(3.0, "AX3L_STALL_FACTOR", gt=0)
-    """a stall alert goes out when no run has completed for this many times the median run time"""
+    """a stall alert goes out when no run has completed for this many times the median run time,
+    and for a minute at least"""
     alert_poll_interval: float = setting(30.0, "AX3L_ALERT_POLL_INTERVAL", gt=0)
     """seconds between the orchestrator's looks for new goldens, seed rotations and stalls to
     alert on"""
