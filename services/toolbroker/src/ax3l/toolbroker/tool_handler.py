@@ -30,11 +30,12 @@ from ax3l.shared.event_models import (
 )
 from ax3l.shared.metrics import TOOL_REQUEST_SECONDS, TOOL_REQUESTS
 from ax3l.shared.tool_channel import BROKER_SENDER, MCP_SENDER, PROTOCOL_VERSION, TOOL_TARGET
+from ax3l.shared.wire import printable
 from ax3l.toolbroker.handlers import MethodHandler
 from ax3l.toolbroker.results import Accepted, HandlerResult, ProtocolFailure, Rejected
 from ax3l.toolbroker.status import BrokerStatus
 from ax3l.toolbroker.submission import RequestContext
-from ax3l.toolbroker.value_rules import clean_name, printable, shorten
+from ax3l.toolbroker.value_rules import clean_name, shorten
 
 logger = logging.getLogger(__name__)
 
