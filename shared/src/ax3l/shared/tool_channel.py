@@ -131,13 +131,9 @@ class ZMQClient:
         except zmq.ZMQError as exc:
             raise ToolChannelError(f"tool channel {self.endpoint}: {exc}") from None
 
-    async def request(self, message: ToolEnvelope) -> ToolEnvelope:
-        """Send ``message`` and return the validated reply envelope."""
-        return decode(await self.exchange(encode(message)))
-
     async def call(self, method: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """Send an MCP-child request and return the reply's payload."""
-        return (await self.request(request_envelope(method, payload))).payload
+        """Send an MCP-child request and return the validated reply's payload."""
+        return decode(await self.exchange(encode(request_envelope(method, payload)))).payload
 
 
 # -- endpoints --------------------------------------------------------------------------------

@@ -1,10 +1,6 @@
-"""One ZeroMQ request and its reply, as Ax3l's clients send them (SnakeLab's control socket,
-the tool channel).
-
-A fresh REQ socket per request, LINGER 0, send and receive each bounded by a timeout. A REQ
-socket that timed out is closed and never reused, and nothing is resent: the request may
-already have been processed, so the caller reports the timeout.
-"""
+"""One ZeroMQ request and its reply (SnakeLab's control socket, the tool channel): a fresh REQ
+socket with LINGER 0, closed after; nothing is resent, as a request that timed out may already
+have been processed."""
 
 from __future__ import annotations
 

@@ -20,13 +20,10 @@ _LATEST_GOLDEN = (
 
 
 async def latest_golden_row(db: Database) -> dict[str, Any] | None:
-    """The newest ``golden_config_created`` event with a content (``event_id``,
-    ``occurred_at``), the ``content`` as stored and its ``experiment_highscores`` row (``score``,
-    ``seed``, ``simulations``; None without one), or None before seeding.
-
-    The loop, the broker and the reports' pages read this one row: the pages show the golden
-    the loop goes on from. (``EventLog`` writes a golden with its content in one transaction; an
-    event without one was made by hand and is passed over.)"""
+    """The newest ``golden_config_created`` event that has a content (one without was made by
+    hand): ``event_id``, ``occurred_at``, ``content`` as stored, and ``score``, ``seed``,
+    ``simulations`` of its ``experiment_highscores`` row (None without one). The loop, the
+    broker and the reports' pages all read this row."""
     return await db.fetchone(_LATEST_GOLDEN, doing="reading the golden configuration")
 
 
