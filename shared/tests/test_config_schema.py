@@ -1,10 +1,17 @@
 import copy
 import json
 import math
+from decimal import Decimal
 
 import pytest
 
-from ax3l.shared.config_schema import ConfigInvalid, SchemaFileError, load_schema
+from ax3l.shared.config_schema import (
+    ConfigInvalid,
+    SchemaFileError,
+    config_changes,
+    dotted_paths,
+    load_schema,
+)
 
 SCHEMA = load_schema()
 
@@ -89,6 +96,34 @@ def test_flatten_and_unflatten_round_trip_with_types():
     assert nested == default()
     assert type(nested["game"]["rewards"]["closer_to_food"]) is int
     assert type(nested["training"]["learning_rate"]) is float
+
+
+def test_the_loops_diff_reads_both_configs_in_the_schemas_types():
+    """The comparison's changes name each setting that differs, in schema order, as the schema's
+    types: a run read back from SQL (floats, Decimals) differs only where a value does."""
+    golden, run = default(), default()
+    run["training"]["gamma"] = 0.5
+    run["model"]["hidden_size"] = 272
+    as_sql = {k: Decimal(str(v)) for k, v in SCHEMA.flatten(run).items()}
+    changes = SCHEMA.changes(golden, SCHEMA.unflatten(as_sql))
+    hidden = golden["model"]["hidden_size"]
+    assert changes == {"model.hidden_size": [hidden, 272], "training.gamma": [0.96, 0.5]}
+    assert type(changes["model.hidden_size"][1]) is int
+    assert SCHEMA.changes(golden, {**golden, "seed": float(golden["seed"])}) == {}
+
+
+def test_the_pages_diff_takes_any_shape_and_names_removed_paths():
+    """A stored config is not trusted to fit the schema: any nesting reads by dotted path, and a
+    path only the older one has is a change to None."""
+    before = {"a": {"b": 1, "gone": 2}, "list": [1]}
+    after = {"a": {"b": 1.0, "c": {"d": None}}, "list": [1, 2], "x": "y"}
+    assert dotted_paths(after) == {"a.b": 1.0, "a.c.d": None, "list": [1, 2], "x": "y"}
+    assert config_changes(before, after) == {
+        "list": [[1], [1, 2]],
+        "x": [None, "y"],
+        "a.gone": [2, None],
+    }
+    assert config_changes(None, "not a config") == {}
 
 
 def test_schema_loads_from_a_path_and_reports_bad_files(tmp_path):

@@ -367,6 +367,24 @@ def test_a_prompt_is_stored_as_its_text():
     assert PromptSent.from_stored("hello").text == "hello"
 
 
+@pytest.mark.parametrize(
+    "prompt", ["42", '"hi"', "null", "true", "NaN", " [1, 2", "{not json", "[" * 100 + "]" * 100]
+)
+def test_a_stored_text_reads_back_as_that_text(prompt):
+    """Every reader of events reads a content one way (the reports' pages too): a stored text
+    that is not a JSON object or array, or that no reader should take, is the text itself, so a
+    prompt written as ``42`` reads and shows as the text ``42``."""
+    assert parse_message(to_content(PromptSent(text=prompt))) == prompt
+    assert read_content("prompt_sent", parse_message(prompt)) == PromptSent(text=prompt)
+
+
+def test_a_stored_object_or_array_reads_as_json():
+    """An object or an array (leading blanks allowed) reads as its JSON; no content, None."""
+    assert parse_message(' {"a": [1, 2.5]}') == {"a": [1, 2.5]}
+    assert parse_message("[1, 2]") == [1, 2]
+    assert parse_message(None) is None
+
+
 def test_an_old_or_odd_row_still_reads():
     """Missing keys read None, unknown keys are kept, a value that does not fit its field reads
     None (the rest of the row still reads), and a non-object content reads as an empty model."""

@@ -12,25 +12,32 @@ from ax3l.shared.tool_channel import (
     ToolChannelProtocolError,
     ToolChannelTimeout,
     ZMQClient,
-    ZMQMsg,
     client_endpoint,
+    decode,
+    encode,
     endpoint_from_config_file,
     listen_endpoint,
+    request_envelope,
 )
+from ax3l.shared.wire import ToolEnvelope
 from ax3l.testing.plugin import free_port
 
 
 def test_request_envelope_has_the_contract_shape():
     """A request is the five-key envelope from mcp-snakelab to snakelab."""
-    message = ZMQMsg.request("submit_pair_values", {"pair": "epsilon_pair", "value_1": 0.96})
-    assert json.loads(message.to_bytes()) == {
+    message = request_envelope("submit_pair_values", {"pair": "epsilon_pair", "value_1": 0.96})
+    assert encode(message) == (
+        b'{"protocol_version": 1, "sender": "mcp-snakelab", "target": "snakelab",'
+        b' "method": "submit_pair_values", "payload": {"pair": "epsilon_pair", "value_1": 0.96}}'
+    )
+    assert json.loads(encode(message)) == {
         "protocol_version": 1,
         "sender": "mcp-snakelab",
         "target": "snakelab",
         "method": "submit_pair_values",
         "payload": {"pair": "epsilon_pair", "value_1": 0.96},
     }
-    assert ZMQMsg.from_bytes(message.to_bytes()) == message
+    assert decode(encode(message)) == message
 
 
 @pytest.mark.parametrize(
@@ -48,13 +55,13 @@ def test_request_envelope_has_the_contract_shape():
 def test_malformed_envelopes_are_protocol_errors(raw):
     """Non-JSON, non-objects, wrong types, extra keys and deep nesting are refused clearly."""
     with pytest.raises(ToolChannelProtocolError):
-        ZMQMsg.from_bytes(raw)
+        decode(raw)
 
 
 def test_non_finite_numbers_cannot_be_encoded():
     """NaN has no JSON form, so such a message is refused before sending."""
     with pytest.raises(ToolChannelProtocolError):
-        ZMQMsg.request("submit_single_value", {"value": float("nan")}).to_bytes()
+        encode(request_envelope("submit_single_value", {"value": float("nan")}))
 
 
 async def test_call_returns_the_reply_payload():
@@ -66,8 +73,14 @@ async def test_call_returns_the_reply_payload():
 
         async def answer():
             request = json.loads(await server.recv())
-            reply = ZMQMsg("ax3l", request["sender"], request["method"], {"status": "ok"})
-            await server.send(reply.to_bytes())
+            reply = ToolEnvelope(
+                protocol_version=1,
+                sender="ax3l",
+                target=request["sender"],
+                method=request["method"],
+                payload={"status": "ok"},
+            )
+            await server.send(encode(reply))
             return request
 
         answering = asyncio.create_task(answer())

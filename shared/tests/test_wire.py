@@ -3,12 +3,16 @@ import math
 import pytest
 from pydantic import ValidationError
 
+from ax3l.shared import registry
 from ax3l.shared.wire import (
     ControlRequest,
     RunStatus,
     SubmitPairValuesPayload,
     SubmitSingleValuePayload,
     ToolEnvelope,
+    number_problem,
+    payload_fields,
+    payload_for,
 )
 
 ENVELOPE = {
@@ -70,6 +74,40 @@ def test_payloads_accept_ints_and_floats_and_refuse_extra_fields():
     )
     with pytest.raises(ValidationError, match="extra"):
         SubmitSingleValuePayload.model_validate({"parameter": "gamma", "value": 0.9, "x": 1})
+
+
+def test_each_entrys_payload_is_its_methods_fields_in_order():
+    """An MCP server forwards the entry's name under the method's name field, then its values
+    by argument name, in the contract's order; ints stay ints."""
+    for entry in registry.ENTRIES:
+        assert payload_fields(entry.tool_name)[1:] == entry.value_names
+    assert list(payload_for(registry.entry("gamma"), {"value": 0.97}).items()) == [
+        ("parameter", "gamma"),
+        ("value", 0.97),
+    ]
+    pair = payload_for(registry.entry("reward_pair"), {"value_2": -1, "value_1": 3})
+    assert list(pair.items()) == [("pair", "reward_pair"), ("value_1", 3), ("value_2", -1)]
+    assert type(pair["value_1"]) is int
+    with pytest.raises(ValidationError, match="finite"):
+        payload_for(registry.entry("gamma"), {"value": math.inf})
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        (True, "value must be a JSON number, not the boolean true"),
+        ("0.97", 'value must be a JSON number, not the string "0.97"'),
+        (None, "value must be a JSON number, not null"),
+        ([0.97], "value must be a JSON number, not [0.97]"),
+        (math.nan, "value must be a finite number, not NaN"),
+        (-math.inf, "value must be a finite number, not -Infinity"),
+    ],
+)
+def test_the_one_number_check_says_what_is_wrong(value, problem):
+    """Every place that checks a submitted value (the MCP tools, the broker, the payload
+    models) says the same thing; ints and finite floats pass."""
+    assert number_problem("value", value) == problem
+    assert number_problem("value", 10**400) is None and number_problem("value", -0.5) is None
 
 
 def test_control_request_is_exactly_four_keys():

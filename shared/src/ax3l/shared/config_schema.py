@@ -273,6 +273,41 @@ class ConfigSchema:
             node[parts[-1]] = value
         return result
 
+    def changes(self, before: dict[str, Any], after: dict[str, Any]) -> dict[str, list[Any]]:
+        """``config_changes`` of two configs read in the schema's types: every setting they
+        differ in, in schema order (``{"training.gamma": [0.96, 0.97]}``)."""
+        return config_changes(
+            self.unflatten(self.flatten(before)), self.unflatten(self.flatten(after))
+        )
+
+
+def dotted_paths(config: Any, prefix: str = "") -> dict[str, Any]:
+    """Every leaf of a nested config by its dotted path (``model.hidden_size``): any shape, as
+    a stored content is not trusted to fit a schema."""
+    if not isinstance(config, dict):
+        return {prefix: config} if prefix else {}
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        path = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, dict):
+            flat.update(dotted_paths(value, path))
+        else:
+            flat[path] = value
+    return flat
+
+
+def config_changes(before: Any, after: Any) -> dict[str, list[Any]]:
+    """``{path: [before's value, after's value]}`` for every dotted path whose value differs:
+    ``after``'s paths in their order, then those only ``before`` has (None where one has none).
+    The one configuration diff: the loop's comparison (``ConfigSchema.changes``) and the
+    reports' golden pages."""
+    old, new = dotted_paths(before or {}), dotted_paths(after or {})
+    changed = {
+        path: [old.get(path), value] for path, value in new.items() if old.get(path) != value
+    }
+    changed |= {path: [value, None] for path, value in old.items() if path not in new}
+    return changed
+
 
 def load_schema(path: str | Path | None = None) -> ConfigSchema:
     """Load the schema from ``path``, or the bundled copy of SnakeLab's file when None."""

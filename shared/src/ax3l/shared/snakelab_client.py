@@ -1,12 +1,11 @@
 """Ax3l's client for SnakeLab's control socket (ZeroMQ REQ/REP, the 2.x contract).
 
-A fresh REQ socket per request with LINGER 0: a REQ socket that timed out is unusable, and a
-request that timed out may already have been processed, so nothing here ever resends.
+One request on a fresh REQ socket (``ax3l.shared.zmq_request``): a request that timed out may
+already have been processed, so nothing here ever resends.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from typing import Any
@@ -23,6 +22,7 @@ from ax3l.shared.wire import (
     RunStatus,
     SubmitReply,
 )
+from ax3l.shared.zmq_request import request_reply
 
 
 def ping(endpoint: str, timeout: float = 0.5) -> bool:
@@ -107,20 +107,13 @@ class SnakeLabClient:
         return ok.payload
 
     async def exchange(self, raw: bytes) -> bytes:
-        """One raw request/reply on a fresh socket (also used by contract tests)."""
-        sock = self._context.socket(zmq.REQ)
-        sock.setsockopt(zmq.LINGER, 0)
+        """One raw request/reply (``request_reply``; also used by contract tests)."""
         try:
-            sock.connect(self.endpoint)
-            try:
-                await asyncio.wait_for(sock.send(raw), self.timeout)
-                return bytes(await asyncio.wait_for(sock.recv(), self.timeout))
-            except TimeoutError:
-                raise SnakeLabUnavailable(
-                    f"SnakeLab at {self.endpoint} did not answer within {self.timeout:g} s"
-                ) from None
-        finally:
-            sock.close(linger=0)
+            return await request_reply(self._context, self.endpoint, raw, self.timeout)
+        except TimeoutError:
+            raise SnakeLabUnavailable(
+                f"SnakeLab at {self.endpoint} did not answer within {self.timeout:g} s"
+            ) from None
 
     async def health(self) -> HealthReply:
         return HealthReply.model_validate(await self.call("health"))

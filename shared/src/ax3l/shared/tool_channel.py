@@ -1,10 +1,10 @@
 """The tool channel between an MCP child and Ax3l's toolbroker (ZeroMQ, JSON envelopes).
 
-``ZMQMsg`` is the envelope ``{"protocol_version": 1, "sender", "target", "method",
-"payload"}`` and ``ZMQClient`` sends one request and waits for one reply on a fresh REQ
-socket. Send and receive are bounded by ``timeout`` (15 s, ``AX3L_ZMQ_TIMEOUT``). A request
-that timed out may already have been processed, so nothing here ever resends; the socket is
-closed with LINGER 0 and the caller gets ``ToolChannelTimeout``.
+The envelope ``{"protocol_version": 1, "sender", "target", "method", "payload"}`` is
+``wire.ToolEnvelope`` (``encode``/``decode`` here), and ``ZMQClient`` sends one request and
+waits for one reply on a fresh REQ socket (``ax3l.shared.zmq_request``). Send and receive are
+bounded by ``timeout`` (15 s, ``AX3L_ZMQ_TIMEOUT``). A request that timed out may already have
+been processed, so nothing here ever resends; the caller gets ``ToolChannelTimeout``.
 
 Endpoint resolution (``client_endpoint`` / ``listen_endpoint``): ``AX3L_ZMQ_ENDPOINT``, else
 the zmq binding in Ax3l's config file (``AX3L_CONFIG_FILE``, default
@@ -17,14 +17,12 @@ is reached by clients on 127.0.0.1.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import zmq
 import zmq.asyncio
@@ -32,10 +30,11 @@ from pydantic import ValidationError
 
 from ax3l.shared.settings import ToolbrokerSettings, ZmqSettings
 from ax3l.shared.wire import ToolEnvelope
+from ax3l.shared.zmq_request import EndpointRefused, request_reply
 
 logger = logging.getLogger(__name__)
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION: Literal[1] = 1
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:61970"
 MCP_SENDER = "mcp-snakelab"
 BROKER_SENDER = "ax3l"
@@ -55,64 +54,43 @@ class ToolChannelProtocolError(ToolChannelError):
     """The other side's message broke the envelope contract."""
 
 
-@dataclass(frozen=True)
-class ZMQMsg:
-    """One tool-channel envelope, request or reply."""
+def request_envelope(method: str, payload: dict[str, Any]) -> ToolEnvelope:
+    """A request from the MCP child to the SnakeLab tools."""
+    return ToolEnvelope(
+        protocol_version=PROTOCOL_VERSION,
+        sender=MCP_SENDER,
+        target=TOOL_TARGET,
+        method=method,
+        payload=payload,
+    )
 
-    sender: str
-    target: str
-    method: str
-    payload: dict[str, Any] = field(default_factory=dict)
-    protocol_version: int = PROTOCOL_VERSION
 
-    @classmethod
-    def request(cls, method: str, payload: dict[str, Any]) -> ZMQMsg:
-        """A request from the MCP child to the SnakeLab tools."""
-        return cls(sender=MCP_SENDER, target=TOOL_TARGET, method=method, payload=payload)
+def encode(envelope: ToolEnvelope) -> bytes:
+    """Strict JSON (no NaN or infinities) in UTF-8, the keys in the contract's order."""
+    try:
+        text = json.dumps(envelope.model_dump(), allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise ToolChannelProtocolError(
+            f"cannot encode the {envelope.method} message: {exc}"
+        ) from None
+    return text.encode("utf-8")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "protocol_version": self.protocol_version,
-            "sender": self.sender,
-            "target": self.target,
-            "method": self.method,
-            "payload": self.payload,
-        }
 
-    def to_bytes(self) -> bytes:
-        """Strict JSON (no NaN or infinities) in UTF-8."""
-        try:
-            text = json.dumps(self.to_dict(), allow_nan=False, ensure_ascii=False)
-        except (TypeError, ValueError) as exc:
-            raise ToolChannelProtocolError(
-                f"cannot encode the {self.method} message: {exc}"
-            ) from None
-        return text.encode("utf-8")
-
-    @classmethod
-    def from_bytes(cls, raw: bytes) -> ZMQMsg:
-        """Parse and validate an envelope; raises ToolChannelProtocolError."""
-        try:
-            document = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-            raise ToolChannelProtocolError(f"message is not UTF-8 JSON: {exc}") from None
-        if not isinstance(document, dict):
-            raise ToolChannelProtocolError("message is not a JSON object")
-        try:
-            envelope = ToolEnvelope.model_validate(document)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'message'}: {e['msg']}"
-                for e in exc.errors()
-            )
-            raise ToolChannelProtocolError(f"malformed envelope: {problems}") from None
-        return cls(
-            sender=envelope.sender,
-            target=envelope.target,
-            method=envelope.method,
-            payload=dict(envelope.payload),
-            protocol_version=envelope.protocol_version,
+def decode(raw: bytes) -> ToolEnvelope:
+    """Parse and validate an envelope; raises ToolChannelProtocolError."""
+    try:
+        document = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ToolChannelProtocolError(f"message is not UTF-8 JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise ToolChannelProtocolError("message is not a JSON object")
+    try:
+        return ToolEnvelope.model_validate(document)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'message'}: {e['msg']}" for e in exc.errors()
         )
+        raise ToolChannelProtocolError(f"malformed envelope: {problems}") from None
 
 
 class ZMQClient:
@@ -131,38 +109,31 @@ class ZMQClient:
         self._context = context or zmq.asyncio.Context.instance()
 
     async def exchange(self, raw: bytes) -> bytes:
-        """One raw request and its raw reply."""
-        sock = self._context.socket(zmq.REQ)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.MAXMSGSIZE, self.max_reply_bytes)
+        """One raw request and its raw reply (``request_reply``)."""
         try:
-            try:
-                sock.connect(self.endpoint)
-            except zmq.ZMQError as exc:
-                raise ToolChannelError(
-                    f"cannot connect to the tool endpoint {self.endpoint!r}: {exc}"
-                ) from None
-            try:
-                await asyncio.wait_for(sock.send(raw), self.timeout)
-                return bytes(await asyncio.wait_for(sock.recv(), self.timeout))
-            except TimeoutError:
-                raise ToolChannelTimeout(
-                    f"Ax3l's tool endpoint {self.endpoint} did not answer within"
-                    f" {self.timeout:g} s; the request was not retried and may or may not"
-                    " have been processed"
-                ) from None
-            except zmq.ZMQError as exc:
-                raise ToolChannelError(f"tool channel {self.endpoint}: {exc}") from None
-        finally:
-            sock.close(linger=0)
-
-    async def request(self, message: ZMQMsg) -> ZMQMsg:
-        """Send ``message`` and return the validated reply envelope."""
-        return ZMQMsg.from_bytes(await self.exchange(message.to_bytes()))
+            return await request_reply(
+                self._context,
+                self.endpoint,
+                raw,
+                self.timeout,
+                max_reply_bytes=self.max_reply_bytes,
+            )
+        except EndpointRefused as exc:
+            raise ToolChannelError(
+                f"cannot connect to the tool endpoint {self.endpoint!r}: {exc}"
+            ) from None
+        except TimeoutError:
+            raise ToolChannelTimeout(
+                f"Ax3l's tool endpoint {self.endpoint} did not answer within"
+                f" {self.timeout:g} s; the request was not retried and may or may not"
+                " have been processed"
+            ) from None
+        except zmq.ZMQError as exc:
+            raise ToolChannelError(f"tool channel {self.endpoint}: {exc}") from None
 
     async def call(self, method: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """Send an MCP-child request and return the reply's payload."""
-        return (await self.request(ZMQMsg.request(method, payload))).payload
+        """Send an MCP-child request and return the validated reply's payload."""
+        return decode(await self.exchange(encode(request_envelope(method, payload)))).payload
 
 
 # -- endpoints --------------------------------------------------------------------------------

@@ -7,8 +7,10 @@ or missing key is an error.
 
 from __future__ import annotations
 
+import json
 import math
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -21,6 +23,9 @@ from pydantic import (
     StrictStr,
 )
 
+if TYPE_CHECKING:
+    from ax3l.shared.registry import Entry
+
 
 def _exactly_one(value: Any) -> Any:
     if type(value) is not int or value != 1:
@@ -28,9 +33,41 @@ def _exactly_one(value: Any) -> Any:
     return value
 
 
+def printable(value: Any, limit: int = 80) -> str:
+    """A short, encodable rendering of a caller-supplied value for messages and events."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=True)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    # Lone surrogates (from "\ud800" escapes) cannot be stored or sent as UTF-8.
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def number_problem(field: str, value: Any) -> str | None:
+    """Why ``value`` is not a finite JSON number, or None if it is one: the one check of a
+    submitted value (the MCP tools before forwarding, the broker before anything else, and
+    ``FiniteNumber`` here)."""
+    if isinstance(value, bool):
+        return f"{field} must be a JSON number, not the boolean {printable(value)}"
+    if isinstance(value, str):
+        return f"{field} must be a JSON number, not the string {printable(value)}"
+    if value is None:
+        return f"{field} must be a JSON number, not null"
+    if isinstance(value, int):
+        return None
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return f"{field} must be a finite number, not {printable(value)}"
+        return None
+    return f"{field} must be a JSON number, not {printable(value)}"
+
+
 def _finite(value: float | int) -> float | int:
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"{value} is not a finite number")
+    problem = number_problem("value", value)
+    if problem:
+        raise ValueError(problem)
     return value
 
 
@@ -57,14 +94,39 @@ class ToolEnvelope(StrictModel):
 
 
 class SubmitSingleValuePayload(StrictModel):
+    """``submit_single_value``'s payload: the entry's name, then its value."""
+
     parameter: Name
     value: FiniteNumber
 
 
 class SubmitPairValuesPayload(StrictModel):
+    """``submit_pair_values``'s payload: the pair's name, then its two values."""
+
     pair: Name
     value_1: FiniteNumber
     value_2: FiniteNumber
+
+
+# The submit contract, by tool method (``Entry.tool_name``): the payload's fields, in order.
+SUBMIT_PAYLOADS: dict[str, type[StrictModel]] = {
+    "submit_single_value": SubmitSingleValuePayload,
+    "submit_pair_values": SubmitPairValuesPayload,
+}
+
+
+def payload_fields(method: str) -> tuple[str, ...]:
+    """The exact fields of a submit method's payload: the name field, then the values."""
+    return tuple(SUBMIT_PAYLOADS[method].model_fields)
+
+
+def payload_for(entry: Entry, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The payload an MCP server forwards for ``entry``'s tool call with ``values`` (by argument
+    name): ``{"parameter": "gamma", "value": 0.97}`` or ``{"pair": ..., "value_1", "value_2"}``,
+    validated against the contract (``ValidationError`` for a value that breaks it)."""
+    name_field, *value_names = payload_fields(entry.tool_name)
+    payload = {name_field: entry.name, **{name: values[name] for name in value_names}}
+    return SUBMIT_PAYLOADS[entry.tool_name].model_validate(payload).model_dump()
 
 
 ToolErrorCode = Literal["invalid_request", "unknown_method", "handler_error"]

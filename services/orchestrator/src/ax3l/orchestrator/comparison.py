@@ -30,7 +30,6 @@ from ax3l.orchestrator.racing import (
 from ax3l.orchestrator.services import Runs
 from ax3l.orchestrator.status import LoopStatus, Phase
 from ax3l.orchestrator.waiting import RunOutcome
-from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.crash_points import crash_point
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_reads import StoredEvent, latest
@@ -107,19 +106,6 @@ async def pending_proposal(db: Database) -> PendingProposal | None:
     return None
 
 
-def changes_between(
-    schema: ConfigSchema, golden: dict[str, Any], run: dict[str, Any]
-) -> dict[str, list[Any]]:
-    """``{path: [golden value, run value]}`` for every setting the run changed."""
-    changed = {}
-    golden_flat = schema.flatten(golden)
-    run_flat = schema.flatten(run)
-    for leaf in schema.leaves:
-        if golden_flat[leaf.column] != run_flat[leaf.column]:
-            changed[leaf.path] = [golden_flat[leaf.column], run_flat[leaf.column]]
-    return changed
-
-
 def comparison_reason(
     outcome: RunOutcome, golden: GoldenConfigCreated, changes: dict[str, list[Any]]
 ) -> str:
@@ -161,7 +147,7 @@ async def finish_proposal(
         assert golden_event is not None, "a proposal exists only after seeding"
         golden_event_id, golden = golden_event
         run_config = outcome.config or proposal.config or golden.config
-        changes = changes_between(runs.schema, golden.config, run_config)
+        changes = runs.schema.changes(golden.config, run_config)
         won = outcome.scored and (outcome.high_score or 0) > golden.high_score
         confirmed: dict[str, Any] = {}
         if won and (promotion.trials or await started_for(db, run_id)):

@@ -35,7 +35,6 @@ a turn is not told who won it. The counters are at ``/metrics`` for loopback cli
 
 import asyncio
 import contextlib
-import json
 import logging
 import math
 import time
@@ -48,11 +47,12 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult
 from starlette.types import ASGIApp
 
 from ax3l.app.snakelab.tools.binding import Binding
 from ax3l.app.snakelab.tools.descriptions import pair_description, single_description
+from ax3l.app.snakelab.tools.forwarding import tool_result
 from ax3l.app.snakelab.tools.server import SubmitTexts, register_submit_tools
 from ax3l.orchestrator.comparable_history import load_history
 from ax3l.orchestrator.open_values import open_values
@@ -76,6 +76,7 @@ from ax3l.shared.event_models import GoldenConfigCreated, SeatCall, SeatCallRefu
 from ax3l.shared.registry import Entry, EntryKind, EntryName
 from ax3l.shared.settings import SeatsServiceSettings
 from ax3l.shared.tool_channel import ToolChannelError, ZMQClient, client_endpoint
+from ax3l.shared.wire import payload_for
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ SUBMIT_TEXTS = SubmitTexts(
     value_1="The open pair's first value (see current_turn: value_1), a JSON number.",
     value_2="The open pair's second value (see current_turn: value_2), a JSON number.",
 )
-TOOL_NAMES: dict[EntryKind, str] = {"single": "submit_single_value", "pair": "submit_pair_values"}
+TOOL_NAMES: dict[EntryKind, str] = {entry.kind: entry.tool_name for entry in registry.ENTRIES}
 # The largest request body read (a tool call is a few hundred bytes).
 MAX_BODY = 64 * 1024
 # The turns a seat's share (AX3L_SEAT_TURN_SHARE) is counted over.
@@ -371,8 +372,6 @@ class SeatEndpoint:
     async def _forward(
         self, seat: str, tool: str, turn: OpenTurn, values: dict[str, Any]
     ) -> CallToolResult:
-        entry = turn.entry
-        key = "parameter" if entry.kind == "single" else "pair"
         facts = {
             "tool": tool,
             "values": values,
@@ -380,7 +379,7 @@ class SeatEndpoint:
             "seconds_since_turn_opened": round(turn.age(), 3),
         }
         try:
-            reply = await self.client.call(tool, {key: entry.name, **values})
+            reply = await self.client.call(tool, payload_for(turn.entry, values))
         except ToolChannelError as exc:
             await self._event(
                 SeatCall, seat, {**facts, "outcome": "not_delivered", "error": str(exc)}, "ERROR"
@@ -406,8 +405,7 @@ class SeatEndpoint:
         )
         if turn.run_id is not None:
             turn.answered.set()
-        text = json.dumps(reply, ensure_ascii=False)
-        return CallToolResult(content=[TextContent(text=text)], is_error="error" in reply)
+        return tool_result(reply)
 
     # -- lifetime -------------------------------------------------------------------------
 

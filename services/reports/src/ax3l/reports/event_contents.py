@@ -13,6 +13,7 @@ from typing import Any
 from ax3l.reports.event_sentences import prompt_sent, sentence, values_text
 from ax3l.reports.models.events import Reply, ToolCall
 from ax3l.shared import untrusted_json
+from ax3l.shared.db.event_reads import parse_message
 from ax3l.shared.events import CATALOG
 
 # Labels of the event filter; the user's page calls prompt_sent "Prompt".
@@ -35,17 +36,8 @@ def event_choices() -> list[tuple[str, str, str]]:
     return [(name, label(name), str(category)) for name, (category, _) in CATALOG.items()]
 
 
-def parse(content: str | None) -> Any:
-    """The content as JSON when it is a JSON object or array, else the text itself."""
-    if content is None:
-        return None
-    text = content.strip()
-    if text[:1] in ("{", "["):
-        try:
-            return untrusted_json.loads(text)
-        except ValueError:  # not JSON, or nested too deep to show as JSON: the text
-            return content
-    return content
+# The one reading of a stored content (shared with every other reader of events).
+parse = parse_message
 
 
 def pretty(value: Any) -> str:

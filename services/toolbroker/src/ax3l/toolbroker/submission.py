@@ -46,10 +46,10 @@ from ax3l.shared.registry import Entry
 from ax3l.shared.snakelab_client import SnakeLabClient
 from ax3l.shared.snakelab_hosts import several_hosts_host
 from ax3l.shared.submit_once import Refused, Sent, Unknown, send_once
-from ax3l.shared.wire import SubmitReply
+from ax3l.shared.wire import SubmitReply, printable
 from ax3l.toolbroker.results import Accepted, ProtocolFailure, Rejected
 from ax3l.toolbroker.turn_gate import TurnGate
-from ax3l.toolbroker.value_rules import printable, shorten
+from ax3l.toolbroker.value_rules import shorten
 
 logger = logging.getLogger(__name__)
 

@@ -30,15 +30,16 @@ from ax3l.shared.event_models import (
 )
 from ax3l.shared.metrics import TOOL_REQUEST_SECONDS, TOOL_REQUESTS
 from ax3l.shared.tool_channel import BROKER_SENDER, MCP_SENDER, PROTOCOL_VERSION, TOOL_TARGET
+from ax3l.shared.wire import ToolEnvelope, printable
 from ax3l.toolbroker.handlers import MethodHandler
 from ax3l.toolbroker.results import Accepted, HandlerResult, ProtocolFailure, Rejected
 from ax3l.toolbroker.status import BrokerStatus
 from ax3l.toolbroker.submission import RequestContext
-from ax3l.toolbroker.value_rules import clean_name, printable, shorten
+from ax3l.toolbroker.value_rules import clean_name, shorten
 
 logger = logging.getLogger(__name__)
 
-ENVELOPE_FIELDS = ("protocol_version", "sender", "target", "method", "payload")
+ENVELOPE_FIELDS = tuple(ToolEnvelope.model_fields)  # the contract's five keys, in order
 _NO_HANDLER = ProtocolFailure("unknown_method", "no handler for this method")
 LOGGED_TEXT_CHARS = 4096
 SOURCE_NAME = "ToolHandler"

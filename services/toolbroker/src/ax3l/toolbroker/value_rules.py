@@ -1,32 +1,21 @@
 """The checks a proposal passes before the golden configuration is even read.
 
-Exact payload fields (a protocol matter: the MCP server builds the payload), then finite JSON
-numbers (booleans, strings, NaN and infinities are refused), then the leaf's own JSON-schema
-rules (range, step, integer). Rule texts come from the schema file through ``jsonschema``.
+Exact payload fields (a protocol matter: the MCP server builds the payload; the fields are
+``wire.payload_fields``), then finite JSON numbers (``wire.number_problem``: booleans, strings,
+NaN and infinities are refused), then the leaf's own JSON-schema rules (range, step, integer).
+Rule texts come from the schema file through ``jsonschema``.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from jsonschema import Draft202012Validator
 
 from ax3l.shared.config_schema import Leaf
+from ax3l.shared.wire import printable
 from ax3l.toolbroker.results import ProtocolFailure
-
-
-def printable(value: Any, limit: int = 80) -> str:
-    """A short, encodable rendering of a caller-supplied value for reasons and events."""
-    try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=True)
-    except (TypeError, ValueError, RecursionError):
-        text = repr(value)
-    if len(text) > limit:
-        text = text[: limit - 3] + "..."
-    # Lone surrogates (from "\ud800" escapes) cannot be stored or sent as UTF-8.
-    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def clean_name(value: Any, limit: int = 100) -> str | None:
@@ -64,23 +53,6 @@ def require_name(payload: dict[str, Any], field: str, method: str) -> str:
             f" characters, got {printable(payload[field])}",
         )
     return name
-
-
-def number_problem(field: str, value: Any) -> str | None:
-    """Why ``value`` is not a finite JSON number, or None if it is one."""
-    if isinstance(value, bool):
-        return f"{field} must be a JSON number, not the boolean {printable(value)}"
-    if isinstance(value, str):
-        return f"{field} must be a JSON number, not the string {printable(value)}"
-    if value is None:
-        return f"{field} must be a JSON number, not null"
-    if isinstance(value, int):
-        return None
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return f"{field} must be a finite number, not {printable(value)}"
-        return None
-    return f"{field} must be a JSON number, not {printable(value)}"
 
 
 _VALIDATORS: dict[tuple[str, str], Draft202012Validator] = {}

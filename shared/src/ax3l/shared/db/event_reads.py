@@ -31,8 +31,8 @@ Names = str | type[EventContent] | Sequence[str | type[EventContent]]
 
 @dataclass(frozen=True)
 class StoredEvent(Generic[C]):
-    """One row of ``events`` with its message: ``content`` as parsed JSON (or the text when it
-    is not JSON), ``model`` as the event's content model."""
+    """One row of ``events`` with its message: ``content`` as ``parse_message`` reads it,
+    ``model`` as the event's content model."""
 
     event_id: int
     name: str
@@ -57,9 +57,17 @@ class StoredEvent(Generic[C]):
 
 
 def parse_message(text: str | None) -> Any:
-    """A stored ``event_messages.content``: its JSON, or the text when it is not JSON."""
+    """A stored ``event_messages.content``: its JSON when it is an object or an array, else the
+    text itself.
+
+    ``EventLog`` stores a string as it is and every other content as JSON, and no writer stores
+    a bare JSON scalar: a stored ``42`` or ``"hi"`` is text (a prompt), and reads as that text.
+    JSON no reader should take (``untrusted_json``: too deep, a lone surrogate) reads as text too.
+    """
     if text is None:
         return None
+    if text.lstrip()[:1] not in ("{", "["):
+        return text
     try:
         return untrusted_json.loads(text)
     except ValueError:  # not JSON (or JSON no reader should take): the text

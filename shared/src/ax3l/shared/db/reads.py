@@ -1,30 +1,50 @@
-"""The golden configuration, as the loop and the broker read it.
+"""The golden configuration, as the loop, the broker and the reports read it.
 
 SnakeLab's tables are read in ``ax3l.shared.db.snakelab_reads``.
 """
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.event_reads import parse_message
 from ax3l.shared.event_models import GoldenConfigCreated
+
+_LATEST_GOLDEN = (
+    "SELECT e.event_id, e.occurred_at, m.content, h.score, h.seed, h.simulations"
+    " FROM events e JOIN event_messages m ON m.event_id = e.event_id"
+    " LEFT JOIN experiment_highscores h ON h.event_id = e.event_id"
+    " WHERE e.name = 'golden_config_created' ORDER BY e.event_id DESC LIMIT 1"
+)
+
+
+async def latest_golden_row(db: Database) -> dict[str, Any] | None:
+    """The newest ``golden_config_created`` event that has a content (one without was made by
+    hand): ``event_id``, ``occurred_at``, ``content`` as stored, and ``score``, ``seed``,
+    ``simulations`` of its ``experiment_highscores`` row (None without one). The loop, the
+    broker and the reports' pages all read this row."""
+    return await db.fetchone(_LATEST_GOLDEN, doing="reading the golden configuration")
+
+
+def read_golden(content: str | None, *, strict: bool) -> GoldenConfigCreated:
+    """A stored golden content as its model.
+
+    Strict (the loop and the broker): a content without one of the model's required fields
+    raises ``ValidationError``, and values convert as the loop has always read them (pydantic's
+    lax mode: ``41.0`` or ``"41"`` for a high score). Lenient (the reports' pages): never fails,
+    a field that is missing or does not fit reads None (``EventContent.from_stored``).
+    """
+    parsed = parse_message(content)
+    if strict:
+        return GoldenConfigCreated.model_validate(parsed, strict=False)
+    return GoldenConfigCreated.from_stored(parsed)
 
 
 async def current_golden(db: Database) -> tuple[int, GoldenConfigCreated] | None:
-    """The latest ``golden_config_created`` event id and content, or None before seeding.
-
-    Unlike the reports' lenient reads, this one is strict about what the loop needs: a content
-    without one of the model's required fields raises ``ValidationError``. Values convert as
-    the loop has always read them (pydantic's lax mode: ``41.0`` or ``"41"`` for a high score).
-    """
-    row = await db.fetchone(
-        "SELECT e.event_id, m.content FROM events e"
-        " JOIN event_messages m ON m.event_id = e.event_id"
-        " WHERE e.name = 'golden_config_created' ORDER BY e.event_id DESC LIMIT 1",
-        doing="reading the golden configuration",
-    )
+    """The latest ``golden_config_created`` event id and content, read strictly
+    (``read_golden``), or None before seeding."""
+    row = await latest_golden_row(db)
     if row is None:
         return None
-    content = json.loads(row["content"])
-    return int(row["event_id"]), GoldenConfigCreated.model_validate(content, strict=False)
+    return int(row["event_id"]), read_golden(row["content"], strict=True)

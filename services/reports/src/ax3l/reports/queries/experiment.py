@@ -6,10 +6,10 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from ax3l.reports.event_contents import parse
 from ax3l.reports.models.golden import GoldenSummary
 from ax3l.shared.cycles import CycleCount, CycleTracker
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.reads import latest_golden_row, read_golden
 from ax3l.shared.db.snakelab_reads import count_simulations
 from ax3l.shared.event_models import GoldenConfigCreated
 
@@ -34,7 +34,7 @@ def _int(value: Any) -> int | None:
 
 def golden_content(row: dict[str, Any]) -> GoldenConfigCreated:
     """The ``golden_config_created`` content of an event row joined with its message."""
-    return GoldenConfigCreated.from_stored(parse(row.get("content")))
+    return read_golden(row.get("content"), strict=False)
 
 
 def golden_from_row(row: dict[str, Any]) -> GoldenSummary:
@@ -61,13 +61,7 @@ def golden_from_row(row: dict[str, Any]) -> GoldenSummary:
 
 async def latest_golden(db: Database) -> GoldenSummary | None:
     """The current golden configuration's summary, or None before the first one."""
-    row = await db.fetchone(
-        "SELECT e.event_id, e.occurred_at, m.content, h.score, h.seed, h.simulations"
-        " FROM events e LEFT JOIN event_messages m ON m.event_id = e.event_id"
-        " LEFT JOIN experiment_highscores h ON h.event_id = e.event_id"
-        " WHERE e.name = 'golden_config_created' ORDER BY e.event_id DESC LIMIT 1",
-        doing="reading the golden configuration",
-    )
+    row = await latest_golden_row(db)
     return None if row is None else golden_from_row(row)
 
 

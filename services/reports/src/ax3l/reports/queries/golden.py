@@ -14,38 +14,9 @@ from ax3l.reports.models.golden import (
     GoldenPage,
 )
 from ax3l.reports.queries.experiment import golden_content, golden_from_row
+from ax3l.shared.config_schema import config_changes
 from ax3l.shared.db.database import Database
 from ax3l.shared.event_models import GoldenConfig
-
-
-def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
-    """Dotted paths of a nested config (any shape: contents are not trusted to fit a schema)."""
-    if not isinstance(config, dict):
-        return {prefix: config} if prefix else {}
-    flat: dict[str, Any] = {}
-    for key, value in config.items():
-        path = f"{prefix}.{key}" if prefix else str(key)
-        if isinstance(value, dict):
-            flat.update(flatten(value, path))
-        else:
-            flat[path] = value
-    return flat
-
-
-def config_changes(before: dict[str, Any] | None, after: dict[str, Any] | None) -> list[Change]:
-    """What differs between two configs, in the order of the newer one's paths."""
-    old, new = flatten(before or {}), flatten(after or {})
-    changed = [
-        Change(path=path, before=old.get(path), after=value)
-        for path, value in new.items()
-        if old.get(path) != value
-    ]
-    changed += [
-        Change(path=path, before=value, after=None)
-        for path, value in old.items()
-        if path not in new
-    ]
-    return changed
 
 
 def confirmation(golden: GoldenConfig) -> Confirmation | None:
@@ -100,7 +71,14 @@ async def golden_configurations(
         golden = golden_content(row)
         older = rows[position + 1] if position + 1 < len(rows) else None
         changes = (
-            None if older is None else config_changes(golden_content(older).config, golden.config)
+            None
+            if older is None
+            else [
+                Change(path=path, before=before, after=after)
+                for path, (before, after) in config_changes(
+                    golden_content(older).config, golden.config
+                ).items()
+            ]
         )
         entries.append(
             GoldenEntry(

@@ -26,11 +26,12 @@ from ax3l.reports.deps import (
 from ax3l.reports.experiment_conclusion import fresh_seeds
 from ax3l.reports.models.events import EventPageQuery, RefreshQuery
 from ax3l.reports.models.runs import TUNED_COLUMNS
-from ax3l.reports.queries.golden import flatten, golden_configurations
+from ax3l.reports.queries.golden import golden_configurations
 from ax3l.reports.queries.run_reasons import explained
 from ax3l.reports.queries.runs import rows
 from ax3l.reports.run_figures import history_figure
 from ax3l.reports.status_report import build_status
+from ax3l.shared.config_schema import dotted_paths
 from ax3l.shared.registry import PARAMETER_ORDER
 
 pages = APIRouter(tags=["pages"])
@@ -75,7 +76,7 @@ async def dashboard(
         reader.points(db),
     )
     golden = golden_page.configurations[0] if golden_page.configurations else None
-    flat = flatten(golden.config) if golden is not None and golden.config else {}
+    flat = dotted_paths(golden.config) if golden is not None and golden.config else {}
     tuned = [
         (schema.by_column[column].path, flat.get(schema.by_column[column].path))
         for column in TUNED_COLUMNS

@@ -22,7 +22,7 @@ from ax3l.reports.deps import (
 )
 from ax3l.reports.models.parameters import QueryModel
 from ax3l.reports.models.runs import TUNED_COLUMNS
-from ax3l.reports.queries.golden import flatten, golden_configurations
+from ax3l.reports.queries.golden import golden_configurations
 from ax3l.reports.queries.importance import Importance
 from ax3l.reports.run_figures import (
     bar_figure,
@@ -32,7 +32,7 @@ from ax3l.reports.run_figures import (
     parallel_lines_figure,
     slice_figure,
 )
-from ax3l.shared.config_schema import ConfigSchema
+from ax3l.shared.config_schema import ConfigSchema, dotted_paths
 
 router = APIRouter(prefix="/api/plots", tags=["plots"])
 pages = APIRouter(tags=["pages"])
@@ -133,7 +133,7 @@ async def slice_page(
     frame = _by_seed(whole, query.seed)
     paths = _paths(schema)
     golden = (await golden_configurations(db, limit=1)).configurations
-    value = flatten(golden[0].config).get(paths[query.parameter]) if golden else None
+    value = dotted_paths(golden[0].config).get(paths[query.parameter]) if golden else None
     # An integer stays one: the caption says 224, not 224.0.
     golden_value = value if isinstance(value, int | float) and not isinstance(value, bool) else None
     return page.render(

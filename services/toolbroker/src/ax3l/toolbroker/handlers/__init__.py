@@ -16,14 +16,10 @@ from typing import Any, Protocol
 from ax3l.shared import registry
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.registry import Entry, EntryKind
+from ax3l.shared.wire import number_problem, payload_fields
 from ax3l.toolbroker.results import HandlerResult, Rejected
 from ax3l.toolbroker.submission import RequestContext, SubmissionWorkflow
-from ax3l.toolbroker.value_rules import (
-    leaf_problems,
-    number_problem,
-    require_fields,
-    require_name,
-)
+from ax3l.toolbroker.value_rules import leaf_problems, require_fields, require_name
 
 
 class MethodHandler(Protocol):
@@ -38,7 +34,6 @@ class MethodHandler(Protocol):
 class _Kind:
     """How the handler's texts name an entry kind."""
 
-    name_field: str  # the payload's field with the entry's name
     names: tuple[str, ...]  # the registry's entries of the kind
     what: str  # "single parameter"
     all_of_them: str  # "the single parameters"
@@ -46,10 +41,8 @@ class _Kind:
 
 
 KINDS: dict[EntryKind, _Kind] = {
-    "single": _Kind(
-        "parameter", registry.SINGLES, "single parameter", "the single parameters", "one value"
-    ),
-    "pair": _Kind("pair", registry.PAIRS, "parameter pair", "the pairs", "two values"),
+    "single": _Kind(registry.SINGLES, "single parameter", "the single parameters", "one value"),
+    "pair": _Kind(registry.PAIRS, "parameter pair", "the pairs", "two values"),
 }
 
 
@@ -67,21 +60,20 @@ class SubmitHandler:
     kind: EntryKind
     method: str = field(init=False)  # submit_single_value, submit_pair_values
     source_name: str = field(init=False)  # SubmitSingleValueHandler, SubmitPairValuesHandler
-    value_names: tuple[str, ...] = field(init=False)
+    fields: tuple[str, ...] = field(init=False)  # the payload's (``wire.payload_fields``)
 
     def __post_init__(self) -> None:
-        first = _first(self.kind)
-        self.method = first.tool_name
+        self.method = _first(self.kind).tool_name
         self.source_name = "".join(word.title() for word in self.method.split("_")) + "Handler"
-        self.value_names = first.value_names
+        self.fields = payload_fields(self.method)
 
     async def __call__(self, payload: dict[str, Any], ctx: RequestContext) -> HandlerResult:
         kind = KINDS[self.kind]
-        require_fields(payload, (kind.name_field, *self.value_names), self.method)
-        name = require_name(payload, kind.name_field, self.method)
+        require_fields(payload, self.fields, self.method)
+        name = require_name(payload, self.fields[0], self.method)
         ctx = await self.workflow.enter_turn(ctx, name)
         known = name if name in registry.BY_NAME else None
-        values = {value_name: payload[value_name] for value_name in self.value_names}
+        values = {value_name: payload[value_name] for value_name in self.fields[1:]}
         problems = [p for value_name, v in values.items() if (p := number_problem(value_name, v))]
         if problems:
             return await self._invalid(ctx, known, values, problems)

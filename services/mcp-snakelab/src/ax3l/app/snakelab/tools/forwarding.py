@@ -27,5 +27,11 @@ async def forward(client: ZMQClient, method: str, payload: dict[str, Any]) -> Ca
     except ToolChannelError as exc:
         logger.warning("%s not delivered: %s", method, exc)
         raise ToolError(f"{method} could not reach Ax3l: {exc}") from None
+    return tool_result(reply)
+
+
+def tool_result(reply: dict[str, Any]) -> CallToolResult:
+    """Ax3l's reply payload as the tool's result: its JSON text, flagged ``isError`` for a
+    broker protocol error (``{"error": ...}``). Both MCP servers answer with it."""
     text = json.dumps(reply, ensure_ascii=False)
     return CallToolResult(content=[TextContent(text=text)], is_error="error" in reply)

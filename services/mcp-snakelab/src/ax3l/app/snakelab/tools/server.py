@@ -6,7 +6,8 @@ for both MCP servers Ax3l runs: this one, a conversation's session bound to one 
 seats' endpoint (``ax3l.orchestrator.seat_server``), whose callback admits the seat and checks
 the open turn. The argument types are strict JSON numbers (integers or decimals: strings,
 booleans, null and lists fail validation before a tool body runs), and a value that is not
-finite is refused before anything is forwarded. Descriptions are each server's own: here they
+finite is refused before anything is forwarded (``wire.number_problem``; the payload is
+``wire.payload_for``). Descriptions are each server's own: here they
 are built at start from the session's binding and SnakeLab's schema.
 Requests go to ``AX3L_ZMQ_ENDPOINT``, else the zmq binding in Ax3l's config file, else
 tcp://127.0.0.1:61970, bounded by ``AX3L_ZMQ_TIMEOUT`` (15 s). stdout carries only the MCP
@@ -17,7 +18,6 @@ protocol; logs go to stderr.
 # values in ``Annotated`` metadata, which must be evaluated when the functions are defined.
 
 import logging
-import math
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -39,6 +39,7 @@ from ax3l.shared.config_schema import ConfigSchema, SchemaFileError, cached_sche
 from ax3l.shared.registry import EntryKind
 from ax3l.shared.settings import McpServerSettings, mcp_server_settings
 from ax3l.shared.tool_channel import ZMQClient, client_endpoint
+from ax3l.shared.wire import number_problem, payload_for
 
 logger = logging.getLogger("ax3l.mcp_snakelab")
 
@@ -73,14 +74,6 @@ def number(description: str) -> object:
     ]
 
 
-def non_finite(values: Values) -> str | None:
-    """Why ``values`` cannot be forwarded (NaN and infinities have no JSON form), or None."""
-    for name, value in values.items():
-        if isinstance(value, float) and not math.isfinite(value):
-            return f"{name} must be a finite number, not {value}"
-    return None
-
-
 def register_submit_tools(mcp: MCPServer, texts: SubmitTexts, submit: Submit) -> None:
     """Register ``submit_single_value`` and ``submit_pair_values`` on ``mcp``."""
     value_type = number(texts.value)
@@ -88,9 +81,9 @@ def register_submit_tools(mcp: MCPServer, texts: SubmitTexts, submit: Submit) ->
     value_2_type = number(texts.value_2)
 
     async def checked(kind: EntryKind, values: Values) -> CallToolResult:
-        problem = non_finite(values)
-        if problem:
-            raise ToolError(problem)
+        problems = [p for name, value in values.items() if (p := number_problem(name, value))]
+        if problems:
+            raise ToolError("; ".join(problems))
         return await submit(kind, values)
 
     @mcp.tool(description=texts.single)
@@ -110,14 +103,12 @@ def build_server(binding: Binding, schema: ConfigSchema, client: ZMQClient) -> M
     mcp = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
 
     async def submit(kind: EntryKind, values: Values) -> CallToolResult:
-        # Forwards {"parameter": <bound name>, "value"} or {"pair": <bound name>, "value_1",
-        # "value_2"} to the entry's method, once the binding allows ``kind``.
+        # Forwards the bound entry's payload to its method, once the binding allows ``kind``.
         refusal = binding.refusal(kind)
         if refusal:
             raise ToolError(refusal)
         assert binding.entry is not None
-        name_key = "parameter" if kind == "single" else "pair"
-        payload = {name_key: binding.entry.name, **values}
+        payload = payload_for(binding.entry, values)
         return await forward(client, binding.entry.tool_name, payload)
 
     texts = SubmitTexts(
