@@ -10,6 +10,8 @@ revision 0002, and running the upgrade again fills it (``INSERT IGNORE``: no row
 
 from __future__ import annotations
 
+from typing import Any
+
 from alembic import op
 
 from ax3l.shared import run_provenance
@@ -22,7 +24,7 @@ depends_on = None
 
 
 def upgrade() -> None:
-    connection = op.get_bind().connection.driver_connection
+    connection: Any = op.get_bind().connection.driver_connection  # pymysql's, in the transaction
     with connection.cursor() as cur:
         cur.execute(RUN_PROVENANCE)
         run_provenance.backfill(cur)
