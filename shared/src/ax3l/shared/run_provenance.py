@@ -181,9 +181,10 @@ class Row:
 
 
 COLUMNS = tuple(f.name for f in fields(Row))
+# A run's first row stays (a no-op update: ``INSERT IGNORE`` would warn).
 INSERT = (
-    f"INSERT IGNORE INTO run_provenance ({', '.join(COLUMNS)})"
-    f" VALUES ({', '.join(['%s'] * len(COLUMNS))})"
+    f"INSERT INTO run_provenance ({', '.join(COLUMNS)})"
+    f" VALUES ({', '.join(['%s'] * len(COLUMNS))}) ON DUPLICATE KEY UPDATE run_id = run_id"
 )
 
 
@@ -269,12 +270,29 @@ async def write_loop_run(
     the original has a row; else ``LOOP`` with ``purpose`` and the golden of its time."""
     if retry_of:
         await cur.execute(
-            f"INSERT IGNORE INTO run_provenance ({', '.join(COLUMNS)})"
-            " SELECT %s, %s, proposer, entry, %s, %s, proposal_event_id, golden_run_id,"
-            " conversation_id FROM run_provenance WHERE run_id = %s",
-            (run_id, event_id, purpose, retry_of, retry_of),
+            "SELECT proposer, entry, proposal_event_id, golden_run_id, conversation_id"
+            " FROM run_provenance WHERE run_id = %s",
+            (retry_of,),
         )
-        if cur.rowcount:
+        original = await cur.fetchone()
+        if original:
+            proposer, entry, proposal, challenged, talked = (
+                original.values() if isinstance(original, dict) else original
+            )
+            await write(
+                cur,
+                Row(
+                    run_id,
+                    event_id,
+                    proposer,
+                    entry,
+                    purpose,
+                    retry_of,
+                    proposal,
+                    challenged,
+                    talked,
+                ),
+            )
             return
     _, golden = await _latest(cur, GOLDEN_EVENT)
     challenged = _text(golden.get("run_id"))

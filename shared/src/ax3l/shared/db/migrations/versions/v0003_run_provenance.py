@@ -5,7 +5,7 @@ database holds with the rule every view used to apply at read time
 (``ax3l.shared.run_provenance.backfill``); from then on the writers add a row in the
 transaction of each event that makes a run. MySQL commits the ``CREATE TABLE`` at once; the
 rows commit together with the revision row, so a kill mid-way leaves an empty table at
-revision 0002, and running the upgrade again fills it (``INSERT IGNORE``: no row twice).
+revision 0002, and running the upgrade again fills it (a run that has its row keeps it).
 """
 
 from __future__ import annotations
