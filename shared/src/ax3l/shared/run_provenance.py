@@ -33,7 +33,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import astuple, dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ax3l.shared.db.database import Database
 
 LOOP = "ax3l"  # the proposer of the runs the loop submits itself
 # The events ``add`` reads; with ``golden_config_created`` for ``golden``.
@@ -228,6 +231,17 @@ def backfill(cur: Any, window: int = 100_000, batch: int = 5_000) -> int:
         cur.executemany(INSERT, [astuple(row) for row in rows[start : start + batch]])
         written += max(cur.rowcount, 0)
     return written
+
+
+async def table_present(db: Database) -> bool:
+    """Whether the database has the table: one only the user's own tables make (an older
+    system's, read without migration) has none, and no run a row."""
+    row = await db.fetchone(
+        "SELECT COUNT(*) AS n FROM information_schema.tables"
+        " WHERE table_schema = DATABASE() AND table_name = 'run_provenance'",
+        doing="looking for the run_provenance table",
+    )
+    return bool(row and int(row["n"]))
 
 
 async def _latest(cur: Any, name: str) -> tuple[str | None, dict[str, Any]]:

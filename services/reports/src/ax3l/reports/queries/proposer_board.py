@@ -50,6 +50,7 @@ from ax3l.reports.queries.proposers import (
     proposals,
 )
 from ax3l.reports.queries.seats import SUBMIT_TOOLS, _seat_calls, _waste_kind
+from ax3l.shared import run_provenance
 from ax3l.shared.db.database import Database
 from ax3l.shared.event_models import (
     ConversationStarted,
@@ -230,6 +231,7 @@ class _Fold:
     history: tuple[int, datetime] | None = None
     newest: int = 0
     version: int = 0  # counts folds that changed something
+    table: bool = False  # the database has run_provenance (one of the user's own tables has not)
     golden_runs: set[str] = field(default_factory=set)
     seat_goldens: set[str] = field(default_factory=set)  # as seats.py reads them (any run id)
     proposers: ProposerFold = field(default_factory=ProposerFold)
@@ -352,6 +354,9 @@ class ProposerBoard:
         if history != self._fold.history or newest < self._fold.newest:
             # Another history (emptied, recreated or rolled back): fold it from the start.
             self._fold = _Fold(history=history, version=self._fold.version + 1)
+        if not self._fold.table and await run_provenance.table_present(db):
+            # Created (and back-filled) since: fold the history again with its rows.
+            self._fold = _Fold(history=history, version=self._fold.version + 1, table=True)
         fold = self._fold
         while fold.newest < newest:
             start, end = fold.newest, min(newest, fold.newest + WINDOW)

@@ -22,6 +22,7 @@ from typing import Any
 from ax3l.reports.event_contents import parse
 from ax3l.reports.models.proposers import ModelStats, ProposerStats
 from ax3l.shared import comparison_stats as stats
+from ax3l.shared import run_provenance
 from ax3l.shared.db.database import Database
 from ax3l.shared.event_models import (
     ConversationStarted,
@@ -96,7 +97,9 @@ async def _scores(db: Database, run_ids: list[str]) -> dict[str, int | None]:
 
 async def proposals(db: Database, after: int = 0, upto: int | None = None) -> list[dict[str, Any]]:
     """The ``run_provenance`` rows of the proposals accepted after event ``after`` up to
-    ``upto`` (run id, proposer, conversation), in event order."""
+    ``upto`` (run id, proposer, conversation), in event order; none without the table."""
+    if not await run_provenance.table_present(db):
+        return []
     window, args = _window(after, upto)
     return await db.fetchall(
         "SELECT e.event_id, e.run_id, e.proposer, e.conversation_id FROM run_provenance e"

@@ -153,6 +153,7 @@ class Provenance:
 
     newest: int = 0
     history: tuple[int, datetime] | None = None
+    table: bool = False  # the database has run_provenance (one of the user's own tables has not)
     rows: dict[str, list[Any]] = field(default_factory=dict)  # run id -> ROW_COLUMNS[1:]
     golden: set[str] = field(default_factory=set)
     notes: run_notes.RunNotes = field(default_factory=run_notes.RunNotes)
@@ -384,6 +385,10 @@ class RunsTable:
         if history != self._provenance.history or newest < self._provenance.newest:
             self._provenance = Provenance(history=history)
             changed = True
+        if not self._provenance.table and await provenance.table_present(db):
+            # Created (and back-filled) since: read the history again with it.
+            self._provenance = Provenance(history=history, table=True)
+            changed = True
         names = ", ".join(["%s"] * len(PROVENANCE_EVENTS))
         fields = ", ".join(_json(name) for name in PROVENANCE_FIELDS)
         while self._provenance.newest < newest:
@@ -403,20 +408,26 @@ class RunsTable:
             for block in blocks:
                 for values in json.loads(f"[{block}]"):
                     self._provenance.add_row(dict(zip(keys, values, strict=True)))
-            made = await _blocks(
-                db,
-                f"SELECT event_id AS k, JSON_ARRAY({', '.join(ROW_COLUMNS)}) AS line"
-                " FROM run_provenance WHERE event_id > %s AND event_id <= %s",
-                "k",
-                (start, end),
-                ",",
-            )
+            made = await _provenance_rows(db, start, end) if self._provenance.table else []
             for block in made:
                 for run_id, *values in json.loads(f"[{block}]"):
                     self._provenance.rows[run_id] = values
             self._provenance.newest = end
             changed = changed or bool(blocks) or bool(made)
         return changed
+
+
+async def _provenance_rows(db: Database, start: int, end: int) -> list[str]:
+    """The ``run_provenance`` rows of the events after ``start`` up to ``end``, as blocks of
+    JSON arrays (``ROW_COLUMNS``)."""
+    return await _blocks(
+        db,
+        f"SELECT event_id AS k, JSON_ARRAY({', '.join(ROW_COLUMNS)}) AS line"
+        " FROM run_provenance WHERE event_id > %s AND event_id <= %s",
+        "k",
+        (start, end),
+        ",",
+    )
 
 
 # -- filters, sorting and keyset pages ---------------------------------------------------------
