@@ -252,15 +252,14 @@ async def _latest(cur: Any, name: str) -> tuple[str | None, dict[str, Any]]:
         " WHERE e.name = %s ORDER BY e.event_id DESC LIMIT 1",
         (name,),
     )
-    row = await cur.fetchone()
+    row = await cur.fetchone()  # a dict, as the services' cursors give rows
     if not row:
         return None, {}
-    process_id, text = (row["process_id"], row["content"]) if isinstance(row, dict) else row
     try:
-        content = json.loads(text) if text is not None else {}
+        content = json.loads(row["content"] or "{}")
     except ValueError:
         content = {}
-    return process_id, content if isinstance(content, dict) else {}
+    return row["process_id"], content if isinstance(content, dict) else {}
 
 
 async def latest_conversation(cur: Any) -> tuple[str | None, str | None]:
@@ -288,37 +287,11 @@ async def write_loop_run(
             " FROM run_provenance WHERE run_id = %s",
             (retry_of,),
         )
-        original = await cur.fetchone()
+        original = await cur.fetchone()  # a dict, as the services' cursors give rows
         if original:
-            proposer, entry, proposal, challenged, talked = (
-                original.values() if isinstance(original, dict) else original
-            )
-            await write(
-                cur,
-                Row(
-                    run_id,
-                    event_id,
-                    proposer,
-                    entry,
-                    purpose,
-                    retry_of,
-                    proposal,
-                    challenged,
-                    talked,
-                ),
-            )
+            await write(cur, Row(run_id, event_id, purpose=purpose, retry_of=retry_of, **original))
             return
     _, golden = await _latest(cur, GOLDEN_EVENT)
     challenged = _text(golden.get("run_id"))
-    await write(
-        cur,
-        Row(
-            run_id,
-            event_id,
-            LOOP,
-            purpose,
-            purpose,
-            retry_of,
-            golden_run_id=challenged if challenged != run_id else None,
-        ),
-    )
+    challenged = challenged if challenged != run_id else None
+    await write(cur, Row(run_id, event_id, LOOP, purpose, purpose, retry_of, None, challenged))
