@@ -86,9 +86,11 @@ async def test_every_view_names_the_same_proposer_and_the_back_fill_gives_the_wr
         ("tpe", len(proposals))
     }
     # The comparison's counts: every proposal's run, none given to another proposer.
-    with closing(stack.databases.connect("admin", stack.databases.ax3l_db)) as conn:
-        with conn.cursor() as cur:
-            counted = read_turns(cur, None, load_schema())
+    with (
+        closing(stack.databases.connect("admin", stack.databases.ax3l_db)) as conn,
+        conn.cursor() as cur,
+    ):
+        counted = read_turns(cur, None, load_schema())
     assert counted.accepted_proposals == len(proposals) and not counted.proposed_by
     for golden in goldens:
         assert golden["proposer"] == rows[golden["run_id"]][2], golden
