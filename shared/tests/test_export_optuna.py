@@ -15,6 +15,7 @@ from ax3l.shared.db.export_optuna import TUNED_PATHS, export_optuna
 from ax3l.shared.event_models import GoldenConfigCreated, ProposalAccepted, SimulationSubmitted
 from ax3l.shared.settings import get_settings
 from ax3l.testing.databases import TestDatabases
+from ax3l.testing.provenance import backfilled
 from ax3l.testing.snakelab_rows import insert_runs
 
 SCHEMA = cached_schema()
@@ -43,6 +44,7 @@ async def _log_history(databases: TestDatabases, seeding: str, proposal: str) ->
             )
         )
         await log.log(ProposalAccepted(parameter="gamma", run_id=proposal, proposer="tpe"))
+    backfilled(databases)
 
 
 async def test_runs_become_trials_with_params_values_and_attributes_once(

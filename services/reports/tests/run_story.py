@@ -25,6 +25,7 @@ from ax3l.shared.event_models import (
     SimulationSubmitted,
 )
 from ax3l.shared.registry import BY_NAME
+from ax3l.testing.provenance import backfilled
 from ax3l.testing.scripted_llm import completion, tool_call
 
 FIGURES = {
@@ -190,4 +191,5 @@ async def write_story(dbs: Any) -> Story:
             started={"fallback_for": "llm", "failure_streak": 3},
         )
         await story.ran("rotation", purpose="seed_rotation")
+    backfilled(dbs)
     return story

@@ -1,6 +1,7 @@
 """The proposers page's leaderboards folded incrementally (``queries/proposer_board.py``) equal
 a full read (``proposer_stats``, ``model_stats``, ``seat_stats``) after new events, after a
-conversation named only later, after a run finishing, and after the history is wiped."""
+conversation named only by its proposal's row, after a run finishing, and after the history is
+wiped."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from ax3l.reports.queries.seats import seat_stats
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.registry import PARAMETER_ORDER
+from ax3l.testing.provenance import backfilled
 
 CONFIGURED = "configured-model.gguf"
 
@@ -128,6 +130,7 @@ async def test_incremental_fold_equals_a_full_read_and_notices_a_wipe(databases,
             assert await board.read(db, CONFIGURED) == await _full(db)
 
             await _first_part(log, run_ids)
+            backfilled(databases)  # the proposals' rows, as the broker writes them
             first = await board.read(db, CONFIGURED)
             assert first == await _full(db)
             assert {p.proposer for p in first.proposers} == {"llm", "random", "unknown"}
@@ -135,6 +138,7 @@ async def test_incremental_fold_equals_a_full_read_and_notices_a_wipe(databases,
             folded = board._fold
 
             await _second_part(log, run_ids)
+            backfilled(databases)
             with snakelab.cursor() as cur:
                 cur.execute(
                     "UPDATE simulation_runs SET status = 'completed', high_score = 91"
@@ -172,6 +176,7 @@ async def test_incremental_fold_equals_a_full_read_and_notices_a_wipe(databases,
             await log.log(
                 "proposal_accepted", {"run_id": run_ids[0], "proposer": "tpe"}, process_id="q1"
             )
+            backfilled(databases)
             third = await board.read(db, CONFIGURED)
             assert third == await _full(db)
             assert [(p.proposer, p.proposals) for p in third.proposers] == [("tpe", 1)]

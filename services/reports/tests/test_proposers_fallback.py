@@ -6,6 +6,7 @@ from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import ConversationStarted, ProposalAccepted, RoundRobinCheckpoint
 from ax3l.shared.registry import PARAMETER_ORDER
+from ax3l.testing.provenance import backfilled
 
 
 async def _turn(log: EventLog, index: int, conversations: list[dict], run_id: str) -> None:
@@ -43,6 +44,7 @@ async def test_fallback_turns_count_for_the_fallback_and_against_the_model(
         await _turn(
             log, 2, [llm, llm, llm, fallback, fallback], "00000000-0000-4000-8000-000000000003"
         )
+    backfilled(snakelab_tables)  # the proposals' rows, as the broker writes them
     async with make_client(snakelab_tables) as http:
         found = (await http.get("/api/proposers")).json()
         by_name = {p["proposer"]: p for p in found["proposers"]}
@@ -81,6 +83,7 @@ async def test_under_a_hybrid_the_page_says_who_decided_each_turn(snakelab_table
         log = EventLog(db)
         await _turn(log, 0, [classical], "00000000-0000-4000-8000-000000000001")
         await _turn(log, 1, [llm], "00000000-0000-4000-8000-000000000002")
+    backfilled(snakelab_tables)
     async with make_client(snakelab_tables) as http:
         page = (await http.get("/proposers")).text
         note = page[page.index('id="decided-by"') :].split("</p>")[0]

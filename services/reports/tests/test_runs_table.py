@@ -22,6 +22,7 @@ from ax3l.reports.models.runs import TUNED_COLUMNS
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import ConversationStarted, ProposalAccepted, SimulationSubmitted
+from ax3l.testing.provenance import backfilled
 
 
 def in_order(rows: list[dict[str, Any]], sort: str, descending: bool) -> list[dict[str, Any]]:
@@ -231,6 +232,7 @@ async def test_new_runs_state_changes_and_provenance_arrive_without_a_full_read(
                         SimulationSubmitted(run_id=runs[0].run_id, purpose="seeding"),
                         process_id=runs[0].run_id,
                     )
+            backfilled(databases)
             insert_runs(connection, read_runs(limit=7)[6:], episodes_for=0)
             body = (await client.get("/api/runs")).json()
             by_id = {r["id"]: r for r in body["runs"]}

@@ -4,9 +4,12 @@ Exactly once across crashes works like this:
 
 1. Before ``simulation.submit`` the broker commits an intent (state ``pending``): the
    configuration, its fingerprint, the entry and values, the golden it was built from, and
-   the config index position (every run with a higher SnakeLab id is newer than the check).
+   the config index position (every run with a higher SnakeLab id is newer than the check),
+   and the conversation proposing it (the latest ``conversation_started``: its proposer and
+   process id, ``ax3l.shared.run_provenance``).
 2. When SnakeLab answers, ``complete_intent`` writes ``proposal_accepted`` and then
-   ``simulation_submitted`` (its child) and marks the intent ``done``, in one transaction.
+   ``simulation_submitted`` (its child) and the run's ``run_provenance`` row, and marks the
+   intent ``done``, in one transaction.
 3. If the process dies in between, or SnakeLab's answer never arrives, the intent stays
    pending. ``reconcile`` looks the run up by its configuration among runs newer than the
    recorded position (``ax3l.shared.submit_once.created_runs``, the lookup the orchestrator's
@@ -46,6 +49,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ax3l.shared import run_provenance
 from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database, placeholders
@@ -90,6 +94,8 @@ class Intent:
     request_event_id: int | None
     source_name: str | None
     checkpoint_event_id: int | None = None  # the round-robin turn it was admitted for
+    proposer: str | None = None  # of the conversation that proposed it
+    conversation_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +136,8 @@ def _intent(row: dict[str, Any]) -> Intent:
         request_event_id=content.get("request_event_id"),
         source_name=content.get("source_name"),
         checkpoint_event_id=content.get("checkpoint_event_id"),
+        proposer=content.get("proposer"),
+        conversation_id=content.get("conversation_id"),
     )
 
 
@@ -157,6 +165,7 @@ async def record_intent(
     ``checkpoint_event_id`` is the round-robin checkpoint the proposal was admitted for; it
     travels into ``proposal_accepted``, adopted or not, so the proposal names its turn.
     ``created_at`` (default: now) is what ``may_send`` is asked about before the submit.
+    The conversation proposing it is the latest one (they run one at a time).
     """
     content = {
         "config": config,
@@ -170,6 +179,8 @@ async def record_intent(
         "checkpoint_event_id": checkpoint_event_id,
     }
     async with db.transaction("recording a submission intent") as cur:
+        proposer, conversation_id = await run_provenance.latest_conversation(cur)
+        content |= {"proposer": proposer, "conversation_id": conversation_id}
         await cur.execute(
             "INSERT INTO submission_intents (created_at, state, entry, fingerprint, content)"
             " VALUES (%s, %s, %s, %s, %s)",
@@ -242,6 +253,16 @@ async def _write_events(
     }
     proposal_id = await log.write(cur, proposal, parent_event_id=intent.request_event_id, **row)
     submitted_id = await log.write(cur, submitted, parent_event_id=proposal_id, **row)
+    made = run_provenance.Row(
+        run_id,
+        proposal_id,
+        intent.proposer,
+        intent.entry,
+        proposal_event_id=proposal_id,
+        golden_run_id=intent.golden_run_id if intent.golden_run_id != run_id else None,
+        conversation_id=intent.conversation_id,
+    )
+    await run_provenance.write(cur, made)
     return proposal_id, submitted_id
 
 

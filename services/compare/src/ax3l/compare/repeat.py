@@ -228,15 +228,16 @@ def read_turns(cur: Any, last_run_id: str | None, schema: ConfigSchema) -> TurnC
     # Replies and prompts other than TPE's advice are counted, never read: leave their text.
     cur.execute(
         "SELECT e.name, e.parameter, e.source_name,"
-        " IF(e.name = 'reply_received', NULL, m.content)"
+        " IF(e.name = 'reply_received', NULL, m.content), e.process_id, p.conversation_id"
         " FROM events e LEFT JOIN event_messages m ON m.event_id = e.event_id"
+        " LEFT JOIN run_provenance p ON p.event_id = e.event_id"
         f" WHERE e.name IN ({names}) AND (e.name <> 'prompt_sent' OR e.source_name = %s)"
         " AND (%s IS NULL OR e.event_id <= %s) ORDER BY e.event_id",
         (*COUNTED_EVENTS, ADVICE_SOURCE, cutoff, cutoff),
     )
     events = [
-        TurnEvent(name, parameter, source, text if name == "prompt_sent" else _json(text))
-        for name, parameter, source, text in cur.fetchall()
+        TurnEvent(name, parameter, source, text if name == "prompt_sent" else _json(text), *ids)
+        for name, parameter, source, text, *ids in cur.fetchall()
     ]
     return count_turns(events, entry_kinds(schema))
 

@@ -16,8 +16,10 @@
   turn the draw gave the LLM (``decided_by``), a fallback's included: the same numbers in
   every hybrid arm of a repeat.
 
-Conversations run one at a time, so every event after a ``conversation_started`` and before
-the next belongs to it (the broker's acceptances and rejections have process ids of their own).
+An accepted proposal belongs to the conversation its run's ``run_provenance`` row names
+(``TurnEvent.conversation``, ``ax3l.shared.run_provenance``); a conversation's prompts carry its
+process id. Events without either (a rejection, a hand-made history) belong to the latest
+conversation: they run one at a time.
 """
 
 from __future__ import annotations
@@ -63,6 +65,18 @@ class TurnEvent:
     parameter: str | None = None
     source_name: str | None = None
     content: Any = None
+    process_id: str | None = None
+    conversation: str | None = None  # a proposal's: its run's run_provenance row's
+
+
+@dataclass
+class _Conversation:
+    """What counting needs of one conversation: who proposes in it, who decided its turn, and
+    its latest advice's suggestions."""
+
+    role: str | None = None
+    decided_by: str | None = None
+    suggestions: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -124,19 +138,21 @@ class _Tally:
         self.by_kind: dict[str, Counter[str]] = {FINITE: Counter(), CONTINUOUS: Counter()}
         self.proposed_by: Counter[str] | None = None  # set by the first hybrid conversation
         self.roles = HYBRID_ROLES["llm+tpe"]  # the hybrid's (its first conversation's)
-        self.role: str | None = None  # the current conversation's
-        self.decided_by: str | None = None  # the current conversation's
-        self.suggestions: list[dict[str, Any]] = []  # its latest TPE advice
+        self.conversations: dict[str, _Conversation] = {}
+        self.latest = _Conversation()
+
+    def _of(self, process_id: str | None) -> _Conversation:
+        return self.conversations.get(process_id or "", self.latest)
 
     def add(self, event: TurnEvent) -> None:
         content = event.content if isinstance(event.content, dict) else {}
         if event.name == "conversation_started":
-            self._started(content)
+            self._started(event, content)
         elif event.name == "prompt_sent" and isinstance(event.content, str):
             if event.source_name == ADVICE_SOURCE:
-                self.suggestions = advice_suggestions(event.content)
+                self._of(event.process_id).suggestions = advice_suggestions(event.content)
             elif event.source_name == MODEL_ADVICE_SOURCE:
-                self.suggestions = model_advice_suggestions(event.content)
+                self._of(event.process_id).suggestions = model_advice_suggestions(event.content)
         elif event.name == "reply_received":
             self.found.model_turns += 1
         elif event.name == "proposal_accepted":
@@ -144,32 +160,35 @@ class _Tally:
         elif event.name in WASTED_EVENTS:
             self._wasted(event, content)
 
-    def _started(self, content: dict[str, Any]) -> None:
+    def _started(self, event: TurnEvent, content: dict[str, Any]) -> None:
         self.found.conversations += 1
         if content.get("fallback_for"):
             self.found.fallback_turns += 1
-        self.role = conversation_role(content)
         decided_by = content.get("decided_by")
-        self.decided_by = decided_by if isinstance(decided_by, str) else None
-        self.suggestions = []
-        if self.role is not None and self.proposed_by is None:
+        self.latest = _Conversation(
+            conversation_role(content), decided_by if isinstance(decided_by, str) else None
+        )
+        if event.process_id:
+            self.conversations[event.process_id] = self.latest
+        if self.latest.role is not None and self.proposed_by is None:
             self.roles = HYBRID_ROLES.get(str(content.get("hybrid")), HYBRID_ROLES["llm+tpe"])
             self.proposed_by = Counter(dict.fromkeys(self.roles, 0))
 
     def _accepted(self, event: TurnEvent, content: dict[str, Any]) -> None:
-        if self.decided_by == "llm":
+        talked = self._of(event.conversation)
+        if talked.decided_by == "llm":
             self.found.llm_steps.append(self.found.accepted_proposals)
         self.found.accepted_proposals += 1
         self._by_kind(event, content)["accepted"] += 1
-        if self.role is None or self.proposed_by is None:
+        if talked.role is None or self.proposed_by is None:
             return
-        self.proposed_by[self.role] += 1
+        self.proposed_by[talked.role] += 1
         changes = content.get("changes")
         llm, _, matched = self.roles
         if (
-            self.role == llm
+            talked.role == llm
             and isinstance(changes, dict)
-            and matches_a_suggestion(changes, self.suggestions)
+            and matches_a_suggestion(changes, talked.suggestions)
         ):
             self.proposed_by[matched] += 1
 

@@ -21,6 +21,7 @@ from ax3l.orchestrator.attempts import StoredRun, attempt_number, stored_runs, u
 from ax3l.orchestrator.services import Runs, StepFailed
 from ax3l.orchestrator.status import LoopStatus, Phase
 from ax3l.orchestrator.waiting import RunOutcome
+from ax3l.shared import run_provenance
 from ax3l.shared.db.event_reads import StoredEvent
 from ax3l.shared.event_models import SimulationSubmitted
 from ax3l.shared.snakelab_hosts import several_hosts_host
@@ -144,21 +145,25 @@ async def next_baseline_run(
             "retry_of": earlier[-1].run_id,
             "infrastructure_failure": earlier[-1].never_trained,
         }
-    record_id = await runs.log.log(
-        SimulationSubmitted(
-            run_id=run_id,
-            config=config,
-            purpose=purpose,
-            reused=reused,
-            attempt=attempt_number(stored, run_id),
-            **retry,
-            **_sent_to(runs, run_id),
-        ),
-        level="WARNING" if earlier else None,
-        process_id=run_id,
-        parent_event_id=parent_event_id,
-        source_name=source_name,
+    record = SimulationSubmitted(
+        run_id=run_id,
+        config=config,
+        purpose=purpose,
+        reused=reused,
+        attempt=attempt_number(stored, run_id),
+        **retry,
+        **_sent_to(runs, run_id),
     )
+    async with runs.db.transaction("recording a baseline run") as cur:
+        record_id = await runs.log.write(
+            cur,
+            record,
+            level="WARNING" if earlier else None,
+            process_id=run_id,
+            parent_event_id=parent_event_id,
+            source_name=source_name,
+        )
+        await run_provenance.write_loop_run(cur, run_id, record_id, purpose, retry.get("retry_of"))
     return run_id, record_id
 
 

@@ -23,6 +23,7 @@ from typing import Any
 from ax3l.orchestrator.attempts import attempt_number, stored_runs, unrecorded_runs
 from ax3l.orchestrator.services import Runs
 from ax3l.orchestrator.waiting import RunOutcome
+from ax3l.shared import run_provenance
 from ax3l.shared.db.event_reads import StoredEvent, select
 from ax3l.shared.event_models import ProposalAccepted, SimulationSubmitted
 
@@ -75,25 +76,29 @@ async def retry_never_trained(
         reused = not submitted
     # A stored run's place among the configuration's runs; a new one follows every retry made.
     attempt = attempt_number(stored, run_id) if lost else made + 2
-    await runs.log.log(
-        SimulationSubmitted(
-            run_id=run_id,
-            config=config,
-            purpose="retry",
-            reason="retry",
-            retry_of=outcome.run_id,
-            attempt=attempt,
-            proposal_event_id=accepted.event_id,
-            proposal_run_id=accepted.model.run_id or accepted.process_id,
-            failed_error=outcome.error,
-            reused=reused,
-        ),
-        level="WARNING",
-        process_id=run_id,
-        parent_event_id=accepted.event_id,
-        source_name=SOURCE,
-        parameter=parameter,
+    record = SimulationSubmitted(
+        run_id=run_id,
+        config=config,
+        purpose="retry",
+        reason="retry",
+        retry_of=outcome.run_id,
+        attempt=attempt,
+        proposal_event_id=accepted.event_id,
+        proposal_run_id=accepted.model.run_id or accepted.process_id,
+        failed_error=outcome.error,
+        reused=reused,
     )
+    async with runs.db.transaction("recording a retry") as cur:
+        record_id = await runs.log.write(
+            cur,
+            record,
+            level="WARNING",
+            process_id=run_id,
+            parent_event_id=accepted.event_id,
+            source_name=SOURCE,
+            parameter=parameter,
+        )
+        await run_provenance.write_loop_run(cur, run_id, record_id, "retry", outcome.run_id)
     logger.warning(
         "run %s failed before its first episode (%s): retrying the step as run %s (attempt %d)",
         outcome.run_id,

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import pymysql
 
+from ax3l.shared import run_provenance
 from ax3l.shared.db import tables, upgrades
 from ax3l.shared.db.database import Database, quote_identifier
 from ax3l.shared.db.errors import DatabaseError, SchemaMismatch, translate
@@ -144,6 +145,7 @@ def _create_missing(cur: Any, settings: DbSettings, present: set[str], stamp: bo
             cur.execute(f"CREATE INDEX {index} ON {table} ({columns})")
     head = upgrades.head()
     if stamp:
+        run_provenance.backfill(cur)  # a history the user's system wrote: 0003's back-fill
         upgrades.stamp_head(settings)
     cur.execute(
         "INSERT INTO ax3l_meta (name, value) VALUES ('schema_version', %s)"

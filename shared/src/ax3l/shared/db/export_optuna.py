@@ -9,9 +9,9 @@ an older schema, or one the user made by hand) is left out of that trial's param
 its ``params_outside_schema`` attribute: Optuna refuses a param outside its distribution.
 
 The user attributes are ``run_id``, ``snakelab_id`` (SnakeLab's submission order), ``seed``,
-``status``, ``proposer`` and ``entry`` (``ax3l.shared.run_provenance``: a proposal's
+``status``, ``proposer`` and ``entry`` (the run's ``run_provenance`` row, joined: a proposal's
 conversation's proposer and its parameter; ``ax3l`` and the ``simulation_submitted`` purpose,
-e.g. ``seeding``, for a run the loop submitted itself) and
+e.g. ``seeding``, for a run the loop submitted itself; a retry's original's) and
 ``golden`` (whether a ``golden_config_created`` event names the run), ``tags`` and ``notes`` (a
 person's, ``ax3l.shared.run_notes``, as they were at the export: a trial already exported
 keeps those it had).
@@ -38,7 +38,6 @@ from ax3l.shared import run_notes, run_provenance
 from ax3l.shared.config_schema import ConfigSchema, cached_schema
 from ax3l.shared.db.database import placeholders, quote_identifier
 from ax3l.shared.registry import ENTRIES, leaf_domain
-from ax3l.shared.run_provenance import RunProvenance
 from ax3l.shared.settings import Settings
 
 if TYPE_CHECKING:
@@ -49,23 +48,12 @@ BULK_CHUNK = 5000  # trials per transaction of the export
 TUNED_PATHS: tuple[str, ...] = tuple(path for item in ENTRIES for path in item.paths)
 FINISHED_STATES = ("completed", "failed", "cancelled")
 _FINISHED = placeholders(FINISHED_STATES)
-# The events that tell who produced a run and which runs became golden.
-_PROVENANCE_EVENTS = (*run_provenance.EVENTS, run_provenance.GOLDEN_EVENT, *run_notes.EVENTS)
+# The events that tell which runs became golden, and a person's tags and notes.
+_NOTED_EVENTS = (run_provenance.GOLDEN_EVENT, *run_notes.EVENTS)
 
 
 class ExportError(RuntimeError):
     """The export cannot run: Optuna is missing, or the storage or study does not fit."""
-
-
-@dataclass(frozen=True)
-class Provenance:
-    """Who produced a run: the proposer and the round robin's entry (or the loop's purpose);
-    and a person's tags and notes on it."""
-
-    proposer: str | None
-    entry: str | None
-    tags: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -119,51 +107,45 @@ def distributions(schema: ConfigSchema) -> dict[str, BaseDistribution]:
     return found
 
 
-def provenance(conn: Any) -> tuple[dict[str, Provenance], set[str]]:
-    """Each run's proposer and entry, and the runs that became golden, from Ax3l's events
-    (``ax3l.shared.run_provenance``: the report's ``/runs`` and golden pages read them alike)."""
-    found = RunProvenance()
+def notes_and_goldens(conn: Any) -> tuple[run_notes.RunNotes, set[str]]:
+    """A person's tags and notes on the runs, and the runs that became golden, from Ax3l's
+    events."""
     noted = run_notes.RunNotes()
+    golden: set[str] = set()
     with conn.cursor() as cur:
         cur.execute(
-            "SELECT e.name, e.process_id, m.content FROM events e JOIN event_messages m"
-            f" ON m.event_id = e.event_id WHERE e.name IN ({placeholders(_PROVENANCE_EVENTS)})"
+            "SELECT e.name, m.content FROM events e JOIN event_messages m"
+            f" ON m.event_id = e.event_id WHERE e.name IN ({placeholders(_NOTED_EVENTS)})"
             " ORDER BY e.event_id",
-            _PROVENANCE_EVENTS,
+            _NOTED_EVENTS,
         )
-        for name, process_id, text in cur.fetchall():
+        for name, text in cur.fetchall():
             try:
                 content = json.loads(text)
             except (TypeError, ValueError):
                 continue
-            if isinstance(content, dict):
-                if name in run_notes.EVENTS:
-                    noted.add(name, content)
-                else:
-                    found.add(name, process_id, content)
-    made = {
-        run_id: Provenance(
-            found.proposer.get(run_id),
-            found.entry.get(run_id),
-            tuple(noted.tags_of(run_id)),
-            tuple(noted.notes_of(run_id)),
-        )
-        for run_id in found.proposer.keys() | found.entry.keys() | noted.runs()
-    }
-    return made, found.golden
+            if not isinstance(content, dict):
+                continue
+            if name in run_notes.EVENTS:
+                noted.add(name, content)
+            elif isinstance(content.get("run_id"), str) and content["run_id"]:
+                golden.add(content["run_id"])
+    return noted, golden
 
 
 def finished_runs(conn: Any, settings: Settings, schema: ConfigSchema) -> Iterator[dict[str, Any]]:
-    """SnakeLab's finished runs with their seed and tuned values, in submission order."""
+    """SnakeLab's finished runs with their seed, tuned values and provenance (``proposer``,
+    ``entry``), in submission order."""
     snakelab = quote_identifier(settings.snakelab_db_name)
     columns = [schema.by_path[path].column for path in TUNED_PATHS]
     picked = ", ".join(f"c.{quote_identifier(column)}" for column in columns)
     with conn.cursor() as cur:
         cur.execute(
             "SELECT r.id, r.run_id, r.status, r.high_score, r.created_at, r.started_at,"
-            f" r.completed_at, c.seed, {picked}"
+            f" r.completed_at, c.seed, {picked}, p.proposer, p.entry"
             f" FROM {snakelab}.simulation_runs r JOIN {snakelab}.configurations c"
-            f" ON c.run_id = r.run_id WHERE r.status IN ({_FINISHED}) ORDER BY r.id",
+            f" ON c.run_id = r.run_id LEFT JOIN run_provenance p ON p.run_id = r.run_id"
+            f" WHERE r.status IN ({_FINISHED}) ORDER BY r.id",
             FINISHED_STATES,
         )
         names = [d[0] for d in cur.description]
@@ -185,7 +167,7 @@ def trial_of(
     row: dict[str, Any],
     schema: ConfigSchema,
     dists: dict[str, BaseDistribution],
-    made: Provenance | None,
+    noted: run_notes.RunNotes,
     golden: bool,
 ) -> FrozenTrial:
     """The trial of one finished run (see the module docstring)."""
@@ -206,11 +188,11 @@ def trial_of(
         "snakelab_id": int(row["id"]),
         "seed": None if row["seed"] is None else int(row["seed"]),
         "status": row["status"],
-        "proposer": made.proposer if made else None,
-        "entry": made.entry if made else None,
+        "proposer": row["proposer"],
+        "entry": row["entry"],
         "golden": golden,
-        "tags": list(made.tags) if made else [],
-        "notes": list(made.notes) if made else [],
+        "tags": noted.tags_of(row["run_id"]),
+        "notes": noted.notes_of(row["run_id"]),
     }
     if outside:
         attrs["params_outside_schema"] = outside
@@ -393,17 +375,14 @@ def export_optuna(
     existing = exported_run_ids(study)
     conn = connect(settings)
     try:
-        made, golden = provenance(conn)
+        noted, golden = notes_and_goldens(conn)
         rows = [
             row for row in finished_runs(conn, settings, schema) if row["run_id"] not in existing
         ]
         waiting = count_unfinished(conn, settings)
     finally:
         conn.close()
-    trials = [
-        trial_of(row, schema, dists, made.get(row["run_id"]), row["run_id"] in golden)
-        for row in rows
-    ]
+    trials = [trial_of(row, schema, dists, noted, row["run_id"] in golden) for row in rows]
     study.set_user_attr("source", "ax3l")
     study.set_user_attr("snakelab_database", settings.snakelab_db_name)
     for first in range(0, len(trials), BULK_CHUNK):

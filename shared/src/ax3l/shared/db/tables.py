@@ -254,3 +254,27 @@ SEATS = create_table(
 )
 
 OWN_TABLES.append(("seats", SEATS))
+
+# -- who produced each run (``ax3l.shared.run_provenance``) -----------------------------------
+# One row per run Ax3l made, written in the transaction of the event that made it (``event_id``:
+# the broker's ``proposal_accepted``, the loop's ``simulation_submitted``); revision 0003
+# back-filled older histories. ``golden_run_id`` is the golden of its time, ``conversation_id``
+# the process of the conversation that proposed it.
+
+RUN_PROVENANCE = create_table(
+    "run_provenance",
+    "run_id VARCHAR(64) NOT NULL PRIMARY KEY",
+    "event_id BIGINT UNSIGNED NOT NULL",
+    "proposer VARCHAR(100) NULL",
+    "entry VARCHAR(100) NULL",
+    "purpose VARCHAR(100) NULL",
+    "retry_of VARCHAR(64) NULL",
+    "proposal_event_id BIGINT UNSIGNED NULL",
+    "golden_run_id VARCHAR(64) NULL",
+    "conversation_id CHAR(36) NULL",
+    "KEY idx_run_provenance_event (event_id)",
+    cascading_key("fk_run_provenance_event", "event_id", "events"),
+)
+
+OWN_TABLES.append(("run_provenance", RUN_PROVENANCE))
+EXPERIMENT_TABLES.insert(0, "run_provenance")

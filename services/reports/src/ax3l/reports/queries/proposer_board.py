@@ -7,10 +7,10 @@ rules, into per-proposer, per-conversation and per-seat aggregates, and each req
 only the events after the newest one it has folded (and nothing when none came). A wiped or
 recreated history (another first event, or event ids going backwards) is folded again in full.
 
-What can only be known later stays open until the answer is drawn:
+The proposers' board folds the conversations and the proposals' ``run_provenance`` rows
+(``queries/proposers.ProposerFold``, read by event window like the events) and draws them per
+answer. What can only be known later stays open until the answer is drawn:
 
-* a conversation's proposer when only a later event of its process names it: the fold notes
-  the processes it met unnamed, and folds its (compact) records again when one is named;
 * a conversation's model (its first reply names it; unnamed, the configured model): replies,
   failures, accepted proposals and rejections are summed per conversation and given to models
   when the answer is drawn;
@@ -37,19 +37,20 @@ from ax3l.reports.models.proposers import ModelStats, ProposerStats, SeatStats
 from ax3l.reports.queries.events import history_mark, runs_mark
 from ax3l.reports.queries.proposers import (
     REJECTIONS,
-    UNKNOWN,
     UNKNOWN_MODEL,
+    ProposerFold,
     _contents,
     _model_requests,
     _number,
     _percentile,
-    _proposer,
     _read,
     _run_id,
     _seconds,
     _turn,
+    proposals,
 )
 from ax3l.reports.queries.seats import SUBMIT_TOOLS, _seat_calls, _waste_kind
+from ax3l.shared import run_provenance
 from ax3l.shared.db.database import Database
 from ax3l.shared.event_models import (
     ConversationStarted,
@@ -63,65 +64,6 @@ from ax3l.shared.wire import TERMINAL_STATES
 WINDOW = 250_000  # event ids per read (each statement stays well inside the query timeout)
 SCORE_CHUNK = 50_000  # runs per read of their scores
 CONTENT_EVENTS = ("conversation_started", "proposal_accepted", "golden_config_created", *REJECTIONS)
-
-# A conversation or proposal as the proposer fold needs it:
-# (is a conversation, process id, the proposer it names, fallback_for, turn or run id).
-Record = tuple[bool, str | None, str | None, str | None, Any]
-
-
-@dataclass
-class _Proposers:
-    """``proposer_stats``'s counts, folded in event order."""
-
-    records: list[Record] = field(default_factory=list)
-    by_process: dict[str, str] = field(default_factory=dict)
-    unnamed: set[str] = field(default_factory=set)  # processes met before one named them
-    stale: bool = False  # a process met unnamed was named later: fold the records again
-    latest: str | None = None
-    latest_fallback: bool = False
-    conversations: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    proposals: dict[str, list[str | None]] = field(default_factory=lambda: defaultdict(list))
-    fallback_turns: dict[str, set[Any]] = field(default_factory=lambda: defaultdict(set))
-    lost_turns: dict[str, set[Any]] = field(default_factory=lambda: defaultdict(set))
-    fallback_proposals: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-
-    def add(self, record: Record) -> None:
-        self.records.append(record)
-        self._fold(record)
-
-    def _fold(self, record: Record) -> None:
-        conversation, process, proposer, fallback_for, key = record
-        if proposer and process and process not in self.by_process:
-            self.by_process[process] = proposer
-            if process in self.unnamed:
-                self.stale = True
-        named = proposer or self.by_process.get(process or "")
-        if not named and process:
-            self.unnamed.add(process)
-        if conversation:
-            self.latest = named
-            self.conversations[named or UNKNOWN] += 1
-            self.latest_fallback = fallback_for is not None
-            if fallback_for is not None:
-                self.fallback_turns[named or UNKNOWN].add(key)
-                self.lost_turns[fallback_for].add(key)
-        else:
-            # Conversations run one at a time: an anonymous proposal belongs to the latest one.
-            chosen = named or self.latest or UNKNOWN
-            self.proposals[chosen].append(key)
-            if self.latest_fallback and chosen == (self.latest or UNKNOWN):
-                self.fallback_proposals[chosen] += 1
-
-    def refolded(self) -> _Proposers:
-        """The same records folded again knowing every process's proposer from the start."""
-        again = _Proposers(records=self.records)
-        for _, process, proposer, _, _ in self.records:
-            if proposer and process:
-                again.by_process.setdefault(process, proposer)
-        for record in self.records:
-            again._fold(record)
-        again.stale = False
-        return again
 
 
 @dataclass(slots=True)
@@ -289,10 +231,10 @@ class _Fold:
     history: tuple[int, datetime] | None = None
     newest: int = 0
     version: int = 0  # counts folds that changed something
-    any_named: bool = False
+    table: bool = False  # the database has run_provenance (one of the user's own tables has not)
     golden_runs: set[str] = field(default_factory=set)
     seat_goldens: set[str] = field(default_factory=set)  # as seats.py reads them (any run id)
-    proposers: _Proposers = field(default_factory=_Proposers)
+    proposers: ProposerFold = field(default_factory=ProposerFold)
     models: _Models = field(default_factory=_Models)
     seats: dict[str, _Seat] = field(default_factory=dict)
     seat_rows: int = 0
@@ -394,15 +336,13 @@ class ProposerBoard:
         async with self._lock:
             await self._refresh(db)
             fold = self._fold
-            if fold.proposers.stale:
-                fold.proposers = fold.proposers.refolded()
-            if any(fold.proposers.proposals.values()):
+            if fold.proposers.proposals:
                 await self._scores.refresh(db)
             key = (fold.history, fold.version, self._scores.version, configured_model)
             if self._answer is not None and self._answer[0] == key:
                 return self._answer[1]
             board = Board(
-                proposers=_proposer_stats(fold, self._scores.scores),
+                proposers=fold.proposers.stats(self._scores.scores),
                 models=_model_stats(fold, configured_model),
                 seats=_seat_stats(fold),
             )
@@ -414,12 +354,16 @@ class ProposerBoard:
         if history != self._fold.history or newest < self._fold.newest:
             # Another history (emptied, recreated or rolled back): fold it from the start.
             self._fold = _Fold(history=history, version=self._fold.version + 1)
+        if not self._fold.table and await run_provenance.table_present(db):
+            # Created (and back-filled) since: fold the history again with its rows.
+            self._fold = _Fold(history=history, version=self._fold.version + 1, table=True)
         fold = self._fold
         while fold.newest < newest:
             start, end = fold.newest, min(newest, fold.newest + WINDOW)
             requests = await _model_requests(db, after=start, upto=end)
             contents = await _contents(db, CONTENT_EVENTS, after=start, upto=end)
             calls = await _seat_calls(db, after=start, upto=end)
+            made = await proposals(db, after=start, upto=end)
             for row in (*requests, *contents):
                 if row["process_id"]:  # held many times over: one string each
                     row["process_id"] = sys.intern(row["process_id"])
@@ -429,8 +373,10 @@ class ProposerBoard:
                 _add_content(fold, row)
             for row in calls:
                 _add_seat_call(fold, row)
+            for row in made:
+                fold.proposers.add_proposal(row)
             fold.newest = end
-            if requests or contents or calls:
+            if requests or contents or calls or made:
                 fold.version += 1
 
 
@@ -444,9 +390,8 @@ def _add_content(fold: _Fold, row: dict[str, Any]) -> None:
         fold.models.reject(name)
         return
     content = _read(row)
-    proposer = _proposer(content)
-    if proposer:
-        fold.any_named = True
+    if isinstance(content, ConversationStarted | GoldenConfigCreated):
+        fold.proposers.add_event(row)
     if isinstance(content, GoldenConfigCreated):
         if row["content"] is not None and content.run_id is not None:
             fold.seat_goldens.add(content.run_id)
@@ -455,13 +400,9 @@ def _add_content(fold: _Fold, row: dict[str, Any]) -> None:
             fold.models.golden(run_id)
     elif isinstance(content, ConversationStarted):
         turn = _turn(content, row)
-        fallback_for = content.fallback_for or None
-        fold.proposers.add((True, row["process_id"], proposer, fallback_for, turn))
-        fold.models.start(row["process_id"] or "", fallback_for, turn)
+        fold.models.start(row["process_id"] or "", content.fallback_for or None, turn)
     elif isinstance(content, ProposalAccepted):
-        run_id = _run_id(content)
-        fold.proposers.add((False, row["process_id"], proposer, None, run_id))
-        fold.models.accept(run_id, fold.golden_runs)
+        fold.models.accept(_run_id(content), fold.golden_runs)
 
 
 def _add_seat_call(fold: _Fold, row: dict[str, Any]) -> None:
@@ -488,33 +429,6 @@ def _add_seat_call(fold: _Fold, row: dict[str, Any]) -> None:
         seat.accepted_runs.append(call.run_id)
         if call.seconds_since_turn_opened is not None:
             seat.seconds.append(float(call.seconds_since_turn_opened))
-
-
-def _proposer_stats(fold: _Fold, scores: dict[str, int]) -> list[ProposerStats]:
-    folded = fold.proposers
-    if not folded.by_process and not fold.any_named:
-        return []
-    found = []
-    names = set(folded.conversations) | set(folded.proposals) | set(folded.lost_turns)
-    for name in sorted(names):
-        runs = folded.proposals.get(name, [])
-        scored = [s for run in runs if run is not None and (s := scores.get(run)) is not None]
-        found.append(
-            ProposerStats(
-                proposer=name,
-                conversations=folded.conversations.get(name, 0),
-                proposals=len(runs),
-                scored_runs=len(scored),
-                mean_score=sum(scored) / len(scored) if scored else None,
-                best_score=max(scored) if scored else None,
-                new_goldens=sum(1 for run in runs if run is not None and run in fold.golden_runs),
-                fallback_turns=len(folded.fallback_turns.get(name, ())),
-                fallback_proposals=folded.fallback_proposals.get(name, 0),
-                turns_lost_to_fallback=len(folded.lost_turns.get(name, ())),
-            )
-        )
-    found.sort(key=lambda s: (s.proposer == UNKNOWN, -s.proposals, s.proposer))
-    return found
 
 
 def _model_stats(fold: _Fold, configured_model: str | None) -> list[ModelStats]:

@@ -1,9 +1,10 @@
 """Comparing proposers (llm, tpe, random) by what their accepted proposals achieved.
 
-The proposer is read from ``proposal_accepted`` or ``conversation_started`` contents; when a
-proposal does not name it, it inherits its conversation's (same process id), else the latest
-conversation's before it (conversations run one at a time). Histories without any proposer
-recorded simply have no comparison.
+A proposal's proposer and conversation are its run's ``run_provenance`` row (written with the
+acceptance, ``ax3l.shared.run_provenance``; the rows whose event is their own proposal, not a
+retry's nor the loop's own runs). A conversation counts for the proposer its
+``conversation_started`` names, else for the one its proposals' rows name. Histories without
+any proposer recorded simply have no comparison.
 
 A turn the model did not manage is taken by a fallback proposer: its ``conversation_started``
 names ``"fallback_for": "llm"`` (and the model's ``failure_streak``). Such turns count for the
@@ -14,11 +15,14 @@ model (``turns_lost_to_fallback``); a turn is its checkpoint, so a retried fallb
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ax3l.reports.event_contents import parse
 from ax3l.reports.models.proposers import ModelStats, ProposerStats
 from ax3l.shared import comparison_stats as stats
+from ax3l.shared import run_provenance
 from ax3l.shared.db.database import Database
 from ax3l.shared.event_models import (
     ConversationStarted,
@@ -91,70 +95,111 @@ async def _scores(db: Database, run_ids: list[str]) -> dict[str, int | None]:
     return scores
 
 
+async def proposals(db: Database, after: int = 0, upto: int | None = None) -> list[dict[str, Any]]:
+    """The ``run_provenance`` rows of the proposals accepted after event ``after`` up to
+    ``upto`` (run id, proposer, conversation), in event order; none without the table."""
+    if not await run_provenance.table_present(db):
+        return []
+    window, args = _window(after, upto)
+    return await db.fetchall(
+        "SELECT e.event_id, e.run_id, e.proposer, e.conversation_id FROM run_provenance e"
+        f" WHERE e.proposal_event_id = e.event_id{window} ORDER BY e.event_id",
+        args,
+        doing="reading proposals",
+    )
+
+
+@dataclass
+class ProposerFold:
+    """``proposer_stats``' counts: the conversations (their own proposer, fallback and turn)
+    and the proposals' rows, in event order; drawn by ``stats``."""
+
+    # each conversation_started: its process id, the proposer it names, fallback_for, its turn
+    conversations: list[tuple[str | None, str | None, str | None, Any]] = field(
+        default_factory=list
+    )
+    proposals: list[tuple[str, str | None, str | None]] = field(default_factory=list)
+    named_by_rows: dict[str, str] = field(default_factory=dict)  # conversation -> proposer
+    golden_runs: set[str] = field(default_factory=set)
+    any_named: bool = False
+
+    def add_event(self, row: dict[str, Any]) -> None:
+        """A ``conversation_started`` or ``golden_config_created`` row (``_contents``)."""
+        content = _read(row)
+        if _proposer(content):
+            self.any_named = True
+        if isinstance(content, ConversationStarted):
+            fallback_for = content.fallback_for or None
+            self.conversations.append(
+                (row["process_id"], _proposer(content), fallback_for, _turn(content, row))
+            )
+        elif (run_id := _run_id(content)) is not None:
+            self.golden_runs.add(run_id)
+
+    def add_proposal(self, row: dict[str, Any]) -> None:
+        """A proposal's ``run_provenance`` row (``proposals``)."""
+        proposer, conversation = row["proposer"] or None, row["conversation_id"]
+        self.proposals.append((str(row["run_id"]), proposer, conversation))
+        if proposer:
+            self.any_named = True
+            if conversation:
+                self.named_by_rows.setdefault(conversation, proposer)
+
+    def stats(self, scores: Mapping[str, int | None]) -> list[ProposerStats]:
+        """One row per proposer (``scores``: the completed runs' high scores)."""
+        if not self.any_named:
+            return []
+        conversations: dict[str, int] = defaultdict(int)
+        fallback_turns: dict[str, set[Any]] = defaultdict(set)
+        lost_turns: dict[str, set[Any]] = defaultdict(set)
+        fallbacks: dict[str, str] = {}  # fallback conversation -> its proposer
+        for process, named, fallback_for, turn in self.conversations:
+            name = named or self.named_by_rows.get(process or "") or UNKNOWN
+            conversations[name] += 1
+            if fallback_for is not None:
+                fallback_turns[name].add(turn)
+                lost_turns[fallback_for].add(turn)
+                fallbacks[process or ""] = name
+        runs: dict[str, list[str]] = defaultdict(list)
+        fallback_proposals: dict[str, int] = defaultdict(int)
+        for run_id, proposer, conversation in self.proposals:
+            name = proposer or UNKNOWN
+            runs[name].append(run_id)
+            if conversation is not None and fallbacks.get(conversation) == name:
+                fallback_proposals[name] += 1
+        found = []
+        for name in sorted(set(conversations) | set(runs) | set(lost_turns)):
+            made = runs.get(name, [])
+            scored = [s for run in made if (s := scores.get(run)) is not None]
+            found.append(
+                ProposerStats(
+                    proposer=name,
+                    conversations=conversations.get(name, 0),
+                    proposals=len(made),
+                    scored_runs=len(scored),
+                    mean_score=sum(scored) / len(scored) if scored else None,
+                    best_score=max(scored) if scored else None,
+                    new_goldens=sum(1 for run in made if run in self.golden_runs),
+                    fallback_turns=len(fallback_turns.get(name, ())),
+                    fallback_proposals=fallback_proposals.get(name, 0),
+                    turns_lost_to_fallback=len(lost_turns.get(name, ())),
+                )
+            )
+        found.sort(key=lambda s: (s.proposer == UNKNOWN, -s.proposals, s.proposer))
+        return found
+
+    def proposed_runs(self) -> list[str]:
+        return sorted({run_id for run_id, _, _ in self.proposals})
+
+
 async def proposer_stats(db: Database) -> list[ProposerStats]:
     """One row per proposer that has been recorded, most proposals first."""
-    rows = await _contents(
-        db, ("conversation_started", "proposal_accepted", "golden_config_created")
-    )
-    contents = [(row, _read(row)) for row in rows]
-    # A process (conversation) is known by whichever of its events names the proposer.
-    by_process: dict[str, str] = {}
-    for row, content in contents:
-        proposer = _proposer(content)
-        if proposer and not isinstance(content, GoldenConfigCreated) and row["process_id"]:
-            by_process.setdefault(row["process_id"], proposer)
-    if not by_process and not any(_proposer(c) for _, c in contents):
-        return []
-    latest: str | None = None
-    latest_fallback = False
-    conversations: dict[str, int] = defaultdict(int)
-    proposals: dict[str, list[str | None]] = defaultdict(list)
-    fallback_turns: dict[str, set[Any]] = defaultdict(set)
-    lost_turns: dict[str, set[Any]] = defaultdict(set)
-    fallback_proposals: dict[str, int] = defaultdict(int)
-    golden_runs: set[str] = set()
-    for row, content in contents:
-        named = _proposer(content) or by_process.get(row["process_id"] or "")
-        if isinstance(content, ConversationStarted):
-            latest = named
-            conversations[named or UNKNOWN] += 1
-            fallback_for = content.fallback_for or None
-            latest_fallback = fallback_for is not None
-            if fallback_for is not None:
-                turn = _turn(content, row)
-                fallback_turns[named or UNKNOWN].add(turn)
-                lost_turns[fallback_for].add(turn)
-        elif isinstance(content, ProposalAccepted):
-            # Conversations run one at a time: an anonymous proposal belongs to the latest one.
-            proposer = named or latest or UNKNOWN
-            proposals[proposer].append(_run_id(content))
-            if latest_fallback and proposer == (latest or UNKNOWN):
-                fallback_proposals[proposer] += 1
-        elif (run_id := _run_id(content)) is not None:
-            golden_runs.add(run_id)
-    scores = await _scores(
-        db, sorted({run for runs in proposals.values() for run in runs if run is not None})
-    )
-    stats = []
-    for name in sorted(set(conversations) | set(proposals) | set(lost_turns)):
-        runs = proposals.get(name, [])
-        scored = [s for run in runs if run is not None and (s := scores.get(run)) is not None]
-        stats.append(
-            ProposerStats(
-                proposer=name,
-                conversations=conversations.get(name, 0),
-                proposals=len(runs),
-                scored_runs=len(scored),
-                mean_score=sum(scored) / len(scored) if scored else None,
-                best_score=max(scored) if scored else None,
-                new_goldens=sum(1 for run in runs if run is not None and run in golden_runs),
-                fallback_turns=len(fallback_turns.get(name, ())),
-                fallback_proposals=fallback_proposals.get(name, 0),
-                turns_lost_to_fallback=len(lost_turns.get(name, ())),
-            )
-        )
-    stats.sort(key=lambda s: (s.proposer == UNKNOWN, -s.proposals, s.proposer))
-    return stats
+    fold = ProposerFold()
+    for row in await _contents(db, ("conversation_started", "golden_config_created")):
+        fold.add_event(row)
+    for row in await proposals(db):
+        fold.add_proposal(row)
+    return fold.stats(await _scores(db, fold.proposed_runs()))
 
 
 # -- the model leaderboard --------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Who chose a run and why, from the events of the conversation that proposed it.
 
-The runs table knows each proposal's conversation (``ax3l.shared.run_provenance``); this reads,
+The runs table knows each proposal's conversation (its ``run_provenance`` row); this reads,
 for a page's runs only, that conversation's start (a fallback says whom it stood in for and
 why), its accepted end (the ``model`` proposer's figures under ``model``), its last reply (the
 one whose tool call was accepted: the model's reasoning and text) and, for a seat's turn, the

@@ -1,18 +1,17 @@
 """Every SnakeLab run as one in-memory table, kept up to date incrementally, with its provenance
 from Ax3l's events; filters, sorting and keyset pages over it; CSV and Parquet of a filter.
 
-Why in memory: the proposer and the entry of a run live in Ax3l's events (``proposal_accepted``,
-``conversation_started``, ``simulation_submitted``), the run itself in SnakeLab's tables, and a
+Why in memory: the proposer and the entry of a run live in Ax3l's database (``run_provenance``,
+and the events that make a run golden or tag it), the run itself in SnakeLab's tables, and a
 table sorted by any of them pages in milliseconds once both sit in one polars frame. The frame
 is small (100,000 runs are about 20 MB) and each request reads only what changed: runs newer
 than the newest it holds, the runs it holds that were not finished yet (their state and score
-still move), and events newer than the newest it read. A wipe (fewer runs, or another first
-run; another first event) makes it read everything again.
+still move), and events (with the provenance rows they made) newer than the newest it read. A
+wipe (fewer runs, or another first run; another first event) makes it read everything again.
 
-Who proposed a run, and its entry: ``ax3l.shared.run_provenance``, the reading the golden
-pages and the Optuna export share (a proposal's conversation's proposer, as the proposers page
-counts them, ``queries/proposers.py``; ``ax3l`` and the purpose for the loop's own runs; a
-retry's original's).
+Who proposed a run, its entry, its golden of its time and its conversation: its
+``run_provenance`` row (``ax3l.shared.run_provenance``), which the golden pages, the proposers
+page and the Optuna export read too.
 """
 
 from __future__ import annotations
@@ -42,14 +41,13 @@ from ax3l.shared import run_provenance as provenance
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
 from ax3l.shared.registry import ENTRIES
-from ax3l.shared.run_provenance import RunProvenance
 from ax3l.shared.wire import TERMINAL_STATES
 
 CHUNK = 20_000  # runs per read of new runs (each statement stays well inside the query timeout)
 GROUP_ROWS = 500  # rows per value of a whole-table read
 GROUP_CONCAT_MAX = 64 * 1024 * 1024  # bytes of one such value (500 lines are about 70 KB)
 EVENT_WINDOW = 250_000  # event ids per provenance read
-PROVENANCE_EVENTS = (*provenance.EVENTS, provenance.GOLDEN_EVENT, *run_notes.EVENTS)
+PROVENANCE_EVENTS = (provenance.GOLDEN_EVENT, *run_notes.EVENTS)
 SEPARATOR = "\x1f"  # ASCII unit separator: in no run id, state, time or number
 DATETIME_FORMAT = "%Y-%m-%d %H:%M:%S%.f"
 
@@ -70,17 +68,8 @@ def _schema(config: ConfigSchema) -> dict[str, pl.DataType]:
     return columns
 
 
-PROVENANCE_FIELDS = (
-    "run_id",
-    "proposer",
-    "parameter",
-    "purpose",
-    "retry_of",
-    "golden_run_id",
-    "outcome",
-    "note",
-    "tag",
-)
+PROVENANCE_FIELDS = ("run_id", "note", "tag")
+ROW_COLUMNS = ("run_id", "proposer", "entry", "golden_run_id", "conversation_id")
 PROVENANCE_SCHEMA: dict[str, pl.DataType] = {
     "run_id": pl.String(),
     "proposer": pl.String(),
@@ -158,36 +147,34 @@ async def _scan(db: Database, select: str, schema: dict[str, pl.DataType]) -> pl
 
 
 @dataclass
-class Provenance(RunProvenance):
-    """``RunProvenance`` (who proposed each run, for which entry, which runs became golden) read
-    incrementally from the events: how far it read and of which history."""
+class Provenance:
+    """Each run's ``run_provenance`` row, the runs that became golden and a person's tags and
+    notes, read incrementally: how far it read and of which history."""
 
     newest: int = 0
     history: tuple[int, datetime] | None = None
+    table: bool = False  # the database has run_provenance (one of the user's own tables has not)
+    rows: dict[str, list[Any]] = field(default_factory=dict)  # run id -> ROW_COLUMNS[1:]
+    golden: set[str] = field(default_factory=set)
     notes: run_notes.RunNotes = field(default_factory=run_notes.RunNotes)
 
     def add_row(self, row: dict[str, Any]) -> None:
         if row["name"] in run_notes.EVENTS:
             self.notes.add(row["name"], row)
-        else:
-            self.add(row["name"], row["process_id"], row)
+        elif isinstance(row["run_id"], str) and row["run_id"]:
+            self.golden.add(row["run_id"])
 
     def frame(self) -> pl.DataFrame:
-        runs = sorted(
-            set(self.proposer)
-            | set(self.entry)
-            | self.golden
-            | set(self.challenged)
-            | self.notes.runs()
-        )
+        runs = sorted(set(self.rows) | self.golden | self.notes.runs())
+        made = [self.rows.get(run) or [None] * 4 for run in runs]
         return pl.DataFrame(
             {
                 "run_id": runs,
-                "proposer": [self.proposer.get(run) for run in runs],
-                "entry": [self.entry.get(run) for run in runs],
+                "proposer": [row[0] for row in made],
+                "entry": [row[1] for row in made],
                 "golden": [run in self.golden for run in runs],
-                "golden_run_id": [self.challenged.get(run) for run in runs],
-                "conversation": [self.conversation.get(run) for run in runs],
+                "golden_run_id": [row[2] for row in made],
+                "conversation": [row[3] for row in made],
                 "tags": [self.notes.tags_of(run) for run in runs],
                 "notes": [self.notes.notes_of(run) for run in runs],
             },
@@ -398,6 +385,10 @@ class RunsTable:
         if history != self._provenance.history or newest < self._provenance.newest:
             self._provenance = Provenance(history=history)
             changed = True
+        if not self._provenance.table and await provenance.table_present(db):
+            # Created (and back-filled) since: read the history again with it.
+            self._provenance = Provenance(history=history, table=True)
+            changed = True
         names = ", ".join(["%s"] * len(PROVENANCE_EVENTS))
         fields = ", ".join(_json(name) for name in PROVENANCE_FIELDS)
         while self._provenance.newest < newest:
@@ -417,9 +408,26 @@ class RunsTable:
             for block in blocks:
                 for values in json.loads(f"[{block}]"):
                     self._provenance.add_row(dict(zip(keys, values, strict=True)))
+            made = await _provenance_rows(db, start, end) if self._provenance.table else []
+            for block in made:
+                for run_id, *values in json.loads(f"[{block}]"):
+                    self._provenance.rows[run_id] = values
             self._provenance.newest = end
-            changed = changed or bool(blocks)
+            changed = changed or bool(blocks) or bool(made)
         return changed
+
+
+async def _provenance_rows(db: Database, start: int, end: int) -> list[str]:
+    """The ``run_provenance`` rows of the events after ``start`` up to ``end``, as blocks of
+    JSON arrays (``ROW_COLUMNS``)."""
+    return await _blocks(
+        db,
+        f"SELECT event_id AS k, JSON_ARRAY({', '.join(ROW_COLUMNS)}) AS line"
+        " FROM run_provenance WHERE event_id > %s AND event_id <= %s",
+        "k",
+        (start, end),
+        ",",
+    )
 
 
 # -- filters, sorting and keyset pages ---------------------------------------------------------
