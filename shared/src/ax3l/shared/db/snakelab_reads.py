@@ -1,13 +1,15 @@
-"""Every read of SnakeLab's tables that Ax3l's loop and broker need, in one place.
+"""Every read of SnakeLab's tables, in one place: ``SnakeLabRuns`` and the functions below.
 
-SnakeLab owns ``simulation_runs`` and ``configurations`` (Ax3l has SELECT only); their columns
-are SnakeLab's contract. The configuration index (``ax3l.shared.config_index``) keeps its own
-incremental reads; the report pages keep theirs per resource (``reports/queries/``).
+SnakeLab owns ``simulation_runs``, ``configurations`` and ``simulation_episodes`` (Ax3l has
+SELECT only; ``ax3l.shared.db.tables`` describes them); their columns are SnakeLab's contract
+and are named nowhere else in product code (``tests/test_structure.py`` checks it, with the
+modules still to move listed there). Statements are MariaDB text: short, and nothing to
+compile on the hot paths (the report pages, ``/metrics``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ax3l.shared.config_schema import ConfigSchema
@@ -102,3 +104,162 @@ async def runs_matching(
         list(equal.values()),
         doing=doing,
     )
+
+
+def optional_int(value: Any) -> int | None:
+    """A nullable integer column's value as an int or None."""
+    return None if value is None else int(value)
+
+
+class SnakeLabRuns:
+    """SnakeLab's runs, configurations and episodes as Ax3l reads them (``db``'s SnakeLab)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.runs = db.sl("simulation_runs")
+        self.configurations = db.sl("configurations")
+
+    async def run(self, run_id: str) -> dict[str, Any] | None:
+        """A run's row with its best game (``high_score_snapshot``), or None."""
+        return await self.db.fetchone(
+            f"SELECT {RUN_COLUMNS}, r.high_score_snapshot FROM {self.runs} r WHERE r.run_id = %s",
+            (run_id,),
+            doing=f"reading run {run_id}",
+        )
+
+    async def flat_config(self, run_id: str) -> dict[str, Any] | None:
+        """A run's ``configurations`` row without ``run_id`` (whatever columns it has), or None."""
+        flat = await self.db.fetchone(
+            f"SELECT * FROM {self.configurations} WHERE run_id = %s",
+            (run_id,),
+            doing=f"reading the configuration of run {run_id}",
+        )
+        if flat is not None:
+            flat.pop("run_id", None)
+        return flat
+
+    async def episodes(self, run_id: str) -> list[dict[str, Any]]:
+        """``episode, score, steps, epsilon, loss`` of a run's episodes, in order."""
+        return await self.db.fetchall(
+            "SELECT episode, score, steps, epsilon, loss"
+            f" FROM {self.db.sl('simulation_episodes')} WHERE run_id = %s ORDER BY episode",
+            (run_id,),
+            doing=f"reading the episodes of run {run_id}",
+        )
+
+    async def status(self, run_id: str) -> tuple[str, int | None] | None:
+        """A run's status and high score, or None if SnakeLab has no such run."""
+        row = await self.db.fetchone(
+            f"SELECT status, high_score FROM {self.runs} WHERE run_id = %s",
+            (run_id,),
+            doing=f"reading the status of run {run_id}",
+        )
+        if row is None:
+            return None
+        return str(row["status"]), optional_int(row["high_score"])
+
+    async def in_order(self, offset: int, limit: int) -> list[tuple[str, str]]:
+        """``(run_id, status)`` of the runs after the first ``offset``, in submission order."""
+        rows = await self.db.fetchall(
+            f"SELECT run_id, status FROM {self.runs} ORDER BY id LIMIT %s OFFSET %s",
+            (limit, offset),
+            doing=f"reading the runs after the first {offset}",
+        )
+        return [(str(row["run_id"]), str(row["status"])) for row in rows]
+
+    async def hosts(self, run_ids: Sequence[str]) -> dict[str, int]:
+        """How many of ``run_ids`` each SnakeLab host ran (``simulation_runs.host``)."""
+        if not run_ids:
+            return {}
+        rows = await self.db.fetchall(
+            f"SELECT host, COUNT(*) AS n FROM {self.runs}"
+            f" WHERE run_id IN ({placeholders(run_ids)}) GROUP BY host ORDER BY host",
+            tuple(run_ids),
+            doing="reading the runs' hosts",
+        )
+        return {str(row["host"]): int(row["n"]) for row in rows}
+
+    async def durations(self, newest: int) -> list[tuple[str, int, int]]:
+        """``(run_id, microseconds it ran, microseconds since it ended)`` of the ``newest``
+        completed runs (by submission) that have both times."""
+        rows = await self.db.fetchall(
+            "SELECT run_id, TIMESTAMPDIFF(MICROSECOND, started_at, completed_at) AS took,"
+            " TIMESTAMPDIFF(MICROSECOND, completed_at, UTC_TIMESTAMP(6)) AS since"
+            f" FROM {self.runs} WHERE status = 'completed'"
+            " AND started_at IS NOT NULL AND completed_at IS NOT NULL"
+            " ORDER BY id DESC LIMIT %s",
+            (newest,),
+            doing="measuring run times",
+        )
+        return [(str(r["run_id"]), int(r["took"]), int(r["since"])) for r in rows]
+
+    async def mark(self) -> tuple[int, Any]:
+        """The run count and the first run's id (None when empty): what tables kept in memory
+        compare to notice an emptied or recreated ``simulation_runs``."""
+        row = await self.db.fetchone(
+            f"SELECT COUNT(*) AS n, (SELECT run_id FROM {self.runs} ORDER BY id LIMIT 1)"
+            f" AS first_run FROM {self.runs}",
+            doing="counting runs",
+        )
+        return (0, None) if row is None else (int(row["n"]), row["first_run"])
+
+    async def score_counts(self, status: str | None, seed: int | None) -> list[tuple[int, int]]:
+        """``(high score, runs)`` per high score reached, ascending (runs without one left out),
+        of the runs in ``status`` on ``seed`` (None: any)."""
+        clauses, args, join = ["r.high_score IS NOT NULL"], list[Any](), ""
+        if status is not None:
+            clauses.append("r.status = %s")
+            args.append(status)
+        if seed is not None:
+            join = f" JOIN {self.configurations} c ON c.run_id = r.run_id"
+            clauses.append("c.seed = %s")
+            args.append(seed)
+        rows = await self.db.fetchall(
+            f"SELECT r.high_score AS score, COUNT(*) AS runs FROM {self.runs} r{join}"
+            f" WHERE {' AND '.join(clauses)} GROUP BY r.high_score ORDER BY r.high_score",
+            args,
+            doing="reading the score distribution",
+        )
+        return [(int(row["score"]), int(row["runs"])) for row in rows]
+
+    async def seeds(self) -> list[int]:
+        """The seeds SnakeLab has runs for, ascending."""
+        rows = await self.db.fetchall(
+            f"SELECT DISTINCT seed FROM {self.configurations} ORDER BY seed",
+            doing="reading seeds",
+        )
+        return [int(row["seed"]) for row in rows]
+
+    async def newest_id(self) -> int | None:
+        """The newest run's ``id`` (None when there is none)."""
+        row = await self.db.fetchone(
+            f"SELECT MAX(id) AS id FROM {self.runs}", doing="counting runs"
+        )
+        return None if row is None else optional_int(row["id"])
+
+    async def newest_and_first_open(
+        self, after: int, terminal: Collection[str]
+    ) -> tuple[int | None, int | None]:
+        """Among the runs with ``id`` above ``after``: the newest ``id`` and the oldest of a run
+        whose status is not in ``terminal`` (each None when there is none)."""
+        row = await self.db.fetchone(
+            f"SELECT MAX(id) AS newest, MIN(CASE WHEN status NOT IN ({placeholders(terminal)})"
+            f" THEN id END) AS open FROM {self.runs} WHERE id > %s",
+            (*sorted(terminal), after),
+            doing="counting runs",
+        )
+        return (
+            (None, None)
+            if row is None
+            else (optional_int(row["newest"]), optional_int(row["open"]))
+        )
+
+    async def counts_by_status(self, after: int, through: int | None) -> list[tuple[str, int]]:
+        """``(status, runs)`` of the runs with ``after < id <= through`` (None: no upper end)."""
+        upper = "" if through is None else " AND id <= %s"
+        rows = await self.db.fetchall(
+            f"SELECT status, COUNT(*) AS n FROM {self.runs} WHERE id > %s{upper} GROUP BY status",
+            (after,) if through is None else (after, through),
+            doing="counting runs by status",
+        )
+        return [(str(r["status"]), int(r["n"])) for r in rows]
