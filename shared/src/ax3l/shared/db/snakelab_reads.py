@@ -10,6 +10,7 @@ compile on the hot paths (the report pages, ``/metrics``).
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ax3l.shared.config_schema import ConfigSchema
@@ -109,6 +110,16 @@ async def runs_matching(
 def optional_int(value: Any) -> int | None:
     """A nullable integer column's value as an int or None."""
     return None if value is None else int(value)
+
+
+@dataclass(frozen=True)
+class SeedSummary:
+    """A seed's runs: how many, how many completed with a score, and the best (None: none)."""
+
+    seed: int
+    runs: int
+    completed: int
+    best: int | None
 
 
 class SnakeLabRuns:
@@ -263,3 +274,51 @@ class SnakeLabRuns:
             doing="counting runs by status",
         )
         return [(str(r["status"]), int(r["n"])) for r in rows]
+
+    async def seed_summaries(self) -> list[SeedSummary]:
+        """Each seed's runs, in the order the seeds were first used."""
+        rows = await self.db.fetchall(
+            "SELECT c.seed AS seed, COUNT(*) AS runs,"
+            " SUM(r.status = 'completed' AND r.high_score IS NOT NULL) AS completed,"
+            " MAX(CASE WHEN r.status = 'completed' THEN r.high_score END) AS best,"
+            f" MIN(r.id) AS first FROM {self.runs} r JOIN {self.configurations} c"
+            " ON c.run_id = r.run_id GROUP BY c.seed ORDER BY first",
+            doing="summarising SnakeLab's runs per seed",
+        )
+        return [
+            SeedSummary(
+                int(r["seed"]), int(r["runs"]), int(r["completed"] or 0), optional_int(r["best"])
+            )
+            for r in rows
+        ]
+
+    async def best_of_newest_seed(self) -> dict[str, Any] | None:
+        """``run_id, high_score, seed, position`` of the best completed run (the first of
+        equals) on the seed of the newest one with a score, or None without such a run."""
+        runs = f"{self.runs} r JOIN {self.configurations} c ON c.run_id = r.run_id"
+        scored = "r.status = 'completed' AND r.high_score IS NOT NULL"
+        newest = await self.db.fetchone(
+            f"SELECT c.seed FROM {runs} WHERE {scored} ORDER BY r.id DESC LIMIT 1",
+            doing="finding the newest seed",
+        )
+        if newest is None:
+            return None
+        best = await self.db.fetchone(
+            f"SELECT r.run_id, r.high_score, c.seed FROM {runs}"
+            f" WHERE {scored} AND c.seed = %s ORDER BY r.high_score DESC, r.id ASC LIMIT 1",
+            (newest["seed"],),
+            doing="choosing the best run of the newest seed",
+        )
+        if best is not None:
+            best["position"] = await self.position(str(best["run_id"]))
+        return best
+
+    async def position(self, run_id: str) -> int:
+        """A run's place in SnakeLab's submission order, from 1 (0: no such run)."""
+        row = await self.db.fetchone(
+            f"SELECT COUNT(*) AS n FROM {self.runs}"
+            f" WHERE id <= (SELECT id FROM {self.runs} WHERE run_id = %s)",
+            (run_id,),
+            doing=f"counting the runs up to {run_id}",
+        )
+        return 0 if row is None else int(row["n"])
