@@ -13,8 +13,10 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pymysql
+
 from ax3l.shared.config_schema import ConfigSchema
-from ax3l.shared.db.database import Database, placeholders
+from ax3l.shared.db.database import Database, placeholders, quote_identifier
 
 RUN_COLUMNS = (
     "r.id, r.run_id, r.project_version, r.config_hash, r.status, r.episode_count,"
@@ -322,3 +324,29 @@ class SnakeLabRuns:
             doing=f"counting the runs up to {run_id}",
         )
         return 0 if row is None else int(row["n"])
+
+
+# -- for blocking callers with a cursor of their own (``ax3l-compare``'s repeat watcher) --------
+
+NO_SUCH_TABLE = 1146
+
+
+def first_runs(cur: Any, snakelab_db: str, limit: int) -> list[tuple[str, str, int | None]]:
+    """``(run_id, status, high_score)`` of the first ``limit`` runs, in submission order."""
+    cur.execute(
+        f"SELECT run_id, status, high_score FROM {quote_identifier(snakelab_db)}.simulation_runs"
+        " ORDER BY id LIMIT %s",
+        (limit,),
+    )
+    return [(str(r[0]), str(r[1]), optional_int(r[2])) for r in cur.fetchall()]
+
+
+def run_count(cur: Any, snakelab_db: str) -> int:
+    """SnakeLab's number of runs; 0 before SnakeLab has created its tables."""
+    try:
+        cur.execute(f"SELECT COUNT(*) FROM {quote_identifier(snakelab_db)}.simulation_runs")
+    except pymysql.err.ProgrammingError as exc:
+        if exc.args and exc.args[0] == NO_SUCH_TABLE:
+            return 0
+        raise
+    return int(cur.fetchone()[0])
