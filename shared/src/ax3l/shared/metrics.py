@@ -30,7 +30,7 @@ import asyncio
 import collections
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, get_args
+from typing import get_args
 
 from fastapi import FastAPI, Request, Response
 from prometheus_client import (
@@ -121,11 +121,11 @@ class RequestTimer:
                 ).observe(time.perf_counter() - started)
 
 
-async def database_up(db: Any) -> bool:
+async def database_up(db: Database) -> bool:
     """Whether ``db`` answers a ping within ``PING_TIMEOUT``."""
     try:
         async with asyncio.timeout(PING_TIMEOUT):
-            await db.ping()
+            await SnakeLabRuns(db).ping()
     except Exception:  # any failure means down, for a gauge
         return False
     return True

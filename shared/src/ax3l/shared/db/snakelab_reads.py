@@ -17,6 +17,7 @@ import pymysql
 
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database, placeholders, quote_identifier
+from ax3l.shared.db.errors import DatabaseError
 
 RUN_COLUMNS = (
     "r.id, r.run_id, r.project_version, r.config_hash, r.status, r.episode_count,"
@@ -131,6 +132,14 @@ class SnakeLabRuns:
         self.db = db
         self.runs = db.sl("simulation_runs")
         self.configurations = db.sl("configurations")
+
+    async def ping(self) -> None:
+        """Raise a DatabaseError unless both databases answer (Ax3l's login reads SnakeLab's)."""
+        row = await self.db.fetchone(
+            f"SELECT COUNT(*) AS n FROM {self.runs} WHERE 0=1", doing="checking the databases"
+        )
+        if row is None:
+            raise DatabaseError("checking the databases: no answer")
 
     async def run(self, run_id: str) -> dict[str, Any] | None:
         """A run's row with its best game (``high_score_snapshot``), or None."""
