@@ -335,7 +335,7 @@ class SnakeLabRuns:
         return 0 if row is None else int(row["n"])
 
 
-# -- for blocking callers with a cursor of their own (``ax3l-compare``'s repeat watcher) --------
+# -- for blocking callers with a cursor of their own (``ax3l-compare``, the test support) -----
 
 NO_SUCH_TABLE = 1146
 
@@ -359,3 +359,34 @@ def run_count(cur: Any, snakelab_db: str) -> int:
             return 0
         raise
     return int(cur.fetchone()[0])
+
+
+RUN_HEAD = ("id", "run_id", "status", "high_score", "episode_count", "started_at", "error_message")
+
+
+def runs_with_configurations(cur: Any, snakelab_db: str) -> list[dict[str, Any]]:
+    """Every run in submission order: its ``RUN_HEAD`` columns and ``config``, its
+    configuration's columns by name (None while it has no ``configurations`` row)."""
+    db = quote_identifier(snakelab_db)
+    cur.execute(
+        f"SELECT r.{', r.'.join(RUN_HEAD)}, c.* FROM {db}.simulation_runs r"
+        f" LEFT JOIN {db}.configurations c ON c.run_id = r.run_id ORDER BY r.id"
+    )
+    names = [d[0] for d in cur.description][len(RUN_HEAD) :]
+    runs = []
+    for row in cur.fetchall():
+        config = dict(zip(names, row[len(RUN_HEAD) :], strict=True))
+        has_row = config.pop("run_id") is not None
+        runs.append(
+            {**dict(zip(RUN_HEAD, row, strict=False)), "config": config if has_row else None}
+        )
+    return runs
+
+
+def episode_counts(cur: Any, snakelab_db: str) -> dict[str, int]:
+    """How many episode rows each run with any has."""
+    cur.execute(
+        f"SELECT run_id, COUNT(*) FROM {quote_identifier(snakelab_db)}.simulation_episodes"
+        " GROUP BY run_id"
+    )
+    return {str(run_id): int(n) for run_id, n in cur.fetchall()}

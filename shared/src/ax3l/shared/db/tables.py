@@ -16,6 +16,7 @@ database is created from it. Changing a table that exists needs a revision under
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import Column, ForeignKey, Index, MetaData, Table, UniqueConstraint
@@ -23,6 +24,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 DIALECT = mysql.dialect()
+NAMED = mysql.dialect(paramstyle="pyformat")  # %(name)s: rows as dicts
 AX3L = MetaData()
 SNAKELAB = MetaData()
 
@@ -72,6 +74,12 @@ def ddl(of: Table) -> str:
     columns = {str(i.name): ", ".join(c.name for c in i.columns) for i in of.indexes}
     inline = "".join(f", \n\tKEY {name} ({columns[name]})" for name in of.info["keys"])
     return f"{body}{inline}\n){options}"
+
+
+def insert(into: Table, row: Mapping[str, Any]) -> str:
+    """``INSERT INTO into (columns) VALUES (%(column)s, ...)`` for ``row``'s columns: a driver
+    cursor writes ``row`` (or rows with the same keys) with it, as SnakeLab or a test does."""
+    return str(into.insert().compile(dialect=NAMED, column_keys=list(row)))
 
 
 def add_index(index: Index) -> str:
