@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from ax3l.shared.config_schema import load_schema
-from ax3l.shared.db.snakelab_reads import runs_with_configurations
+from ax3l.shared.db.snakelab_reads import configured_runs
 from ax3l.shared.ports import free_port
 from ax3l.shared.processes import ManagedProcess, http_ok
 from ax3l.shared.stack import spec
@@ -323,12 +323,7 @@ class Stack:
     def runs(self) -> list[dict[str, Any]]:
         """SnakeLab's runs with their seed and tuned columns, in submission order."""
         with self._cursor() as cur:
-            runs = runs_with_configurations(cur, self.databases.snakelab_db)
-        return [
-            {"run_id": r["run_id"], "status": r["status"], "high_score": r["high_score"], **config}
-            for r in runs
-            if (config := r["config"]) is not None
-        ]
+            return configured_runs(cur, self.databases.snakelab_db)
 
     def wait_runs_recorded(self, timeout: float = 30.0) -> None:
         """Wait until every SnakeLab run has its ``simulation_submitted``: a submission the

@@ -132,6 +132,7 @@ class SnakeLabRuns:
         self.db = db
         self.runs = db.sl("simulation_runs")
         self.configurations = db.sl("configurations")
+        self.episodes_table = db.sl("simulation_episodes")
 
     async def ping(self) -> None:
         """Raise a DatabaseError unless both databases answer (Ax3l's login reads SnakeLab's)."""
@@ -160,14 +161,38 @@ class SnakeLabRuns:
             flat.pop("run_id", None)
         return flat
 
-    async def episodes(self, run_id: str) -> list[dict[str, Any]]:
-        """``episode, score, steps, epsilon, loss`` of a run's episodes, in order."""
-        return await self.db.fetchall(
-            "SELECT episode, score, steps, epsilon, loss"
-            f" FROM {self.db.sl('simulation_episodes')} WHERE run_id = %s ORDER BY episode",
-            (run_id,),
-            doing=f"reading the episodes of run {run_id}",
+    async def episodes(self, *run_ids: str) -> dict[str, list[dict[str, Any]]]:
+        """``episode, score, steps, epsilon, loss`` of each run's episodes, in order, by run."""
+        found: dict[str, list[dict[str, Any]]] = {run_id: [] for run_id in run_ids}
+        if run_ids:
+            rows = await self.db.fetchall(
+                f"SELECT run_id, episode, score, steps, epsilon, loss FROM {self.episodes_table}"
+                f" WHERE run_id IN ({placeholders(run_ids)}) ORDER BY run_id, episode",
+                run_ids,
+                doing="reading episodes",
+            )
+            for row in rows:
+                found[row.pop("run_id")].append(row)
+        return found
+
+    async def mean_scores(self, run_ids: Sequence[str], points: int) -> dict[str, list[float]]:
+        """Each run's learning curve: its episodes cut into ``points`` equal spans (by its
+        last episode) and the mean score of each, rounded to 2 places; runs without any left
+        out."""
+        episodes = self.episodes_table
+        rows = await self.db.fetchall(
+            "SELECT e.run_id, FLOOR((e.episode - 1) * %s / n.episodes) AS b,"
+            f" AVG(e.score) AS score FROM {episodes} e JOIN (SELECT run_id,"
+            f" MAX(episode) AS episodes FROM {episodes} WHERE run_id IN ({placeholders(run_ids)})"
+            f" GROUP BY run_id) n ON n.run_id = e.run_id WHERE e.run_id IN"
+            f" ({placeholders(run_ids)}) GROUP BY e.run_id, b ORDER BY e.run_id, b",
+            (points, *run_ids, *run_ids),
+            doing="reading learning curves",
         )
+        lines: dict[str, list[float]] = {}
+        for row in rows:
+            lines.setdefault(row["run_id"], []).append(round(float(row["score"]), 2))
+        return lines
 
     async def status(self, run_id: str) -> tuple[str, int | None] | None:
         """A run's status and high score, or None if SnakeLab has no such run."""
@@ -390,3 +415,17 @@ def episode_counts(cur: Any, snakelab_db: str) -> dict[str, int]:
         " GROUP BY run_id"
     )
     return {str(run_id): int(n) for run_id, n in cur.fetchall()}
+
+
+def configured_runs(cur: Any, snakelab_db: str, limit: int | None = None) -> list[dict[str, Any]]:
+    """``run_id, status, high_score`` and every configuration column of the runs that have
+    their configuration, in submission order (the first ``limit``; None: all)."""
+    db = quote_identifier(snakelab_db)
+    cur.execute(
+        f"SELECT r.run_id, r.status, r.high_score, c.* FROM {db}.simulation_runs r"
+        f" JOIN {db}.configurations c ON c.run_id = r.run_id ORDER BY r.id"
+        + ("" if limit is None else " LIMIT %s"),
+        () if limit is None else (limit,),
+    )
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]

@@ -35,7 +35,7 @@ async def simulation(db: Database, schema: ConfigSchema, run_id: str) -> Simulat
             config = schema.unflatten(flat)
         except (KeyError, ConfigInvalid):
             config = None  # columns of another schema version: the flat view still shows them
-    episodes = await runs.episodes(run_id)
+    (episodes,) = (await runs.episodes(run_id)).values()
     events = await db.fetchall(
         "SELECT e.event_id, e.occurred_at, e.name, e.category, e.log_level, e.parameter,"
         f" e.source_name, LEFT(m.content, {EXCERPT_CHARS}) AS content FROM events e"
