@@ -38,6 +38,7 @@ import pymysql
 from ax3l.shared import run_provenance
 from ax3l.shared.config_schema import cached_schema
 from ax3l.shared.db.cli import ensure_schema
+from ax3l.shared.db.tables import SNAKELAB_TABLES, ddl
 from ax3l.shared.events import CATALOG
 from ax3l.shared.ports import free_port
 from ax3l.shared.processes import ManagedProcess, ProcessFailed
@@ -341,7 +342,6 @@ def load(env: dict[str, str], events: int, runs: int) -> Loaded:
         admin.close()
     started = time.perf_counter()
     ensure_schema(settings(env))
-    from snakelab.tables import ALL_TABLES  # the reference SnakeLab's DDL of the real tables
 
     sl = connect(env, SNAKELAB_DB)
     rng = random.Random(41970)
@@ -351,8 +351,8 @@ def load(env: dict[str, str], events: int, runs: int) -> Loaded:
     scores = [max(0, min(60, round(rng.gauss(38, 5)))) for _ in range(runs)]
     try:
         with sl.cursor() as cur:
-            for _, ddl in ALL_TABLES:
-                cur.execute(ddl)
+            for table in SNAKELAB_TABLES:
+                cur.execute(ddl(table))
             cur.execute("SET unique_checks = 0, foreign_key_checks = 0")
             start = datetime(2026, 1, 1)
             columns = ", ".join(schema.columns)

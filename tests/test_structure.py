@@ -10,6 +10,7 @@ function, under ``TYPE_CHECKING``): a deferred import is still a dependency.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -293,3 +294,88 @@ def test_a_planted_upward_import_from_shared_is_found(tmp_path: Path) -> None:
         "ax3l.shared.spec -> ax3l.reports.settings",
         "ax3l.shared.spec -> snakelab.healthcheck",
     ]
+
+
+# -- SnakeLab's tables are read in one place ----------------------------------------------------
+
+SNAKELAB_TABLES = ("simulation_runs", "configurations", "simulation_episodes")
+# A statement naming one: FROM/JOIN/INTO/UPDATE/TABLE, then the table, qualified or not.
+NAMED_IN_SQL = re.compile(
+    r"\b(?:FROM|JOIN|INTO|UPDATE|TABLE)\s+(?:\S*\.)?`?(?:" + "|".join(SNAKELAB_TABLES) + r")\b"
+)
+# The store: every statement on SnakeLab's tables (ax3l.shared.db.tables describes them).
+SNAKELAB_STORE = {"ax3l.shared.db.snakelab_reads"}
+# The reference SnakeLab writes its own tables, as the real one does: it is SnakeLab, not Ax3l.
+SNAKELAB_ITSELF = "snakelab"
+# Modules that still name SnakeLab's tables in SQL: issue 35 moves each into the store and
+# deletes its line here. The list only shrinks (a module that no longer needs it fails too).
+NOT_MOVED_YET = {
+    "ax3l.reports.queries.proposer_board",
+    "ax3l.reports.queries.proposers",
+    "ax3l.reports.queries.runs",
+    "ax3l.shared.config_index",
+    "ax3l.shared.db.export_optuna",
+}
+
+
+def _text(node: ast.AST) -> str | None:
+    """A string literal's text; an f-string's with ``{}`` for each expression."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(str(v.value) if isinstance(v, ast.Constant) else "{}" for v in node.values)
+    return None
+
+
+def snakelab_sql_lines(path: Path) -> list[int]:
+    """The lines of ``path`` that name a SnakeLab table in SQL: in a statement's text, or
+    qualified for one by ``Database.sl("simulation_runs")``."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        qualified = (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "sl"
+            and any(isinstance(a, ast.Constant) and a.value in SNAKELAB_TABLES for a in node.args)
+        )
+        text = _text(node)
+        if qualified or (text is not None and NAMED_IN_SQL.search(text)):
+            found.add(node.lineno)  # type: ignore[attr-defined]
+    return sorted(found)
+
+
+def snakelab_sql_outside_the_store(modules: dict[str, Module]) -> dict[str, list[int]]:
+    """``module: lines`` of every module of the product and the test support, other than the
+    store and the reference SnakeLab, that names SnakeLab's tables in SQL."""
+    return {
+        name: lines
+        for name, module in sorted(modules.items())
+        if name not in SNAKELAB_STORE and module.package not in (SNAKELAB_ITSELF, "scripts")
+        if (lines := snakelab_sql_lines(module.path))
+    }
+
+
+def test_snakelab_tables_are_read_only_in_the_store() -> None:
+    """No module outside ``ax3l.shared.db.snakelab_reads`` names ``simulation_runs``,
+    ``configurations`` or ``simulation_episodes`` in SQL, except those NOT_MOVED_YET lists; and
+    each of those still does (a moved module leaves the list)."""
+    found = snakelab_sql_outside_the_store(find_modules(REPO))
+    unexpected = {name: lines for name, lines in found.items() if name not in NOT_MOVED_YET}
+    assert not unexpected, f"SnakeLab's tables named in SQL outside the store: {unexpected}"
+    assert sorted(NOT_MOVED_YET - set(found)) == [], "moved: delete them from NOT_MOVED_YET"
+
+
+def test_planted_snakelab_sql_is_found(tmp_path: Path) -> None:
+    """A statement in an f-string across lines, a ``db.sl`` qualification and a backquoted
+    database are found; prose about configurations and another table are not."""
+    shared = tmp_path / "shared" / "src" / "ax3l" / "shared"
+    shared.mkdir(parents=True)
+    (tmp_path / "services").mkdir()
+    (tmp_path / "scripts").mkdir()
+    (shared / "reads.py").write_text(
+        'def a(db, n):\n    return (f"SELECT id FROM {n}"\n'
+        '        " r JOIN `{n}`.configurations c")\n'
+        'def b(db):\n    return db.sl("simulation_episodes")\n'
+        'def c():\n    return "no golden configurations FROM here", "SELECT 1 FROM events"\n'
+    )
+    assert snakelab_sql_outside_the_store(find_modules(tmp_path)) == {"ax3l.shared.reads": [2, 5]}

@@ -10,7 +10,7 @@ from ax3l.shared.db import tables
 
 # The user's tables exactly as the running system created them: its three indexes on events,
 # nothing else.
-USER_DDL = [ddl for _, ddl in tables.USER_TABLES]
+USER_DDL = [tables.ddl(table) for table in tables.USER_TABLES]
 
 
 def _recreate_as_the_user_has_it(dbs) -> None:

@@ -30,6 +30,7 @@ import pymysql
 from pymysql.constants import CLIENT
 
 from ax3l.shared.db.errors import translate
+from ax3l.shared.db.tables import SNAKELAB_TABLES, ddl
 from snakelab.db_outages import (
     CONTROL_PATIENCE_SECONDS,
     DUPLICATE_KEY,
@@ -41,7 +42,6 @@ from snakelab.db_outages import (
     is_transient,
     login_refused,
 )
-from snakelab.tables import ALL_TABLES
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +235,7 @@ class RunStore:
 
     def create_tables(self) -> None:
         """SnakeLab's three tables, created when missing."""
-        self._script("creating SnakeLab's tables", *(ddl for _, ddl in ALL_TABLES))
+        self._script("creating SnakeLab's tables", *(ddl(table) for table in SNAKELAB_TABLES))
 
     def add_host_column(self) -> None:
         """``simulation_runs.host``, added to a table created by an older reference SnakeLab."""

@@ -30,7 +30,7 @@ import asyncio
 import collections
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, get_args
+from typing import get_args
 
 from fastapi import FastAPI, Request, Response
 from prometheus_client import (
@@ -43,7 +43,8 @@ from prometheus_client import (
 )
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ax3l.shared.db.database import placeholders
+from ax3l.shared.db.database import Database
+from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.wire import TERMINAL_STATES, RunState
 
 # Seconds: HTTP requests are fast; a step includes its run's training (minutes).
@@ -120,11 +121,11 @@ class RequestTimer:
                 ).observe(time.perf_counter() - started)
 
 
-async def database_up(db: Any) -> bool:
+async def database_up(db: Database) -> bool:
     """Whether ``db`` answers a ping within ``PING_TIMEOUT``."""
     try:
         async with asyncio.timeout(PING_TIMEOUT):
-            await db.ping()
+            await SnakeLabRuns(db).ping()
     except Exception:  # any failure means down, for a gauge
         return False
     return True
@@ -156,42 +157,24 @@ class RunsByStatus:
         self.settled_through = 0  # every run with id <= this one is terminal and counted
         self.settled: dict[str, int] = {}
 
-    async def refresh(self, db: Any) -> None:
-        runs = db.sl("simulation_runs")
-        row = await db.fetchone(
-            "SELECT MAX(id) AS newest,"
-            f" MIN(CASE WHEN status NOT IN ({placeholders(TERMINAL_STATES)}) THEN id END)"
-            f" AS open FROM {runs} WHERE id > %s",
-            (*sorted(TERMINAL_STATES), self.settled_through),
-            doing="counting runs",
-        )
-        newest = None if row is None or row["newest"] is None else int(row["newest"])
+    async def refresh(self, db: Database) -> None:
+        runs = SnakeLabRuns(db)
+        newest, first_open = await runs.newest_and_first_open(self.settled_through, TERMINAL_STATES)
         if newest is None:
-            total = await db.fetchone(f"SELECT MAX(id) AS id FROM {runs}", doing="counting runs")
-            if total is None or total["id"] is None or int(total["id"]) < self.settled_through:
+            total = await runs.newest_id()
+            if total is None or total < self.settled_through:
                 self.settled_through, self.settled = 0, {}  # the table shrank: start over
         else:
-            settle_to = newest if row["open"] is None else int(row["open"]) - 1
+            settle_to = newest if first_open is None else first_open - 1
             if settle_to > self.settled_through:
-                for status, n in await self._counts(db, self.settled_through, settle_to):
+                for status, n in await runs.counts_by_status(self.settled_through, settle_to):
                     self.settled[status] = self.settled.get(status, 0) + n
                 self.settled_through = settle_to
         counts = collections.Counter(dict.fromkeys(RUN_STATES, 0))
         counts.update(self.settled)
-        counts.update(dict(await self._counts(db, self.settled_through, None)))
+        counts.update(dict(await runs.counts_by_status(self.settled_through, None)))
         for status, n in bounded_states(counts).items():
             SNAKELAB_RUNS.labels(status).set(n)
-
-    @staticmethod
-    async def _counts(db: Any, after: int, through: int | None) -> list[tuple[str, int]]:
-        upper = "" if through is None else " AND id <= %s"
-        rows = await db.fetchall(
-            f"SELECT status, COUNT(*) AS n FROM {db.sl('simulation_runs')}"
-            f" WHERE id > %s{upper} GROUP BY status",
-            (after,) if through is None else (after, through),
-            doing="counting runs by status",
-        )
-        return [(str(r["status"]), int(r["n"])) for r in rows]
 
 
 def bounded_states(counts: collections.Counter[str]) -> dict[str, int]:

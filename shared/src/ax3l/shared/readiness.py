@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError
+from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.snakelab_client import (
     SnakeLabClient,
     SnakeLabError,
@@ -80,7 +81,7 @@ async def database_problem(db: Database) -> str | None:
     full, else why not (during an outage: since when it is waited for; on a full disk:
     "disk full since <time>: <error>")."""
     try:
-        await db.ping()
+        await SnakeLabRuns(db).ping()
     except DatabaseError as exc:
         return db.outage.describe() or str(exc)
     return db.disk_full.describe()

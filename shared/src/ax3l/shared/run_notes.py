@@ -17,6 +17,7 @@ from typing import Any
 
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.event_models import RunNoteAdded, RunTagged, RunUntagged
 
 EVENTS = (RunNoteAdded.event, RunTagged.event, RunUntagged.event)
@@ -82,12 +83,7 @@ def checked_tag(text: str) -> str:
 
 
 async def _known_run(db: Database, run_id: str) -> None:
-    found = await db.fetchone(
-        f"SELECT run_id FROM {db.sl('simulation_runs')} WHERE run_id = %s",
-        (run_id,),
-        doing=f"looking up run {run_id}",
-    )
-    if found is None:
+    if await SnakeLabRuns(db).status(run_id) is None:
         raise NoteRefused(f"SnakeLab has no run {run_id}")
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import pymysql
 
 from ax3l.shared.db.cli import ensure_schema, seats_grants
+from ax3l.shared.db.tables import SNAKELAB_TABLES, ddl
 from ax3l.shared.env_files import read_env_file
 from ax3l.shared.settings import Settings
 
@@ -181,13 +182,11 @@ def throwaway_databases(repo: Path) -> Iterator[TestDatabases]:
 
 def create_snakelab_tables(databases: TestDatabases) -> None:
     """SnakeLab's tables, as the reference SnakeLab creates them, for tests without a server."""
-    from snakelab.tables import ALL_TABLES  # the reference SnakeLab owns these
-
     conn = databases.connect("snakelab", databases.snakelab_db)
     try:
         with conn.cursor() as cur:
-            for _, ddl in ALL_TABLES:
-                cur.execute(ddl)
+            for table in SNAKELAB_TABLES:
+                cur.execute(ddl(table))
     finally:
         conn.close()
 

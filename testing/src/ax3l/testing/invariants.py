@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from ax3l.orchestrator.attempts import never_trained
 from ax3l.shared.cycles import COMPLETIONS, count_cycles
+from ax3l.shared.db.snakelab_reads import episode_counts, runs_with_configurations
 from ax3l.shared.event_models import EventContent, read_content
 from ax3l.shared.registry import PARAMETER_ORDER
 from ax3l.shared.wire import TERMINAL_STATES
@@ -105,23 +106,14 @@ def read_events(conn: Any) -> list[Ev]:
     return found
 
 
-CONFIG_SKIP = ("run_id",)
 Run = dict[str, Any]  # a SnakeLab run as ``read_runs`` reads it
 
 
 def read_runs(conn: Any, snakelab_db: str) -> list[Run]:
     """SnakeLab's runs in submission order, with their configuration tuple and episode count."""
-    configs = {
-        r["run_id"]: tuple((c, float(v)) for c, v in r.items() if c not in CONFIG_SKIP)
-        for r in _records(conn, f"SELECT * FROM `{snakelab_db}`.configurations")
-    }
-    counted = f"SELECT run_id, COUNT(*) AS n FROM `{snakelab_db}`.simulation_episodes GROUP BY 1"
-    episodes = {r["run_id"]: int(r["n"]) for r in _records(conn, counted)}
-    runs = _records(
-        conn,
-        "SELECT id, run_id, status, high_score, episode_count, started_at, error_message"
-        f" FROM `{snakelab_db}`.simulation_runs ORDER BY id",
-    )
+    with conn.cursor() as cur:
+        runs = runs_with_configurations(cur, snakelab_db)
+        episodes = episode_counts(cur, snakelab_db)
     return [
         {
             "id": int(r["id"]),
@@ -132,7 +124,9 @@ def read_runs(conn: Any, snakelab_db: str) -> list[Run]:
             "episodes": episodes.get(r["run_id"], 0),
             "episode_count": r["episode_count"],
             "error": r["error_message"],
-            "config": configs.get(r["run_id"]),
+            "config": None
+            if r["config"] is None
+            else tuple((c, float(v)) for c, v in r["config"].items()),
         }
         for r in runs
     ]

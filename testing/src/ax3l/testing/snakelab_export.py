@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ax3l.shared.config_schema import ConfigSchema
+from ax3l.shared.db.tables import CONFIGURATIONS, SIMULATION_RUNS, insert
 from ax3l.testing.databases import TestDatabases
 
 REPO = Path(__file__).resolve().parents[4]
@@ -90,21 +91,22 @@ def copied(runs: list[ExportedRun], copies: int) -> list[ExportedRun]:
     return result
 
 
-def _row(schema: ConfigSchema, run: ExportedRun) -> tuple[Any, ...]:
+def _row(schema: ConfigSchema, run: ExportedRun) -> dict[str, Any]:
     created = datetime(2026, 9, 15, 8, 50) + timedelta(minutes=5 * (run.order - 1))
     text = json.dumps(schema.unflatten(run.flat), sort_keys=True, separators=(",", ":"))
     completed = run.completed_at if run.status == "completed" else None
-    return (
-        run.run_id,
-        run.project_version,
-        hashlib.sha256(text.encode("utf-8")).hexdigest(),
-        run.status,
-        int(run.flat["epochs"]) if run.status == "completed" else 700,
-        run.high_score,
-        created,
-        created,
-        completed or (created + timedelta(minutes=5) if run.status == "completed" else None),
-    )
+    return {
+        "run_id": run.run_id,
+        "project_version": run.project_version,
+        "config_hash": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        "status": run.status,
+        "episode_count": int(run.flat["epochs"]) if run.status == "completed" else 700,
+        "high_score": run.high_score,
+        "created_at": created,
+        "started_at": created,
+        "completed_at": completed
+        or (created + timedelta(minutes=5) if run.status == "completed" else None),
+    }
 
 
 def load_history(
@@ -115,23 +117,17 @@ def load_history(
     export = read_export(schema)
     wanted = len(export) if runs is None else runs
     written = copied(export, -(-wanted // len(export)))[:wanted]
-    columns = ", ".join(schema.columns)
     conn = databases.connect("snakelab", databases.snakelab_db)
     try:
         with conn.cursor() as cur:
             for start in range(0, len(written), BATCH):
                 batch = written[start : start + BATCH]
-                cur.executemany(
-                    "INSERT INTO simulation_runs (run_id, project_version, config_hash, status,"
-                    " episode_count, high_score, created_at, started_at, completed_at)"
-                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                    [_row(schema, run) for run in batch],
-                )
-                cur.executemany(
-                    f"INSERT INTO configurations (run_id, {columns})"
-                    f" VALUES (%s, {', '.join(['%s'] * len(schema.columns))})",
-                    [(run.run_id, *(run.flat[c] for c in schema.columns)) for run in batch],
-                )
+                rows = [_row(schema, run) for run in batch]
+                cur.executemany(insert(SIMULATION_RUNS, rows[0]), rows)
+                rows = [
+                    {"run_id": r.run_id, **{c: r.flat[c] for c in schema.columns}} for r in batch
+                ]
+                cur.executemany(insert(CONFIGURATIONS, rows[0]), rows)
         conn.commit()
     finally:
         conn.close()

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ax3l.shared.config_schema import ConfigSchema
+from ax3l.shared.db.tables import CONFIGURATIONS, SIMULATION_RUNS, insert
 from ax3l.testing.databases import TestDatabases
 
 
@@ -26,23 +27,16 @@ def insert_run(
     run_id = run_id or str(uuid.uuid4())
     flat = schema.flatten(config)
     text = json.dumps(config, sort_keys=True, separators=(",", ":"))
-    cur.execute(
-        "INSERT INTO simulation_runs (run_id, project_version, config_hash, status, created_at)"
-        " VALUES (%s, %s, %s, %s, %s)",
-        (
-            run_id,
-            version,
-            hashlib.sha256(text.encode()).hexdigest(),
-            status,
-            datetime.now(UTC).replace(tzinfo=None),
-        ),
-    )
-    columns = ", ".join(flat)
-    marks = ", ".join(["%s"] * (len(flat) + 1))
-    cur.execute(
-        f"INSERT INTO configurations (run_id, {columns}) VALUES ({marks})",
-        (run_id, *flat.values()),
-    )
+    run = {
+        "run_id": run_id,
+        "project_version": version,
+        "config_hash": hashlib.sha256(text.encode()).hexdigest(),
+        "status": status,
+        "created_at": datetime.now(UTC).replace(tzinfo=None),
+    }
+    cur.execute(insert(SIMULATION_RUNS, run), run)
+    configuration = {"run_id": run_id, **flat}
+    cur.execute(insert(CONFIGURATIONS, configuration), configuration)
     return run_id
 
 

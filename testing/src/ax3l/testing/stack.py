@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from ax3l.shared.config_schema import load_schema
+from ax3l.shared.db.snakelab_reads import configured_runs
 from ax3l.shared.ports import free_port
 from ax3l.shared.processes import ManagedProcess, http_ok
 from ax3l.shared.stack import spec
@@ -322,14 +323,7 @@ class Stack:
     def runs(self) -> list[dict[str, Any]]:
         """SnakeLab's runs with their seed and tuned columns, in submission order."""
         with self._cursor() as cur:
-            cur.execute(
-                f"SELECT r.run_id, r.status, r.high_score, c.* FROM"
-                f" `{self.databases.snakelab_db}`.simulation_runs r JOIN"
-                f" `{self.databases.snakelab_db}`.configurations c ON c.run_id = r.run_id"
-                " ORDER BY r.id"
-            )
-            columns = [d[0] for d in cur.description]
-            return [dict(zip(columns, row, strict=True)) for row in cur.fetchall()]
+            return configured_runs(cur, self.databases.snakelab_db)
 
     def wait_runs_recorded(self, timeout: float = 30.0) -> None:
         """Wait until every SnakeLab run has its ``simulation_submitted``: a submission the

@@ -19,6 +19,7 @@ from typing import Any
 
 from ax3l.compare.retest import Recommendation
 from ax3l.shared.config_schema import ConfigSchema
+from ax3l.shared.db.snakelab_reads import configured_runs
 from ax3l.shared.run_model import (
     RunModel,
     Space,
@@ -37,15 +38,8 @@ def read_run_rows(
 ) -> list[dict[str, Any]]:
     """The first ``limit`` runs of a repeat's SnakeLab (``run_id``, ``status``, ``high_score``
     and every configuration column), in submission order."""
-    columns = ", ".join(f"c.{column}" for column in schema.columns)
-    cur.execute(
-        f"SELECT r.run_id, r.status, r.high_score, {columns}"
-        f" FROM `{snakelab_db}`.simulation_runs r JOIN `{snakelab_db}`.configurations c"
-        " ON c.run_id = r.run_id ORDER BY r.id LIMIT %s",
-        (limit,),
-    )
-    names = ["run_id", "status", "high_score", *schema.columns]
-    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+    wanted = ("run_id", "status", "high_score", *schema.columns)
+    return [{k: run[k] for k in wanted} for run in configured_runs(cur, snakelab_db, limit)]
 
 
 def model_recommendations(

@@ -35,8 +35,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import pymysql
-
 from ax3l.compare import processes
 from ax3l.compare.arms import Arm, parse_arm
 from ax3l.compare.processes import Launcher, Service
@@ -58,13 +56,13 @@ from ax3l.compare.tpe_advice import ADVICE_SOURCE
 from ax3l.compare.turn_counts import COUNTED_EVENTS, TurnCounts, TurnEvent, count_turns, entry_kinds
 from ax3l.shared.comparison_stats import CONTROL, RepeatVerdict, best_so_far
 from ax3l.shared.config_schema import BUNDLED_SCHEMA, ConfigSchema
+from ax3l.shared.db.snakelab_reads import first_runs, run_count
 
 TERMINAL = ("completed", "failed", "cancelled")
 POLL_SECONDS = 0.05
 RETEST_POLL_SECONDS = 0.01
 # The SnakeLab runs of a repeat's databases and hosts (``retest.snakelab_runs`` on them).
 OpenRuns = Callable[[], AbstractAsyncContextManager[SnakeLabRuns]]
-NO_SUCH_TABLE = 1146
 
 
 class RepeatStopped(RuntimeError):
@@ -181,32 +179,13 @@ def write_schema(settings: CompareSettings, seed: int, path: Path) -> ConfigSche
     return ConfigSchema(document, str(path))
 
 
-def _runs(cur: Any, snakelab_db: str, limit: int) -> list[tuple[str, str, int | None]]:
-    cur.execute(
-        f"SELECT run_id, status, high_score FROM `{snakelab_db}`.simulation_runs"
-        " ORDER BY id LIMIT %s",
-        (limit,),
-    )
-    return [(str(r[0]), str(r[1]), None if r[2] is None else int(r[2])) for r in cur.fetchall()]
-
-
-def _run_count(cur: Any, snakelab_db: str) -> int:
-    try:
-        cur.execute(f"SELECT COUNT(*) FROM `{snakelab_db}`.simulation_runs")
-    except pymysql.err.ProgrammingError as exc:  # SnakeLab creates its tables at startup
-        if exc.args and exc.args[0] == NO_SUCH_TABLE:
-            return 0
-        raise
-    return int(cur.fetchone()[0])
-
-
 def _last_step_settled(cur: Any, snakelab_db: str, budget: int) -> bool:
     """Whether the orchestrator is done with the step of the budget's last run: it submitted a
     further run (a confirmation, a retry, the next step's), or it wrote a round-robin
     checkpoint after that run's first event (it went on to the next step)."""
-    if _run_count(cur, snakelab_db) > budget:
+    if run_count(cur, snakelab_db) > budget:
         return True
-    runs = _runs(cur, snakelab_db, budget)
+    runs = first_runs(cur, snakelab_db, budget)
     if len(runs) < budget:
         return False
     cur.execute(
@@ -393,7 +372,7 @@ def _tune(
     conn = dbs.connect()
     try:
         with conn.cursor() as cur:
-            while _run_count(cur, dbs.snakelab_db) < job.plan.budget:
+            while run_count(cur, dbs.snakelab_db) < job.plan.budget:
                 _check(job, orchestrator, services, deadline)
                 time.sleep(POLL_SECONDS)
             # The budget is spent. The step of its last run is finished (compared, promoted or
@@ -405,7 +384,7 @@ def _tune(
                 time.sleep(POLL_SECONDS)
             orchestrator.stop(processes.STOP_TIMEOUT)
             while True:
-                runs = _runs(cur, dbs.snakelab_db, job.plan.budget)
+                runs = first_runs(cur, dbs.snakelab_db, job.plan.budget)
                 if all(status in TERMINAL for _, status, _ in runs):
                     break
                 _check(job, None, services[:-1], deadline)

@@ -45,6 +45,7 @@ import zmq.asyncio
 from ax3l.compare.settings import CompareSettings
 from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema
+from ax3l.shared.db import snakelab_reads
 from ax3l.shared.db.database import Database
 from ax3l.shared.snakelab_client import SnakeLabClient, SnakeLabError
 from ax3l.shared.snakelab_hosts import snakelab_client
@@ -294,46 +295,26 @@ class SnakeLabRuns:
         return run_id
 
     async def ended(self, run_id: str) -> tuple[str, int | None] | None:
-        row = await self.db.fetchone(
-            f"SELECT status, high_score FROM {self.db.sl('simulation_runs')} WHERE run_id = %s",
-            (run_id,),
-            doing="reading a re-test run",
-        )
-        if row is None or row["status"] not in TERMINAL_STATES:
-            return None
-        score = row["high_score"]
-        return str(row["status"]), None if score is None else int(score)
+        ended = await snakelab_reads.SnakeLabRuns(self.db).status(run_id)
+        return ended if ended is not None and ended[0] in TERMINAL_STATES else None
 
     async def hosts_of(self, run_ids: Sequence[str]) -> dict[str, int]:
         """How many of ``run_ids`` each SnakeLab host ran (``simulation_runs.host``)."""
-        if not run_ids:
-            return {}
-        marks = ", ".join(["%s"] * len(run_ids))
-        rows = await self.db.fetchall(
-            f"SELECT host, COUNT(*) AS n FROM {self.db.sl('simulation_runs')}"
-            f" WHERE run_id IN ({marks}) GROUP BY host ORDER BY host",
-            tuple(run_ids),
-            doing="reading the re-test runs' hosts",
-        )
-        return {str(row["host"]): int(row["n"]) for row in rows}
+        return await snakelab_reads.SnakeLabRuns(self.db).hosts(run_ids)
 
     async def cancel_beyond(self, budget: int) -> list[str]:
         """Cancel the runs after the first ``budget`` that are not terminal (the orchestrator's
         next step, begun before it was stopped), so that re-tests do not queue behind them.
         A run that ended meanwhile is left as it is. Returns the runs cancelled."""
-        rows = await self.db.fetchall(
-            f"SELECT run_id, status FROM {self.db.sl('simulation_runs')}"
-            " ORDER BY id LIMIT 1000 OFFSET %s",
-            (budget,),
-            doing="reading the runs after the budget",
-        )
         cancelled = []
-        for row in (r for r in rows if r["status"] not in TERMINAL_STATES):
+        for run_id, status in await snakelab_reads.SnakeLabRuns(self.db).in_order(budget, 1000):
+            if status in TERMINAL_STATES:
+                continue
             try:
-                await self.client.cancel(str(row["run_id"]))
+                await self.client.cancel(run_id)
             except SnakeLabError:  # it ended between the read and the cancel
                 continue
-            cancelled.append(str(row["run_id"]))
+            cancelled.append(run_id)
         return cancelled
 
 

@@ -43,6 +43,7 @@ from typing import Any
 from ax3l.shared.alerts import SEVERITIES, Alert, Alerts
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError
+from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.event_models import GoldenConfigCreated, GoldenConfigSeedIncremented
 
 logger = logging.getLogger(__name__)
@@ -227,29 +228,21 @@ class AlertWatcher:
         if self.waiting():
             self.waited_until = now
             return None
-        rows = await self.db.fetchall(
-            "SELECT run_id, TIMESTAMPDIFF(MICROSECOND, started_at, completed_at) AS took,"
-            " TIMESTAMPDIFF(MICROSECOND, completed_at, UTC_TIMESTAMP(6)) AS since"
-            f" FROM {self.db.sl('simulation_runs')} WHERE status = 'completed'"
-            " AND started_at IS NOT NULL AND completed_at IS NOT NULL"
-            " ORDER BY id DESC LIMIT %s",
-            (MEDIAN_OF,),
-            doing="measuring run times",
-        )
-        if not rows:
+        runs = await SnakeLabRuns(self.db).durations(MEDIAN_OF)
+        if not runs:
             return None
-        median = statistics.median(max(0, int(r["took"])) for r in rows) / 1e6
-        last = min(rows, key=lambda r: int(r["since"]))
-        idle = min(int(last["since"]) / 1e6, now - self.started, now - self.waited_until)
+        median = statistics.median(max(0, took) for _, took, _ in runs) / 1e6
+        last_run, _, since = min(runs, key=lambda run: run[2])
+        idle = min(since / 1e6, now - self.started, now - self.waited_until)
         if idle < max(self.stall_factor * median, MIN_STALL_SECONDS):
             return None
         return Alert(
-            f"stall:{last['run_id']}",
+            f"stall:{last_run}",
             "stall",
             f"Ax3l: no run has completed for {_minutes(idle)}",
             f"The median run takes {_minutes(median)}; nothing completed for"
             f" {self.stall_factor:g} times that (and at least {MIN_STALL_SECONDS:g} s)."
-            f" The last completed run is {last['run_id']}.",
+            f" The last completed run is {last_run}.",
             severity="warning",
             link="/",
         )

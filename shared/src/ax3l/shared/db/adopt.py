@@ -30,6 +30,8 @@ from ax3l.shared.db.errors import DatabaseMisconfigured
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
 from ax3l.shared.db.reads import current_golden
 from ax3l.shared.db.snakelab_reads import (
+    SeedSummary,
+    SnakeLabRuns,
     count_simulations,
     count_simulations_in,
     run_with_config,
@@ -49,14 +51,6 @@ class AdoptionNeeded(DatabaseMisconfigured):
 
 class AdoptionRefused(RuntimeError):
     """``ax3l-db adopt`` cannot adopt (nothing to adopt, or Ax3l has an experiment already)."""
-
-
-@dataclass(frozen=True)
-class SeedSummary:
-    seed: int
-    runs: int
-    completed: int
-    best: int | None
 
 
 @dataclass(frozen=True)
@@ -164,60 +158,6 @@ async def refusal(db: Database, seeding_config: Mapping[str, Any]) -> str | None
     )
 
 
-async def _seed_summaries(db: Database) -> list[SeedSummary]:
-    rows = await db.fetchall(
-        "SELECT c.seed AS seed, COUNT(*) AS runs,"
-        " SUM(r.status = 'completed' AND r.high_score IS NOT NULL) AS completed,"
-        " MAX(CASE WHEN r.status = 'completed' THEN r.high_score END) AS best,"
-        " MIN(r.id) AS first"
-        f" FROM {db.sl('simulation_runs')} r JOIN {db.sl('configurations')} c"
-        " ON c.run_id = r.run_id GROUP BY c.seed ORDER BY first",
-        doing="summarising SnakeLab's runs per seed",
-    )
-    return [
-        SeedSummary(
-            int(row["seed"]),
-            int(row["runs"]),
-            int(row["completed"] or 0),
-            None if row["best"] is None else int(row["best"]),
-        )
-        for row in rows
-    ]
-
-
-async def _best_of_newest_seed(db: Database) -> dict[str, Any] | None:
-    """``run_id, high_score, seed, position`` of the run to adopt, or None without a scored
-    completed run."""
-    runs = f"{db.sl('simulation_runs')} r JOIN {db.sl('configurations')} c ON c.run_id = r.run_id"
-    scored = "r.status = 'completed' AND r.high_score IS NOT NULL"
-    newest = await db.fetchone(
-        f"SELECT c.seed FROM {runs} WHERE {scored} ORDER BY r.id DESC LIMIT 1",
-        doing="finding the newest seed",
-    )
-    if newest is None:
-        return None
-    best = await db.fetchone(
-        f"SELECT r.id, r.run_id, r.high_score, c.seed FROM {runs}"
-        f" WHERE {scored} AND c.seed = %s ORDER BY r.high_score DESC, r.id ASC LIMIT 1",
-        (newest["seed"],),
-        doing="choosing the golden configuration to adopt",
-    )
-    if best is None:
-        return None
-    best["position"] = await _position(db, best["id"])
-    return best
-
-
-async def _position(db: Database, sl_id: int) -> int:
-    """A run's place in SnakeLab's submission order, from 1."""
-    row = await db.fetchone(
-        f"SELECT COUNT(*) AS n FROM {db.sl('simulation_runs')} WHERE id <= %s",
-        (sl_id,),
-        doing="counting the runs before the adopted one",
-    )
-    return 0 if row is None else int(row["n"])
-
-
 async def _adopted(db: Database) -> Adoption | None:
     """The adoption an earlier run of ``adopt`` wrote, if the golden is it."""
     if "events" not in await _own_tables(db):
@@ -233,16 +173,11 @@ async def _adopted(db: Database) -> Adoption | None:
     first_id = None if first is None else first["first"]
     if first_id is None or int(first_id) != event_id or content.kind != KIND:
         return None
-    run = await db.fetchone(
-        f"SELECT id FROM {db.sl('simulation_runs')} WHERE run_id = %s",
-        (content.run_id,),
-        doing="finding the adopted run",
-    )
     return Adoption(
         runs=content.simulations,
         seeds=[],
         run_id=content.run_id,
-        position=0 if run is None else await _position(db, int(run["id"])),
+        position=await SnakeLabRuns(db).position(content.run_id),
         high_score=content.high_score,
         seed=content.seed,
         config=content.config,
@@ -267,7 +202,7 @@ async def plan(db: Database, schema: ConfigSchema) -> Adoption:
             f"SnakeLab's database {db.settings.snakelab_db_name} has no runs: nothing to adopt"
             " (start the orchestrator: it seeds from the schema's defaults)"
         )
-    best = await _best_of_newest_seed(db)
+    best = await SnakeLabRuns(db).best_of_newest_seed()
     if best is None:
         raise AdoptionRefused(
             f"none of SnakeLab's {runs} runs completed with a high score: nothing to adopt yet"
@@ -285,7 +220,7 @@ async def plan(db: Database, schema: ConfigSchema) -> Adoption:
         ) from exc
     return Adoption(
         runs=runs,
-        seeds=await _seed_summaries(db),
+        seeds=await SnakeLabRuns(db).seed_summaries(),
         run_id=run_id,
         position=int(best["position"]),
         high_score=int(best["high_score"]),

@@ -59,7 +59,7 @@ from typing import Any
 import pymysql
 from pydantic_settings import SettingsConfigDict
 
-from ax3l.shared.db import upgrades
+from ax3l.shared.db import tables, upgrades
 from ax3l.shared.db.database import placeholders, quote_identifier
 from ax3l.shared.db.errors import DatabaseError, DatabaseMisconfigured, translate
 from ax3l.shared.settings import AdminLoginSettings, Settings
@@ -681,7 +681,7 @@ def restore(settings: BackupSettings, source: Path, replace: bool = False) -> Re
                 for name in (*staging, trash):
                     cur.execute(f"DROP DATABASE IF EXISTS {quote_identifier(name)}")
             events = count(cur, targets[0], "events")
-            runs = count(cur, targets[1], "simulation_runs")
+            runs = count(cur, targets[1], tables.SIMULATION_RUNS.name)
             revision = schema_revision(cur, targets[0])
     except pymysql.err.MySQLError as exc:
         raise translate(exc, "restoring the backup") from exc

@@ -136,13 +136,14 @@ def _create_missing(cur: Any, settings: DbSettings, present: set[str], stamp: bo
             " `ax3l-db reset-events --recreate --yes` to recreate them"
         )
     created = []
-    for name, ddl in (*tables.USER_TABLES, *tables.OWN_TABLES):
-        if name not in present:
-            cur.execute(ddl)
-            created.append(name)
-    for table, index, columns in tables.OWN_INDEXES:
-        if index not in _indexes(cur, table):
-            cur.execute(f"CREATE INDEX {index} ON {table} ({columns})")
+    for table in (*tables.USER_TABLES, *tables.OWN_TABLES):
+        if table.name not in present:
+            cur.execute(tables.ddl(table))
+            created.append(table.name)
+    present_indexes = _indexes(cur, tables.EVENTS.name)
+    for index in tables.ADDED_INDEXES:
+        if index.name not in present_indexes:
+            cur.execute(tables.add_index(index))
     head = upgrades.head()
     if stamp:
         run_provenance.backfill(cur)  # a history the user's system wrote: 0003's back-fill

@@ -296,12 +296,3 @@ class Database:
     ) -> dict[str, Any] | None:
         row = await self._read(sql, args, doing, one=True)
         return dict(row) if row else None
-
-    async def ping(self) -> None:
-        """Raise a DatabaseError unless both databases answer."""
-        row = await self.fetchone(
-            f"SELECT COUNT(*) AS n FROM {self.sl('simulation_runs')} WHERE 0=1",
-            doing="checking the databases",
-        )
-        if row is None:
-            raise DatabaseError("checking the databases: no answer")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ax3l.reports.models.simulations import Episode
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.wire import TERMINAL_STATES
 
 SPARK_POINTS = 30
@@ -29,10 +30,6 @@ class Sparkline:
     first: float
     last: float
     best: float
-
-
-def _marks(count: int) -> str:
-    return ", ".join(["%s"] * count)
 
 
 class LearningCurves:
@@ -68,19 +65,7 @@ class LearningCurves:
         if not missing:
             return found
         ids = [run_id for run_id, _ in missing]
-        episodes = db.sl("simulation_episodes")
-        rows = await db.fetchall(
-            "SELECT e.run_id, FLOOR((e.episode - 1) * %s / n.episodes) AS b,"
-            " AVG(e.score) AS score"
-            f" FROM {episodes} e JOIN (SELECT run_id, MAX(episode) AS episodes FROM {episodes}"
-            f" WHERE run_id IN ({_marks(len(ids))}) GROUP BY run_id) n ON n.run_id = e.run_id"
-            f" WHERE e.run_id IN ({_marks(len(ids))}) GROUP BY e.run_id, b ORDER BY e.run_id, b",
-            (SPARK_POINTS, *ids, *ids),
-            doing="reading learning curves",
-        )
-        lines: dict[str, list[float]] = {}
-        for row in rows:
-            lines.setdefault(row["run_id"], []).append(round(float(row["score"]), 2))
+        lines = await SnakeLabRuns(db).mean_scores(ids, SPARK_POINTS)
         finished = {run_id for run_id, status in missing if status in TERMINAL_STATES}
         for run_id, line in lines.items():
             found[run_id] = tuple(line)
@@ -93,19 +78,8 @@ class LearningCurves:
 
 async def episodes_of(db: Database, run_ids: Sequence[str]) -> dict[str, list[Episode]]:
     """Every episode of each of ``run_ids`` (a few: a run page's, a comparison's)."""
-    if not run_ids:
-        return {}
-    rows = await db.fetchall(
-        "SELECT run_id, episode, score, steps, epsilon, loss"
-        f" FROM {db.sl('simulation_episodes')} WHERE run_id IN ({_marks(len(run_ids))})"
-        " ORDER BY run_id, episode",
-        tuple(run_ids),
-        doing="reading episodes",
-    )
-    found: dict[str, list[Episode]] = {run_id: [] for run_id in run_ids}
-    for row in rows:
-        found[row.pop("run_id")].append(Episode.model_validate(row))
-    return found
+    found = await SnakeLabRuns(db).episodes(*run_ids)
+    return {run_id: [Episode.model_validate(e) for e in found[run_id]] for run_id in run_ids}
 
 
 def sparkline_points(line: Sequence[float], top: float, width: int = 90, height: int = 22) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 from ax3l.reports import event_contents
 from ax3l.reports.models.events import Event, EventDetail, EventPage
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 
 # Long enough for a whole configuration (about 550 characters) and the fields stored after it,
 # so the list's sentences can read them from the excerpt.
@@ -186,12 +187,4 @@ async def history_mark(db: Database) -> tuple[tuple[int, Any] | None, int]:
 async def runs_mark(db: Database) -> tuple[int, Any]:
     """SnakeLab's run count and its first run's id (None when empty): what the in-memory tables
     compare to notice an emptied or recreated ``simulation_runs``."""
-    runs = db.sl("simulation_runs")
-    summary = await db.fetchone(
-        f"SELECT COUNT(*) AS n, (SELECT run_id FROM {runs} ORDER BY id LIMIT 1) AS first_run"
-        f" FROM {runs}",
-        doing="counting runs",
-    )
-    if summary is None:
-        return 0, None
-    return int(summary["n"]), summary["first_run"]
+    return await SnakeLabRuns(db).mark()

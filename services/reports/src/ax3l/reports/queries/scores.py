@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ax3l.reports.models.scores import ScoreBin, ScoreDistribution
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 
 
 def summarise(bins: list[tuple[int, int]]) -> ScoreDistribution:
@@ -39,29 +38,9 @@ async def score_distribution(
     db: Database, *, status: str | None, seed: int | None
 ) -> ScoreDistribution:
     """How many runs reached each high score (runs without a score yet are left out)."""
-    clauses = ["r.high_score IS NOT NULL"]
-    args: list[Any] = []
-    join = ""
-    if status is not None:
-        clauses.append("r.status = %s")
-        args.append(status)
-    if seed is not None:
-        join = f" JOIN {db.sl('configurations')} c ON c.run_id = r.run_id"
-        clauses.append("c.seed = %s")
-        args.append(seed)
-    rows = await db.fetchall(
-        f"SELECT r.high_score AS score, COUNT(*) AS runs FROM {db.sl('simulation_runs')} r{join}"
-        f" WHERE {' AND '.join(clauses)} GROUP BY r.high_score ORDER BY r.high_score",
-        args,
-        doing="reading the score distribution",
-    )
-    return summarise([(int(row["score"]), int(row["runs"])) for row in rows])
+    return summarise(await SnakeLabRuns(db).score_counts(status, seed))
 
 
 async def seeds(db: Database) -> list[int]:
     """The seeds SnakeLab has runs for."""
-    rows = await db.fetchall(
-        f"SELECT DISTINCT seed FROM {db.sl('configurations')} ORDER BY seed",
-        doing="reading seeds",
-    )
-    return [int(row["seed"]) for row in rows]
+    return await SnakeLabRuns(db).seeds()

@@ -10,12 +10,7 @@ from ax3l.reports.models.simulations import Episode, Run, RunEvent, Simulation
 from ax3l.reports.queries.events import EXCERPT_CHARS
 from ax3l.shared.config_schema import ConfigInvalid, ConfigSchema
 from ax3l.shared.db.database import Database
-
-RUN_FIELDS = (
-    "r.id, r.run_id, r.project_version, r.config_hash, r.status, r.episode_count,"
-    " r.high_score, r.created_at, r.started_at, r.completed_at, r.error_message,"
-    " r.high_score_snapshot"
-)
+from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 
 
 def _snapshot(value: Any) -> Any:
@@ -29,31 +24,18 @@ def _snapshot(value: Any) -> Any:
 
 async def simulation(db: Database, schema: ConfigSchema, run_id: str) -> Simulation | None:
     """A run with its configuration, best-game snapshot, episodes and Ax3l events, or None."""
-    run = await db.fetchone(
-        f"SELECT {RUN_FIELDS} FROM {db.sl('simulation_runs')} r WHERE r.run_id = %s",
-        (run_id,),
-        doing=f"reading run {run_id}",
-    )
+    runs = SnakeLabRuns(db)
+    run = await runs.run(run_id)
     if run is None:
         return None
-    flat = await db.fetchone(
-        f"SELECT * FROM {db.sl('configurations')} WHERE run_id = %s",
-        (run_id,),
-        doing=f"reading the configuration of run {run_id}",
-    )
+    flat = await runs.flat_config(run_id)
     config = None
     if flat is not None:
-        flat.pop("run_id", None)
         try:
             config = schema.unflatten(flat)
         except (KeyError, ConfigInvalid):
             config = None  # columns of another schema version: the flat view still shows them
-    episodes = await db.fetchall(
-        f"SELECT episode, score, steps, epsilon, loss FROM {db.sl('simulation_episodes')}"
-        " WHERE run_id = %s ORDER BY episode",
-        (run_id,),
-        doing=f"reading the episodes of run {run_id}",
-    )
+    (episodes,) = (await runs.episodes(run_id)).values()
     events = await db.fetchall(
         "SELECT e.event_id, e.occurred_at, e.name, e.category, e.log_level, e.parameter,"
         f" e.source_name, LEFT(m.content, {EXCERPT_CHARS}) AS content FROM events e"

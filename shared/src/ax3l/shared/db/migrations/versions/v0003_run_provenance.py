@@ -15,7 +15,7 @@ from typing import Any
 from alembic import op
 
 from ax3l.shared import run_provenance
-from ax3l.shared.db.tables import RUN_PROVENANCE
+from ax3l.shared.db.tables import RUN_PROVENANCE, ddl
 
 revision = "0003"
 down_revision = "0002"
@@ -26,6 +26,6 @@ depends_on = None
 def upgrade() -> None:
     connection: Any = op.get_bind().connection.driver_connection  # pymysql's, in the transaction
     with connection.cursor() as cur:
-        cur.execute(RUN_PROVENANCE)
+        cur.execute(ddl(RUN_PROVENANCE))
         run_provenance.backfill(cur)
         cur.execute("UPDATE ax3l_meta SET value = '3' WHERE name = 'schema_version'")
