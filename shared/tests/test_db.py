@@ -5,14 +5,13 @@ import sys
 
 import pymysql
 import pytest
-from pydantic import ValidationError
 
 from ax3l.shared.db import upgrades
 from ax3l.shared.db.cli import ensure_schema, reset_events
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError, DatabaseUnavailable, SchemaMismatch
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
-from ax3l.shared.db.reads import current_golden, latest_golden_row, read_golden
+from ax3l.shared.db.reads import current_golden
 from ax3l.shared.db.snakelab_reads import count_simulations
 from ax3l.shared.event_models import GoldenConfigCreated, PromptSent, ReplyReceived
 
@@ -41,25 +40,6 @@ async def test_event_message_and_highscore_are_written_together(databases):
         found = await current_golden(db)
     assert found is not None and found[0] == event_id and found[1].high_score == 40
     assert _event_rows(databases) == (1, 1, 1)
-
-
-async def test_current_golden_needs_every_required_field_and_takes_a_whole_float(databases):
-    """The current golden reads a hand-edited whole float as its int, as it always did, and
-    refuses a content that lacks a required field, which the reports' lenient read of the same
-    row leaves None."""
-    async with Database(databases.settings()) as db:
-        log = EventLog(db)
-        # Hand-edited rows, which no model builds: the old form writes them as given.
-        await log.log("golden_config_created", {**GOLDEN.stored(), "high_score": 40.0})
-        found = await current_golden(db)
-        assert found is not None and type(found[1].high_score) is int
-        await log.log("golden_config_created", {"run_id": "r2", "high_score": 41})
-        with pytest.raises(ValidationError, match="config"):
-            await current_golden(db)
-        row = await latest_golden_row(db)
-        assert row is not None and row["score"] is None  # no experiment_highscores row
-        lenient = read_golden(row["content"], strict=False)  # the reports' read of it
-        assert (lenient.run_id, lenient.high_score, lenient.config) == ("r2", 41, None)
 
 
 async def test_failed_highscore_insert_rolls_back_the_event(databases):

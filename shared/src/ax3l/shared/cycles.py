@@ -19,8 +19,8 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
-from ax3l.shared.db.database import Database
-from ax3l.shared.db.event_reads import parse_message, select
+from ax3l.shared.db.event_reads import parse_message
+from ax3l.shared.db.event_store import EventSource, events_of
 from ax3l.shared.event_models import (
     ConfigurationCompared,
     GoldenConfigCreated,
@@ -177,24 +177,18 @@ class CycleTracker:
         self._counter = CycleCounter()
         self._lock = asyncio.Lock()
 
-    async def refresh(self, db: Database) -> CycleCount:
+    async def refresh(self, db: EventSource) -> CycleCount:
         """Read new cycle events and return the current count."""
+        store = events_of(db)
         async with self._lock:
-            if self._counter.last_event_id and not await self._still_there(db):
+            last = self._counter.last_event_id
+            if last and not await store.has_event(last):
                 self._counter = CycleCounter()
             while True:
-                events = await select(
-                    db, CYCLE_EVENTS, after=self._counter.last_event_id, oldest=self.BATCH
+                events = await store.select(
+                    CYCLE_EVENTS, after=self._counter.last_event_id, oldest=self.BATCH
                 )
                 for event in events:
                     self._counter.feed(event.event_id, event.name, event.content)
                 if len(events) < self.BATCH:
                     return self._counter.count()
-
-    async def _still_there(self, db: Database) -> bool:
-        row = await db.fetchone(
-            "SELECT 1 AS present FROM events WHERE event_id = %s",
-            (self._counter.last_event_id,),
-            doing="checking the event history",
-        )
-        return row is not None

@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ax3l.shared.db.database import Database
-from ax3l.shared.db.event_reads import StoredEvent, latest, select
+from ax3l.shared.db.event_reads import StoredEvent
+from ax3l.shared.db.event_store import EventSource, events_of
 from ax3l.shared.event_models import ParameterSpaceExhausted, ProposalAccepted, RoundRobinCheckpoint
 from ax3l.shared.registry import PARAMETER_ORDER
 
@@ -81,26 +81,26 @@ def answer_of(event: StoredEvent[Any], checkpoint_event_id: int) -> Answer | Non
     return Answer(event.event_id, ProposalAccepted.event, run_id)
 
 
-async def latest_checkpoint(db: Database) -> StoredEvent[RoundRobinCheckpoint] | None:
+async def latest_checkpoint(db: EventSource) -> StoredEvent[RoundRobinCheckpoint] | None:
     """The checkpoint of the live turn, or None before the first one."""
-    return await latest(db, RoundRobinCheckpoint)
+    return await events_of(db).latest(RoundRobinCheckpoint)
 
 
 async def turn_proposals(
-    db: Database, checkpoint_event_id: int
+    db: EventSource, checkpoint_event_id: int
 ) -> list[StoredEvent[ProposalAccepted]]:
     """The accepted proposals of the checkpoint's turn, oldest first (normally at most one).
 
     Only meaningful for the latest checkpoint: an unnamed proposal after a later checkpoint
     belongs to that one."""
-    after = await select(db, ProposalAccepted, after=checkpoint_event_id)
+    after = await events_of(db).select(ProposalAccepted, after=checkpoint_event_id)
     return [proposal for proposal in after if belongs_to(proposal, checkpoint_event_id)]
 
 
-async def turn_answer(db: Database, checkpoint_event_id: int) -> Answer | None:
+async def turn_answer(db: EventSource, checkpoint_event_id: int) -> Answer | None:
     """The first event that answered the (latest) checkpoint's turn, or None while it is open."""
     # Only the events of the latest turn are read: a handful.
-    after = await select(db, ANSWERING_EVENTS, after=checkpoint_event_id)
+    after = await events_of(db).select(ANSWERING_EVENTS, after=checkpoint_event_id)
     return next(
         (found for event in after if (found := answer_of(event, checkpoint_event_id)) is not None),
         None,
@@ -138,7 +138,7 @@ class TurnState:
         return self.answer is None
 
 
-async def latest_turn_state(db: Database) -> TurnState | None:
+async def latest_turn_state(db: EventSource) -> TurnState | None:
     """The latest checkpoint and its answer, or None before the first checkpoint."""
     checkpoint = await latest_checkpoint(db)
     if checkpoint is None:

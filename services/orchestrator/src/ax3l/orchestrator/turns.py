@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.db.event_store import EventSource, EventStore
 from ax3l.shared.event_models import RoundRobinCheckpoint
 from ax3l.shared.registry import ENTRIES, PARAMETER_ORDER, Entry
 from ax3l.shared.turn_state import latest_turn_state
@@ -37,7 +37,7 @@ class Turn:
         return self.entry.name
 
 
-async def next_turn(db: Database) -> Turn:
+async def next_turn(db: EventSource) -> Turn:
     """The turn to take now (a fresh experiment starts at hidden size)."""
     state = await latest_turn_state(db)
     if state is None:
@@ -50,14 +50,14 @@ async def next_turn(db: Database) -> Turn:
     return Turn(state.index)
 
 
-async def check_stored_order(db: Database) -> None:
+async def check_stored_order(db: EventSource) -> None:
     """Refuse to start on a history with another parameter order (before any other work)."""
     state = await latest_turn_state(db)
     if state is not None and state.order_problem:
         raise ParameterOrderChanged(state.order_problem)
 
 
-async def write_checkpoint(log: EventLog, turn: Turn, process_id: str) -> int:
+async def write_checkpoint(log: EventLog | EventStore, turn: Turn, process_id: str) -> int:
     """Store the order and index before the turn asks anyone for a proposal."""
     return await log.log(
         RoundRobinCheckpoint(parameter_order=list(PARAMETER_ORDER), index=turn.index),

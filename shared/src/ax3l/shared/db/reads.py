@@ -7,24 +7,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_reads import parse_message
+from ax3l.shared.db.event_store import EventSource, events_of
 from ax3l.shared.event_models import GoldenConfigCreated
 
-_LATEST_GOLDEN = (
-    "SELECT e.event_id, e.occurred_at, m.content, h.score, h.seed, h.simulations"
-    " FROM events e JOIN event_messages m ON m.event_id = e.event_id"
-    " LEFT JOIN experiment_highscores h ON h.event_id = e.event_id"
-    " WHERE e.name = 'golden_config_created' ORDER BY e.event_id DESC LIMIT 1"
-)
 
-
-async def latest_golden_row(db: Database) -> dict[str, Any] | None:
+async def latest_golden_row(db: EventSource) -> dict[str, Any] | None:
     """The newest ``golden_config_created`` event that has a content (one without was made by
     hand): ``event_id``, ``occurred_at``, ``content`` as stored, and ``score``, ``seed``,
     ``simulations`` of its ``experiment_highscores`` row (None without one). The loop, the
     broker and the reports' pages all read this row."""
-    return await db.fetchone(_LATEST_GOLDEN, doing="reading the golden configuration")
+    return await events_of(db).latest_golden_row()
 
 
 def read_golden(content: str | None, *, strict: bool) -> GoldenConfigCreated:
@@ -41,7 +34,7 @@ def read_golden(content: str | None, *, strict: bool) -> GoldenConfigCreated:
     return GoldenConfigCreated.from_stored(parsed)
 
 
-async def current_golden(db: Database) -> tuple[int, GoldenConfigCreated] | None:
+async def current_golden(db: EventSource) -> tuple[int, GoldenConfigCreated] | None:
     """The latest ``golden_config_created`` event id and content, read strictly
     (``read_golden``), or None before seeding."""
     row = await latest_golden_row(db)
