@@ -151,7 +151,10 @@ class RunModelCache:
         best = model.recommend(lower_bound_sds=lower_bound)
         golden = None
         if golden_config is not None:
-            values = model.space.values_of(golden_config)
+            try:
+                values = model.space.values_of(golden_config)
+            except (KeyError, TypeError, ValueError):  # a stored golden short of a tuned value
+                values = None
             golden = next((e for e in model.evaluated() if e.values == values), None)
         return ModelView(
             problem=None,
