@@ -29,14 +29,15 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ax3l.shared import run_notes, run_provenance
 from ax3l.shared.config_schema import ConfigSchema, cached_schema
-from ax3l.shared.db.database import placeholders, quote_identifier
+from ax3l.shared.db import snakelab_reads
+from ax3l.shared.db.database import placeholders
 from ax3l.shared.registry import ENTRIES, leaf_domain
 from ax3l.shared.settings import Settings
 
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
 BULK_CHUNK = 5000  # trials per transaction of the export
 TUNED_PATHS: tuple[str, ...] = tuple(path for item in ENTRIES for path in item.paths)
 FINISHED_STATES = ("completed", "failed", "cancelled")
-_FINISHED = placeholders(FINISHED_STATES)
 # The events that tell which runs became golden, and a person's tags and notes.
 _NOTED_EVENTS = (run_provenance.GOLDEN_EVENT, *run_notes.EVENTS)
 
@@ -131,36 +131,6 @@ def notes_and_goldens(conn: Any) -> tuple[run_notes.RunNotes, set[str]]:
             elif isinstance(content.get("run_id"), str) and content["run_id"]:
                 golden.add(content["run_id"])
     return noted, golden
-
-
-def finished_runs(conn: Any, settings: Settings, schema: ConfigSchema) -> Iterator[dict[str, Any]]:
-    """SnakeLab's finished runs with their seed, tuned values and provenance (``proposer``,
-    ``entry``), in submission order."""
-    snakelab = quote_identifier(settings.snakelab_db_name)
-    columns = [schema.by_path[path].column for path in TUNED_PATHS]
-    picked = ", ".join(f"c.{quote_identifier(column)}" for column in columns)
-    with conn.cursor() as cur:
-        cur.execute(
-            "SELECT r.id, r.run_id, r.status, r.high_score, r.created_at, r.started_at,"
-            f" r.completed_at, c.seed, {picked}, p.proposer, p.entry"
-            f" FROM {snakelab}.simulation_runs r JOIN {snakelab}.configurations c"
-            f" ON c.run_id = r.run_id LEFT JOIN run_provenance p ON p.run_id = r.run_id"
-            f" WHERE r.status IN ({_FINISHED}) ORDER BY r.id",
-            FINISHED_STATES,
-        )
-        names = [d[0] for d in cur.description]
-        for row in cur.fetchall():
-            yield dict(zip(names, row, strict=True))
-
-
-def count_unfinished(conn: Any, settings: Settings) -> int:
-    snakelab = quote_identifier(settings.snakelab_db_name)
-    with conn.cursor() as cur:
-        cur.execute(
-            f"SELECT COUNT(*) FROM {snakelab}.simulation_runs WHERE status NOT IN ({_FINISHED})",
-            FINISHED_STATES,
-        )
-        return int(cur.fetchone()[0])
 
 
 def trial_of(
@@ -373,13 +343,15 @@ def export_optuna(
     if study.direction != optuna.study.StudyDirection.MAXIMIZE:
         raise ExportError(f"study {name!r} exists and does not maximize: choose another --study")
     existing = exported_run_ids(study)
+    snakelab = settings.snakelab_db_name
     conn = connect(settings)
     try:
         noted, golden = notes_and_goldens(conn)
-        rows = [
-            row for row in finished_runs(conn, settings, schema) if row["run_id"] not in existing
-        ]
-        waiting = count_unfinished(conn, settings)
+        columns = [schema.by_path[path].column for path in TUNED_PATHS]
+        with conn.cursor() as cur:
+            finished = snakelab_reads.finished_runs(cur, snakelab, columns, FINISHED_STATES)
+            waiting = snakelab_reads.count_not_in(cur, snakelab, FINISHED_STATES)
+        rows = [row for row in finished if row["run_id"] not in existing]
     finally:
         conn.close()
     trials = [trial_of(row, schema, dists, noted, row["run_id"] in golden) for row in rows]

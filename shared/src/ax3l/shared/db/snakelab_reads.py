@@ -194,6 +194,32 @@ class SnakeLabRuns:
             lines.setdefault(row["run_id"], []).append(round(float(row["score"]), 2))
         return lines
 
+    async def completed_scores(self, run_ids: Sequence[str]) -> dict[str, int | None]:
+        """The high score of each completed run of ``run_ids`` (1,000 run ids a statement)."""
+        scores: dict[str, int | None] = {}
+        for start in range(0, len(run_ids), 1000):
+            chunk = run_ids[start : start + 1000]
+            rows = await self.db.fetchall(
+                f"SELECT run_id, high_score FROM {self.runs}"
+                f" WHERE run_id IN ({placeholders(chunk)}) AND status = 'completed'",
+                chunk,
+                doing="reading proposal scores",
+            )
+            scores.update((row["run_id"], optional_int(row["high_score"])) for row in rows)
+        return scores
+
+    async def heads(
+        self, ids: Sequence[int] = (), after: int = 0, limit: int = 0
+    ) -> list[dict[str, Any]]:
+        """``id, run_id, status, high_score`` of the runs with the given ``id``s, or else of
+        the first ``limit`` with ``id`` above ``after``, by ``id``."""
+        where = f"id IN ({placeholders(ids)})" if ids else "id > %s ORDER BY id LIMIT %s"
+        return await self.db.fetchall(
+            f"SELECT id, run_id, status, high_score FROM {self.runs} WHERE {where}",
+            list(ids) if ids else (after, limit),
+            doing="reading proposal scores",
+        )
+
     async def status(self, run_id: str) -> tuple[str, int | None] | None:
         """A run's status and high score, or None if SnakeLab has no such run."""
         row = await self.db.fetchone(
@@ -429,3 +455,34 @@ def configured_runs(cur: Any, snakelab_db: str, limit: int | None = None) -> lis
     )
     names = [d[0] for d in cur.description]
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def finished_runs(
+    cur: Any, snakelab_db: str, columns: Sequence[str], finished: Sequence[str]
+) -> list[dict[str, Any]]:
+    """The runs in a ``finished`` state with a configuration, in submission order:
+    ``id, run_id, status, high_score, created_at, started_at, completed_at, seed``, the
+    configuration's ``columns`` and the run's ``proposer, entry`` (Ax3l's ``run_provenance``,
+    None without a row)."""
+    db = quote_identifier(snakelab_db)
+    picked = ", ".join(f"c.{quote_identifier(column)}" for column in columns)
+    cur.execute(
+        "SELECT r.id, r.run_id, r.status, r.high_score, r.created_at, r.started_at,"
+        f" r.completed_at, c.seed, {picked}, p.proposer, p.entry"
+        f" FROM {db}.simulation_runs r JOIN {db}.configurations c"
+        f" ON c.run_id = r.run_id LEFT JOIN run_provenance p ON p.run_id = r.run_id"
+        f" WHERE r.status IN ({placeholders(finished)}) ORDER BY r.id",
+        tuple(finished),
+    )
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def count_not_in(cur: Any, snakelab_db: str, states: Sequence[str]) -> int:
+    """How many runs are in none of ``states``."""
+    cur.execute(
+        f"SELECT COUNT(*) FROM {quote_identifier(snakelab_db)}.simulation_runs"
+        f" WHERE status NOT IN ({placeholders(states)})",
+        tuple(states),
+    )
+    return int(cur.fetchone()[0])

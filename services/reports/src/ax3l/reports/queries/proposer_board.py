@@ -52,6 +52,7 @@ from ax3l.reports.queries.proposers import (
 from ax3l.reports.queries.seats import SUBMIT_TOOLS, _seat_calls, _waste_kind
 from ax3l.shared import run_provenance
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.event_models import (
     ConversationStarted,
     GoldenConfigCreated,
@@ -281,28 +282,16 @@ class RunScores:
         return self.scores.get(run_id) != before
 
     async def refresh(self, db: Database, retry: bool = True) -> None:
-        runs = db.sl("simulation_runs")
+        runs = SnakeLabRuns(db)
         count, first_run = await runs_mark(db)
         if self._first is not None and first_run != self._first:
             self._reset()  # another history: the table was emptied or recreated
         changed = False
         if self._pending:
-            pending = sorted(self._pending)
-            rows = await db.fetchall(
-                f"SELECT id, run_id, status, high_score FROM {runs}"
-                f" WHERE id IN ({', '.join(['%s'] * len(pending))})",
-                pending,
-                doing="reading proposal scores",
-            )
-            for row in rows:
+            for row in await runs.heads(sorted(self._pending)):
                 changed = self._take(row) or changed
         while True:
-            rows = await db.fetchall(
-                f"SELECT id, run_id, status, high_score FROM {runs} WHERE id > %s"
-                " ORDER BY id LIMIT %s",
-                (self._newest, SCORE_CHUNK),
-                doing="reading proposal scores",
-            )
+            rows = await runs.heads(after=self._newest, limit=SCORE_CHUNK)
             for row in rows:
                 changed = self._take(row) or changed
             if rows:

@@ -24,6 +24,7 @@ from ax3l.reports.models.proposers import ModelStats, ProposerStats
 from ax3l.shared import comparison_stats as stats
 from ax3l.shared import run_provenance
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.event_models import (
     ConversationStarted,
     EventContent,
@@ -78,21 +79,6 @@ async def _contents(
         (*names, *args),
         doing="reading proposals",
     )
-
-
-async def _scores(db: Database, run_ids: list[str]) -> dict[str, int | None]:
-    scores: dict[str, int | None] = {}
-    for start in range(0, len(run_ids), 1000):
-        chunk = run_ids[start : start + 1000]
-        rows = await db.fetchall(
-            f"SELECT run_id, high_score FROM {db.sl('simulation_runs')}"
-            f" WHERE run_id IN ({', '.join(['%s'] * len(chunk))}) AND status = 'completed'",
-            chunk,
-            doing="reading proposal scores",
-        )
-        for row in rows:
-            scores[row["run_id"]] = None if row["high_score"] is None else int(row["high_score"])
-    return scores
 
 
 async def proposals(db: Database, after: int = 0, upto: int | None = None) -> list[dict[str, Any]]:
@@ -199,7 +185,7 @@ async def proposer_stats(db: Database) -> list[ProposerStats]:
         fold.add_event(row)
     for row in await proposals(db):
         fold.add_proposal(row)
-    return fold.stats(await _scores(db, fold.proposed_runs()))
+    return fold.stats(await SnakeLabRuns(db).completed_scores(fold.proposed_runs()))
 
 
 # -- the model leaderboard --------------------------------------------------------------------
