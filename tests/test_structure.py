@@ -310,7 +310,6 @@ SNAKELAB_ITSELF = "snakelab"
 # Modules that still name SnakeLab's tables in SQL: issue 35 moves each into the store and
 # deletes its line here. The list only shrinks (a module that no longer needs it fails too).
 NOT_MOVED_YET = {
-    "ax3l.reports.queries.runs",
     "ax3l.shared.config_index",
 }
 

@@ -60,6 +60,26 @@ def placeholders(values: Sized) -> str:
     return ", ".join(["%s"] * len(values))
 
 
+GROUP_ROWS = 500  # rows per value of ``grouped_lines``
+GROUP_CONCAT_MAX = 64 * 1024 * 1024  # bytes of one such value (500 lines are about 70 KB)
+
+
+async def grouped_lines(db: Database, rows_sql: str, key: str, args: Any, joiner: str) -> list[str]:
+    """The rows ``rows_sql`` selects (a ``line`` each, in ``key`` order) in blocks of
+    ``GROUP_ROWS`` lines joined by ``joiner``: the driver's cost is per row, so 100,000 rows
+    arrive as 200 values."""
+    sql = (
+        f"SELECT GROUP_CONCAT(line ORDER BY k SEPARATOR '{joiner}') AS block FROM"
+        f" (SELECT {key} AS k, line, ROW_NUMBER() OVER (ORDER BY {key}) AS n FROM ({rows_sql})"
+        f" picked) numbered GROUP BY (n - 1) DIV {GROUP_ROWS} ORDER BY MIN(k)"
+    )
+    async with db.transaction("reading runs") as cur:
+        await cur.execute(f"SET SESSION group_concat_max_len = {GROUP_CONCAT_MAX}")
+        await cur.execute(sql, args)
+        rows = await cur.fetchall()
+    return [str(row["block"]) for row in rows if row["block"] is not None]
+
+
 def session_limits(server_info: str, query_timeout: float) -> str:
     """The ``SET SESSION`` statement that bounds every statement on a connection."""
     lock_wait = max(1, math.ceil(query_timeout))

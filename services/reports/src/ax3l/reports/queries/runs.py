@@ -39,16 +39,14 @@ from ax3l.reports.queries.events import history_mark, runs_mark
 from ax3l.shared import run_notes
 from ax3l.shared import run_provenance as provenance
 from ax3l.shared.config_schema import ConfigSchema
-from ax3l.shared.db.database import Database
+from ax3l.shared.db.database import Database, grouped_lines
+from ax3l.shared.db.snakelab_reads import SEPARATOR, SnakeLabRuns
 from ax3l.shared.registry import ENTRIES
 from ax3l.shared.wire import TERMINAL_STATES
 
 CHUNK = 20_000  # runs per read of new runs (each statement stays well inside the query timeout)
-GROUP_ROWS = 500  # rows per value of a whole-table read
-GROUP_CONCAT_MAX = 64 * 1024 * 1024  # bytes of one such value (500 lines are about 70 KB)
 EVENT_WINDOW = 250_000  # event ids per provenance read
 PROVENANCE_EVENTS = (provenance.GOLDEN_EVENT, *run_notes.EVENTS)
-SEPARATOR = "\x1f"  # ASCII unit separator: in no run id, state, time or number
 DATETIME_FORMAT = "%Y-%m-%d %H:%M:%S%.f"
 
 
@@ -98,14 +96,6 @@ def _json(field_name: str) -> str:
     return f"CASE WHEN JSON_VALID(m.content) THEN JSON_VALUE(m.content, '$.{field_name}') END"
 
 
-def _line(expressions: tuple[str, ...]) -> str:
-    """One text value of a row: its fields joined by ``SEPARATOR`` (NULL as empty). The driver
-    decodes one value a row several times faster than 17, and polars parses the text; doubles
-    print exactly (shortest round-trip digits)."""
-    fields = ", ".join(f"COALESCE({expression}, '')" for expression in expressions)
-    return f"CONCAT_WS(CHAR({ord(SEPARATOR)}), {fields})"
-
-
 def _parse(rows: list[dict[str, Any]], schema: dict[str, pl.DataType]) -> pl.DataFrame:
     """The ``line`` of each row as a frame of ``schema`` (times parsed)."""
     if not rows:
@@ -122,28 +112,6 @@ def _parse(rows: list[dict[str, Any]], schema: dict[str, pl.DataType]) -> pl.Dat
     return parsed.with_columns(
         pl.col(name).str.to_datetime(DATETIME_FORMAT, time_unit="us") for name in times
     )
-
-
-async def _blocks(db: Database, rows_sql: str, key: str, args: Any, joiner: str) -> list[str]:
-    """The rows ``rows_sql`` selects (a ``line`` each, in ``key`` order) in blocks of
-    ``GROUP_ROWS`` lines joined by ``joiner``: the driver's cost is per row, so 100,000 rows
-    arrive as 200 values."""
-    sql = (
-        f"SELECT GROUP_CONCAT(line ORDER BY k SEPARATOR '{joiner}') AS block FROM"
-        f" (SELECT {key} AS k, line, ROW_NUMBER() OVER (ORDER BY {key}) AS n FROM ({rows_sql})"
-        f" picked) numbered GROUP BY (n - 1) DIV {GROUP_ROWS} ORDER BY MIN(k)"
-    )
-    async with db.transaction("reading runs") as cur:
-        await cur.execute(f"SET SESSION group_concat_max_len = {GROUP_CONCAT_MAX}")
-        await cur.execute(sql, args)
-        rows = await cur.fetchall()
-    return [str(row["block"]) for row in rows if row["block"] is not None]
-
-
-async def _scan(db: Database, select: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
-    """Every row of ``select`` (a ``k`` and a ``line`` each) as a frame of ``schema``."""
-    blocks = await _blocks(db, select, "k", None, "\n")  # a literal newline inside the quotes
-    return _parse([{"line": block} for block in blocks], schema)
 
 
 @dataclass
@@ -292,16 +260,6 @@ class RunsTable:
 
     # -- SnakeLab's runs ---------------------------------------------------------------------
 
-    def _select(self, db: Database, where: str) -> str:
-        """Runs with their configuration columns (a join: for the few rows a refresh reads)."""
-        fields = ("r.id", "r.run_id", "r.created_at", "r.completed_at", "c.seed", "r.status")
-        tuned = (f"c.{column}" for column in TUNED_COLUMNS)
-        return (
-            f"SELECT r.id, {_line((*fields, 'r.high_score', *tuned))} AS line"
-            f" FROM {db.sl('simulation_runs')} r"
-            f" LEFT JOIN {db.sl('configurations')} c ON c.run_id = r.run_id WHERE {where}"
-        )
-
     def _rows(self, rows: list[dict[str, Any]]) -> pl.DataFrame:
         return _parse(rows, self._schema)
 
@@ -310,17 +268,12 @@ class RunsTable:
         faster than 100,000 lookups of a run's configuration by its id."""
         run_columns = ("id", "run_id", "created_at", "completed_at", "status", "high_score")
         config_columns = ("run_id", "seed", *TUNED_COLUMNS)
-        runs = await _scan(
-            db,
-            f"SELECT id AS k, {_line(run_columns)} AS line FROM {db.sl('simulation_runs')}",
-            {name: self._schema[name] for name in run_columns},
-        )
-        configs = await _scan(
-            db,
-            f"SELECT run_id AS k, {_line(config_columns)} AS line FROM {db.sl('configurations')}",
-            {name: self._schema[name] for name in config_columns},
-        )
-        return runs.join(configs, on="run_id", how="left").select(list(self._schema))
+        frames = []
+        for columns, configurations in ((run_columns, False), (config_columns, True)):
+            blocks = await SnakeLabRuns(db).every_line(columns, configurations)
+            schema = {name: self._schema[name] for name in columns}
+            frames.append(_parse([{"line": block} for block in blocks], schema))
+        return frames[0].join(frames[1], on="run_id", how="left").select(list(self._schema))
 
     async def _refresh_runs(self, db: Database, retry: bool = True) -> bool:
         count, first_run = await runs_mark(db)
@@ -329,12 +282,7 @@ class RunsTable:
             self._reset()  # another history: the table was emptied or recreated
             changed = True
         if self._pending:
-            marks = ", ".join(["%s"] * len(self._pending))
-            rows = await db.fetchall(
-                self._select(db, f"r.id IN ({marks})") + " ORDER BY r.id",
-                self._pending,
-                doing="reading runs",
-            )
+            rows = await SnakeLabRuns(db).lines(list(self._schema), ids=self._pending)
             fresh = self._rows(rows)
             held = self._runs.filter(pl.col("id").is_in(self._pending)).sort("id")
             if not fresh.equals(held):  # a state or score moved (a running run's, mostly)
@@ -349,11 +297,7 @@ class RunsTable:
                 self._newest = int(self._runs["id"].max())  # type: ignore[arg-type]
             changed = True
         while True:
-            rows = await db.fetchall(
-                self._select(db, "r.id > %s") + " ORDER BY r.id LIMIT %s",
-                (self._newest, CHUNK),
-                doing="reading runs",
-            )
+            rows = await SnakeLabRuns(db).lines(list(self._schema), after=self._newest, limit=CHUNK)
             if rows:
                 self._runs = pl.concat([self._runs, self._rows(rows)])
                 self._newest = int(rows[-1]["id"])
@@ -395,7 +339,7 @@ class RunsTable:
             start = self._provenance.newest
             end = min(newest, start + EVENT_WINDOW)
             # Each event one JSON array (the server escapes the contents' strings), 500 a value.
-            blocks = await _blocks(
+            blocks = await grouped_lines(
                 db,
                 f"SELECT e.event_id AS k, JSON_ARRAY(e.event_id, e.name, e.process_id, {fields})"
                 " AS line FROM events e LEFT JOIN event_messages m ON m.event_id = e.event_id"
@@ -420,7 +364,7 @@ class RunsTable:
 async def _provenance_rows(db: Database, start: int, end: int) -> list[str]:
     """The ``run_provenance`` rows of the events after ``start`` up to ``end``, as blocks of
     JSON arrays (``ROW_COLUMNS``)."""
-    return await _blocks(
+    return await grouped_lines(
         db,
         f"SELECT event_id AS k, JSON_ARRAY({', '.join(ROW_COLUMNS)}) AS line"
         " FROM run_provenance WHERE event_id > %s AND event_id <= %s",
