@@ -12,7 +12,7 @@ from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError, DatabaseUnavailable, SchemaMismatch
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
 from ax3l.shared.db.reads import current_golden
-from ax3l.shared.db.snakelab_reads import count_simulations
+from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.event_models import GoldenConfigCreated, PromptSent, ReplyReceived
 
 GOLDEN = GoldenConfigCreated(
@@ -104,7 +104,7 @@ async def test_count_simulations_reads_snakelab(snakelab_tables):
             user="snakelab",
         )
     async with Database(snakelab_tables.settings()) as db:
-        assert await count_simulations(db) == 3
+        assert await SnakeLabRuns(db).count() == 3
 
 
 async def test_unreachable_database_is_a_domain_error(databases):

@@ -37,7 +37,7 @@ from pydantic import ValidationError
 from ax3l.shared.config_index import ConfigIndex, IndexedRun
 from ax3l.shared.crash_points import crash_point
 from ax3l.shared.db.database import Database
-from ax3l.shared.db.snakelab_reads import newest_usable_run
+from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.snakelab_client import (
     SnakeLabClient,
     SnakeLabError,
@@ -123,7 +123,7 @@ class OnceSubmitter:
         without a high score (such a run can never be a baseline or a re-test), and is not one
         of ``exclude``."""
         run_ids = [run_id for run_id in await self.index.find_runs(config) if run_id not in exclude]
-        return await newest_usable_run(self.db, run_ids, UNUSABLE_STATES)
+        return await SnakeLabRuns(self.db).newest_usable(run_ids, UNUSABLE_STATES)
 
     async def reuse_or_submit(
         self,

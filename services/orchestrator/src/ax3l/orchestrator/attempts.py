@@ -19,7 +19,7 @@ from typing import Any
 from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_reads import select
-from ax3l.shared.db.snakelab_reads import run_rows
+from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.event_models import SimulationSubmitted
 from ax3l.shared.wire import TERMINAL_STATES
 
@@ -59,7 +59,7 @@ async def stored_runs(db: Database, index: ConfigIndex, config: dict[str, Any]) 
     indexed = await index.find_indexed(config)
     if not indexed:
         return []
-    rows = await run_rows(db, [run.run_id for run in indexed])
+    rows = await SnakeLabRuns(db).attempts([run.run_id for run in indexed])
     return [
         StoredRun(
             sl_id=int(row["id"]),

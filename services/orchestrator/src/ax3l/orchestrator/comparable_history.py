@@ -16,7 +16,7 @@ from typing import Any
 from ax3l.shared.canonical import canonical_number
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
-from ax3l.shared.db.snakelab_reads import runs_matching
+from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.registry import Entry
 
 SEED_COLUMN = "seed"
@@ -286,13 +286,12 @@ async def load_history(
     golden_flat = schema.flatten(dict(golden_config))
     own = set(entry.columns)
     others = [c for c in schema.columns if c not in own and c != SEED_COLUMN]
-    # Every other setting is compared in SQL, exactly (``runs_matching``). Two floats are equal
-    # exactly when their shortest decimals are, so this is the canonical equality of
+    # Every other setting is compared in SQL, exactly (``SnakeLabRuns.matching``). Two floats
+    # are equal exactly when their shortest decimals are, so this is the canonical equality of
     # ``canonical_number``, and only comparable rows (with the few columns the history needs)
     # leave the server.
     equal = {c: schema.coerce(schema.by_column[c], golden_flat[c]) for c in others}
-    rows = await runs_matching(
-        db,
+    rows = await SnakeLabRuns(db).matching(
         equal,
         [SEED_COLUMN, *entry.columns],
         doing=f"reading the comparable history of {entry.name}",

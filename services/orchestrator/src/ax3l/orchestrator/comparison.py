@@ -34,7 +34,7 @@ from ax3l.shared.crash_points import crash_point
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_reads import StoredEvent, latest
 from ax3l.shared.db.reads import current_golden
-from ax3l.shared.db.snakelab_reads import run_with_config
+from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.event_models import (
     ConfigurationCompared,
     GoldenConfigCreated,
@@ -244,7 +244,7 @@ async def _apply_decision(
     reason = str(compared.get("reason", ""))
     if compared.decision == "promoted":
         confirmed = await latest(db, PromotionConfirmationDecided, process_id=run_id)
-        row = await run_with_config(db, runs.schema, run_id)
+        row = await SnakeLabRuns(db).with_config(runs.schema, run_id)
         if row is None:
             raise RuntimeError(f"run {run_id} won its comparison but SnakeLab no longer has it")
         assert compared.high_score is not None, f"promoted comparison {stored.event_id}"

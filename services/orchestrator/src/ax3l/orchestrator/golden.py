@@ -6,7 +6,7 @@ from typing import Any
 
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
-from ax3l.shared.db.snakelab_reads import count_simulations_in
+from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.event_models import GoldenConfigCreated
 
 
@@ -30,7 +30,7 @@ async def create_golden(
     point matches the moment of acceptance.
     """
     async with db.transaction("creating a golden configuration") as cur:
-        simulations = await count_simulations_in(db, cur)
+        simulations = await SnakeLabRuns(db).count(cur)
         content = GoldenConfigCreated(
             run_id=run_id,
             config=config,

@@ -28,7 +28,7 @@ from ax3l.shared.crash_points import crash_point
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.db.event_reads import StoredEvent, latest
-from ax3l.shared.db.snakelab_reads import run_with_config
+from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.event_models import (
     ConfigurationCompared,
     GoldenConfigCreated,
@@ -81,7 +81,7 @@ async def follow_model(
     run_id = next(
         r.run_id for r in reversed(records) if r.values == best.values and r.seed == golden.seed
     )
-    row = await run_with_config(db, models.schema, run_id)
+    row = await SnakeLabRuns(db).with_config(models.schema, run_id)
     if row is None or row["high_score"] is None:
         await _log_kept(log, decision, golden, problem=f"run {run_id} has no score any more")
         return

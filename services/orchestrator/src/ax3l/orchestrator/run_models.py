@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db.database import Database
-from ax3l.shared.db.snakelab_reads import runs_matching
+from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 
 if TYPE_CHECKING:
     from ax3l.shared.run_model import Refitter, RunModel, RunRecord, Space
@@ -42,8 +42,7 @@ class RunModels:
         """Every completed run with a high score whose untuned settings equal ``reference``'s."""
         from ax3l.shared.run_model import fixed_columns, records_from_rows, tuned_columns
 
-        rows = await runs_matching(
-            self.db,
+        rows = await SnakeLabRuns(self.db).matching(
             fixed_columns(self.schema, reference),
             [*tuned_columns(), "seed"],
             doing="reading the runs the model is fitted to",

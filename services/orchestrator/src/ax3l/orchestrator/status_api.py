@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 
 from ax3l.orchestrator.status import LoopStatus
 from ax3l.shared.db.errors import DatabaseError
-from ax3l.shared.db.snakelab_reads import count_simulations
+from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.metrics import GOLDEN_HIGH_SCORE, SEED, RunsByStatus, add_metrics
 from ax3l.shared.readiness import (
     ServiceResources,
@@ -48,7 +48,7 @@ async def status(resources: ResourcesDep) -> dict[str, Any]:
     """
     data = resources.status.as_dict()
     try:
-        data["snakelab_runs"] = await count_simulations(resources.db)
+        data["snakelab_runs"] = await SnakeLabRuns(resources.db).count()
     except DatabaseError as exc:
         data["snakelab_runs"] = None
         data["database_error"] = str(exc)

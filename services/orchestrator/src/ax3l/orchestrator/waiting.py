@@ -26,7 +26,7 @@ from ax3l.shared.crash_points import crash_point
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.db.event_reads import latest, select
-from ax3l.shared.db.snakelab_reads import run_with_config
+from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.event_models import (
     RunEnded,
     SimulationCancelled,
@@ -123,7 +123,7 @@ class RunWaiter:
         ended = await latest(self.db, ENDED_EVENTS, process_id=run_id)
         if ended is not None:
             end: RunEnded = ended.model
-            row = await run_with_config(self.db, self.schema, run_id)
+            row = await SnakeLabRuns(self.db).with_config(self.schema, run_id)
             return RunOutcome(
                 run_id,
                 str(end.get("state", "failed")),
@@ -180,7 +180,11 @@ class RunWaiter:
             state = "vanished"
         else:
             progress.missing = 0
-        row = None if state == "vanished" else await run_with_config(self.db, self.schema, run_id)
+        row = (
+            None
+            if state == "vanished"
+            else await SnakeLabRuns(self.db).with_config(self.schema, run_id)
+        )
         if state in TERMINAL_STATES and row is not None and row["status"] not in TERMINAL_STATES:
             return None  # the reply raced ahead of SnakeLab's commit: read again next poll
         if (
@@ -217,7 +221,7 @@ class RunWaiter:
             await self.client.cancel(run_id)
         except (SnakeLabError, SnakeLabUnavailable, SnakeLabProtocolError) as exc:
             logger.info("run %s: cancelling after the deadline: %s", run_id, exc)
-        row = await run_with_config(self.db, self.schema, run_id)
+        row = await SnakeLabRuns(self.db).with_config(self.schema, run_id)
         return await self._finish(run_id, "failed", error, row, parent_event_id, timed_out=True)
 
     async def _state(self, run_id: str) -> tuple[str | None, str | None]:
@@ -233,7 +237,7 @@ class RunWaiter:
             self.status.error(f"waiting for run {run_id}: {exc}")
             logger.warning("waiting for run %s: %s", run_id, exc)
             return None, None
-        row = await run_with_config(self.db, self.schema, run_id)
+        row = await SnakeLabRuns(self.db).with_config(self.schema, run_id)
         if row is None:
             return "missing", None
         if row["status"] not in TERMINAL_STATES:

@@ -32,10 +32,6 @@ from ax3l.shared.db.reads import current_golden
 from ax3l.shared.db.snakelab_reads import (
     SeedSummary,
     SnakeLabRuns,
-    count_simulations,
-    count_simulations_in,
-    run_with_config,
-    runs_matching,
 )
 from ax3l.shared.event_models import GoldenConfigCreated
 from ax3l.shared.registry import ENTRIES
@@ -140,11 +136,11 @@ async def refusal(db: Database, seeding_config: Mapping[str, Any]) -> str | None
     """
     if await own_experiment_started(db) is not None:
         return None
-    runs = await count_simulations(db)
+    runs = await SnakeLabRuns(db).count()
     if runs == 0:
         return None
-    seeding_runs = await runs_matching(
-        db, seeding_config, ("seed",), doing="looking for runs of the seeding configuration"
+    seeding_runs = await SnakeLabRuns(db).matching(
+        seeding_config, ("seed",), doing="looking for runs of the seeding configuration"
     )
     if len(seeding_runs) == runs:
         return None
@@ -196,7 +192,7 @@ async def plan(db: Database, schema: ConfigSchema) -> Adoption:
             " into an Ax3l database without one (to start over from SnakeLab's runs: back up,"
             " `ax3l-db reset-events --yes`, then `ax3l-db adopt`)"
         )
-    runs = await count_simulations(db)
+    runs = await SnakeLabRuns(db).count()
     if runs == 0:
         raise AdoptionRefused(
             f"SnakeLab's database {db.settings.snakelab_db_name} has no runs: nothing to adopt"
@@ -208,7 +204,7 @@ async def plan(db: Database, schema: ConfigSchema) -> Adoption:
             f"none of SnakeLab's {runs} runs completed with a high score: nothing to adopt yet"
         )
     run_id = str(best["run_id"])
-    run = await run_with_config(db, schema, run_id)
+    run = await SnakeLabRuns(db).with_config(schema, run_id)
     if run is None:
         raise AdoptionRefused(f"run {run_id} vanished from SnakeLab while it was read")
     try:
@@ -244,7 +240,7 @@ async def adopt(db: Database, schema: ConfigSchema, log: EventLog) -> Adoption:
         )
         raced = await cur.fetchone() is not None
         if not raced:
-            simulations = await count_simulations_in(db, cur)
+            simulations = await SnakeLabRuns(db).count(cur)
             content = GoldenConfigCreated(
                 run_id=chosen.run_id,
                 config=chosen.config,

@@ -10,7 +10,7 @@ from ax3l.reports.models.golden import GoldenSummary
 from ax3l.shared.cycles import CycleCount, CycleTracker
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.reads import latest_golden_row, read_golden
-from ax3l.shared.db.snakelab_reads import count_simulations
+from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.event_models import GoldenConfigCreated
 
 
@@ -76,7 +76,7 @@ async def all_time_high_score(db: Database) -> int | None:
 async def experiment_state(db: Database, cycles: CycleTracker) -> ExperimentState:
     """Everything the status bar shows except SnakeLab's own state, read concurrently."""
     golden, best, simulations, count = await asyncio.gather(
-        latest_golden(db), all_time_high_score(db), count_simulations(db), cycles.refresh(db)
+        latest_golden(db), all_time_high_score(db), SnakeLabRuns(db).count(), cycles.refresh(db)
     )
     if best is None and golden is not None:
         best = golden.high_score

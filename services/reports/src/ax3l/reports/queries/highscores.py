@@ -9,7 +9,7 @@ from ax3l.reports.models.highscores import HighscorePoint, Highscores
 from ax3l.reports.queries.experiment import golden_content
 from ax3l.reports.queries.golden import confirmation
 from ax3l.shared.db.database import Database
-from ax3l.shared.db.snakelab_reads import count_simulations
+from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 
 
 class HighscoreReader:
@@ -88,5 +88,5 @@ class HighscoreReader:
 
 async def highscore_series(db: Database, reader: HighscoreReader) -> Highscores:
     """The points and SnakeLab's current run count (where the step line ends)."""
-    points, current = await asyncio.gather(reader.points(db), count_simulations(db))
+    points, current = await asyncio.gather(reader.points(db), SnakeLabRuns(db).count())
     return Highscores(points=points, current_simulations=current)
