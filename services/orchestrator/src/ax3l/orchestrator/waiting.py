@@ -115,6 +115,9 @@ class RunWaiter:
     status: LoopStatus
     deadline: float | None = None  # AX3L_RUN_DEADLINE_SECONDS
 
+    async def _run(self, run_id: str) -> dict[str, Any] | None:
+        return await SnakeLabRuns(self.db).with_config(self.schema, run_id)
+
     async def wait(
         self, run_id: str, parent_event_id: int | None, crash_at: str | None = None
     ) -> RunOutcome:
@@ -123,7 +126,7 @@ class RunWaiter:
         ended = await latest(self.db, ENDED_EVENTS, process_id=run_id)
         if ended is not None:
             end: RunEnded = ended.model
-            row = await SnakeLabRuns(self.db).with_config(self.schema, run_id)
+            row = await self._run(run_id)
             return RunOutcome(
                 run_id,
                 str(end.get("state", "failed")),
@@ -180,11 +183,7 @@ class RunWaiter:
             state = "vanished"
         else:
             progress.missing = 0
-        row = (
-            None
-            if state == "vanished"
-            else await SnakeLabRuns(self.db).with_config(self.schema, run_id)
-        )
+        row = None if state == "vanished" else await self._run(run_id)
         if state in TERMINAL_STATES and row is not None and row["status"] not in TERMINAL_STATES:
             return None  # the reply raced ahead of SnakeLab's commit: read again next poll
         if (
@@ -221,7 +220,7 @@ class RunWaiter:
             await self.client.cancel(run_id)
         except (SnakeLabError, SnakeLabUnavailable, SnakeLabProtocolError) as exc:
             logger.info("run %s: cancelling after the deadline: %s", run_id, exc)
-        row = await SnakeLabRuns(self.db).with_config(self.schema, run_id)
+        row = await self._run(run_id)
         return await self._finish(run_id, "failed", error, row, parent_event_id, timed_out=True)
 
     async def _state(self, run_id: str) -> tuple[str | None, str | None]:
@@ -237,7 +236,7 @@ class RunWaiter:
             self.status.error(f"waiting for run {run_id}: {exc}")
             logger.warning("waiting for run %s: %s", run_id, exc)
             return None, None
-        row = await SnakeLabRuns(self.db).with_config(self.schema, run_id)
+        row = await self._run(run_id)
         if row is None:
             return "missing", None
         if row["status"] not in TERMINAL_STATES:

@@ -9,7 +9,6 @@ from typing import Any
 from ax3l.reports import event_contents
 from ax3l.reports.models.events import Event, EventDetail, EventPage
 from ax3l.shared.db.database import Database
-from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 
 # Long enough for a whole configuration (about 550 characters) and the fields stored after it,
 # so the list's sentences can read them from the excerpt.
@@ -182,9 +181,3 @@ async def history_mark(db: Database) -> tuple[tuple[int, Any] | None, int]:
     )
     history = None if first is None else (int(first["event_id"]), first["occurred_at"])
     return history, int(top["newest"] or 0) if top else 0
-
-
-async def runs_mark(db: Database) -> tuple[int, Any]:
-    """SnakeLab's run count and its first run's id (None when empty): what the in-memory tables
-    compare to notice an emptied or recreated ``simulation_runs``."""
-    return await SnakeLabRuns(db).mark()

@@ -34,7 +34,7 @@ from typing import Any
 
 from ax3l.reports.event_contents import parse
 from ax3l.reports.models.proposers import ModelStats, ProposerStats, SeatStats
-from ax3l.reports.queries.events import history_mark, runs_mark
+from ax3l.reports.queries.events import history_mark
 from ax3l.reports.queries.proposers import (
     REJECTIONS,
     UNKNOWN_MODEL,
@@ -283,7 +283,7 @@ class RunScores:
 
     async def refresh(self, db: Database, retry: bool = True) -> None:
         runs = SnakeLabRuns(db)
-        count, first_run = await runs_mark(db)
+        count, first_run = await runs.mark()
         if self._first is not None and first_run != self._first:
             self._reset()  # another history: the table was emptied or recreated
         changed = False

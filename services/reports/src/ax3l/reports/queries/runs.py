@@ -35,7 +35,7 @@ from ax3l.reports.models.runs import (
     RunsPageQuery,
     RunsQuery,
 )
-from ax3l.reports.queries.events import history_mark, runs_mark
+from ax3l.reports.queries.events import history_mark
 from ax3l.shared import run_notes
 from ax3l.shared import run_provenance as provenance
 from ax3l.shared.config_schema import ConfigSchema
@@ -276,7 +276,7 @@ class RunsTable:
         return frames[0].join(frames[1], on="run_id", how="left").select(list(self._schema))
 
     async def _refresh_runs(self, db: Database, retry: bool = True) -> bool:
-        count, first_run = await runs_mark(db)
+        count, first_run = await SnakeLabRuns(db).mark()
         changed = False
         if self._first is not None and first_run != self._first:
             self._reset()  # another history: the table was emptied or recreated
