@@ -84,6 +84,26 @@ async def test_the_reads_answer_from_snakelab_s_rows(snakelab_tables: TestDataba
         ]
         best: dict[str, Any] = await runs.best_of_newest_seed() or {}
         assert (best["run_id"], best["seed"], best["position"]) == (two, 2, 2)
+        assert await runs.count() == 3
+        async with db.transaction() as cur:
+            assert await runs.count(cur) == 3
+        run = await runs.with_config(cached_schema(), two) or {}
+        assert (run["status"], run["config"]["seed"]) == ("completed", 2)
+        assert await runs.with_config(cached_schema(), "no-such-run") is None
+        assert [r["run_id"] for r in await runs.attempts([three, one])] == [one, three]
+        assert await runs.newest_usable([one, two, three], ("running",)) == two
+        assert await runs.newest_usable([three], ("running",)) is None
+        matched = await runs.matching({"seed": 2}, ["seed"], doing="testing")
+        assert [(r["run_id"], r["seed"]) for r in matched] == [(two, 2), (three, 2)]
+        assert await runs.completed_scores([one, three]) == {one: 7}
+        heads = await runs.heads(after=0, limit=2)
+        assert [h["run_id"] for h in heads] == [one, two]
+        assert [h["status"] for h in await runs.heads([heads[1]["id"]])] == ["completed"]
+        lines = await runs.lines(["run_id", "seed", "high_score"], after=heads[0]["id"], limit=5)
+        assert [r["line"] for r in lines] == [f"{two}\x1f2\x1f9", f"{three}\x1f2\x1f"]
+        assert await runs.every_line(["run_id", "seed"], configurations=True) == [
+            "\n".join(sorted([f"{one}\x1f1", f"{two}\x1f2", f"{three}\x1f2"]))
+        ]
 
 
 def test_the_blocking_reads_answer_from_snakelab_s_rows(databases: TestDatabases) -> None:
@@ -104,3 +124,4 @@ def test_the_blocking_reads_answer_from_snakelab_s_rows(databases: TestDatabases
             (three, 2),
         ]
         assert reads.episode_counts(cur, db) == {one: 2}
+        assert reads.count_not_in(cur, db, ("completed",)) == 1
