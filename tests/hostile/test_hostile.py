@@ -344,10 +344,11 @@ def test_a_model_answering_hostile_replies_is_taken_over_by_the_fallback(
     model = stack.start_model({"replies": replies[:3], "then": replies[3]})
     proc = stack.orchestrator("llm", url=model.url, env={"AX3L_LLM_FALLBACK_AFTER": "3"})
 
-    def taken_over() -> bool:
+    def taken_over() -> bool:  # the accepted conversation ended (its proposal alone comes first)
         started = stack.events("conversation_started")
-        return any(e.get("fallback_for") == "llm" for e in started) and (
-            stack.count("proposal_accepted") >= 1
+        ended = stack.events("conversation_ended")
+        return any(e.get("fallback_for") == "llm" for e in started) and any(
+            e.get("outcome") == "accepted" for e in ended
         )
 
     stack.wait_for(taken_over, 90, "the fallback taking the turn", proc)
