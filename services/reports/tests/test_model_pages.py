@@ -13,14 +13,13 @@ from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import dataclass
 
-import polars as pl
 import pytest
 from headless_browser import Watched, have_chromium
 from playwright.sync_api import Browser, Page
 from reports_history import RealRun, insert_runs, read_runs
 from reports_testing import Server, private_databases, reports_server
 
-from ax3l.reports.queries.run_model import CURVE_POINTS, RunModelCache
+from ax3l.reports.queries.run_model import CURVE_POINTS
 from ax3l.shared.config_schema import cached_schema
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
@@ -230,36 +229,3 @@ def test_the_pages_show_the_recommendation_and_the_effect_curves_on_a_phone(
     assert _width(p) <= 390, _width(p)
     p.screenshot(path=str(test_output_dir / "importance-effects.png"), full_page=True)
     assert page.problems == []
-
-
-@pytest.mark.parametrize(
-    "damage",
-    [
-        lambda config: config.pop("model"),
-        lambda config: config["training"].update(learning_rate="fast"),
-        lambda config: config.update(training=None),
-    ],
-    ids=["no model section", "a value that is no number", "a section that is null"],
-)
-async def test_a_golden_short_of_a_tuned_value_has_no_estimate_and_the_view_still_answers(
-    damage,
-):
-    """A golden event's configuration is stored text (an old writer's, a hand-made event): one
-    without every tuned value as a number gets no estimate, and the recommendation is still
-    made (the dashboard answered 500 with a ``KeyError``); the intact one gets its run's."""
-    runs = read_runs(60)
-    frame = pl.DataFrame(
-        [
-            {"run_id": r.run_id, "status": r.status, "high_score": r.high_score, **r.flat}
-            for r in runs
-        ]
-    )
-    schema = cached_schema(None)
-    cache = RunModelCache()
-    intact = await cache.view(frame, schema, schema.unflatten(runs[0].flat), 1.0)
-    assert intact.golden is not None and intact.golden.run_id == runs[0].run_id
-    damaged = schema.unflatten(runs[0].flat)
-    damage(damaged)
-    view = await cache.view(frame, schema, damaged, 1.0)
-    assert view.problem is None and view.golden is None
-    assert view.recommendation == intact.recommendation
