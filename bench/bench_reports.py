@@ -35,8 +35,8 @@ from typing import Any
 import httpx
 import pymysql
 
-from ax3l.shared import run_provenance
 from ax3l.shared.config_schema import cached_schema
+from ax3l.shared.db import run_provenance
 from ax3l.shared.db.cli import ensure_schema
 from ax3l.shared.db.tables import SNAKELAB_TABLES, ddl
 from ax3l.shared.events import CATALOG

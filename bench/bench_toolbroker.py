@@ -43,8 +43,8 @@ import zmq
 import zmq.asyncio
 
 from ax3l.shared import registry
-from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema, cached_schema
+from ax3l.shared.db.config_index import ConfigIndex
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
 from ax3l.shared.event_models import GoldenConfigCreated, RoundRobinCheckpoint

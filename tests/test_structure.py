@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -296,22 +296,48 @@ def test_a_planted_upward_import_from_shared_is_found(tmp_path: Path) -> None:
     ]
 
 
-# -- SnakeLab's tables are read in one place ----------------------------------------------------
+# -- Every statement is the store's ---------------------------------------------------------------
 
 SNAKELAB_TABLES = ("simulation_runs", "configurations", "simulation_episodes")
 # A statement naming one: FROM/JOIN/INTO/UPDATE/TABLE, then the table, qualified or not.
 NAMED_IN_SQL = re.compile(
     r"\b(?:FROM|JOIN|INTO|UPDATE|TABLE)\s+(?:\S*\.)?`?(?:" + "|".join(SNAKELAB_TABLES) + r")\b"
 )
-# The store: every statement on SnakeLab's tables (ax3l.shared.db.tables describes them).
-SNAKELAB_STORE = {"ax3l.shared.db.snakelab_reads"}
+# Any statement (the code writes SQL's keywords in capitals, prose does not).
+STATEMENT = re.compile(
+    r"\b(?:SELECT\b[\s\S]*?\bFROM|INSERT\s+(?:IGNORE\s+)?INTO|REPLACE\s+INTO|UPDATE\s+\S+\s+SET"
+    r"|DELETE\s+FROM|(?:CREATE|ALTER|DROP)\s+(?:TABLE|DATABASE|USER)|GRANT\s+[A-Z]+"
+    r"|SHOW\s+[A-Z]+)\b"
+)
+# The store: the package every statement on both databases lives in.
+STORE = "ax3l.shared.db"
 # The reference SnakeLab writes its own tables, as the real one does: it is SnakeLab, not Ax3l.
 SNAKELAB_ITSELF = "snakelab"
-# Modules that still name SnakeLab's tables in SQL: issue 35 moves each into the store and
-# deletes its line here. The list only shrinks (a module that no longer needs it fails too).
+# Product modules that still hold statements: issue 35 moves each into the store and deletes
+# its line here. The list only shrinks (a module that no longer needs it fails too).
 NOT_MOVED_YET = {
-    "ax3l.shared.config_index",
+    "ax3l.compare.promotions",
+    "ax3l.compare.repeat",
+    "ax3l.compare.results",
+    "ax3l.compare.throwaway",
+    "ax3l.orchestrator.alerts",
+    "ax3l.orchestrator.seats",
+    "ax3l.orchestrator.startup",
+    "ax3l.reports.queries.comparison",
+    "ax3l.reports.queries.events",
+    "ax3l.reports.queries.experiment",
+    "ax3l.reports.queries.golden",
+    "ax3l.reports.queries.highscores",
+    "ax3l.reports.queries.proposers",
+    "ax3l.reports.queries.run_reasons",
+    "ax3l.reports.queries.runs",
+    "ax3l.reports.queries.seats",
+    "ax3l.reports.queries.simulations",
 }
+
+
+def in_store(name: str) -> bool:
+    return name == STORE or name.startswith(STORE + ".")
 
 
 def _text(node: ast.AST) -> str | None:
@@ -340,25 +366,86 @@ def snakelab_sql_lines(path: Path) -> list[int]:
     return sorted(found)
 
 
-def snakelab_sql_outside_the_store(modules: dict[str, Module]) -> dict[str, list[int]]:
-    """``module: lines`` of every module of the product and the test support, other than the
-    store and the reference SnakeLab, that names SnakeLab's tables in SQL."""
+def _docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the docstring nodes of ``tree``."""
+    kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
     return {
-        name: lines
-        for name, module in sorted(modules.items())
-        if name not in SNAKELAB_STORE and module.package not in (SNAKELAB_ITSELF, "scripts")
-        if (lines := snakelab_sql_lines(module.path))
+        id(first.value)
+        for node in ast.walk(tree)
+        if isinstance(node, kinds) and node.body
+        if isinstance(first := node.body[0], ast.Expr) and isinstance(first.value, ast.Constant)
     }
 
 
+def statement_lines(path: Path) -> list[int]:
+    """The lines of ``path`` where a string other than a docstring holds a SQL statement."""
+    tree = ast.parse(path.read_text(), str(path))
+    docstrings = _docstrings(tree)
+    return sorted(
+        {
+            node.lineno  # type: ignore[attr-defined]
+            for node in ast.walk(tree)
+            if id(node) not in docstrings
+            if (text := _text(node)) is not None and STATEMENT.search(text)
+        }
+    )
+
+
+def outside_the_store(
+    modules: dict[str, Module], lines_of: Callable[[Path], list[int]], packages: set[str]
+) -> dict[str, list[int]]:
+    """``module: lines`` of every module outside the store, the reference SnakeLab and the
+    scripts, in one of ``packages`` (all when empty), where ``lines_of`` finds something."""
+    return {
+        name: lines
+        for name, module in sorted(modules.items())
+        if not in_store(name) and module.package not in (SNAKELAB_ITSELF, "scripts")
+        if not packages or module.package in packages
+        if (lines := lines_of(module.path))
+    }
+
+
+def product_packages(repo: Path) -> set[str]:
+    """The workspace packages that ship: ``shared`` and the services."""
+    return {package for package, _ in source_roots(repo)} - {"testing"}
+
+
 def test_snakelab_tables_are_read_only_in_the_store() -> None:
-    """No module outside ``ax3l.shared.db.snakelab_reads`` names ``simulation_runs``,
-    ``configurations`` or ``simulation_episodes`` in SQL, except those NOT_MOVED_YET lists; and
-    each of those still does (a moved module leaves the list)."""
-    found = snakelab_sql_outside_the_store(find_modules(REPO))
+    """No module of the product or the test support outside the store names
+    ``simulation_runs``, ``configurations`` or ``simulation_episodes`` in SQL."""
+    found = outside_the_store(find_modules(REPO), snakelab_sql_lines, set())
+    assert not found, f"SnakeLab's tables named in SQL outside the store: {found}"
+
+
+def test_every_statement_of_the_product_is_in_the_store() -> None:
+    """No product module outside ``ax3l.shared.db`` holds a SQL statement, except those
+    NOT_MOVED_YET lists; and each of those still does (a moved module leaves the list)."""
+    found = outside_the_store(find_modules(REPO), statement_lines, product_packages(REPO))
     unexpected = {name: lines for name, lines in found.items() if name not in NOT_MOVED_YET}
-    assert not unexpected, f"SnakeLab's tables named in SQL outside the store: {unexpected}"
+    assert not unexpected, f"SQL statements outside the store: {unexpected}"
     assert sorted(NOT_MOVED_YET - set(found)) == [], "moved: delete them from NOT_MOVED_YET"
+
+
+def test_planted_statements_are_found(tmp_path: Path) -> None:
+    """Statements in an f-string and across lines are found outside the store; docstrings,
+    prose in lower case, the store and the test support are not."""
+    shared = tmp_path / "shared" / "src" / "ax3l" / "shared"
+    (shared / "db").mkdir(parents=True)
+    (tmp_path / "services").mkdir()
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "testing" / "src" / "ax3l" / "testing").mkdir(parents=True)
+    (shared / "pages.py").write_text(
+        '"""Reads: SELECT name FROM seats, in a docstring."""\n'
+        'def a(t):\n    """DELETE FROM t, in prose."""\n    return f"DELETE FROM {t}"\n'
+        'def b():\n    return "select the best from here", (\n        "UPDATE seats"\n'
+        '        " SET revoked_at = NULL")\n'
+    )
+    (shared / "db" / "seats.py").write_text('def c():\n    return "SELECT 1 FROM seats"\n')
+    (tmp_path / "testing" / "src" / "ax3l" / "testing" / "rows.py").write_text(
+        'ROWS = "INSERT INTO events VALUES (1)"\n'
+    )
+    found = outside_the_store(find_modules(tmp_path), statement_lines, product_packages(tmp_path))
+    assert found == {"ax3l.shared.pages": [4, 7]}
 
 
 def test_planted_snakelab_sql_is_found(tmp_path: Path) -> None:
@@ -374,4 +461,5 @@ def test_planted_snakelab_sql_is_found(tmp_path: Path) -> None:
         'def b(db):\n    return db.sl("simulation_episodes")\n'
         'def c():\n    return "no golden configurations FROM here", "SELECT 1 FROM events"\n'
     )
-    assert snakelab_sql_outside_the_store(find_modules(tmp_path)) == {"ax3l.shared.reads": [2, 5]}
+    found = outside_the_store(find_modules(tmp_path), snakelab_sql_lines, set())
+    assert found == {"ax3l.shared.reads": [2, 5]}

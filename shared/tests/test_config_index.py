@@ -6,8 +6,8 @@ import pytest
 
 from ax3l.shared import registry
 from ax3l.shared.canonical import fingerprint
-from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import load_schema
+from ax3l.shared.db.config_index import ConfigIndex
 from ax3l.shared.db.database import Database
 from ax3l.testing import snakelab_rows
 
@@ -223,7 +223,7 @@ async def test_fingerprint_refuses_non_numbers(value):
 
 async def test_key_collisions_never_change_an_answer(snakelab_tables, monkeypatch):
     """Even if every key collided, rows are compared column by column: answers stay exact."""
-    from ax3l.shared import config_index
+    from ax3l.shared.db import config_index
 
     monkeypatch.setattr(config_index, "_key", lambda texts, names: 7)
     dbs = snakelab_tables

@@ -440,9 +440,9 @@ async def test_both_call_forms_store_the_same_row_and_typed_reads_parse_it(datab
 async def test_the_intents_writer_stores_the_old_bytes(snakelab_tables):
     """``complete_intent`` stores exactly the text the dict-based writer stored, key order and
     the turn's ``checkpoint_event_id`` included."""
-    from ax3l.shared import intents
-    from ax3l.shared.config_index import ConfigIndex
     from ax3l.shared.config_schema import load_schema
+    from ax3l.shared.db import intents
+    from ax3l.shared.db.config_index import ConfigIndex
 
     schema = load_schema()
     config = schema.with_values(schema.default_config(), {"training.gamma": 0.97})

@@ -3,10 +3,10 @@ import contextlib
 import json
 from datetime import timedelta
 
-from ax3l.shared import intents
-from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import load_schema
+from ax3l.shared.db import intents
 from ax3l.shared.db.cli import reset_events
+from ax3l.shared.db.config_index import ConfigIndex
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.snakelab_client import SnakeLabClient

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from ax3l.shared import intents, run_provenance
-from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import load_schema
+from ax3l.shared.db import intents, run_provenance
+from ax3l.shared.db.config_index import ConfigIndex
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import (

@@ -7,8 +7,8 @@ import contextlib
 import pytest
 
 from ax3l.orchestrator.status import LoopStatus
-from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import load_schema
+from ax3l.shared.db.config_index import ConfigIndex
 from ax3l.shared.db.database import Database
 from ax3l.shared.snakelab_client import SnakeLabClient
 from ax3l.shared.submit_once import OnceSubmitter, SubmissionRefused

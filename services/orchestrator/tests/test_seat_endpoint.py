@@ -27,9 +27,9 @@ from ax3l.orchestrator.seat_limits import Buckets, HostCheck, client_address, pa
 from ax3l.orchestrator.seat_server import MAX_BODY, SeatEndpoint, SeatReads, turn_payload
 from ax3l.orchestrator.seat_turns import OpenTurn, TurnBoard
 from ax3l.orchestrator.seats import SeatDirectory, SeatError, add_seat, revoke_seat
-from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.db.cli import ensure_schema
+from ax3l.shared.db.config_index import ConfigIndex
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import GoldenConfigCreated

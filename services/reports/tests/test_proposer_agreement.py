@@ -14,9 +14,9 @@ from typing import Any
 import optuna
 
 from ax3l.compare.repeat import read_turns
-from ax3l.shared import run_provenance
 from ax3l.shared.config_schema import load_schema
-from ax3l.shared.run_provenance import LOOP
+from ax3l.shared.db import run_provenance
+from ax3l.shared.db.run_provenance import LOOP
 from ax3l.testing.databases import run_module
 from ax3l.testing.stack import Stack
 

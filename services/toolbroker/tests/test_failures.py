@@ -17,7 +17,7 @@ from broker_harness import (
     write_golden,
 )
 
-import ax3l.shared.intents as intents
+import ax3l.shared.db.intents as intents
 from ax3l.shared.db.database import Database
 
 

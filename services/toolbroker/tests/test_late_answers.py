@@ -10,7 +10,7 @@ from typing import Any
 
 from broker_harness import broker_on, events, sql
 
-import ax3l.shared.intents as intents
+import ax3l.shared.db.intents as intents
 from ax3l.testing.zmq_peer import ScriptedPeer, ok, snakelab_reply
 
 FAST = {"AX3L_SNAKELAB_TIMEOUT": "0.3", "AX3L_SUBMIT_SETTLE_WAIT": "3"}

@@ -9,7 +9,7 @@ import httpx
 import zmq
 from broker_harness import SCHEMA, envelope, events, open_turn, running_broker, send_raw
 
-import ax3l.shared.intents as intents
+import ax3l.shared.db.intents as intents
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.processes import ManagedProcess

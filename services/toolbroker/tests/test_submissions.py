@@ -5,7 +5,7 @@ import json
 import pytest
 from broker_harness import SCHEMA, event_names, request_message, sql
 
-import ax3l.shared.intents as intents
+import ax3l.shared.db.intents as intents
 from ax3l.shared.db.database import Database
 
 

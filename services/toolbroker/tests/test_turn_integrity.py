@@ -16,7 +16,7 @@ from broker_harness import (
     text_of,
 )
 
-import ax3l.shared.intents as intents
+import ax3l.shared.db.intents as intents
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import ParameterSpaceExhausted, RoundRobinCheckpoint
 from ax3l.shared.snakelab_client import SnakeLabClient

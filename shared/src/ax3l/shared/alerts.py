@@ -35,6 +35,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from ax3l.shared.db import event_reads
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.db.event_log import EventLog
@@ -133,12 +134,7 @@ class Alerts:
         return self.reports_url + alert.link
 
     async def already_sent(self, key: str) -> bool:
-        row = await self.db.fetchone(
-            "SELECT event_id FROM events WHERE process_id = %s AND name = 'alert_sent' LIMIT 1",
-            (claim_id(key),),
-            doing="looking up an alert",
-        )
-        return row is not None
+        return await event_reads.latest(self.db, AlertSent, process_id=claim_id(key)) is not None
 
     async def send_once(self, alert: Alert, *, unlogged_ok: bool = False) -> bool:
         """Claim and send ``alert`` unless it was claimed before; True when it was sent now.

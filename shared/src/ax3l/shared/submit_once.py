@@ -13,7 +13,7 @@ submitters build on the same two pieces:
 Who uses them:
 
 * The broker, for proposals (``toolbroker/submission.py``): a durable intent records the
-  position before ``send_once``; ``ax3l.shared.intents.reconcile`` adopts the intent's run from
+  position before ``send_once``; ``ax3l.shared.db.intents.reconcile`` adopts the intent's run from
   ``created_runs`` after a crash or an ``Unknown``, and never sends again.
 * ``OnceSubmitter``, for runs of deterministic configurations (the orchestrator's seeding,
   seed baselines and infrastructure retries; ``ax3l-compare``'s held-out re-tests): a stored
@@ -34,8 +34,8 @@ from typing import Any, Protocol, TypeAlias
 
 from pydantic import ValidationError
 
-from ax3l.shared.config_index import ConfigIndex, IndexedRun
 from ax3l.shared.crash_points import crash_point
+from ax3l.shared.db.config_index import ConfigIndex, IndexedRun
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.snakelab_client import (

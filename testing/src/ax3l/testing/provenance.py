@@ -3,7 +3,7 @@ release left them): what ``ax3l-db upgrade``'s revision 0003 writes, by the same
 
 from __future__ import annotations
 
-from ax3l.shared import run_provenance
+from ax3l.shared.db import run_provenance
 from ax3l.testing.databases import TestDatabases
 
 

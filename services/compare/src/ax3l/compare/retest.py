@@ -43,9 +43,9 @@ from typing import Any, Protocol
 import zmq.asyncio
 
 from ax3l.compare.settings import CompareSettings
-from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema
 from ax3l.shared.db import snakelab_reads
+from ax3l.shared.db.config_index import ConfigIndex
 from ax3l.shared.db.database import Database
 from ax3l.shared.snakelab_client import SnakeLabClient, SnakeLabError
 from ax3l.shared.snakelab_hosts import snakelab_client

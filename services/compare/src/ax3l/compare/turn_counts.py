@@ -17,7 +17,7 @@
   every hybrid arm of a repeat.
 
 An accepted proposal belongs to the conversation its run's ``run_provenance`` row names
-(``TurnEvent.conversation``, ``ax3l.shared.run_provenance``); a conversation's prompts carry its
+(``TurnEvent.conversation``, ``ax3l.shared.db.run_provenance``); a conversation's prompts carry its
 process id. Events without either (a rejection, a hand-made history) belong to the latest
 conversation: they run one at a time.
 """

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ax3l.shared.config_index import ConfigIndex
+from ax3l.shared.db.config_index import ConfigIndex
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_reads import select
 from ax3l.shared.db.snakelab_reads import SnakeLabRuns

@@ -21,7 +21,7 @@ from ax3l.orchestrator.attempts import StoredRun, attempt_number, stored_runs, u
 from ax3l.orchestrator.services import Runs, StepFailed
 from ax3l.orchestrator.status import LoopStatus, Phase
 from ax3l.orchestrator.waiting import RunOutcome
-from ax3l.shared import run_provenance
+from ax3l.shared.db import run_provenance
 from ax3l.shared.db.event_reads import StoredEvent
 from ax3l.shared.event_models import SimulationSubmitted
 from ax3l.shared.snakelab_hosts import several_hosts_host

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from ax3l.orchestrator.turns import Turn
-from ax3l.shared.config_index import ConfigIndex
+from ax3l.shared.db.config_index import ConfigIndex
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import GoldenConfigCreated, ParameterSpaceExhausted
 from ax3l.shared.registry import domain

@@ -23,7 +23,7 @@ from typing import Any
 from ax3l.orchestrator.attempts import attempt_number, stored_runs, unrecorded_runs
 from ax3l.orchestrator.services import Runs
 from ax3l.orchestrator.waiting import RunOutcome
-from ax3l.shared import run_provenance
+from ax3l.shared.db import run_provenance
 from ax3l.shared.db.event_reads import StoredEvent, select
 from ax3l.shared.event_models import ProposalAccepted, SimulationSubmitted
 

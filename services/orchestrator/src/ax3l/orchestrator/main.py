@@ -45,11 +45,11 @@ from ax3l.orchestrator.status import LoopStatus, Phase
 from ax3l.orchestrator.status_api import ApiResources, create_app
 from ax3l.orchestrator.waiting import RunWaiter
 from ax3l.shared.alerts import Alerts, NotifyUrlsInvalid, notifier_from
-from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema, SchemaFileError, load_schema
 from ax3l.shared.crash_points import UnknownCrashPoint, arm, armed_points
 from ax3l.shared.db.availability import wait_for_database
 from ax3l.shared.db.cli import ensure_schema
+from ax3l.shared.db.config_index import ConfigIndex
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError, DatabaseMisconfigured, DatabaseUnavailable
 from ax3l.shared.db.event_log import EventLog

@@ -85,8 +85,8 @@ from ax3l.orchestrator.seat_server import (
 )
 from ax3l.orchestrator.seat_turns import OpenTurn, TurnBoard
 from ax3l.orchestrator.seats import SeatDirectory
-from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import cached_schema
+from ax3l.shared.db.config_index import ConfigIndex
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.db.event_log import EventLog

@@ -67,8 +67,8 @@ from ax3l.orchestrator.seat_limits import (
 from ax3l.orchestrator.seat_turns import OpenTurn, TurnBoard
 from ax3l.orchestrator.seats import SeatDirectory
 from ax3l.shared import registry
-from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema
+from ax3l.shared.db.config_index import ConfigIndex
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.db.reads import current_golden

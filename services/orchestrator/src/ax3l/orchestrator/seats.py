@@ -26,7 +26,7 @@ import pymysql
 
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError
-from ax3l.shared.intents import now
+from ax3l.shared.db.intents import now
 
 TOKEN_PREFIX = "ax3l-seat-"
 # Seconds a failed read of the seats is not tried again (its error is raised again meanwhile).

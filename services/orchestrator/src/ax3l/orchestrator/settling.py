@@ -3,7 +3,7 @@
 When SnakeLab does not answer the broker's submit in time, and stays silent for the broker's
 settle wait too, the conversation fails with the submission intent still pending: SnakeLab may
 yet create the run. Asking the turn again then could give the step two runs, one of them never
-compared. So every step first settles pending intents (``ax3l.shared.intents.settle_pending``):
+compared. So every step first settles pending intents (``ax3l.shared.db.intents.settle_pending``):
 it waits until no broker can still send one, then for SnakeLab to answer, then adopts the run as
 the turn's accepted proposal (the next step waits for it and compares it) or closes the intent
 as known not to exist. While SnakeLab stays silent the step fails and is tried again after the
@@ -16,7 +16,7 @@ import logging
 
 from ax3l.orchestrator.services import Runs, StepFailed
 from ax3l.orchestrator.status import LoopStatus, Phase
-from ax3l.shared import intents
+from ax3l.shared.db import intents
 from ax3l.shared.snakelab_client import SnakeLabClient
 
 logger = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from ax3l.orchestrator.seeding import default_config, pending_seeding_run
 from ax3l.orchestrator.services import Runs
 from ax3l.orchestrator.status import LoopStatus
 from ax3l.orchestrator.turns import check_stored_order
-from ax3l.shared import intents
+from ax3l.shared.db import intents
 from ax3l.shared.db.adopt import AdoptionNeeded, refusal
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseUnavailable

@@ -26,6 +26,7 @@ from ax3l.shared.crash_points import crash_point
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.db.event_reads import latest, select
+from ax3l.shared.db.intents import now
 from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.event_models import (
     RunEnded,
@@ -35,7 +36,6 @@ from ax3l.shared.event_models import (
     SimulationStarted,
     SimulationSubmitted,
 )
-from ax3l.shared.intents import now
 from ax3l.shared.snakelab_client import (
     SnakeLabClient,
     SnakeLabError,

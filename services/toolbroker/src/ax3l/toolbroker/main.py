@@ -25,12 +25,12 @@ import uvicorn
 import zmq.asyncio
 from fastapi import FastAPI
 
-from ax3l.shared import intents
-from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema, SchemaFileError, cached_schema
 from ax3l.shared.crash_points import UnknownCrashPoint, arm, armed_points
+from ax3l.shared.db import intents
 from ax3l.shared.db.availability import wait_for_database
 from ax3l.shared.db.cli import ensure_schema
+from ax3l.shared.db.config_index import ConfigIndex
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError, DatabaseMisconfigured, DatabaseUnavailable
 from ax3l.shared.db.event_log import EventLog

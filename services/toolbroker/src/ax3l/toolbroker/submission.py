@@ -8,7 +8,7 @@ never retried) ->
 
 A SnakeLab that answers late is normal weather. When it does not answer in time, the broker
 waits (``AX3L_SUBMIT_SETTLE_WAIT``) for SnakeLab to answer again and settles the intent
-(``ax3l.shared.intents.settle_own``): a run SnakeLab created is adopted and the reply is the
+(``ax3l.shared.db.intents.settle_own``): a run SnakeLab created is adopted and the reply is the
 usual acceptance; a run known not to exist closes the intent and the reply says nothing was
 submitted. Only when SnakeLab stays silent is the reply a ``handler_error`` saying the state is
 unknown; the intent then stays pending and the orchestrator settles it before the turn is asked
@@ -27,11 +27,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from ax3l.shared import intents, prompts_corrections
+from ax3l.shared import prompts_corrections
 from ax3l.shared.canonical import configs_equal
-from ax3l.shared.config_index import ConfigIndex, IndexedRun
 from ax3l.shared.config_schema import ConfigInvalid, ConfigSchema
 from ax3l.shared.crash_points import crash_point
+from ax3l.shared.db import intents
+from ax3l.shared.db.config_index import ConfigIndex, IndexedRun
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.db.event_log import EventLog

@@ -12,7 +12,7 @@ this turn left behind is adopted before the check, so it counts as the turn's ac
 proposal and a resubmission is refused instead of becoming a second run for the same turn.
 While an intent of this turn is still pending (SnakeLab's answer was lost and its run has not
 appeared yet) the turn's outcome is unknown, and proposals wait until it is settled
-(``ax3l.shared.intents``: by the broker that sent it, or by the orchestrator before it asks the
+(``ax3l.shared.db.intents``: by the broker that sent it, or by the orchestrator before it asks the
 turn again). An intent of an older checkpoint does not hold the live turn: adopted, it names
 its own checkpoint and does not answer this one (``turn_state.belongs_to``).
 """
@@ -22,9 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ax3l.shared import intents
-from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema
+from ax3l.shared.db import intents
+from ax3l.shared.db.config_index import ConfigIndex
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import ProposalAccepted

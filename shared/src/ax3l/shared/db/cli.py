@@ -15,8 +15,7 @@ from typing import Any, NamedTuple
 
 import pymysql
 
-from ax3l.shared import run_provenance
-from ax3l.shared.db import tables, upgrades
+from ax3l.shared.db import run_provenance, tables, upgrades
 from ax3l.shared.db.database import Database, quote_identifier
 from ax3l.shared.db.errors import DatabaseError, SchemaMismatch, translate
 from ax3l.shared.settings import DbSettings, SeatsServiceSettings, Settings, get_settings

@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ax3l.shared import run_notes, run_provenance
+from ax3l.shared import run_notes
 from ax3l.shared.config_schema import ConfigSchema, cached_schema
-from ax3l.shared.db import snakelab_reads
+from ax3l.shared.db import run_provenance, snakelab_reads
 from ax3l.shared.db.database import placeholders
 from ax3l.shared.registry import ENTRIES, leaf_domain
 from ax3l.shared.settings import Settings

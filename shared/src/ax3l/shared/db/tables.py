@@ -159,7 +159,7 @@ EXPECTED_COLUMNS: dict[str, dict[str, str]] = {
 # What ``ax3l-db reset-events`` empties, children first.
 EXPERIMENT_TABLES: list[str] = [user.name for user in reversed(USER_TABLES)]
 
-# -- the toolbroker's index over SnakeLab's runs (ax3l.shared.config_index) -------------------
+# -- the toolbroker's index over SnakeLab's runs (ax3l.shared.db.config_index) -------------------
 # Derived data: it can be dropped at any time and is rebuilt from SnakeLab's tables. Keys are
 # 64-bit hash prefixes and entries their registry position, so the index stays small enough
 # for the buffer pool at hundreds of thousands of runs; every hit is verified exactly.
@@ -197,7 +197,7 @@ CONFIG_INDEX_HOLES = table(
     required("noticed_at", MICROS),
 )
 
-# -- durable submission intents (ax3l.shared.intents) -----------------------------------------
+# -- durable submission intents (ax3l.shared.db.intents) -----------------------------------------
 
 SUBMISSION_INTENTS = table(
     "submission_intents",
@@ -305,7 +305,7 @@ SEATS = table(
 
 OWN_TABLES.append(SEATS)
 
-# -- who produced each run (``ax3l.shared.run_provenance``) -----------------------------------
+# -- who produced each run (``ax3l.shared.db.run_provenance``) -----------------------------------
 # One row per run Ax3l made, written in the transaction of the event that made it (``event_id``:
 # the broker's ``proposal_accepted``, the loop's ``simulation_submitted``); revision 0003
 # back-filled older histories. ``golden_run_id`` is the golden of its time, ``conversation_id``

@@ -15,8 +15,8 @@ from ax3l.orchestrator.run_models import RunModels
 from ax3l.orchestrator.session_pool import SessionPool
 from ax3l.orchestrator.status import LoopStatus
 from ax3l.orchestrator.turns import Turn
-from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema
+from ax3l.shared.db.config_index import ConfigIndex
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import ConversationEnded, ConversationStarted, GoldenConfigCreated

@@ -50,7 +50,7 @@ from ax3l.reports.queries.proposers import (
     proposals,
 )
 from ax3l.reports.queries.seats import SUBMIT_TOOLS, _seat_calls, _waste_kind
-from ax3l.shared import run_provenance
+from ax3l.shared.db import run_provenance
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.event_models import (

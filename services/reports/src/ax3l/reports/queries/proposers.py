@@ -1,7 +1,7 @@
 """Comparing proposers (llm, tpe, random) by what their accepted proposals achieved.
 
 A proposal's proposer and conversation are its run's ``run_provenance`` row (written with the
-acceptance, ``ax3l.shared.run_provenance``; the rows whose event is their own proposal, not a
+acceptance, ``ax3l.shared.db.run_provenance``; the rows whose event is their own proposal, not a
 retry's nor the loop's own runs). A conversation counts for the proposer its
 ``conversation_started`` names, else for the one its proposals' rows name. Histories without
 any proposer recorded simply have no comparison.
@@ -22,7 +22,7 @@ from typing import Any
 from ax3l.reports.event_contents import parse
 from ax3l.reports.models.proposers import ModelStats, ProposerStats
 from ax3l.shared import comparison_stats as stats
-from ax3l.shared import run_provenance
+from ax3l.shared.db import run_provenance
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.event_models import (

@@ -10,7 +10,7 @@ still move), and events (with the provenance rows they made) newer than the newe
 wipe (fewer runs, or another first run; another first event) makes it read everything again.
 
 Who proposed a run, its entry, its golden of its time and its conversation: its
-``run_provenance`` row (``ax3l.shared.run_provenance``), which the golden pages, the proposers
+``run_provenance`` row (``ax3l.shared.db.run_provenance``), which the golden pages, the proposers
 page and the Optuna export read too.
 """
 
@@ -37,8 +37,8 @@ from ax3l.reports.models.runs import (
 )
 from ax3l.reports.queries.events import history_mark
 from ax3l.shared import run_notes
-from ax3l.shared import run_provenance as provenance
 from ax3l.shared.config_schema import ConfigSchema
+from ax3l.shared.db import run_provenance as provenance
 from ax3l.shared.db.database import Database, grouped_lines
 from ax3l.shared.db.snakelab_reads import SEPARATOR, SnakeLabRuns
 from ax3l.shared.registry import ENTRIES

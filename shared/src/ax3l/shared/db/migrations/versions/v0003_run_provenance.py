@@ -2,7 +2,7 @@
 
 Creates the table (``ax3l.shared.db.tables.RUN_PROVENANCE``) and fills it for the history the
 database holds with the rule every view used to apply at read time
-(``ax3l.shared.run_provenance.backfill``); from then on the writers add a row in the
+(``ax3l.shared.db.run_provenance.backfill``); from then on the writers add a row in the
 transaction of each event that makes a run. MySQL commits the ``CREATE TABLE`` at once; the
 rows commit together with the revision row, so a kill mid-way leaves an empty table at
 revision 0002, and running the upgrade again fills it (a run that has its row keeps it).
@@ -14,7 +14,7 @@ from typing import Any
 
 from alembic import op
 
-from ax3l.shared import run_provenance
+from ax3l.shared.db import run_provenance
 from ax3l.shared.db.tables import RUN_PROVENANCE, ddl
 
 revision = "0003"

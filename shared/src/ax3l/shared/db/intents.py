@@ -6,7 +6,7 @@ Exactly once across crashes works like this:
    configuration, its fingerprint, the entry and values, the golden it was built from, and
    the config index position (every run with a higher SnakeLab id is newer than the check),
    and the conversation proposing it (the latest ``conversation_started``: its proposer and
-   process id, ``ax3l.shared.run_provenance``).
+   process id, ``ax3l.shared.db.run_provenance``).
 2. When SnakeLab answers, ``complete_intent`` writes ``proposal_accepted`` and then
    ``simulation_submitted`` (its child) and the run's ``run_provenance`` row, and marks the
    intent ``done``, in one transaction.
@@ -49,9 +49,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ax3l.shared import run_provenance
-from ax3l.shared.config_index import ConfigIndex
 from ax3l.shared.config_schema import ConfigSchema
+from ax3l.shared.db import run_provenance
+from ax3l.shared.db.config_index import ConfigIndex
 from ax3l.shared.db.database import Database, placeholders
 from ax3l.shared.db.event_log import EventLog, to_content
 from ax3l.shared.event_models import ProposalAccepted, SimulationSubmitted

@@ -22,7 +22,7 @@ Feed the events in ``event_id`` order (``add``); a run no event names has neithe
 
 Since schema revision 0003 this is written once, when it happens: a ``run_provenance`` row per
 run (``Row``) in the transaction of the event that made the run (``write``: the broker's
-``proposal_accepted``, ``ax3l.shared.intents``; the loop's ``simulation_submitted``,
+``proposal_accepted``, ``ax3l.shared.db.intents``; the loop's ``simulation_submitted``,
 ``write_loop_run``), and every view reads the rows. ``RunProvenance`` lives on as the rule the
 revision back-filled older histories with (``backfill_rows``); the writers apply the same rule
 at the moment of the event (the latest conversation, the latest golden, a retry's original).
