@@ -46,7 +46,7 @@ class DatabaseWatch:
         self._task: asyncio.Task[None] | None = None
 
     async def _attempt(self) -> None:
-        await self.db.fetchone("SELECT 1 AS one", doing="reaching the database")
+        await self.db.ping()
         await self.on_available()
 
     async def start(self) -> None:

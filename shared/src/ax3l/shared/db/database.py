@@ -316,3 +316,8 @@ class Database:
     ) -> dict[str, Any] | None:
         row = await self._read(sql, args, doing, one=True)
         return dict(row) if row else None
+
+    async def ping(self) -> None:
+        """Raise a ``DatabaseError`` unless the database answers (the report server's wait
+        for it at startup)."""
+        await self.fetchone("SELECT 1 AS one", doing="reaching the database")

@@ -10,6 +10,7 @@ from ax3l.reports.models.golden import GoldenSummary
 from ax3l.shared.cycles import CycleCount, CycleTracker
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.reads import latest_golden_row, read_golden
+from ax3l.shared.db.report_reads import best_highscore
 from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.event_models import GoldenConfigCreated
 
@@ -65,18 +66,10 @@ async def latest_golden(db: Database) -> GoldenSummary | None:
     return None if row is None else golden_from_row(row)
 
 
-async def all_time_high_score(db: Database) -> int | None:
-    """The best accepted score of the whole experiment (any seed)."""
-    row = await db.fetchone(
-        "SELECT MAX(score) AS best FROM experiment_highscores", doing="reading the high score"
-    )
-    return None if row is None or row["best"] is None else int(row["best"])
-
-
 async def experiment_state(db: Database, cycles: CycleTracker) -> ExperimentState:
     """Everything the status bar shows except SnakeLab's own state, read concurrently."""
     golden, best, simulations, count = await asyncio.gather(
-        latest_golden(db), all_time_high_score(db), SnakeLabRuns(db).count(), cycles.refresh(db)
+        latest_golden(db), best_highscore(db), SnakeLabRuns(db).count(), cycles.refresh(db)
     )
     if best is None and golden is not None:
         best = golden.high_score

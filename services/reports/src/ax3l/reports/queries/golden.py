@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from itertools import zip_longest
-from typing import Any
 
 from ax3l.reports.models.golden import (
     Change,
@@ -16,6 +15,7 @@ from ax3l.reports.models.golden import (
 from ax3l.reports.queries.experiment import golden_content, golden_from_row
 from ax3l.shared.config_schema import config_changes
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.report_reads import golden_rows
 from ax3l.shared.event_models import GoldenConfig
 
 
@@ -48,24 +48,8 @@ async def golden_configurations(
 
     ``proposers`` gives each golden run's proposer as ``/runs`` names it
     (``RunsTable.proposers``): a golden event names none unless written with one."""
-    clauses = ["e.name = 'golden_config_created'"]
-    args: list[Any] = []
-    if before is not None:
-        clauses.append("e.event_id < %s")
-        args.append(before)
     # One extra, older row gives the last entry on the page its "before" configuration.
-    rows = await db.fetchall(
-        "SELECT e.event_id, e.occurred_at, m.content, h.score, h.seed, h.simulations"
-        " FROM (SELECT e.event_id FROM events e WHERE "
-        + " AND ".join(clauses)
-        + " ORDER BY e.event_id DESC LIMIT %s) page"
-        " JOIN events e ON e.event_id = page.event_id"
-        " LEFT JOIN event_messages m ON m.event_id = e.event_id"
-        " LEFT JOIN experiment_highscores h ON h.event_id = e.event_id"
-        " ORDER BY e.event_id DESC",
-        (*args, limit + 2),
-        doing="reading golden configurations",
-    )
+    rows = await golden_rows(db, before, limit + 2)
     entries: list[GoldenEntry] = []
     for position, row in enumerate(rows[: limit + 1]):
         golden = golden_content(row)

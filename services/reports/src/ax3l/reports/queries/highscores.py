@@ -8,6 +8,7 @@ from datetime import datetime
 from ax3l.reports.models.highscores import HighscorePoint, Highscores
 from ax3l.reports.queries.experiment import golden_content
 from ax3l.reports.queries.golden import confirmation
+from ax3l.shared.db import report_reads
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 
@@ -28,19 +29,9 @@ class HighscoreReader:
 
     async def points(self, db: Database) -> list[HighscorePoint]:
         """Every experiment_highscores row with its event's run and reason, acceptance order."""
-        summary, first = await asyncio.gather(
-            db.fetchone(
-                "SELECT COUNT(*) AS n, MAX(event_id) AS newest FROM experiment_highscores",
-                doing="reading experiment high scores",
-            ),
-            db.fetchone(
-                "SELECT event_id, occurred_at FROM events ORDER BY event_id LIMIT 1",
-                doing="reading the event history",
-            ),
+        (count, newest), history = await asyncio.gather(
+            report_reads.highscore_mark(db), report_reads.first_event(db)
         )
-        count = int(summary["n"]) if summary else 0
-        newest = int(summary["newest"] or 0) if summary else 0
-        history = None if first is None else (int(first["event_id"]), first["occurred_at"])
         async with self._lock:
             if history != self._history or newest < self._newest:
                 self._points, self._newest, self._history = [], 0, history
@@ -59,16 +50,8 @@ class HighscoreReader:
             self._newest = max(self._newest, max(p.event_id for p in points))
 
     async def _read(self, db: Database, after: int) -> list[HighscorePoint]:
-        rows = await db.fetchall(
-            "SELECT h.event_id, h.simulations, h.score, h.seed, e.occurred_at, m.content"
-            " FROM experiment_highscores h JOIN events e ON e.event_id = h.event_id"
-            " LEFT JOIN event_messages m ON m.event_id = h.event_id"
-            " WHERE h.event_id > %s ORDER BY h.event_id",
-            (after,),
-            doing="reading experiment high scores",
-        )
         points = []
-        for row in rows:
+        for row in await report_reads.highscore_rows(db, after):
             golden = golden_content(row)
             points.append(
                 HighscorePoint(

@@ -34,13 +34,10 @@ from typing import Any
 
 from ax3l.reports.event_contents import parse
 from ax3l.reports.models.proposers import ModelStats, ProposerStats, SeatStats
-from ax3l.reports.queries.events import history_mark
 from ax3l.reports.queries.proposers import (
     REJECTIONS,
     UNKNOWN_MODEL,
     ProposerFold,
-    _contents,
-    _model_requests,
     _number,
     _percentile,
     _read,
@@ -49,9 +46,10 @@ from ax3l.reports.queries.proposers import (
     _turn,
     proposals,
 )
-from ax3l.reports.queries.seats import SUBMIT_TOOLS, _seat_calls, _waste_kind
-from ax3l.shared.db import run_provenance
+from ax3l.reports.queries.seats import SEAT_CALLS, SEAT_CALLS_DOING, SUBMIT_TOOLS, _waste_kind
+from ax3l.shared.db import report_reads, run_provenance
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.report_reads import history_mark
 from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.event_models import (
     ConversationStarted,
@@ -349,9 +347,13 @@ class ProposerBoard:
         fold = self._fold
         while fold.newest < newest:
             start, end = fold.newest, min(newest, fold.newest + WINDOW)
-            requests = await _model_requests(db, after=start, upto=end)
-            contents = await _contents(db, CONTENT_EVENTS, after=start, upto=end)
-            calls = await _seat_calls(db, after=start, upto=end)
+            requests = await report_reads.model_requests(db, after=start, upto=end)
+            contents = await report_reads.event_texts(
+                db, CONTENT_EVENTS, doing="reading proposals", after=start, upto=end
+            )
+            calls = await report_reads.event_texts(
+                db, SEAT_CALLS, doing=SEAT_CALLS_DOING, after=start, upto=end
+            )
             made = await proposals(db, after=start, upto=end)
             for row in (*requests, *contents):
                 if row["process_id"]:  # held many times over: one string each

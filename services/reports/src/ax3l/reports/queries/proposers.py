@@ -22,7 +22,7 @@ from typing import Any
 from ax3l.reports.event_contents import parse
 from ax3l.reports.models.proposers import ModelStats, ProposerStats
 from ax3l.shared import comparison_stats as stats
-from ax3l.shared.db import run_provenance
+from ax3l.shared.db import report_reads, run_provenance
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.event_models import (
@@ -60,39 +60,12 @@ def _turn(started: ConversationStarted, row: dict[str, Any]) -> Any:
     return ("event", row["event_id"])
 
 
-def _window(after: int, upto: int | None) -> tuple[str, tuple[int, ...]]:
-    """The condition (and its arguments) keeping events after ``after`` up to ``upto``."""
-    if upto is None:
-        return " AND e.event_id > %s", (after,)
-    return " AND e.event_id > %s AND e.event_id <= %s", (after, upto)
-
-
-async def _contents(
-    db: Database, names: tuple[str, ...], after: int = 0, upto: int | None = None
-) -> list[dict[str, Any]]:
-    """Events named ``names`` with their contents, of those after ``after`` up to ``upto``."""
-    window, args = _window(after, upto)
-    return await db.fetchall(
-        "SELECT e.event_id, e.name, e.process_id, m.content FROM events e"
-        " LEFT JOIN event_messages m ON m.event_id = e.event_id"
-        f" WHERE e.name IN ({', '.join(['%s'] * len(names))}){window} ORDER BY e.event_id",
-        (*names, *args),
-        doing="reading proposals",
-    )
-
-
 async def proposals(db: Database, after: int = 0, upto: int | None = None) -> list[dict[str, Any]]:
     """The ``run_provenance`` rows of the proposals accepted after event ``after`` up to
     ``upto`` (run id, proposer, conversation), in event order; none without the table."""
     if not await run_provenance.table_present(db):
         return []
-    window, args = _window(after, upto)
-    return await db.fetchall(
-        "SELECT e.event_id, e.run_id, e.proposer, e.conversation_id FROM run_provenance e"
-        f" WHERE e.proposal_event_id = e.event_id{window} ORDER BY e.event_id",
-        args,
-        doing="reading proposals",
-    )
+    return await report_reads.proposal_rows(db, after, upto)
 
 
 @dataclass
@@ -110,7 +83,8 @@ class ProposerFold:
     any_named: bool = False
 
     def add_event(self, row: dict[str, Any]) -> None:
-        """A ``conversation_started`` or ``golden_config_created`` row (``_contents``)."""
+        """A ``conversation_started`` or ``golden_config_created`` row
+        (``report_reads.event_texts``)."""
         content = _read(row)
         if _proposer(content):
             self.any_named = True
@@ -181,7 +155,8 @@ class ProposerFold:
 async def proposer_stats(db: Database) -> list[ProposerStats]:
     """One row per proposer that has been recorded, most proposals first."""
     fold = ProposerFold()
-    for row in await _contents(db, ("conversation_started", "golden_config_created")):
+    names = ("conversation_started", "golden_config_created")
+    for row in await report_reads.event_texts(db, names, doing="reading proposals"):
         fold.add_event(row)
     for row in await proposals(db):
         fold.add_proposal(row)
@@ -212,35 +187,6 @@ def _percentile(values: list[float], q: float) -> float | None:
     return stats.quantile(values, q) if values else None
 
 
-async def _model_requests(
-    db: Database, after: int = 0, upto: int | None = None
-) -> list[dict[str, Any]]:
-    """Replies (model, completion tokens, server timings) and failed requests, each with the
-    time of the prompt it answered, of the events after ``after`` up to ``upto``; only these
-    few fields are read from the contents."""
-    window, args = _window(after, upto)
-    return await db.fetchall(
-        "SELECT e.event_id, e.name, e.process_id, e.occurred_at, p.occurred_at AS asked_at,"
-        " CASE WHEN e.name = 'reply_received'"
-        "  THEN JSON_UNQUOTE(JSON_EXTRACT(m.content, '$.model')) END AS model,"
-        " CASE WHEN e.name = 'reply_received'"
-        "  THEN JSON_EXTRACT(m.content, '$.usage.completion_tokens') END AS completion_tokens,"
-        " CASE WHEN e.name = 'reply_received'"
-        "  THEN JSON_EXTRACT(m.content, '$.timings.prompt_ms') END AS prompt_ms,"
-        " CASE WHEN e.name = 'reply_received'"
-        "  THEN JSON_EXTRACT(m.content, '$.timings.predicted_ms') END AS predicted_ms,"
-        " CASE WHEN e.name = 'llm_request_failed'"
-        "  THEN JSON_UNQUOTE(JSON_EXTRACT(m.content, '$.kind')) END AS kind,"
-        " CASE WHEN e.name = 'llm_request_failed'"
-        "  THEN JSON_EXTRACT(m.content, '$.correctable') END AS correctable"
-        " FROM events e LEFT JOIN event_messages m ON m.event_id = e.event_id"
-        " LEFT JOIN events p ON p.event_id = e.parent_event_id"
-        f" WHERE e.name IN ('reply_received', 'llm_request_failed'){window} ORDER BY e.event_id",
-        args,
-        doing="reading the model's requests",
-    )
-
-
 def _seconds(row: dict[str, Any]) -> float | None:
     """A request's duration: llama-server's timings when the reply has them, else the time
     from its prompt's event to its own."""
@@ -255,7 +201,7 @@ def _seconds(row: dict[str, Any]) -> float | None:
 
 async def model_stats(db: Database, configured_model: str | None = None) -> list[ModelStats]:
     """One row per model that has been asked, most accepted proposals first."""
-    requests = await _model_requests(db)
+    requests = await report_reads.model_requests(db)
     if not requests:
         return []
     model_of: dict[str, str] = {}
@@ -282,9 +228,8 @@ async def model_stats(db: Database, configured_model: str | None = None) -> list
         if (duration := _seconds(row)) is not None:
             seconds[model].append(duration)
 
-    rows = await _contents(
-        db, ("conversation_started", "proposal_accepted", "golden_config_created", *REJECTIONS)
-    )
+    names = ("conversation_started", "proposal_accepted", "golden_config_created", *REJECTIONS)
+    rows = await report_reads.event_texts(db, names, doing="reading proposals")
     conversations: dict[str, int] = defaultdict(int)
     accepted: dict[str, list[str | None]] = defaultdict(list)
     fallback_turns: dict[str, set[Any]] = defaultdict(set)

@@ -20,10 +20,9 @@ from ax3l.reports.event_contents import parse, read_reply
 from ax3l.reports.event_sentences import sentence
 from ax3l.reports.models.runs import RunReason, RunRow
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.report_reads import reason_rows
 
-REASON_EVENTS = ("conversation_started", "conversation_ended", "reply_received", "seat_call")
 SUMMARY_CHARS = 140  # a row's one line
-CHUNK = 500  # conversations per statement
 
 
 @dataclass
@@ -120,24 +119,8 @@ async def run_reasons(db: Database, conversations: dict[str, str]) -> dict[str, 
     """Who chose each run and why, for ``conversations`` (run id -> the conversation that
     proposed it); a run whose conversation left no events has none."""
     by_conversation: dict[str, _Found] = {}
-    wanted = sorted(set(conversations.values()))
-    names = ", ".join(["%s"] * len(REASON_EVENTS))
-    for start in range(0, len(wanted), CHUNK):
-        chunk = wanted[start : start + CHUNK]
-        marks = ", ".join(["%s"] * len(chunk))
-        rows = await db.fetchall(
-            "SELECT e.event_id, e.process_id, e.name, e.source_name, e.parameter, m.content"
-            " FROM events e LEFT JOIN event_messages m ON m.event_id = e.event_id"
-            f" WHERE e.process_id IN ({marks}) AND e.name IN ({names})"
-            # A seat's polls are seat calls too: only its accepted submission names the seat.
-            " AND (e.name <> 'seat_call' OR (JSON_VALID(m.content)"
-            " AND JSON_VALUE(m.content, '$.outcome') = 'accepted'))"
-            " ORDER BY e.event_id",
-            (*chunk, *REASON_EVENTS),
-            doing="reading why runs were chosen",
-        )
-        for row in rows:
-            _read(by_conversation.setdefault(row["process_id"], _Found()), row)
+    for row in await reason_rows(db, sorted(set(conversations.values()))):
+        _read(by_conversation.setdefault(row["process_id"], _Found()), row)
     return {
         run_id: _reason(conversation, by_conversation[conversation])
         for run_id, conversation in conversations.items()

@@ -35,11 +35,12 @@ from ax3l.reports.models.runs import (
     RunsPageQuery,
     RunsQuery,
 )
-from ax3l.reports.queries.events import history_mark
 from ax3l.shared import run_notes
 from ax3l.shared.config_schema import ConfigSchema
+from ax3l.shared.db import report_reads
 from ax3l.shared.db import run_provenance as provenance
-from ax3l.shared.db.database import Database, grouped_lines
+from ax3l.shared.db.database import Database
+from ax3l.shared.db.report_reads import PROVENANCE_FIELDS, history_mark
 from ax3l.shared.db.snakelab_reads import SEPARATOR, SnakeLabRuns
 from ax3l.shared.registry import ENTRIES
 from ax3l.shared.wire import TERMINAL_STATES
@@ -66,8 +67,6 @@ def _schema(config: ConfigSchema) -> dict[str, pl.DataType]:
     return columns
 
 
-PROVENANCE_FIELDS = ("run_id", "note", "tag")
-ROW_COLUMNS = ("run_id", "proposer", "entry", "golden_run_id", "conversation_id")
 PROVENANCE_SCHEMA: dict[str, pl.DataType] = {
     "run_id": pl.String(),
     "proposer": pl.String(),
@@ -89,11 +88,6 @@ PATHS: dict[str, str] = {
     },
 }
 GOLDEN_PREFIX = "golden."  # the golden of its time's values, beside the run's own (``with_golden``)
-
-
-def _json(field_name: str) -> str:
-    """A scalar of an event's JSON content as text (null for another shape or invalid JSON)."""
-    return f"CASE WHEN JSON_VALID(m.content) THEN JSON_VALUE(m.content, '$.{field_name}') END"
 
 
 def _parse(rows: list[dict[str, Any]], schema: dict[str, pl.DataType]) -> pl.DataFrame:
@@ -122,7 +116,7 @@ class Provenance:
     newest: int = 0
     history: tuple[int, datetime] | None = None
     table: bool = False  # the database has run_provenance (one of the user's own tables has not)
-    rows: dict[str, list[Any]] = field(default_factory=dict)  # run id -> ROW_COLUMNS[1:]
+    rows: dict[str, list[Any]] = field(default_factory=dict)  # run id -> PROVENANCE_COLUMNS[1:]
     golden: set[str] = field(default_factory=set)
     notes: run_notes.RunNotes = field(default_factory=run_notes.RunNotes)
 
@@ -333,45 +327,22 @@ class RunsTable:
             # Created (and back-filled) since: read the history again with it.
             self._provenance = Provenance(history=history, table=True)
             changed = True
-        names = ", ".join(["%s"] * len(PROVENANCE_EVENTS))
-        fields = ", ".join(_json(name) for name in PROVENANCE_FIELDS)
         while self._provenance.newest < newest:
             start = self._provenance.newest
             end = min(newest, start + EVENT_WINDOW)
-            # Each event one JSON array (the server escapes the contents' strings), 500 a value.
-            blocks = await grouped_lines(
-                db,
-                f"SELECT e.event_id AS k, JSON_ARRAY(e.event_id, e.name, e.process_id, {fields})"
-                " AS line FROM events e LEFT JOIN event_messages m ON m.event_id = e.event_id"
-                f" WHERE e.event_id > %s AND e.event_id <= %s AND e.name IN ({names})",
-                "k",
-                (start, end, *PROVENANCE_EVENTS),
-                ",",
-            )
+            blocks = await report_reads.provenance_event_blocks(db, PROVENANCE_EVENTS, start, end)
             keys = ("event_id", "name", "process_id", *PROVENANCE_FIELDS)
             for block in blocks:
                 for values in json.loads(f"[{block}]"):
                     self._provenance.add_row(dict(zip(keys, values, strict=True)))
-            made = await _provenance_rows(db, start, end) if self._provenance.table else []
+            table = self._provenance.table
+            made = await report_reads.provenance_row_blocks(db, start, end) if table else []
             for block in made:
                 for run_id, *values in json.loads(f"[{block}]"):
                     self._provenance.rows[run_id] = values
             self._provenance.newest = end
             changed = changed or bool(blocks) or bool(made)
         return changed
-
-
-async def _provenance_rows(db: Database, start: int, end: int) -> list[str]:
-    """The ``run_provenance`` rows of the events after ``start`` up to ``end``, as blocks of
-    JSON arrays (``ROW_COLUMNS``)."""
-    return await grouped_lines(
-        db,
-        f"SELECT event_id AS k, JSON_ARRAY({', '.join(ROW_COLUMNS)}) AS line"
-        " FROM run_provenance WHERE event_id > %s AND event_id <= %s",
-        "k",
-        (start, end),
-        ",",
-    )
 
 
 # -- filters, sorting and keyset pages ---------------------------------------------------------

@@ -22,6 +22,7 @@ from typing import Any
 from ax3l.reports.event_contents import parse
 from ax3l.reports.models.proposers import SeatStats
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.report_reads import event_texts
 from ax3l.shared.event_models import GoldenConfigCreated, SeatCall, SeatCallRefused
 
 SUBMIT_TOOLS = ("submit_single_value", "submit_pair_values")
@@ -40,27 +41,17 @@ def _waste_kind(call: SeatCall | SeatCallRefused) -> str | None:
     return str(call.outcome or "error")
 
 
-async def _seat_calls(db: Database, after: int = 0, upto: int | None = None) -> list[Any]:
-    """The seats' calls with their contents, of the events after ``after`` up to ``upto``."""
-    window = " AND e.event_id > %s" + ("" if upto is None else " AND e.event_id <= %s")
-    return await db.fetchall(
-        "SELECT e.event_id, e.name, e.source_name, m.content FROM events e"
-        " LEFT JOIN event_messages m ON m.event_id = e.event_id"
-        f" WHERE e.name IN ('seat_call', 'seat_call_refused'){window} ORDER BY e.event_id",
-        (after,) if upto is None else (after, upto),
-        doing="reading the seats' calls",
-    )
+SEAT_CALLS = (SeatCall.event, SeatCallRefused.event)
+SEAT_CALLS_DOING = "reading the seats' calls"
 
 
 async def seat_stats(db: Database) -> list[SeatStats]:
     """One row per seat that has called the endpoint, most accepted proposals first."""
-    rows = await _seat_calls(db)
+    rows = await event_texts(db, SEAT_CALLS, doing=SEAT_CALLS_DOING)
     if not rows:
         return []
-    goldens = await db.fetchall(
-        "SELECT m.content FROM events e JOIN event_messages m ON m.event_id = e.event_id"
-        " WHERE e.name = 'golden_config_created'",
-        doing="reading the golden configurations",
+    goldens = await event_texts(
+        db, (GoldenConfigCreated.event,), doing="reading the golden configurations"
     )
     golden_runs = {
         run_id

@@ -7,9 +7,9 @@ from typing import Any
 
 from ax3l.reports import event_contents
 from ax3l.reports.models.simulations import Episode, Run, RunEvent, Simulation
-from ax3l.reports.queries.events import EXCERPT_CHARS
 from ax3l.shared.config_schema import ConfigInvalid, ConfigSchema
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.report_reads import run_event_rows
 from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 
 
@@ -36,14 +36,7 @@ async def simulation(db: Database, schema: ConfigSchema, run_id: str) -> Simulat
         except (KeyError, ConfigInvalid):
             config = None  # columns of another schema version: the flat view still shows them
     (episodes,) = (await runs.episodes(run_id)).values()
-    events = await db.fetchall(
-        "SELECT e.event_id, e.occurred_at, e.name, e.category, e.log_level, e.parameter,"
-        f" e.source_name, LEFT(m.content, {EXCERPT_CHARS}) AS content FROM events e"
-        " LEFT JOIN event_messages m ON m.event_id = e.event_id"
-        " WHERE e.process_id = %s ORDER BY e.event_id DESC LIMIT 200",
-        (run_id,),
-        doing=f"reading the events of run {run_id}",
-    )
+    events = await run_event_rows(db, run_id)
     snapshot = _snapshot(run.pop("high_score_snapshot"))
     return Simulation(
         run=Run.model_validate(run),

@@ -24,8 +24,9 @@ from ax3l.reports.models.events import (
     EventPageQuery,
     EventQuery,
 )
-from ax3l.reports.queries.events import EventFilter, event_detail, event_page
+from ax3l.reports.queries.events import event_detail, event_page
 from ax3l.reports.status_report import build_status
+from ax3l.shared.db.report_reads import EventFilter
 from ax3l.shared.events import CATEGORIES, Category
 from ax3l.shared.registry import PARAMETER_ORDER
 
