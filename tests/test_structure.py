@@ -324,15 +324,6 @@ NOT_MOVED_YET = {
     "ax3l.orchestrator.seats",
     "ax3l.orchestrator.startup",
     "ax3l.reports.queries.comparison",
-    "ax3l.reports.queries.events",
-    "ax3l.reports.queries.experiment",
-    "ax3l.reports.queries.golden",
-    "ax3l.reports.queries.highscores",
-    "ax3l.reports.queries.proposers",
-    "ax3l.reports.queries.run_reasons",
-    "ax3l.reports.queries.runs",
-    "ax3l.reports.queries.seats",
-    "ax3l.reports.queries.simulations",
 }
 
 

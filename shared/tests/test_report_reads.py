@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from ax3l.shared import run_provenance
 from ax3l.shared.db import report_reads as reads
+from ax3l.shared.db import run_provenance
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
 from ax3l.shared.db.report_reads import EXCERPT_CHARS, EventFilter
