@@ -1,11 +1,9 @@
-"""The report server's reads of Ax3l's ``events``, ``event_messages``, ``experiment_highscores``
-and ``run_provenance``: rows as the pages shape them (``services/reports/src/ax3l/reports/
-queries/``), each read bounded by keys (never OFFSET), filters as bound parameters.
+"""The report server's reads of ``events``, ``event_messages``, ``experiment_highscores`` and
+``run_provenance``, bounded by keys (never OFFSET), as the report server's query modules
+(``services/reports/src/ax3l/reports/queries/``) shape them.
 
-Rows come back as the driver gives them (a dict per row, the columns each read names) and
-contents as stored text: the pages parse only the rows they use, the proposers' board folds up
-to a million of them, which ``event_reads.select``'s ``StoredEvent`` (every content parsed, six
-more columns) would slow down.
+Rows are the driver's dicts, contents stored text: the proposers' board folds up to a million
+rows and parses few, which ``event_reads.select`` (every content parsed) would slow down.
 """
 
 from __future__ import annotations
@@ -17,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from ax3l.shared.db.database import Database, grouped_lines, placeholders
+from ax3l.shared.db.run_provenance import table_present
 
 # Long enough for a whole configuration (about 550 characters) and the fields stored after it,
 # so the list's sentences can read them from the excerpt.
@@ -239,7 +238,9 @@ async def proposal_rows(
 ) -> list[dict[str, Any]]:
     """``event_id, run_id, proposer, conversation_id`` of the ``run_provenance`` rows of the
     proposals accepted after event ``after`` up to ``upto`` (not a retry's nor the loop's own
-    runs), in event order."""
+    runs), in event order; none without the table."""
+    if not await table_present(db):
+        return []
     window, args = _window(after, upto)
     return await db.fetchall(
         "SELECT e.event_id, e.run_id, e.proposer, e.conversation_id FROM run_provenance e"

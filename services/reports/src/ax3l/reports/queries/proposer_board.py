@@ -44,7 +44,6 @@ from ax3l.reports.queries.proposers import (
     _run_id,
     _seconds,
     _turn,
-    proposals,
 )
 from ax3l.reports.queries.seats import SEAT_CALLS, SEAT_CALLS_DOING, SUBMIT_TOOLS, _waste_kind
 from ax3l.shared.db import report_reads, run_provenance
@@ -354,7 +353,7 @@ class ProposerBoard:
             calls = await report_reads.event_texts(
                 db, SEAT_CALLS, doing=SEAT_CALLS_DOING, after=start, upto=end
             )
-            made = await proposals(db, after=start, upto=end)
+            made = await report_reads.proposal_rows(db, after=start, upto=end)
             for row in (*requests, *contents):
                 if row["process_id"]:  # held many times over: one string each
                     row["process_id"] = sys.intern(row["process_id"])

@@ -22,7 +22,7 @@ from typing import Any
 from ax3l.reports.event_contents import parse
 from ax3l.reports.models.proposers import ModelStats, ProposerStats
 from ax3l.shared import comparison_stats as stats
-from ax3l.shared.db import report_reads, run_provenance
+from ax3l.shared.db import report_reads
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.event_models import (
@@ -60,14 +60,6 @@ def _turn(started: ConversationStarted, row: dict[str, Any]) -> Any:
     return ("event", row["event_id"])
 
 
-async def proposals(db: Database, after: int = 0, upto: int | None = None) -> list[dict[str, Any]]:
-    """The ``run_provenance`` rows of the proposals accepted after event ``after`` up to
-    ``upto`` (run id, proposer, conversation), in event order; none without the table."""
-    if not await run_provenance.table_present(db):
-        return []
-    return await report_reads.proposal_rows(db, after, upto)
-
-
 @dataclass
 class ProposerFold:
     """``proposer_stats``' counts: the conversations (their own proposer, fallback and turn)
@@ -97,7 +89,7 @@ class ProposerFold:
             self.golden_runs.add(run_id)
 
     def add_proposal(self, row: dict[str, Any]) -> None:
-        """A proposal's ``run_provenance`` row (``proposals``)."""
+        """A proposal's ``run_provenance`` row (``report_reads.proposal_rows``)."""
         proposer, conversation = row["proposer"] or None, row["conversation_id"]
         self.proposals.append((str(row["run_id"]), proposer, conversation))
         if proposer:
@@ -158,7 +150,7 @@ async def proposer_stats(db: Database) -> list[ProposerStats]:
     names = ("conversation_started", "golden_config_created")
     for row in await report_reads.event_texts(db, names, doing="reading proposals"):
         fold.add_event(row)
-    for row in await proposals(db):
+    for row in await report_reads.proposal_rows(db):
         fold.add_proposal(row)
     return fold.stats(await SnakeLabRuns(db).completed_scores(fold.proposed_runs()))
 
