@@ -45,9 +45,9 @@ from ax3l.shared.db import event_reads
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.db.event_reads import StoredEvent
+from ax3l.shared.db.intents import now
 from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.event_models import GoldenConfigCreated, GoldenConfigSeedIncremented
-from ax3l.shared.intents import now
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from typing import Any, TypedDict, cast
 import pymysql
 
 from ax3l.shared.db.database import Database, tables_present
-from ax3l.shared.intents import now
+from ax3l.shared.db.intents import now
 
 REPEATS = (
     "SELECT proposer, repeat_index, seed, state, runs, best_score, best_so_far,"
