@@ -313,18 +313,6 @@ STATEMENT = re.compile(
 STORE = "ax3l.shared.db"
 # The reference SnakeLab writes its own tables, as the real one does: it is SnakeLab, not Ax3l.
 SNAKELAB_ITSELF = "snakelab"
-# Product modules that still hold statements: issue 35 moves each into the store and deletes
-# its line here. The list only shrinks (a module that no longer needs it fails too).
-NOT_MOVED_YET = {
-    "ax3l.compare.promotions",
-    "ax3l.compare.repeat",
-    "ax3l.compare.results",
-    "ax3l.compare.throwaway",
-    "ax3l.orchestrator.alerts",
-    "ax3l.orchestrator.seats",
-    "ax3l.orchestrator.startup",
-    "ax3l.reports.queries.comparison",
-}
 
 
 def in_store(name: str) -> bool:
@@ -409,12 +397,9 @@ def test_snakelab_tables_are_read_only_in_the_store() -> None:
 
 
 def test_every_statement_of_the_product_is_in_the_store() -> None:
-    """No product module outside ``ax3l.shared.db`` holds a SQL statement, except those
-    NOT_MOVED_YET lists; and each of those still does (a moved module leaves the list)."""
+    """No product module outside ``ax3l.shared.db`` holds a SQL statement."""
     found = outside_the_store(find_modules(REPO), statement_lines, product_packages(REPO))
-    unexpected = {name: lines for name, lines in found.items() if name not in NOT_MOVED_YET}
-    assert not unexpected, f"SQL statements outside the store: {unexpected}"
-    assert sorted(NOT_MOVED_YET - set(found)) == [], "moved: delete them from NOT_MOVED_YET"
+    assert not found, f"SQL statements outside the store: {found}"
 
 
 def test_planted_statements_are_found(tmp_path: Path) -> None:

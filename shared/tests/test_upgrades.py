@@ -4,7 +4,6 @@ keeps every row and leaves the same tables a fresh database gets."""
 from __future__ import annotations
 
 import re
-import signal
 import subprocess
 import sys
 import time

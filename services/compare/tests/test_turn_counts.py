@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 
 from ax3l.compare.repeat import RepeatPlan, RepeatResult, read_turns
-from ax3l.compare.results import create_comparison, store_repeat
+from ax3l.compare.results import store_repeat
 from ax3l.compare.tpe_advice import advice_suggestions, matches_a_suggestion, same_value
 from ax3l.compare.turn_counts import TurnEvent, count_turns, entry_kinds
 from ax3l.orchestrator.proposers.hybrid import advice_prompt
 from ax3l.shared.config_schema import load_schema
+from ax3l.shared.db.comparisons import create_comparison
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.event_models import (

@@ -26,12 +26,13 @@ import pytest
 from ax3l.orchestrator.seat_limits import Buckets, HostCheck, client_address, parse_networks
 from ax3l.orchestrator.seat_server import MAX_BODY, SeatEndpoint, SeatReads, turn_payload
 from ax3l.orchestrator.seat_turns import OpenTurn, TurnBoard
-from ax3l.orchestrator.seats import SeatDirectory, SeatError, add_seat, revoke_seat
+from ax3l.orchestrator.seats import SeatDirectory, add_seat
 from ax3l.shared.config_schema import load_schema
 from ax3l.shared.db.cli import ensure_schema
 from ax3l.shared.db.config_index import ConfigIndex
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.event_log import EventLog
+from ax3l.shared.db.seats import SeatError, revoke_seat
 from ax3l.shared.event_models import GoldenConfigCreated
 from ax3l.shared.registry import BY_NAME
 from ax3l.testing.databases import TestDatabases, mysql_connection, seats_login

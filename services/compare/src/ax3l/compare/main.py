@@ -55,6 +55,7 @@ from ax3l.compare.version import VersionMismatch, ax3l_version
 from ax3l.shared import comparison_stats as stats
 from ax3l.shared.comparison_conclusion import conclusion
 from ax3l.shared.comparison_stats import CONTROL
+from ax3l.shared.db import comparisons
 from ax3l.shared.db.cli import connect, ensure_schema
 from ax3l.shared.db.errors import DatabaseError
 from ax3l.shared.settings import PROPOSER_NAMES
@@ -617,7 +618,7 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
     comparison_id: int | None = None
     state = "failed"
     try:
-        comparison_id = results.create_comparison(
+        comparison_id = comparisons.create_comparison(
             conn, proposers, args.repeats, args.budget, content
         )
         print(
@@ -648,7 +649,7 @@ def run_comparison(args: argparse.Namespace, environ: dict[str, str]) -> int:
     finally:
         wall = time.monotonic() - began
         if comparison_id is not None:
-            results.finish_comparison(conn, comparison_id, state, wall)
+            comparisons.finish_comparison(conn, comparison_id, state, wall)
             if args.csv is not None:
                 results.export_csv(conn, comparison_id, args.csv)
             if args.json is not None:

@@ -18,13 +18,13 @@ the budget's runs):
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ax3l.compare.retest import Golden
+from ax3l.shared.db.event_reads import select_on
 from snakelab.trainers.surrogate import expected_high_score
 
 PROMOTION = "promotion"
@@ -121,18 +121,9 @@ def read_promotion_figures(
         "simulation_submitted": [],
         "promotion_confirmation_decided": [],
     }
-    cur.execute(
-        "SELECT e.name, m.content FROM events e JOIN event_messages m ON m.event_id = e.event_id"
-        " WHERE e.name IN ('simulation_submitted', 'promotion_confirmation_decided')"
-        " ORDER BY e.event_id"
-    )
-    for name, text in cur.fetchall():
-        try:
-            content = json.loads(text) if text is not None else None
-        except ValueError:
-            content = None
-        if isinstance(content, dict):
-            contents[str(name)].append(content)
+    for event in select_on(cur, tuple(contents)):
+        if isinstance(event.content, dict):
+            contents[event.name].append(event.content)
     return promotion_figures(
         policy,
         goldens,

@@ -56,7 +56,9 @@ from ax3l.compare.tpe_advice import ADVICE_SOURCE
 from ax3l.compare.turn_counts import COUNTED_EVENTS, TurnCounts, TurnEvent, count_turns, entry_kinds
 from ax3l.shared.comparison_stats import CONTROL, RepeatVerdict, best_so_far
 from ax3l.shared.config_schema import BUNDLED_SCHEMA, ConfigSchema
+from ax3l.shared.db.event_reads import first_event_id, select_on, turn_rows
 from ax3l.shared.db.snakelab_reads import first_runs, run_count
+from ax3l.shared.event_models import GoldenConfigCreated
 
 TERMINAL = ("completed", "failed", "cancelled")
 POLL_SECONDS = 0.05
@@ -188,35 +190,20 @@ def _last_step_settled(cur: Any, snakelab_db: str, budget: int) -> bool:
     runs = first_runs(cur, snakelab_db, budget)
     if len(runs) < budget:
         return False
-    cur.execute(
-        "SELECT 1 FROM events WHERE name = 'round_robin_checkpoint' AND event_id >"
-        " (SELECT MIN(event_id) FROM events WHERE process_id = %s) LIMIT 1",
-        (runs[-1][0],),
+    first = first_event_id(cur, runs[-1][0])
+    return first is not None and bool(
+        select_on(cur, "round_robin_checkpoint", after=first, oldest=1)
     )
-    return cur.fetchone() is not None
 
 
 def read_turns(cur: Any, last_run_id: str | None, schema: ConfigSchema) -> TurnCounts:
     """The repeat's turns (``turn_counts``) from its events up to the last run's submission."""
-    cutoff: int | None = None
-    if last_run_id is not None:
-        cur.execute("SELECT MIN(event_id) FROM events WHERE process_id = %s", (last_run_id,))
-        row = cur.fetchone()
-        cutoff = None if row is None or row[0] is None else int(row[0])
-    names = ", ".join(["%s"] * len(COUNTED_EVENTS))
-    # Replies and prompts other than TPE's advice are counted, never read: leave their text.
-    cur.execute(
-        "SELECT e.name, e.parameter, e.source_name,"
-        " IF(e.name = 'reply_received', NULL, m.content), e.process_id, p.conversation_id"
-        " FROM events e LEFT JOIN event_messages m ON m.event_id = e.event_id"
-        " LEFT JOIN run_provenance p ON p.event_id = e.event_id"
-        f" WHERE e.name IN ({names}) AND (e.name <> 'prompt_sent' OR e.source_name = %s)"
-        " AND (%s IS NULL OR e.event_id <= %s) ORDER BY e.event_id",
-        (*COUNTED_EVENTS, ADVICE_SOURCE, cutoff, cutoff),
-    )
+    cutoff = None if last_run_id is None else first_event_id(cur, last_run_id)
     events = [
         TurnEvent(name, parameter, source, text if name == "prompt_sent" else _json(text), *ids)
-        for name, parameter, source, text, *ids in cur.fetchall()
+        for name, parameter, source, text, *ids in turn_rows(
+            cur, COUNTED_EVENTS, ADVICE_SOURCE, cutoff
+        )
     ]
     return count_turns(events, entry_kinds(schema))
 
@@ -408,13 +395,9 @@ def _tune(
 def read_goldens(cur: Any) -> list[Golden]:
     """The repeat's ``golden_config_created`` events in order (their run, configuration, kind
     and SnakeLab's run count when each was written)."""
-    cur.execute(
-        "SELECT m.content FROM events e JOIN event_messages m ON m.event_id = e.event_id"
-        " WHERE e.name = 'golden_config_created' ORDER BY e.event_id"
-    )
     found = []
-    for (text,) in cur.fetchall():
-        content = _json(text)
+    for event in select_on(cur, GoldenConfigCreated):
+        content = event.content
         if isinstance(content, dict) and isinstance(content.get("config"), dict):
             kind, simulations = content.get("kind"), content.get("simulations")
             found.append(

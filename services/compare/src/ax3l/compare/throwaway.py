@@ -25,8 +25,14 @@ from typing import Any
 import pymysql
 
 from ax3l.compare.settings import CompareSettings
-from ax3l.shared.db.cli import ensure_schema, login_arguments
-from ax3l.shared.db.database import quote_identifier
+from ax3l.shared.db.cli import (
+    Grant,
+    create_databases,
+    database_names,
+    drop_databases,
+    ensure_schema,
+    login_arguments,
+)
 
 
 class AdminLoginMissing(RuntimeError):
@@ -87,19 +93,7 @@ def admin_connection(settings: CompareSettings) -> Any:
     )
 
 
-def _accounts(cur: Any, user: str) -> list[str]:
-    """The user's accounts (``'user'@'host'``); ``'%'`` when mysql.user cannot be read."""
-    try:
-        cur.execute("SELECT host FROM mysql.user WHERE user = %s", (user,))
-        hosts = [str(row[0]) for row in cur.fetchall()]
-    except pymysql.err.MySQLError:
-        hosts = []
-    return [f"'{user}'@'{host}'" for host in hosts or ["%"]]
-
-
-def _grants(
-    settings: CompareSettings, ax3l_db: str, snakelab_db: str
-) -> list[tuple[str, str, str]]:
+def _grants(settings: CompareSettings, ax3l_db: str, snakelab_db: str) -> list[Grant]:
     """(privileges, database, user) of a pair."""
     return [
         ("ALL PRIVILEGES", ax3l_db, settings.db_user),
@@ -127,11 +121,9 @@ def pair_prefix(token: str, slot: int) -> str:
 def _pairs_named(cur: Any, prefix: str) -> list[tuple[str, str]]:
     """The (ax3l, snakelab) database names on the server that start with ``prefix`` after
     their ``ax3l_``/``snakelab_`` (one of the two may be gone already)."""
-    cur.execute("SHOW DATABASES")
-    names = {str(row[0]) for row in cur.fetchall()}
     suffixes = {
         name[len(start) :]
-        for name in names
+        for name in database_names(cur)
         for start in (AX3L_PREFIX, SNAKELAB_PREFIX)
         if name.startswith(start + prefix)
     }
@@ -140,12 +132,7 @@ def _pairs_named(cur: Any, prefix: str) -> list[tuple[str, str]]:
 
 def _drop(cur: Any, settings: CompareSettings, ax3l_db: str, snakelab_db: str) -> None:
     """Drop a pair (either may be missing) and revoke its grants."""
-    for name in (ax3l_db, snakelab_db):
-        cur.execute(f"DROP DATABASE IF EXISTS {quote_identifier(name)}")
-    for privileges, database, user in _grants(settings, ax3l_db, snakelab_db):
-        for account in _accounts(cur, user):
-            with contextlib.suppress(pymysql.err.MySQLError):  # never granted
-                cur.execute(f"REVOKE {privileges} ON {quote_identifier(database)}.* FROM {account}")
+    drop_databases(cur, (ax3l_db, snakelab_db), _grants(settings, ax3l_db, snakelab_db))
 
 
 def drop_pairs(settings: CompareSettings, prefix: str) -> list[str]:
@@ -205,18 +192,8 @@ def repeat_databases(
     )
     try:
         with admin.cursor() as cur:
-            grants = [
-                (privileges, database, account)
-                for privileges, database, user in _grants(settings, pair.ax3l_db, pair.snakelab_db)
-                for account in _accounts(cur, user)
-            ]
-            for name in (pair.ax3l_db, pair.snakelab_db):
-                cur.execute(
-                    f"CREATE DATABASE {quote_identifier(name)}"
-                    " CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
-                )
-            for privileges, database, account in grants:
-                cur.execute(f"GRANT {privileges} ON {quote_identifier(database)}.* TO {account}")
+            names = (pair.ax3l_db, pair.snakelab_db)
+            create_databases(cur, names, _grants(settings, *names))
         ensure_schema(pair.settings)
         yield pair
     finally:

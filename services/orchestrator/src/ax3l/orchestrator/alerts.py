@@ -33,16 +33,19 @@ it once; it is sent even when the database is what stopped the loop (unlogged th
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
+import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ax3l.shared.alerts import SEVERITIES, Alert, Alerts
+from ax3l.shared.db import event_reads
 from ax3l.shared.db.database import Database
 from ax3l.shared.db.errors import DatabaseError
+from ax3l.shared.db.event_reads import StoredEvent
+from ax3l.shared.db.intents import now
 from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.event_models import GoldenConfigCreated, GoldenConfigSeedIncremented
 
@@ -53,6 +56,11 @@ MEDIAN_OF = 101  # the latest completed runs whose median run time a stall is me
 STOP_ALERT_TIMEOUT = 20.0  # seconds the loop-stopped alert may hold up the shutdown
 MIN_STALL_SECONDS = 60.0  # no stall is shorter, however short the runs
 BURST_SECONDS = 10.0  # a look whose newest event is younger waits once for the rest of a burst
+
+
+def _age(event: StoredEvent[Any]) -> float:
+    """Seconds since the event occurred (its ``occurred_at``: the writer's UTC clock)."""
+    return (now() - event.occurred_at).total_seconds() if event.occurred_at else math.inf
 
 
 def _minutes(seconds: float) -> str:
@@ -167,59 +175,43 @@ class AlertWatcher:
         self.held = False  # the last look waited for the rest of a burst
 
     async def _start_point(self) -> int:
-        row = await self.db.fetchone(
-            "SELECT (SELECT MAX(event_id) FROM events WHERE name = 'alert_sent') AS claimed,"
-            " (SELECT MAX(event_id) FROM events) AS newest",
-            doing="finding where alerts start",
-        )
-        if row is None:
-            return 0
-        return int(row["claimed"] or row["newest"] or 0)
+        doing = "finding where alerts start"
+        claimed = await event_reads.newest_id(self.db, "alert_sent", doing=doing)
+        return claimed or await event_reads.newest_id(self.db, doing=doing) or 0
 
     async def poll(self) -> None:
         """One look: the watched events since the last one, then a stall."""
         if self.after is None:
             self.after = await self._start_point()
-        marks = ", ".join(["%s"] * len(WATCHED))
-        rows = await self.db.fetchall(
-            "SELECT e.event_id, e.name, m.content,"
-            " TIMESTAMPDIFF(MICROSECOND, e.occurred_at, UTC_TIMESTAMP(6)) AS age FROM events e"
-            " LEFT JOIN event_messages m ON m.event_id = e.event_id"
-            f" WHERE e.name IN ({marks}) AND e.event_id > %s ORDER BY e.event_id LIMIT 200",
-            (*WATCHED, self.after),
-            doing="reading events to alert on",
+        events = await event_reads.select(
+            self.db, WATCHED, after=self.after, oldest=200, doing="reading events to alert on"
         )
-        young = bool(rows) and int(rows[-1]["age"]) / 1e6 < self.burst_seconds
-        if young and not self.held and len(rows) < 200:
+        young = bool(events) and _age(events[-1]) < self.burst_seconds
+        if young and not self.held and len(events) < 200:
             self.held = True  # a burst may be under way: the next look takes all of it
-        elif rows:
+        elif events:
             self.held = False
             found: list[Alert] = []
             goldens: list[GoldenConfigCreated] = []
-            for row in rows:
-                alert, golden = self._alert(row)
+            for event in events:
+                alert, golden = self._alert(event)
                 if alert is not None:
                     found.append(alert)
                     goldens += [golden] if golden is not None else []
             if found:
                 await self.alerts.send_once(burst_alert(found, goldens))
-            self.after = int(rows[-1]["event_id"])
+            self.after = events[-1].event_id
         stall = await self.stall()
         if stall is not None:
             await self.alerts.send_once(stall)
 
     @staticmethod
-    def _alert(row: dict[str, Any]) -> tuple[Alert | None, GoldenConfigCreated | None]:
+    def _alert(event: StoredEvent[Any]) -> tuple[Alert | None, GoldenConfigCreated | None]:
         """A watched event's alert, and for a new golden its content."""
-        event_id = int(row["event_id"])
-        try:
-            content = json.loads(row["content"] or "null")
-        except ValueError:
-            content = None
-        if row["name"] == GoldenConfigCreated.event:
-            alert = golden_alert(event_id, content)
-            return alert, GoldenConfigCreated.from_stored(content) if alert else None
-        return rotation_alert(event_id, content), None
+        if event.name == GoldenConfigCreated.event:
+            alert = golden_alert(event.event_id, event.content)
+            return alert, GoldenConfigCreated.from_stored(event.content) if alert else None
+        return rotation_alert(event.event_id, event.content), None
 
     async def stall(self) -> Alert | None:
         """The stall alert when no run has completed for too long, else None (never while the

@@ -16,9 +16,10 @@ import sys
 
 import pymysql
 
-from ax3l.orchestrator.seats import SeatError, add_seat, list_seats, revoke_seat
+from ax3l.orchestrator.seats import add_seat
 from ax3l.shared.db.cli import connect, ensure_schema
 from ax3l.shared.db.errors import DatabaseError
+from ax3l.shared.db.seats import SeatError, list_seats, revoke_seat
 from ax3l.shared.settings import Settings
 
 

@@ -22,7 +22,7 @@ from ax3l.orchestrator.status import LoopStatus
 from ax3l.orchestrator.turns import check_stored_order
 from ax3l.shared.db import intents
 from ax3l.shared.db.adopt import AdoptionNeeded, refusal
-from ax3l.shared.db.database import Database
+from ax3l.shared.db.database import Database, tables_present
 from ax3l.shared.db.errors import DatabaseUnavailable
 from ax3l.shared.db.reads import current_golden
 from ax3l.shared.snakelab_client import (
@@ -38,16 +38,6 @@ SNAKELAB_TABLES = ("simulation_runs", "configurations")
 LOG_EVERY = 30.0
 
 
-async def snakelab_tables_present(db: Database, name: str) -> bool:
-    row = await db.fetchone(
-        "SELECT COUNT(*) AS n FROM information_schema.tables"
-        " WHERE table_schema = %s AND table_name IN (%s, %s)",
-        (name, *SNAKELAB_TABLES),
-        doing="looking for SnakeLab's tables",
-    )
-    return row is not None and int(row["n"]) == len(SNAKELAB_TABLES)
-
-
 async def wait_for_snakelab_tables(
     db: Database, status: LoopStatus, name: str, poll: float
 ) -> None:
@@ -55,7 +45,7 @@ async def wait_for_snakelab_tables(
     logged = 0.0
     while True:
         try:
-            if await snakelab_tables_present(db, name):
+            if await tables_present(db, SNAKELAB_TABLES, "looking for SnakeLab's tables", name):
                 return
             problem = f"waiting for SnakeLab's tables in database {name} (is SnakeLab started?)"
         except DatabaseUnavailable as exc:

@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -347,6 +347,50 @@ def revoke_earlier_seats_grants(cur: Any, settings: SeatsServiceSettings, user: 
         except pymysql.err.OperationalError as exc:
             if exc.args[0] not in (1141, 1147):  # there is no such grant
                 raise
+
+
+# -- throwaway databases (``ax3l-compare``'s repeats; on the admin login's cursor) ------------
+
+Grant = tuple[str, str, str]  # privileges, database, user
+
+
+def accounts(cur: Any, user: str) -> list[str]:
+    """The user's accounts (``'user'@'host'``); ``'%'`` when mysql.user cannot be read."""
+    try:
+        cur.execute("SELECT host FROM mysql.user WHERE user = %s", (user,))
+        hosts = [str(row[0]) for row in cur.fetchall()]
+    except pymysql.err.MySQLError:
+        hosts = []
+    return [_account(user, host) for host in hosts or ["%"]]
+
+
+def database_names(cur: Any) -> set[str]:
+    """Every database on the server the login may see."""
+    cur.execute("SHOW DATABASES")
+    return {str(row[0]) for row in cur.fetchall()}
+
+
+def create_databases(cur: Any, names: Sequence[str], grants: Sequence[Grant]) -> None:
+    """Create ``names`` (utf8mb4) and give each of ``grants`` to every account of its user."""
+    granted = [(p, d, account) for p, d, user in grants for account in accounts(cur, user)]
+    for name in names:
+        cur.execute(
+            f"CREATE DATABASE {quote_identifier(name)}"
+            " CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
+        )
+    for privileges, database, account in granted:
+        cur.execute(f"GRANT {privileges} ON {quote_identifier(database)}.* TO {account}")
+
+
+def drop_databases(cur: Any, names: Sequence[str], grants: Sequence[Grant]) -> None:
+    """Drop ``names`` (each may be missing) and take ``grants`` back (one never given is no
+    error)."""
+    for name in names:
+        cur.execute(f"DROP DATABASE IF EXISTS {quote_identifier(name)}")
+    for privileges, database, user in grants:
+        for account in accounts(cur, user):
+            with contextlib.suppress(pymysql.err.MySQLError):  # never granted
+                cur.execute(f"REVOKE {privileges} ON {quote_identifier(database)}.* FROM {account}")
 
 
 class Login(NamedTuple):

@@ -16,7 +16,7 @@ import logging
 import math
 import re
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Sized
+from collections.abc import AsyncIterator, Awaitable, Sequence, Sized
 from typing import Any, TypeVar
 
 import aiomysql
@@ -78,6 +78,20 @@ async def grouped_lines(db: Database, rows_sql: str, key: str, args: Any, joiner
         await cur.execute(sql, args)
         rows = await cur.fetchall()
     return [str(row["block"]) for row in rows if row["block"] is not None]
+
+
+async def tables_present(
+    db: Database, names: Sequence[str], doing: str, schema: str | None = None
+) -> bool:
+    """Whether every table of ``names`` exists in database ``schema`` (None: ``db``'s own)."""
+    row = await db.fetchone(
+        "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = "
+        + ("%s" if schema is not None else "DATABASE()")
+        + f" AND table_name IN ({placeholders(names)})",
+        ([schema] if schema is not None else []) + list(names),
+        doing=doing,
+    )
+    return row is not None and int(row["n"]) == len(names)
 
 
 def session_limits(server_info: str, query_timeout: float) -> str:

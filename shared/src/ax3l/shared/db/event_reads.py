@@ -162,6 +162,7 @@ async def select(
     *,
     newest: int | None = ...,
     oldest: int | None = ...,
+    doing: str | None = ...,
     **filters: Unpack[Filters],
 ) -> list[StoredEvent[C]]: ...
 
@@ -173,6 +174,7 @@ async def select(
     *,
     newest: int | None = ...,
     oldest: int | None = ...,
+    doing: str | None = ...,
     **filters: Unpack[Filters],
 ) -> list[StoredEvent[Any]]: ...
 
@@ -183,13 +185,26 @@ async def select(
     *,
     newest: int | None = None,
     oldest: int | None = None,
+    doing: str | None = None,
     **filters: Unpack[Filters],
 ) -> list[StoredEvent[C]]:
     """Events of ``names`` matching the filters, oldest first (only the ``oldest`` n, or the
     ``newest`` n).
 
-    ``source`` is the ``Database`` or a cursor of the caller's transaction.
+    ``source`` is the ``Database`` or a cursor of the caller's transaction; ``doing`` names
+    the read in its errors (default: the events' names).
     """
+    sql, args = _select_sql(names, newest, oldest, filters)
+    doing = doing or f"reading {', '.join(event_names(names))} events"
+    events = [stored_event(row) for row in await _rows(source, sql, args, doing)]
+    if newest is not None:
+        events.reverse()
+    return events
+
+
+def _select_sql(
+    names: Names, newest: int | None, oldest: int | None, filters: Filters
+) -> tuple[str, list[Any]]:
     where, args = _where(names, dict(filters))
     sql = _SELECT + where
     if newest is not None:
@@ -200,11 +215,16 @@ async def select(
         if oldest is not None:
             sql += " LIMIT %s"
             args.append(oldest)
-    doing = f"reading {', '.join(event_names(names))} events"
-    events = [stored_event(row) for row in await _rows(source, sql, args, doing)]
-    if newest is not None:
-        events.reverse()
-    return events
+    return sql, args
+
+
+async def newest_id(source: Any, names: Names | None = None, *, doing: str) -> int | None:
+    """The id of the newest event (of ``names``, when given); None when there is none."""
+    where, args = _where(names, {}) if names is not None else ("", [])
+    rows = await _rows(
+        source, f"SELECT MAX(e.event_id) AS newest FROM events e{where}", args, doing
+    )
+    return None if not rows or rows[0]["newest"] is None else int(rows[0]["newest"])
 
 
 async def count(
@@ -224,3 +244,44 @@ async def count(
         f"counting {', '.join(event_names(names))} events",
     )
     return int(rows[0]["n"]) if rows else 0
+
+
+# -- for blocking callers with a DB-API cursor of their own (``ax3l-compare``) ----------------
+
+
+def select_on(
+    cur: Any, names: Names, *, oldest: int | None = None, **filters: Unpack[Filters]
+) -> list[StoredEvent[Any]]:
+    """``select`` (oldest first) on a blocking cursor whose rows are tuples."""
+    sql, args = _select_sql(names, None, oldest, filters)
+    cur.execute(sql, args)
+    columns = [d[0] for d in cur.description]
+    return [stored_event(dict(zip(columns, row, strict=True))) for row in cur.fetchall()]
+
+
+def first_event_id(cur: Any, process_id: str) -> int | None:
+    """The id of process ``process_id``'s first event (a run's: its submission), or None."""
+    cur.execute("SELECT MIN(event_id) FROM events WHERE process_id = %s", (process_id,))
+    row = cur.fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def turn_rows(
+    cur: Any, names: Sequence[str], prompt_source: str, through: int | None
+) -> list[tuple[Any, ...]]:
+    """``name, parameter, source_name, content`` (as stored; None for ``reply_received``,
+    whose text is counted, never read), ``process_id`` and the ``conversation_id`` of its
+    ``run_provenance`` row, of the events of ``names`` up to the event ``through`` (None: all),
+    ``prompt_sent`` only from ``prompt_source``, in event order: what ``ax3l-compare`` counts
+    a repeat's turns from."""
+    cur.execute(
+        "SELECT e.name, e.parameter, e.source_name,"
+        " IF(e.name = 'reply_received', NULL, m.content), e.process_id, p.conversation_id"
+        " FROM events e LEFT JOIN event_messages m ON m.event_id = e.event_id"
+        " LEFT JOIN run_provenance p ON p.event_id = e.event_id"
+        f" WHERE e.name IN ({placeholders(names)})"
+        " AND (e.name <> 'prompt_sent' OR e.source_name = %s)"
+        " AND (%s IS NULL OR e.event_id <= %s) ORDER BY e.event_id",
+        (*names, prompt_source, through, through),
+    )
+    return list(cur.fetchall())

@@ -21,6 +21,7 @@ from ax3l.reports.models.comparison import (
     RetestRow,
 )
 from ax3l.shared import comparison_stats as stats
+from ax3l.shared.db.comparisons import Comparisons, StoredComparison, StoredRepeat
 from ax3l.shared.db.database import Database
 
 BASELINE = "random"
@@ -28,18 +29,7 @@ FINITE, CONTINUOUS = "finite", "continuous"
 MODEL, TPE, MATCHED = "model", "tpe", "model_matched_tpe"
 
 
-async def _has_tables(db: Database, *names: str) -> bool:
-    wanted = names or ("comparisons", "comparison_repeats")
-    row = await db.fetchone(
-        "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = DATABASE()"
-        f" AND table_name IN ({', '.join(['%s'] * len(wanted))})",
-        wanted,
-        doing="looking for the comparison tables",
-    )
-    return bool(row and int(row["n"]) == len(wanted))
-
-
-def _comparison(row: dict[str, Any]) -> ComparisonRow:
+def _comparison(row: StoredComparison) -> ComparisonRow:
     content = _json(row["content"])
     return ComparisonRow(
         comparison_id=int(row["comparison_id"]),
@@ -63,29 +53,13 @@ def _json(text: Any) -> Any:
 
 async def list_comparisons(db: Database) -> list[ComparisonRow]:
     """Every comparison, newest first (empty without the tables)."""
-    if not await _has_tables(db):
-        return []
-    rows = await db.fetchall(
-        "SELECT comparison_id, started_at, finished_at, state, proposers, repeats, budget,"
-        " wall_seconds, content FROM comparisons ORDER BY comparison_id DESC",
-        doing="reading the comparisons",
-    )
-    return [_comparison(row) for row in rows]
+    return [_comparison(row) for row in await Comparisons(db).all()]
 
 
 async def read_retests(db: Database, comparison_id: int) -> list[RetestRow]:
     """The comparison's held-out re-tests (none in a database from before them)."""
-    if not await _has_tables(db, "comparison_retests"):
-        return []
-    rows = await db.fetchall(
-        "SELECT proposer, repeat_index, at_runs, seed, run_id, score, failed_run_ids"
-        " FROM comparison_retests WHERE comparison_id = %s"
-        " ORDER BY proposer, repeat_index, at_runs, seed",
-        (comparison_id,),
-        doing="reading a comparison's re-tests",
-    )
     found = []
-    for row in rows:
+    for row in await Comparisons(db).retests(comparison_id):
         failed = _json(row["failed_run_ids"])
         found.append(
             RetestRow(
@@ -227,17 +201,10 @@ def _names(comparison: ComparisonRow, repeats: list[RepeatRow]) -> list[str]:
 
 
 async def read_repeats(db: Database, comparison_id: int) -> list[RepeatRow]:
-    rows = await db.fetchall(
-        "SELECT proposer, repeat_index, seed, state, runs, best_score, best_so_far,"
-        " accepted_proposals, model_turns, wasted_turns, wall_seconds, content"
-        " FROM comparison_repeats WHERE comparison_id = %s ORDER BY proposer, repeat_index",
-        (comparison_id,),
-        doing="reading a comparison's repeats",
-    )
-    return [_repeat(row) for row in rows]
+    return [_repeat(row) for row in await Comparisons(db).repeats(comparison_id)]
 
 
-def _repeat(row: dict[str, Any]) -> RepeatRow:
+def _repeat(row: StoredRepeat) -> RepeatRow:
     curve = _json(row["best_so_far"])
     content = _json(row["content"])
     content = content if isinstance(content, dict) else {}
