@@ -1,6 +1,9 @@
 # Ax3l: `make help` lists the targets.
 SHELL := /bin/bash
 PYTEST_ARGS ?=
+# `make test`'s pytest-xdist workers (one module per worker at a time); TEST_WORKERS=0 runs in one
+# process.
+TEST_WORKERS ?= 2
 export UV_PYTHON ?= 3.11
 AX3L_CACHE_DIR ?= $(HOME)/.cache/ax3l
 # uv: the one on PATH, else the project's own copy, which `make uv` installs without pip (Debian
@@ -55,7 +58,7 @@ system-deps: ## install the Debian packages the tests need (MariaDB, Chromium, d
 
 .PHONY: test
 test: system-deps install db-start ## run every test suite against a real MariaDB
-	$(UV) run --frozen pytest $(PYTEST_ARGS)
+	$(UV) run --frozen pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 .PHONY: llm-start
 llm-start: ## build (once, cached in $AX3L_CACHE_DIR, ~/.cache/ax3l) and start a real llama-server with a tiny model on :27770
