@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from ax3l.reports.event_contents import label, parse, read_reply, run_links, summary
+from ax3l.reports.event_contents import label, read_reply, run_links, summary
+from ax3l.shared.db.event_reads import parse_message
 
 
 def test_prompt_sent_is_labelled_prompt():
@@ -15,11 +16,11 @@ def test_prompt_sent_is_labelled_prompt():
 
 def test_contents_parse_as_json_only_when_they_are():
     """Objects and arrays parse; plain text (even text starting with a brace) stays text."""
-    assert parse('{"a": 1}') == {"a": 1}
-    assert parse("[1, 2]") == [1, 2]
-    assert parse("{not json") == "{not json"
-    assert parse("plain") == "plain"
-    assert parse(None) is None
+    assert parse_message('{"a": 1}') == {"a": 1}
+    assert parse_message("[1, 2]") == [1, 2]
+    assert parse_message("{not json") == "{not json"
+    assert parse_message("plain") == "plain"
+    assert parse_message(None) is None
 
 
 def test_reply_summary_names_the_tool_call():
@@ -51,7 +52,7 @@ def test_reply_without_tool_call_says_so():
     """A reply that answered in text is summarised as such, with its finish reason."""
     content = json.dumps({"choices": [{"finish_reason": "stop", "message": {"content": "Hmm."}}]})
     assert summary("reply_received", content) == "Model answered without a tool call: Hmm."
-    reply = read_reply(parse(content))
+    reply = read_reply(parse_message(content))
     assert reply is not None and reply.tool_calls == [] and reply.finish_reason == "stop"
 
 

@@ -37,7 +37,6 @@ def event_choices() -> list[tuple[str, str, str]]:
 
 
 # The one reading of a stored content (shared with every other reader of events).
-parse = parse_message
 
 
 def pretty(value: Any) -> str:
@@ -109,7 +108,7 @@ def compact(value: Any) -> str:
 def read_fields(content: str | None) -> Any:
     """The content parsed for a sentence: JSON, text, or the complete top-level fields of an
     object whose text was cut (the list reads excerpts of long contents)."""
-    parsed = parse(content)
+    parsed = parse_message(content)
     if isinstance(parsed, str) and parsed.lstrip().startswith("{"):
         fields = prefix_fields(parsed)
         return fields or parsed
@@ -182,7 +181,7 @@ def summary(
     if content is None:
         return ""
     if name == "reply_received":
-        reply = read_reply(parse(content))
+        reply = read_reply(parse_message(content))
         if reply is not None:
             return _cut(reply_sentence(reply, parameter), limit)
     if name == "prompt_sent":

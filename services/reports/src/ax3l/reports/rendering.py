@@ -9,9 +9,10 @@ from typing import Any
 import jinja2
 from starlette.templating import Jinja2Templates
 
-from ax3l.reports.event_contents import label, parse, pretty
+from ax3l.reports.event_contents import label, pretty
 from ax3l.reports.models.events import REFRESH_CHOICES
 from ax3l.reports.routes.assets import static_url
+from ax3l.shared.db.event_reads import parse_message
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -58,7 +59,7 @@ def value(item: Any) -> str:
 
 def parse_pretty(content: str | None) -> str:
     """A stored content for reading: indented JSON when it is JSON, else the text."""
-    return "" if content is None else pretty(parse(content))
+    return "" if content is None else pretty(parse_message(content))
 
 
 def make_templates() -> Jinja2Templates:

@@ -8,6 +8,7 @@ from ax3l.reports import event_contents
 from ax3l.reports.models.events import Event, EventDetail, EventPage
 from ax3l.shared.db import report_reads
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.event_reads import parse_message
 from ax3l.shared.db.report_reads import EventFilter
 
 
@@ -73,7 +74,7 @@ async def event_detail(db: Database, event_id: int, children: int = 50) -> Event
     row = await report_reads.event_row(db, event_id, content=True)
     if row is None:
         return None
-    content = event_contents.parse(row["content"])
+    content = parse_message(row["content"])
     parent = None
     if row["parent_event_id"] is not None:
         parent = await report_reads.event_row(db, int(row["parent_event_id"]), content=False)

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ax3l.reports.event_contents import parse
 from ax3l.reports.models.proposers import ModelStats, ProposerStats, SeatStats
 from ax3l.reports.queries.proposers import (
     REJECTIONS,
@@ -48,6 +47,7 @@ from ax3l.reports.queries.proposers import (
 from ax3l.reports.queries.seats import SEAT_CALLS, SEAT_CALLS_DOING, SUBMIT_TOOLS, _waste_kind
 from ax3l.shared.db import report_reads, run_provenance
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.event_reads import parse_message
 from ax3l.shared.db.report_reads import history_mark
 from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.event_models import (
@@ -398,7 +398,7 @@ def _add_content(fold: _Fold, row: dict[str, Any]) -> None:
 def _add_seat_call(fold: _Fold, row: dict[str, Any]) -> None:
     fold.seat_rows += 1
     model = SeatCallRefused if row["name"] == SeatCallRefused.event else SeatCall
-    call = model.from_stored(parse(row["content"]))
+    call = model.from_stored(parse_message(row["content"]))
     name = row["source_name"] or call.seat
     if not name:
         return  # a request without a valid token names no seat

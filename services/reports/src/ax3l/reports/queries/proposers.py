@@ -19,11 +19,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ax3l.reports.event_contents import parse
 from ax3l.reports.models.proposers import ModelStats, ProposerStats
 from ax3l.shared import comparison_stats as stats
 from ax3l.shared.db import report_reads
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.event_reads import parse_message
 from ax3l.shared.db.snakelab_reads import SnakeLabRuns
 from ax3l.shared.event_models import (
     ConversationStarted,
@@ -37,7 +37,7 @@ UNKNOWN = "unknown"
 
 
 def _read(row: dict[str, Any]) -> EventContent:
-    return read_content(row["name"], parse(row["content"]))
+    return read_content(row["name"], parse_message(row["content"]))
 
 
 def _proposer(content: EventContent) -> str | None:
@@ -239,7 +239,7 @@ async def model_stats(db: Database, configured_model: str | None = None) -> list
                 conversations[current] += 1
                 latest_model = current
             else:
-                started = ConversationStarted.from_stored(parse(row["content"]))
+                started = ConversationStarted.from_stored(parse_message(row["content"]))
                 if started.fallback_for and latest_model is not None:
                     fallback_turns[latest_model].add(_turn(started, row))
         elif current is None:

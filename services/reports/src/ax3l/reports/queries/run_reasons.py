@@ -16,10 +16,11 @@ from typing import Any
 
 import polars as pl
 
-from ax3l.reports.event_contents import parse, read_reply
+from ax3l.reports.event_contents import read_reply
 from ax3l.reports.event_sentences import sentence
 from ax3l.reports.models.runs import RunReason, RunRow
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.event_reads import parse_message
 from ax3l.shared.db.report_reads import reason_rows
 
 SUMMARY_CHARS = 140  # a row's one line
@@ -97,7 +98,7 @@ def _reason(conversation: str, found: _Found) -> RunReason:
 
 
 def _read(found: _Found, row: dict[str, Any]) -> None:
-    name, content = row["name"], parse(row["content"])
+    name, content = row["name"], parse_message(row["content"])
     if name == "reply_received":
         found.reply_event_id, found.reply = int(row["event_id"]), content
         return

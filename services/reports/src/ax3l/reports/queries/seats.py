@@ -19,9 +19,9 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-from ax3l.reports.event_contents import parse
 from ax3l.reports.models.proposers import SeatStats
 from ax3l.shared.db.database import Database
+from ax3l.shared.db.event_reads import parse_message
 from ax3l.shared.db.report_reads import event_texts
 from ax3l.shared.event_models import GoldenConfigCreated, SeatCall, SeatCallRefused
 
@@ -53,11 +53,8 @@ async def seat_stats(db: Database) -> list[SeatStats]:
     goldens = await event_texts(
         db, (GoldenConfigCreated.event,), doing="reading the golden configurations"
     )
-    golden_runs = {
-        run_id
-        for row in goldens
-        if (run_id := GoldenConfigCreated.from_stored(parse(row["content"])).run_id) is not None
-    }
+    golden = (GoldenConfigCreated.from_stored(parse_message(row["content"])) for row in goldens)
+    golden_runs = {content.run_id for content in golden if content.run_id is not None}
     calls: dict[str, int] = defaultdict(int)
     refused: dict[str, int] = defaultdict(int)
     accepted: dict[str, int] = defaultdict(int)
@@ -67,7 +64,7 @@ async def seat_stats(db: Database) -> list[SeatStats]:
     kinds: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for row in rows:
         model = SeatCallRefused if row["name"] == SeatCallRefused.event else SeatCall
-        call = model.from_stored(parse(row["content"]))
+        call = model.from_stored(parse_message(row["content"]))
         seat = row["source_name"] or call.seat
         if not seat:
             continue  # a request without a valid token names no seat
