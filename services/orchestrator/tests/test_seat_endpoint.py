@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import pickle
 import subprocess
 import sys
 import threading
@@ -35,6 +36,7 @@ from ax3l.shared.db.event_log import EventLog
 from ax3l.shared.db.seats import SeatError, revoke_seat
 from ax3l.shared.event_models import GoldenConfigCreated
 from ax3l.shared.registry import BY_NAME
+from ax3l.shared.settings import SeatsServiceSettings
 from ax3l.testing.databases import TestDatabases, mysql_connection, seats_login
 from ax3l.testing.mcp_wire import call_tool, initialize
 from ax3l.testing.plugin import free_port
@@ -848,3 +850,11 @@ def test_an_endpoint_reachable_from_elsewhere_needs_its_own_login(databases: Tes
         AX3L_SEATS_HOST="0.0.0.0", AX3L_SEATS_DB_USER="s", AX3L_SEATS_DB_PASSWORD="p"
     )
     assert endpoint_login(own).db_user == "s"
+    # What the orchestrator's child gets: the endpoint's settings alone, none of the loop's.
+    child = pickle.loads(pickle.dumps(endpoint_login(own)))
+    assert type(child) is SeatsServiceSettings and type(own) is not SeatsServiceSettings
+    assert not hasattr(child, "notify_urls") and not hasattr(child, "llm_url")
+    assert child.model_dump(exclude={"db_user", "db_password"}) == own.model_dump(
+        include=set(SeatsServiceSettings.model_fields) - {"db_user", "db_password"}
+    )
+    assert child.db_password.get_secret_value() == "p"

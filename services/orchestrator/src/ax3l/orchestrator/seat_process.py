@@ -120,24 +120,25 @@ GoldenReader = Callable[[], Awaitable[GoldenConfigCreated | None]]
 
 
 def endpoint_login(settings: SeatsServiceSettings) -> SeatsServiceSettings:
-    """``settings`` with the endpoint's own database login (``AX3L_SEATS_DB_USER``), or as they
-    are when none is configured (a warning: Ax3l's own login has every grant on its database;
-    refused when the endpoint listens beyond loopback, where the internet may reach it)."""
-    if not settings.seats_db_user:
-        if settings.seats_host not in LOOPBACK:
-            raise ValueError(
-                f"AX3L_SEATS_HOST={settings.seats_host} is reachable from other machines: set"
-                " AX3L_SEATS_DB_USER and AX3L_SEATS_DB_PASSWORD (ax3l-db grant-seats), so the"
-                " endpoint does not serve them with Ax3l's own database login"
-            )
+    """The endpoint's settings alone (none of the orchestrator's: no alert or model URL, no
+    loop setting) with its own database login (``AX3L_SEATS_DB_USER``), or with Ax3l's when none
+    is configured (a warning: Ax3l's own login has every grant on its database; refused when the
+    endpoint listens beyond loopback, where the internet may reach it)."""
+    own = {name: getattr(settings, name) for name in SeatsServiceSettings.model_fields}
+    if settings.seats_db_user:
+        own |= {"db_user": settings.seats_db_user, "db_password": settings.seats_db_password}
+    elif settings.seats_host not in LOOPBACK:
+        raise ValueError(
+            f"AX3L_SEATS_HOST={settings.seats_host} is reachable from other machines: set"
+            " AX3L_SEATS_DB_USER and AX3L_SEATS_DB_PASSWORD (ax3l-db grant-seats), so the"
+            " endpoint does not serve them with Ax3l's own database login"
+        )
+    else:
         logger.warning(
             "no AX3L_SEATS_DB_USER: the seats' endpoint uses Ax3l's own database login"
             " (see ax3l-db grant-seats)"
         )
-        return settings
-    return settings.model_copy(
-        update={"db_user": settings.seats_db_user, "db_password": settings.seats_db_password}
-    )
+    return SeatsServiceSettings.model_construct(**own)  # validated once, as ``settings``
 
 
 def turn_message(turn: OpenTurn) -> dict[str, Any]:
@@ -249,11 +250,9 @@ class SeatProcess:
             await self._connect(self.settings.seats_board_socket, wait)
             return
         # The child gets what it needs and no more: no environment but the process's basics
-        # (none of Ax3l's passwords or alert URLs), and settings with its own login in
-        # place of Ax3l's and without the alert or model URLs.
-        mine = endpoint_login(self.settings).model_copy(
-            update={"notify_urls": None, "llm_url": None}
-        )
+        # (none of Ax3l's passwords or alert URLs), and the endpoint's settings alone, with its
+        # own login in place of Ax3l's.
+        mine = endpoint_login(self.settings)
         ours, theirs = socket.socketpair()
         try:
             self.process = await asyncio.create_subprocess_exec(
