@@ -33,10 +33,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import astuple, dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from ax3l.shared.db.database import Database
+from ax3l.shared.db.database import Database, tables_present
 
 LOOP = "ax3l"  # the proposer of the runs the loop submits itself
 # The events ``add`` reads; with ``golden_config_created`` for ``golden``.
@@ -236,12 +235,7 @@ def backfill(cur: Any, window: int = 100_000, batch: int = 5_000) -> int:
 async def table_present(db: Database) -> bool:
     """Whether the database has the table: one only the user's own tables make (an older
     system's, read without migration) has none, and no run a row."""
-    row = await db.fetchone(
-        "SELECT COUNT(*) AS n FROM information_schema.tables"
-        " WHERE table_schema = DATABASE() AND table_name = 'run_provenance'",
-        doing="looking for the run_provenance table",
-    )
-    return bool(row and int(row["n"]))
+    return await tables_present(db, ("run_provenance",), "looking for the run_provenance table")
 
 
 async def _latest(cur: Any, name: str) -> tuple[str | None, dict[str, Any]]:
