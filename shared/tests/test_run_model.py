@@ -115,6 +115,25 @@ def test_only_evaluated_configurations_are_recommended() -> None:
         RunModel(SPACE, runs[: MIN_RUNS - 1])
 
 
+def test_a_fit_predicts_its_configurations_once() -> None:
+    """``evaluated`` (what every dashboard load asks for) predicts once per fit; each caller
+    gets its own list, so changing one changes no later answer."""
+    model = RunModel(SPACE, one_factor_runs(batch_matters, 40, seed=4))
+    calls: list[int] = []
+    predict = model.predict
+
+    def counted(values: Sequence[Sequence[float]]) -> list[Estimate]:
+        calls.append(len(values))
+        return predict(values)
+
+    model.predict = counted  # type: ignore[method-assign]
+    first = model.evaluated()
+    first.clear()
+    assert model.evaluated() == model.evaluated() != []
+    assert model.recommend().values in {e.values for e in model.evaluated()}
+    assert len(calls) == 1
+
+
 def test_a_collapsed_run_does_not_sink_its_configuration() -> None:
     """A run far below the rest (a collapse) is raised to the robust bound: its configuration's
     prediction stays near the others'."""

@@ -224,6 +224,7 @@ class RunModel:
             self._gp = _conditioned(kernel, inputs, targets)
         self.fitted = self._describe()
         self.log_marginal_likelihood = float(self._gp.log_marginal_likelihood_value_)
+        self._evaluated: list[Evaluated] | None = None
 
     def _describe(self) -> Fitted:
         kernel = self._gp.kernel_
@@ -256,7 +257,13 @@ class RunModel:
         ]
 
     def evaluated(self) -> list[Evaluated]:
-        """Every configuration with completed runs, in the order of its first run."""
+        """Every configuration with completed runs, in the order of its first run (predicted
+        once per fit: a fit never changes, and the report server asks for it at every load)."""
+        if self._evaluated is None:
+            self._evaluated = self._evaluate()
+        return list(self._evaluated)
+
+    def _evaluate(self) -> list[Evaluated]:
         runs: dict[tuple[float, ...], list[RunRecord]] = {}
         for record in self.records:
             runs.setdefault(record.values, []).append(record)

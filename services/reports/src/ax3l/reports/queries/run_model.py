@@ -148,24 +148,8 @@ class RunModelCache:
                 recommendation=None,
                 golden=None,
             )
-        best = model.recommend(lower_bound_sds=lower_bound)
-        golden = None
-        if golden_config is not None:
-            try:
-                values = model.space.values_of(golden_config)
-            except (KeyError, TypeError, ValueError):  # a stored golden short of a tuned value
-                values = None
-            golden = next((e for e in model.evaluated() if e.values == values), None)
-        return ModelView(
-            problem=None,
-            runs=len(model.records),
-            seeds=len({r.seed for r in model.records}),
-            noise_sd=model.fitted.noise_sd,
-            seed_sd=model.fitted.seed_sd,
-            lower_bound_sds=lower_bound,
-            recommendation=_predicted(best),
-            golden=None if golden is None else _predicted(golden),
-        )
+        # The predictions are numpy work of a second or more at 100,000 runs: off the event loop.
+        return await asyncio.to_thread(_view, model, golden_config, lower_bound)
 
     async def effects(
         self, frame: pl.DataFrame, schema: ConfigSchema, lower_bound: float
@@ -174,6 +158,27 @@ class RunModelCache:
         if model is None:
             return Effects(problem=problem, runs=0, effects=[])
         return await asyncio.to_thread(_effects, model, lower_bound)
+
+
+def _view(model: RunModel, golden_config: dict[str, Any] | None, lower_bound: float) -> ModelView:
+    best = model.recommend(lower_bound_sds=lower_bound)
+    golden = None
+    if golden_config is not None:
+        try:
+            values = model.space.values_of(golden_config)
+        except (KeyError, TypeError, ValueError):  # a stored golden short of a tuned value
+            values = None
+        golden = next((e for e in model.evaluated() if e.values == values), None)
+    return ModelView(
+        problem=None,
+        runs=len(model.records),
+        seeds=len({r.seed for r in model.records}),
+        noise_sd=model.fitted.noise_sd,
+        seed_sd=model.fitted.seed_sd,
+        lower_bound_sds=lower_bound,
+        recommendation=_predicted(best),
+        golden=None if golden is None else _predicted(golden),
+    )
 
 
 def _predicted(evaluated: Any) -> Predicted:
