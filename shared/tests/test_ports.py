@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import time
 
 from ax3l.shared.ports import free_port
 from ax3l.testing import plugin
@@ -35,7 +37,7 @@ def test_ports_come_from_below_the_ephemeral_range_and_never_twice() -> None:
     assert not any(port in reserved for port in picked for reserved in ports.RESERVED)
 
 
-def test_a_port_someone_listens_on_is_never_handed_out(monkeypatch) -> None:
+def test_a_port_someone_listens_on_is_never_handed_out(monkeypatch, tmp_path) -> None:
     """A port that is taken is skipped: with the draw forced onto a listening port first, the
     next free one is returned instead."""
     from ax3l.shared import ports
@@ -48,5 +50,46 @@ def test_a_port_someone_listens_on_is_never_handed_out(monkeypatch) -> None:
         monkeypatch.setattr(ports._random, "randint", lambda a, b: next(draws))
         monkeypatch.setattr(ports, "LOWEST", 1024)
         monkeypatch.setattr(ports, "_candidates_below", lambda: 65536)
+        monkeypatch.setattr(ports, "CLAIMS", tmp_path / "claims")
         ports._given.discard(12345)
         assert free_port() == 12345
+
+
+def test_two_processes_never_hand_out_the_same_port(tmp_path) -> None:
+    """Two processes (the suite's two workers, say) drawing from the same 1,200 ports at once hand
+    out 300 ports between them, none twice: each claims its port in the shared file."""
+    import subprocess
+    import sys
+
+    draw = (
+        "from ax3l.shared import ports\n"
+        "ports.LOWEST = 20000\n"
+        "ports._candidates_below = lambda: 21200\n"
+        "print(' '.join(str(ports.free_port()) for _ in range(150)))\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    children = [
+        subprocess.Popen([sys.executable, "-c", draw], env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    picked = [int(port) for child in children for port in child.communicate(timeout=60)[0].split()]
+    assert all(child.returncode == 0 for child in children)
+    assert len(picked) == 300
+    assert len(set(picked)) == 300
+    assert all(20000 <= port < 21200 for port in picked)
+    assert (tmp_path / f"ax3l-ports-{os.getuid()}.claims").exists()
+
+
+def test_a_claim_lapses_after_its_time(monkeypatch, tmp_path) -> None:
+    """A port claimed by another process is refused while its claim lives and claimable after."""
+    from ax3l.shared import ports
+
+    monkeypatch.setattr(ports, "CLAIMS", tmp_path / "claims")
+    now = [1000.0]
+    monkeypatch.setattr(time, "time", lambda: now[0])
+    assert ports._claimed(20001)
+    assert not ports._claimed(20001)
+    now[0] += ports.CLAIM_SECONDS + 1
+    assert ports._claimed(20001)
+    expiry = now[0] + ports.CLAIM_SECONDS
+    assert (tmp_path / "claims").read_text().split() == ["20001", f"{expiry:.3f}"]

@@ -5,12 +5,22 @@ every outgoing connection (to MariaDB, to SnakeLab, between the services) takes 
 from: between picking the port and the child binding it, such a connection can take it, and the
 child fails with "address already in use". So the port is drawn below the ephemeral range and
 away from the ports the project itself serves on, and never handed out twice by one process.
+
+Other processes pick ports too (the test suite's workers, a second checkout's tests, two
+``ax3l-compare`` runs): a port one of them has picked stays bindable until its child binds it.
+So a port is also claimed in a file every process of this user shares (``CLAIMS``, under an
+exclusive ``flock``) and no process hands out a port claimed in the last ``CLAIM_SECONDS``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import random
 import socket
+import tempfile
+import time
 from pathlib import Path
 
 EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
@@ -18,6 +28,8 @@ LOWEST = 10000
 # The ports Ax3l, SnakeLab, llama-server and the private MariaDB serve on by default.
 RESERVED = (range(27000, 30000), range(33000, 34000))
 ATTEMPTS = 200
+CLAIMS = Path(tempfile.gettempdir()) / f"ax3l-ports-{os.getuid()}.claims"
+CLAIM_SECONDS = 120.0
 
 _given: set[int] = set()
 _random = random.SystemRandom()
@@ -40,22 +52,51 @@ def _bindable(port: int) -> bool:
     return True
 
 
+def _claimed(port: int) -> bool:
+    """Claim ``port`` for this machine's processes; False if another claimed it lately.
+
+    The file holds one ``port expiry`` line per live claim; expired lines are dropped on every
+    claim, so it stays as small as the claims of the last ``CLAIM_SECONDS``. Where the file
+    cannot be opened (a read-only temporary folder) every port counts as unclaimed."""
+    now = time.time()
+    try:
+        fd = os.open(CLAIMS, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return True
+    with os.fdopen(fd, "r+") as claims:
+        fcntl.flock(claims, fcntl.LOCK_EX)
+        live: dict[int, float] = {}
+        for line in claims:
+            with contextlib.suppress(ValueError):  # a line no claim wrote
+                other, expiry = line.split()
+                if float(expiry) > now:
+                    live[int(other)] = float(expiry)
+        if port in live:
+            return False
+        live[port] = now + CLAIM_SECONDS
+        claims.seek(0)
+        claims.truncate()
+        claims.write("".join(f"{p} {e:.3f}\n" for p, e in live.items()))
+    return True
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now, outside the ephemeral range
-    where the system can; one this process has not handed out before."""
+    where the system can; one this process has not handed out before, and no other process of
+    this user in the last ``CLAIM_SECONDS``."""
     high = _candidates_below() - 1
     if high - LOWEST > 1000:
         for _ in range(ATTEMPTS):
             port = _random.randint(LOWEST, high)
             if port in _given or any(port in r for r in RESERVED):
                 continue
-            if _bindable(port):
+            if _bindable(port) and _claimed(port):
                 _given.add(port)
                 return port
     while True:  # no room below the ephemeral range: let the kernel choose
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = int(sock.getsockname()[1])
-        if port not in _given:
+        if port not in _given and _claimed(port):
             _given.add(port)
             return port
