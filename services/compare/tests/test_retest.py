@@ -180,7 +180,11 @@ def test_a_retest_run_killed_with_snakelab_is_run_again_on_the_real_snakelab(
                     return [row[0] for row in cur.fetchall()]
 
             def kill_and_restart() -> None:
-                wait_until(lambda: "running" in statuses(), 30, "a re-test run training")
+                # Both seeds submitted, the first training: the submissions are sequential, so
+                # on a loaded machine "running" alone can come before the second is queued.
+                wait_until(
+                    lambda: statuses() == ["running", "queued"], 30, "one run training, one queued"
+                )
                 os.kill(first.pid, signal.SIGKILL)
                 first.popen.wait(10)
                 again, _ = processes.start_snakelab(snakelab_env, tmp_path, 3.0, schema_path, port)
