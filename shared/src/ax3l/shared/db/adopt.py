@@ -25,7 +25,7 @@ from typing import Any
 
 from ax3l.shared.config_schema import ConfigInvalid, ConfigSchema
 from ax3l.shared.crash_points import crash_point
-from ax3l.shared.db.database import Database
+from ax3l.shared.db.database import Database, tables_present
 from ax3l.shared.db.errors import DatabaseMisconfigured
 from ax3l.shared.db.event_log import EventLog, HighscoreRow
 from ax3l.shared.db.reads import current_golden
@@ -99,8 +99,7 @@ def _value(config: dict[str, Any], path: str) -> Any:
 async def own_experiment_started(db: Database) -> str | None:
     """Why Ax3l's database already holds an experiment of its own (a golden, a seeding
     submission, a checkpoint or a submission intent), or None."""
-    present = await _own_tables(db)
-    if "events" not in present:
+    if not await tables_present(db, ["events"], "looking for Ax3l's events table"):
         return None
     row = await db.fetchone(
         "SELECT name FROM events WHERE name IN ('golden_config_created',"
@@ -111,20 +110,13 @@ async def own_experiment_started(db: Database) -> str | None:
     )
     if row is not None:
         return f"Ax3l's database has a {row['name']} event"
-    if "submission_intents" in present and await db.fetchone(
+    intents = await tables_present(db, ["submission_intents"], "looking for Ax3l's intents table")
+    if intents and await db.fetchone(
         "SELECT intent_id FROM submission_intents LIMIT 1",
         doing="looking for Ax3l's submission intents",
     ):
         return "Ax3l's database has submission intents"
     return None
-
-
-async def _own_tables(db: Database) -> set[str]:
-    rows = await db.fetchall(
-        "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = DATABASE()",
-        doing="listing Ax3l's tables",
-    )
-    return {str(row["name"]) for row in rows}
 
 
 async def refusal(db: Database, seeding_config: Mapping[str, Any]) -> str | None:
@@ -156,7 +148,7 @@ async def refusal(db: Database, seeding_config: Mapping[str, Any]) -> str | None
 
 async def _adopted(db: Database) -> Adoption | None:
     """The adoption an earlier run of ``adopt`` wrote, if the golden is it."""
-    if "events" not in await _own_tables(db):
+    if not await tables_present(db, ["events"], "looking for Ax3l's events table"):
         return None
     golden = await current_golden(db)
     if golden is None:
