@@ -93,3 +93,28 @@ def test_a_claim_lapses_after_its_time(monkeypatch, tmp_path) -> None:
     assert ports._claimed(20001)
     expiry = now[0] + ports.CLAIM_SECONDS
     assert (tmp_path / "claims").read_text().split() == ["20001", f"{expiry:.3f}"]
+
+
+def test_a_planted_claims_file_is_never_written(monkeypatch, tmp_path) -> None:
+    """The claims file sits in a folder every user shares. A symbolic link or a second hard link
+    planted in its place (pointing at a file of the victim's) and a file another user owns are
+    left untouched, and free_port still hands out ports, unclaimed."""
+    from ax3l.shared import ports
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    claims = tmp_path / "claims"
+    monkeypatch.setattr(ports, "CLAIMS", claims)
+    claims.symlink_to(victim)
+    assert ports._claimed(20001) and ports._claimed(20001)
+    claims.unlink()
+    os.link(victim, claims)
+    assert ports._claimed(20001) and ports._claimed(20001)
+    assert victim.read_text() == "precious\n"
+    claims.unlink()
+    if os.geteuid() == 0:  # only root can give a file to another user
+        claims.write_text("")
+        os.chown(claims, 65534, 65534)
+        assert ports._claimed(20001) and ports._claimed(20001)
+        assert claims.read_text() == ""
+    assert free_port() > 0

@@ -19,6 +19,7 @@ import fcntl
 import os
 import random
 import socket
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -56,12 +57,18 @@ def _claimed(port: int) -> bool:
     """Claim ``port`` for this machine's processes; False if another claimed it lately.
 
     The file holds one ``port expiry`` line per live claim; expired lines are dropped on every
-    claim, so it stays as small as the claims of the last ``CLAIM_SECONDS``. Where the file
-    cannot be opened (a read-only temporary folder) every port counts as unclaimed."""
+    claim, so it stays as small as the claims of the last ``CLAIM_SECONDS``. The folder is
+    shared with other users: a symbolic link, a file with a second hard link or one another
+    user owns is never opened for writing, and then, as where the file cannot be opened at all
+    (a read-only temporary folder), every port counts as unclaimed."""
     now = time.time()
     try:
-        fd = os.open(CLAIMS, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(CLAIMS, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     except OSError:
+        return True
+    found = os.fstat(fd)
+    if not stat.S_ISREG(found.st_mode) or found.st_nlink != 1 or found.st_uid != os.getuid():
+        os.close(fd)
         return True
     with os.fdopen(fd, "r+") as claims:
         fcntl.flock(claims, fcntl.LOCK_EX)
