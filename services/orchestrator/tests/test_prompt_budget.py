@@ -7,7 +7,6 @@ import math
 import random
 import re
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import closing
@@ -75,12 +74,11 @@ def report_json(prompts: list[Any]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("name", ["learning_rate", "hidden_size", "epsilon_pair", "reward_pair"])
-def test_a_history_of_100000_runs_fits_the_budget_and_is_built_fast(name: str) -> None:
-    """100,000 comparable runs still give prompts under the budget, built in seconds at most."""
+def test_a_history_of_100000_runs_fits_the_budget(name: str) -> None:
+    """100,000 comparable runs still give prompts under the budget (how long building them
+    takes, at 100 to 100,000 runs: ``bench/bench_llm.py``)."""
     history = long_history(name, 100_000)
-    started = time.perf_counter()
     prompts = conversation_prompts(context(history), BUDGET)
-    seconds = time.perf_counter() - started
     assert prompts_tokens(prompts) <= BUDGET
     assert [p.source_name for p in prompts] == [
         p.source_name for p in conversation_prompts(context(long_history(name, 3)))
@@ -89,7 +87,6 @@ def test_a_history_of_100000_runs_fits_the_budget_and_is_built_fast(name: str) -
     finite = name in ("hidden_size", "reward_pair")
     assert ("Left out to fit the model's context" in prompts[1].text) is not finite
     assert "best and mean high score" in prompts[1].text or "runs, best" in prompts[1].text
-    assert seconds < 5, f"{seconds:.2f} s to fit {name}'s history"
 
 
 @pytest.mark.parametrize("name", ["learning_rate", "hidden_size"])
@@ -308,10 +305,11 @@ def insert_runs(databases: TestDatabases, rows: list[Row]) -> None:
             )
 
 
-async def test_the_history_loader_reads_only_comparable_runs_in_linear_time(
+async def test_the_history_loader_reads_only_comparable_runs(
     snakelab_tables: TestDatabases,
 ) -> None:
-    """Runs differing in another setting are skipped, order is kept, and 5,000 rows load fast."""
+    """Runs differing in another setting are skipped and order is kept, over 5,000 rows (how
+    long 110,000 rows take to load: ``bench/bench_llm.py``'s history load)."""
     entry = BY_NAME["learning_rate"]
     golden = SCHEMA.flatten(DEFAULTS)
     rng = random.Random(2)
@@ -328,19 +326,15 @@ async def test_the_history_loader_reads_only_comparable_runs_in_linear_time(
     insert_runs(snakelab_tables, rows)
     db = await Database(snakelab_tables.settings()).open()
     try:
-        started = time.perf_counter()
         history = await load_history(db, SCHEMA, entry, DEFAULTS)
-        seconds = time.perf_counter() - started
     finally:
         await db.close()
     assert len(history.runs) == 4_000
     assert [run.run_id for run in history.runs] == [
         r[0] for i, r in enumerate(rows) if i % 10 not in (0, 5)
     ]
-    started = time.perf_counter()
     prompts = conversation_prompts(context(history), BUDGET)
     assert prompts_tokens(prompts) <= BUDGET
-    assert seconds + time.perf_counter() - started < 10
 
 
 async def test_the_history_loader_compares_floats_exactly(snakelab_tables: TestDatabases) -> None:
